@@ -1,0 +1,110 @@
+"""What every tool's answer shares: the version it assumed, the facts it cites, its input errors."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..knowledge import Evidence, Knowledge, Sourced
+from ..versions import Version, parse_version
+
+Package = Literal["vllm", "lmcache"]
+
+
+class AdviceError(ValueError):
+    """Input a tool cannot answer; the message names the field and what it accepts."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+class Result(BaseModel):
+    """Base of every tool result."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    def summary(self) -> str:
+        """A few lines for a person; the structured fields carry the detail."""
+        raise NotImplementedError
+
+
+class Citation(BaseModel):
+    """A knowledge entry an answer relied on, and how well it is established."""
+
+    id: str
+    sources: list[str]
+    verified_at: dt.date
+    evidence: Evidence = Field(
+        description="wheel: checked in released code; primary: an issue, release or vendor page; "
+        "reference: carried over from the founding reference text, not yet confirmed"
+    )
+
+
+def cite(entry_id: str, fact: Sourced) -> Citation:
+    return Citation(id=entry_id, sources=list(fact.sources), verified_at=fact.verified_at, evidence=fact.evidence)
+
+
+class VersionContext(BaseModel):
+    """Which release an answer is for, and why the reader should be careful with it."""
+
+    package: Package
+    version: str = Field(description="the release the answer applies to")
+    assumed: bool = Field(description="true when no version was given and the newest known release was used")
+    newest_known: str
+    oldest_known: str
+    is_known_release: bool
+    warnings: list[str] = Field(default_factory=list)
+
+
+_NAMES = {"vllm": "vLLM", "lmcache": "LMCache"}
+
+
+def resolve_version(
+    knowledge: Knowledge, text: str | None, *, package: Package = "vllm", field: str = "version"
+) -> tuple[Version, VersionContext]:
+    """Parse the user's version (or assume the newest) and say what the knowledge can promise for it."""
+    releases = knowledge.release_versions(package)
+    newest, oldest = releases[-1], releases[0]
+    label = _NAMES[package]
+    warnings: list[str] = []
+    if text is None or not text.strip():
+        version = newest
+        assumed = True
+        warnings.append(
+            f"No {label} version was given; the answer is for {newest}, the newest release the knowledge covers. "
+            "Give your version for an exact answer."
+        )
+    else:
+        try:
+            version = parse_version(text, field=field)
+        except ValueError as exc:
+            raise AdviceError(field, str(exc).split(": ", 1)[1]) from None
+        assumed = False
+    if version > newest:
+        date = next((r.date for r in knowledge.releases[package].releases if Version(r.version) == newest), None)
+        when = f", published {date}" if date else ""
+        warnings.append(
+            f"{label} {version} is newer than the newest release the knowledge covers ({newest}{when}). "
+            f"The answer describes {newest}; anything that changed after it is not known here."
+        )
+    elif version < oldest:
+        warnings.append(
+            f"{label} {version} is older than {oldest}, the oldest release the knowledge covers; "
+            "features that predate it are reported as present, which may not hold for your release."
+        )
+    known = version in releases
+    if not known and oldest <= version <= newest:
+        warnings.append(f"{label} {version} is not a published release; the answer follows the version ranges.")
+    context = VersionContext(
+        package=package,
+        version=str(version),
+        assumed=assumed,
+        newest_known=str(newest),
+        oldest_known=str(oldest),
+        is_known_release=known,
+        warnings=warnings,
+    )
+    return version, context

@@ -1,0 +1,53 @@
+"""A non-editable install into a fresh virtual environment finds and loads the knowledge."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+from conftest import REPO
+
+
+def test_wheel_install_ships_the_knowledge(tmp_path: Path) -> None:
+    source = tmp_path / "src"
+    for part in ("server", "knowledge", "pyproject.toml", "README.md"):
+        item = REPO / part
+        if item.is_dir():
+            shutil.copytree(item, source / part, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(item, source / part)
+    env_dir = tmp_path / "venv"
+    # System site packages provide the dependencies (already installed for the tests), so nothing
+    # is downloaded; the package itself is built and installed from the copied tree, not editable.
+    venv.create(env_dir, system_site_packages=True, with_pip=True)
+    python = env_dir / "bin" / "python"
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--no-index", str(source)],
+        check=True,
+        capture_output=True,
+    )
+    probe = (
+        "import json, vllm_caching_mcp, vllm_caching_mcp.knowledge as k;"
+        "kn = k.load_knowledge();"
+        "print(json.dumps({'module': vllm_caching_mcp.__file__, 'dir': kn.directory,"
+        " 'newest': str(kn.newest()), 'version': vllm_caching_mcp.__version__}))"
+    )
+    out = subprocess.run([str(python), "-c", probe], check=True, capture_output=True, text=True, cwd=tmp_path)
+    found = json.loads(out.stdout)
+    assert found["module"].startswith(str(env_dir)), found
+    assert found["dir"].startswith(str(env_dir)), found
+    assert found["version"] != "0.0.0+unknown"
+    cli = env_dir / "bin" / "vllm-caching"
+    answer = subprocess.run(
+        [str(cli), "check-version", "--name", "--kv-offloading-size", "--version", "0.11.1"],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert "available in vLLM 0.11.1" in answer.stdout
+    assert sys.version_info >= (3, 11)

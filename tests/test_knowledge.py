@@ -1,0 +1,110 @@
+"""The knowledge base loads, every fact is sourced, and a broken file fails loudly and precisely."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from vllm_caching_mcp.knowledge import FILES, Knowledge, KnowledgeError, load_knowledge
+from vllm_caching_mcp.versions import Version, parse_specifier
+
+
+def test_loads_once_and_covers_both_release_lines(knowledge: Knowledge) -> None:
+    assert load_knowledge() is knowledge
+    assert str(knowledge.oldest()) == "0.11.0"
+    assert knowledge.newest() >= Version("0.33.0")
+    assert knowledge.newest("lmcache") >= Version("0.5.6")
+
+
+def test_every_fact_has_sources_and_a_verification_date(knowledge: Knowledge) -> None:
+    facts = [*knowledge.gated(), *knowledge.pitfalls, *knowledge.bugs, *knowledge.pins, *knowledge.hardware.gpus]
+    assert len(facts) > 100
+    for fact in facts:
+        assert fact.sources, fact
+        assert fact.verified_at.year >= 2026, fact
+
+
+def test_every_wheel_source_names_a_known_release(knowledge: Knowledge) -> None:
+    pattern = re.compile(r"^wheel:(\w+)==([\w.]+):")
+    for entry in knowledge.gated():
+        for source in (*entry.sources, *(s for c in entry.changes for s in c.sources)):
+            m = pattern.match(source)
+            if m:
+                assert Version(m.group(2)) in knowledge.release_versions(m.group(1)), (entry.id, source)
+
+
+def test_ranged_values_do_not_overlap(knowledge: Knowledge) -> None:
+    for setting in knowledge.settings:
+        for values in (setting.defaults, setting.accepted_values):
+            for release in knowledge.release_versions(setting.component):
+                hits = [r for r in values if parse_specifier(r.versions).contains(release, prereleases=True)]
+                assert len(hits) <= 1, (setting.id, str(release), hits)
+
+
+def _break(directory: Path, file: str, mutate: object) -> None:
+    path = directory / file
+    data = yaml.safe_load(path.read_text())
+    mutate(data)  # type: ignore[operator]
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+
+
+def _first(data: dict, key: str) -> dict:  # type: ignore[type-arg]
+    return data[key][0]  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize(
+    ("file", "mutate", "expected"),
+    [
+        (
+            "flags.yaml",
+            lambda d: _first(d, "settings").update(sources=[]),
+            r"flags\.yaml: entry '[\w.-]+'.*field 'sources'",
+        ),
+        ("flags.yaml", lambda d: _first(d, "settings").pop("verified_at"), r"field 'verified_at': Field required"),
+        ("flags.yaml", lambda d: _first(d, "settings").update(introduced=0.11), r"field 'introduced'"),
+        ("flags.yaml", lambda d: _first(d, "settings").update(introduced="0.11.7"), r"0\.11\.7 is not a vllm release"),
+        ("flags.yaml", lambda d: _first(d, "settings").update(unit_of="GiB"), r"field 'unit_of': Extra inputs"),
+        (
+            "connectors.yaml",
+            lambda d: _first(d, "connectors").update(related=["flag.nope"]),
+            r"no entry has the id 'flag\.nope'",
+        ),
+        (
+            "connectors.yaml",
+            lambda d: _first(d, "connectors").update(hma=[{"versions": ">=0.1", "value": "maybe"}]),
+            r"hma value",
+        ),
+        ("metrics.yaml", lambda d: _first(d, "metrics").update(sources=["somewhere on the web"]), r"a source is"),
+        ("pitfalls.yaml", lambda d: _first(d, "pitfalls").update(versions=">=zero"), r"not a PEP 440 version range"),
+        ("bugs.yaml", lambda d: _first(d, "bugs").update(number=-3), r"field 'number'"),
+        ("features.yaml", lambda d: d["features"].append(dict(d["features"][0])), r"id already used"),
+        (
+            "features.yaml",
+            lambda d: _first(d, "features").update(introduced="0.30.0", removed="0.20.0"),
+            r"removed .* must come after introduced",
+        ),
+    ],
+)
+def test_a_broken_file_names_file_entry_and_field(
+    knowledge_copy: Path, file: str, mutate: object, expected: str
+) -> None:
+    _break(knowledge_copy, file, mutate)
+    with pytest.raises(KnowledgeError, match=expected):
+        load_knowledge(str(knowledge_copy))
+
+
+def test_invalid_yaml_and_missing_file_are_named(knowledge_copy: Path) -> None:
+    (knowledge_copy / "metrics.yaml").write_text("metrics: [unclosed\n")
+    with pytest.raises(KnowledgeError, match=r"metrics\.yaml: not valid YAML"):
+        load_knowledge(str(knowledge_copy))
+    (knowledge_copy / "metrics.yaml").unlink()
+    with pytest.raises(KnowledgeError, match=r"metrics\.yaml: file is missing"):
+        load_knowledge(str(knowledge_copy))
+
+
+def test_every_file_has_a_schema() -> None:
+    shipped = {p.name for p in Path(load_knowledge().directory).glob("*.yaml")}
+    assert shipped == set(FILES)

@@ -1,0 +1,104 @@
+"""The real MCP SDK client against the real server, over stdio and over streamable HTTP."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+import yaml
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.shared.exceptions import MCPError
+
+from vllm_caching_mcp import __version__
+from vllm_caching_mcp.knowledge import FILES
+from vllm_caching_mcp.tools import TOOLS
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(params=["stdio", "http"])
+def transport(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@asynccontextmanager
+async def connect(transport: str, http_url: str | None) -> AsyncIterator[Client]:
+    if transport == "stdio":
+        target: Any = StdioServerParameters(command=sys.executable, args=["-m", "vllm_caching_mcp.mcp_server"])
+    else:
+        target = http_url
+    async with Client(target) as client:
+        yield client
+
+
+@pytest.fixture
+def url(transport: str, request: pytest.FixtureRequest) -> str | None:
+    return str(request.getfixturevalue("http_server")) if transport == "http" else None
+
+
+async def test_lists_every_tool_with_schemas_and_annotations(transport: str, url: str | None) -> None:
+    async with connect(transport, url) as client:
+        listed = {t.name: t for t in (await client.list_tools()).tools}
+        assert set(listed) == {spec.name for spec in TOOLS}
+        tool = listed["check_version"]
+        assert tool.output_schema is not None and "version_context" in tool.output_schema["properties"]
+        props = tool.input_schema["properties"]
+        assert props["name"]["description"] and props["version"]["anyOf"][0]["maxLength"] == 40
+        assert tool.annotations is not None
+        assert tool.annotations.read_only_hint and tool.annotations.idempotent_hint
+        assert tool.annotations.open_world_hint is False
+
+
+async def test_server_version_comes_from_package_metadata(transport: str, url: str | None) -> None:
+    async with connect(transport, url) as client:
+        info = client.server_info if hasattr(client, "server_info") else None
+        if info is None:
+            pytest.skip("client does not expose server info")
+        assert info.version == __version__
+
+
+async def test_call_returns_structured_content_and_a_text_summary(transport: str, url: str | None) -> None:
+    async with connect(transport, url) as client:
+        result = await client.call_tool("check_version", {"name": "--kv-offloading-size", "version": "0.11.0"})
+        assert not result.is_error
+        data = result.structured_content
+        assert data is not None
+        match = data["matches"][0]
+        assert match["status"] == "not_yet" and match["introduced"] == "0.11.1"
+        assert "first appears in 0.11.1" in result.content[0].text
+
+
+async def test_bad_input_is_an_error_result_naming_the_field(transport: str, url: str | None) -> None:
+    async with connect(transport, url) as client:
+        result = await client.call_tool("check_version", {"name": "--block-size", "version": "zero.two"})
+        assert result.is_error
+        assert "version:" in result.content[0].text and "MAJOR.MINOR.PATCH" in result.content[0].text
+        result = await client.call_tool("check_version", {"name": "x" * 500})
+        assert result.is_error and "name" in result.content[0].text
+        result = await client.call_tool("check_version", {"name": "--kv-offload-size"})
+        assert result.is_error and "Did you mean: --kv-offloading-size" in result.content[0].text
+
+
+async def test_unknown_tool_is_a_protocol_error(transport: str, url: str | None) -> None:
+    async with connect(transport, url) as client:
+        with pytest.raises(MCPError, match="Unknown tool"):
+            await client.call_tool("no_such_tool", {})
+
+
+async def test_every_knowledge_file_is_a_readable_resource(transport: str, url: str | None) -> None:
+    async with connect(transport, url) as client:
+        uris = {str(r.uri) for r in (await client.list_resources()).resources}
+        assert uris == {f"knowledge://{name}" for name in FILES}
+        read = await client.read_resource("knowledge://releases.yaml")
+        text = read.contents[0].text  # type: ignore[union-attr]
+        lines = yaml.safe_load(text)["lines"]
+        assert {line["package"] for line in lines} >= {"vllm", "lmcache"}
