@@ -53,7 +53,7 @@ def test_bad_input_exits_2_with_one_line_naming_the_field() -> None:
 
 
 def test_misspelt_name_gets_a_suggestion() -> None:
-    out = run("check-version", "--name", "--kv-offload-size")
+    out = run("check-version", "--name", "--kv-offlaoding-size")
     assert out.returncode == 2
     assert "Did you mean: --kv-offloading-size" in out.stderr
 

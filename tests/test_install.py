@@ -6,6 +6,7 @@ import json
 import shutil
 import subprocess
 import sys
+import sysconfig
 import venv
 from pathlib import Path
 
@@ -21,10 +22,19 @@ def test_wheel_install_ships_the_knowledge(tmp_path: Path) -> None:
         else:
             shutil.copy2(item, source / part)
     env_dir = tmp_path / "venv"
-    # System site packages provide the dependencies (already installed for the tests), so nothing
-    # is downloaded; the package itself is built and installed from the copied tree, not editable.
-    venv.create(env_dir, system_site_packages=True, with_pip=True)
+    venv.create(env_dir, with_pip=True)
     python = env_dir / "bin" / "python"
+    # The dependencies (and the build backend) come from the test runner's own site-packages, added
+    # as plain paths so nothing is downloaded. A plain path does not run the .pth files in it, so the
+    # editable install of this checkout stays invisible: only the wheel built below can be imported.
+    venv_site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    outer = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+    Path(venv_site, "test-runner-deps.pth").write_text("\n".join(sorted(outer)) + "\n")
     subprocess.run(
         [str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--no-index", str(source)],
         check=True,

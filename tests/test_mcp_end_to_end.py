@@ -84,7 +84,7 @@ async def test_bad_input_is_an_error_result_naming_the_field(transport: str, url
         assert "version:" in result.content[0].text and "MAJOR.MINOR.PATCH" in result.content[0].text
         result = await client.call_tool("check_version", {"name": "x" * 500})
         assert result.is_error and "name" in result.content[0].text
-        result = await client.call_tool("check_version", {"name": "--kv-offload-size"})
+        result = await client.call_tool("check_version", {"name": "--kv-offlaoding-size"})
         assert result.is_error and "Did you mean: --kv-offloading-size" in result.content[0].text
 
 

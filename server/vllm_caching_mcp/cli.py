@@ -90,9 +90,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _glue_option_values(argv: list[str]) -> list[str]:
+    """Join each tool option with its value, so ``--name --block-size`` reads as a value, not a flag."""
+    spec = next((s for s in TOOLS if argv and argv[0] == s.name.replace("_", "-")), None)
+    if spec is None:
+        return argv
+    takes_value = {
+        "--" + name.replace("_", "-")
+        for name, field in spec.request.model_fields.items()
+        if not _is_bool(field.annotation)
+    }
+    glued: list[str] = []
+    tokens = iter(argv)
+    for token in tokens:
+        value = next(tokens, None) if token in takes_value else None
+        glued.append(f"{token}={value}" if value is not None else token)
+    return glued
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_glue_option_values(list(sys.argv[1:] if argv is None else argv)))
     try:
         if args.command == "tools":
             for tool in TOOLS:

@@ -85,6 +85,35 @@ class EntryStatus(BaseModel):
     later_changes: list[ChangeNote] = Field(default_factory=list, description="changes in releases after this one")
     citation: Citation
 
+    def details(self) -> list[str]:
+        """The facts behind the one-sentence answer, one per line."""
+        lines = []
+        if self.default is not None or self.default_note:
+            note = f" ({self.default_note})" if self.default_note else ""
+            lines.append(f"default in {self.version}: {self.default!r}{note}")
+        if self.accepted_values:
+            lines.append(f"accepted values: {', '.join(self.accepted_values)}")
+        if self.unit or self.scope:
+            lines.append(
+                " · ".join(
+                    p
+                    for p in (
+                        self.unit and f"unit: {self.unit}",
+                        self.scope and f"scope: {self.scope.replace('_', ' ')}",
+                    )
+                    if p
+                )
+            )
+        if self.hma_support:
+            lines.append(f"supports the hybrid KV cache manager (HMA): {self.hma_support}")
+        if self.requires:
+            lines.append(f"requires: {', '.join(self.requires)}")
+        lines += [f"later, {c.version}: {c.summary}" for c in self.later_changes]
+        lines.append(
+            f"sources: {', '.join(self.citation.sources[:3])}" + (" …" if len(self.citation.sources) > 3 else "")
+        )
+        return lines
+
 
 class GatedEvent(BaseModel):
     version: str = Field(description="first release in which the change holds")
@@ -107,7 +136,9 @@ class CheckVersionResult(Result):
 
     def summary(self) -> str:
         lines = [f"vLLM {self.version_context.version}" + (" (assumed)" if self.version_context.assumed else "")]
-        lines += [m.answer for m in self.matches]
+        for m in self.matches:
+            lines.append(m.answer)
+            lines += [f"  {line}" for line in m.details()]
         if self.compare_context is not None:
             lines.append(
                 f"{len(self.changes_between)} KV-caching changes between {self.version_context.version} and "
@@ -257,6 +288,27 @@ def _suggest(knowledge: Knowledge, name: str) -> list[str]:
     return names[:5]
 
 
+def _lookup(knowledge: Knowledge, name: str) -> list[Gated]:
+    """Entries called ``name``; a leading dash means a command-line flag is meant."""
+    entries = knowledge.find(name)
+    others: list[Gated] = []
+    if name.strip().startswith("-"):
+        flags = [e for e in entries if kind_of(e) in ("cli_flag", "sglang_flag")]
+        entries, others = flags, [e for e in entries if e not in flags]
+    if entries:
+        return entries
+    hints = _suggest(knowledge, name)
+    if name.strip().startswith("-") and any(h.startswith("-") for h in hints):
+        hints = [h for h in hints if h.startswith("-")]
+    did_you_mean = f" Did you mean: {', '.join(hints)}?" if hints else ""
+    also = "".join(f" ({e.name} is a {kind_of(e).replace('_', ' ')}, not a flag.)" for e in others)
+    raise AdviceError(
+        "name",
+        f"nothing in the knowledge is called {name!r}.{did_you_mean}{also} "
+        "Known kinds: CLI flags, config fields, environment variables, connectors, metrics, features.",
+    )
+
+
 def check_version(request: CheckVersionRequest, knowledge: Knowledge) -> CheckVersionResult:
     if request.name is None and request.compare_to is None:
         raise AdviceError(
@@ -266,15 +318,7 @@ def check_version(request: CheckVersionRequest, knowledge: Knowledge) -> CheckVe
     result = CheckVersionResult(version_context=context)
     lm_version = None
     if request.name is not None:
-        entries = knowledge.find(request.name)
-        if not entries:
-            hints = _suggest(knowledge, request.name)
-            did_you_mean = f" Did you mean: {', '.join(hints)}?" if hints else ""
-            raise AdviceError(
-                "name",
-                f"nothing in the knowledge is called {request.name!r}.{did_you_mean} "
-                "Known kinds: CLI flags, config fields, environment variables, connectors, metrics, features.",
-            )
+        entries = _lookup(knowledge, request.name)
         if any(e.component == "lmcache" for e in entries) or request.lmcache_version:
             lm_version, result.lmcache_context = resolve_version(
                 knowledge, request.lmcache_version, package="lmcache", field="lmcache_version"

@@ -1,0 +1,243 @@
+"""check_version, asked the way operators ask. Expected values are the released code's, not memory's."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from vllm_caching_mcp.advice.check_version import CheckVersionResult, EntryStatus
+from vllm_caching_mcp.tools import ToolInputError, run_tool
+
+
+def ask(**arguments: Any) -> CheckVersionResult:
+    result = run_tool("check_version", arguments)
+    assert isinstance(result, CheckVersionResult)
+    return result
+
+
+def one(name: str, version: str | None = None, **extra: Any) -> EntryStatus:
+    result = ask(name=name, version=version, **extra)
+    assert len(result.matches) == 1, [m.id for m in result.matches]
+    return result.matches[0]
+
+
+# --- connectors -----------------------------------------------------------------------------
+
+
+def test_on_0_20_2_does_the_native_offloading_connector_support_hma() -> None:
+    assert one("OffloadingConnector", "0.20.2").hma_support == "no"
+
+
+def test_on_0_21_0_native_offload_supports_hma() -> None:
+    assert one("OffloadingConnector", "0.21.0").hma_support == "yes"
+
+
+def test_is_p2p_nccl_connector_still_there_in_0_24() -> None:
+    status = one("P2pNcclConnector", "0.24.0")
+    assert status.status == "removed" and status.removed == "0.24.0"
+    assert one("P2pNcclConnector", "0.23.0").status == "available"
+
+
+def test_nixl_gains_hma_in_0_18() -> None:
+    assert one("NixlConnector", "0.17.1").hma_support == "no"
+    assert one("NixlConnector", "0.18.0").hma_support == "yes"
+
+
+def test_lmcache_in_process_connector_never_supports_hma() -> None:
+    for version in ("0.11.0", "0.22.1", "0.33.0"):
+        assert one("LMCacheConnectorV1", version).hma_support == "no"
+
+
+def test_lmcache_mp_connector_hma_depends_on_the_lmcache_package_from_0_22() -> None:
+    assert one("LMCacheMPConnector", "0.21.0").hma_support == "no"
+    assert one("LMCacheMPConnector", "0.22.0").hma_support == "conditional"
+
+
+def test_multiconnector_supports_hma_only_if_every_child_does() -> None:
+    assert one("MultiConnector", "0.21.0").hma_support == "conditional"
+
+
+def test_nixl_push_and_pull_variants_arrive_in_0_24() -> None:
+    assert one("NixlPushConnector", "0.23.0").status == "not_yet"
+    assert one("NixlPullConnector", "0.24.0").status == "available"
+
+
+def test_simple_cpu_offload_connector_appears_in_0_19() -> None:
+    assert one("SimpleCPUOffloadConnector", "0.18.1").status == "not_yet"
+
+
+# --- native multi-tier offload ----------------------------------------------------------------
+
+
+def test_can_i_use_native_multi_tier_offload_on_0_21() -> None:
+    status = one("feature.native-multi-tier-offload", "0.21.0")
+    assert status.status == "not_yet" and status.introduced == "0.22.0"
+
+
+def test_on_0_22_1_the_filesystem_tier_is_called_fs_python() -> None:
+    assert one("secondary_tiers[].type", "0.22.1").accepted_values == ["example", "fs_python"]
+    assert "fs" in (one("secondary_tiers[].type", "0.23.0").accepted_values or [])
+
+
+def test_p2p_tier_arrives_in_0_25_not_0_22() -> None:
+    assert one("feature.tier-p2p", "0.24.0").status == "not_yet"
+    assert "p2p" in (one("secondary_tiers[].type", "0.25.0").accepted_values or [])
+
+
+def test_object_store_tier_is_there_in_0_23() -> None:
+    assert one("feature.tier-obj", "0.23.0").status == "available"
+
+
+def test_per_request_offload_and_load_caps() -> None:
+    assert one("max_offload_tokens", "0.22.1").status == "not_yet"
+    assert one("max_offload_tokens", "0.23.0").status == "available"
+    assert one("max_load_tokens", "0.30.0").status == "not_yet"
+
+
+def test_cpu_bytes_to_use_is_bytes_in_total_across_ranks() -> None:
+    status = one("spec.cpu-bytes-to-use", "0.33.0")
+    assert status.unit == "bytes" and status.scope == "total_across_ranks"
+    assert status.introduced == "0.14.0"
+
+
+def test_offload_prompt_only_default_on_0_23() -> None:
+    assert one("offload_prompt_only", "0.23.0").default is True
+
+
+def test_p2p_side_channel_env_defaults_since_0_26() -> None:
+    assert one("VLLM_P2P_SIDE_CHANNEL_PORT", "0.26.0").default == 5710
+    assert one("VLLM_P2P_SIDE_CHANNEL_HOST", "0.25.1").status == "not_yet"
+
+
+def test_nixl_side_channel_host_defaults_to_localhost() -> None:
+    assert one("VLLM_NIXL_SIDE_CHANNEL_HOST", "0.33.0").default == "localhost"
+
+
+def test_p2p_hash_seed_check_existed_only_in_0_27_and_0_28() -> None:
+    assert one("feature.p2p-pythonhashseed-check", "0.27.0").status == "available"
+    assert one("feature.p2p-pythonhashseed-check", "0.29.0").status == "removed"
+
+
+# --- metrics ----------------------------------------------------------------------------------
+
+
+def test_old_gpu_prefix_cache_metric_is_gone_in_0_12() -> None:
+    assert one("vllm:gpu_prefix_cache_hits", "0.12.0").status == "removed"
+    assert one("vllm:prefix_cache_hits_total", "0.11.0").status == "available"
+
+
+def test_external_prefix_cache_metrics_start_in_0_11_1() -> None:
+    assert one("vllm:external_prefix_cache_hits", "0.11.0").status == "not_yet"
+    assert one("vllm:external_prefix_cache_hits_total", "0.11.1").status == "available"
+
+
+def test_kv_offload_stores_skipped_starts_in_0_24() -> None:
+    assert one("vllm:kv_offload_stores_skipped", "0.23.0").status == "not_yet"
+
+
+def test_kv_offload_config_info_is_new_in_0_33() -> None:
+    assert one("vllm:kv_offload_config_info", "0.32.0").status == "not_yet"
+
+
+# --- LMCache settings --------------------------------------------------------------------------
+
+
+def test_lmcache_max_local_cpu_size_is_gib_per_process() -> None:
+    status = one("LMCACHE_MAX_LOCAL_CPU_SIZE")
+    assert status.unit == "GiB" and status.scope == "per_process" and status.component == "lmcache"
+
+
+def test_lmcache_use_experimental_does_nothing_on_current_lmcache() -> None:
+    status = one("LMCACHE_USE_EXPERIMENTAL", lmcache_version="0.5.6")
+    assert status.status == "removed" and status.removed == "0.3.12"
+
+
+def test_cufile_buffer_size_was_replaced_in_lmcache_0_4_4() -> None:
+    assert one("LMCACHE_CUFILE_BUFFER_SIZE", lmcache_version="0.4.4").status == "removed"
+    assert one("LMCACHE_GDS_BUFFER_SIZE", lmcache_version="0.4.3").status == "not_yet"
+
+
+def test_local_disk_path_sharding_needs_lmcache_0_4_4() -> None:
+    assert one("LMCACHE_LOCAL_DISK_PATH_SHARDING", lmcache_version="0.4.3").status == "not_yet"
+
+
+def test_lmcache_answer_names_the_lmcache_release_it_assumed() -> None:
+    result = ask(name="LMCACHE_LOCAL_CPU")
+    assert result.lmcache_context is not None and result.lmcache_context.assumed
+    assert result.lmcache_context.version == result.lmcache_context.newest_known
+
+
+# --- two releases --------------------------------------------------------------------------------
+
+
+def test_what_changes_for_kv_caching_from_0_22_1_to_0_23_0() -> None:
+    result = ask(version="0.22.1", compare_to="0.23.0")
+    assert result.direction == "upgrade"
+    ids = {e.id for e in result.changes_between}
+    assert {"feature.tier-obj", "feature.per-request-max-offload-tokens", "spec.offload-prompt-only"} <= ids
+    assert all(e.version == "0.23.0" for e in result.changes_between)
+
+
+def test_upgrade_from_0_23_to_0_24_lists_the_p2p_nccl_removal() -> None:
+    events = ask(version="0.23.0", compare_to="0.24.0").changes_between
+    assert any(e.id == "connector.p2p-nccl" and e.event == "removed" for e in events)
+
+
+def test_downgrade_lists_the_same_changes_marked_as_downgrade() -> None:
+    up = ask(version="0.27.1", compare_to="0.33.0")
+    down = ask(version="0.33.0", compare_to="0.27.1")
+    assert down.direction == "downgrade"
+    assert [e.id for e in up.changes_between] == [e.id for e in down.changes_between]
+    assert up.changes_between
+
+
+def test_compare_one_name_between_two_releases() -> None:
+    result = ask(name="secondary_tiers[].type", version="0.22.1", compare_to="0.25.0")
+    assert [e.version for e in result.changes_between] == ["0.23.0", "0.25.0"]
+    assert result.matches_at_compare[0].accepted_values == ["example", "fs", "p2p", "obj"]
+
+
+# --- versions and names ------------------------------------------------------------------------
+
+
+def test_no_version_assumes_the_newest_and_says_so() -> None:
+    result = ask(name="OffloadingConnector")
+    assert result.version_context.assumed
+    assert "newest release the knowledge covers" in result.version_context.warnings[0]
+
+
+def test_a_version_newer_than_the_knowledge_gets_a_staleness_warning() -> None:
+    result = ask(name="OffloadingConnector", version="0.99.0")
+    assert any("newer than the newest release" in w for w in result.version_context.warnings)
+
+
+def test_a_version_that_was_never_released_is_flagged() -> None:
+    result = ask(name="OffloadingConnector", version="0.22.7")
+    assert not result.version_context.is_known_release
+    assert any("not a published release" in w for w in result.version_context.warnings)
+
+
+def test_a_blank_version_counts_as_not_given() -> None:
+    assert ask(name="OffloadingConnector", version=" ").version_context.assumed
+
+
+@pytest.mark.parametrize("version", ["latest", "0.x", "v", "0.22.1; rm -rf /"])
+def test_a_malformed_version_is_a_clear_error(version: str) -> None:
+    with pytest.raises(ToolInputError, match=r"^version: .* is not a release version"):
+        ask(name="OffloadingConnector", version=version)
+
+
+def test_a_misspelling_gets_did_you_mean() -> None:
+    with pytest.raises(ToolInputError, match=r"Did you mean: .*OffloadingConnector"):
+        ask(name="OffloadingConector")
+
+
+def test_a_question_without_a_name_or_second_version_is_an_error() -> None:
+    with pytest.raises(ToolInputError, match=r"^name: "):
+        ask(version="0.22.1")
+
+
+def test_every_answer_cites_its_sources() -> None:
+    status = one("OffloadingConnector", "0.33.0")
+    assert status.citation.sources and status.citation.evidence == "wheel"
