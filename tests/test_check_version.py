@@ -7,7 +7,9 @@ from typing import Any
 import pytest
 
 from vllm_caching_mcp.advice.check_version import CheckVersionResult, EntryStatus
+from vllm_caching_mcp.knowledge import load_knowledge
 from vllm_caching_mcp.tools import ToolInputError, run_tool
+from vllm_caching_mcp.versions import Version
 
 
 def ask(**arguments: Any) -> CheckVersionResult:
@@ -241,3 +243,105 @@ def test_a_question_without_a_name_or_second_version_is_an_error() -> None:
 def test_every_answer_cites_its_sources() -> None:
     status = one("OffloadingConnector", "0.33.0")
     assert status.citation.sources and status.citation.evidence == "wheel"
+
+
+# --- CLI flags ---------------------------------------------------------------------------------
+
+
+def test_kv_offloading_size_is_gib_in_total_across_ranks_since_0_11_1() -> None:
+    status = one("--kv-offloading-size", "0.22.1")
+    assert (status.status, status.introduced, status.unit, status.scope) == (
+        "available",
+        "0.11.1",
+        "GiB",
+        "total_across_ranks",
+    )
+    assert any(c.version == "0.23.0" for c in status.later_changes)
+
+
+def test_kv_offloading_backend_accepts_native_and_lmcache_only() -> None:
+    status = one("--kv-offloading-backend", "0.33.0")
+    assert status.accepted_values == ["native", "lmcache"]
+    assert status.default == "native"
+    assert one("--kv-offloading-backend", "0.13.0").default is None
+
+
+def test_on_0_12_the_hybrid_manager_flag_is_a_plain_boolean_and_from_0_13_auto() -> None:
+    assert one("--disable-hybrid-kv-cache-manager", "0.12.0").default is False
+    assert one("--disable-hybrid-kv-cache-manager", "0.13.0").default is None
+
+
+def test_calculate_kv_scales_is_deprecated_in_0_19_and_gone_in_0_28() -> None:
+    assert one("--calculate-kv-scales", "0.18.1").status == "available"
+    assert one("--calculate-kv-scales", "0.27.1").status == "deprecated"
+    status = one("--calculate-kv-scales", "0.28.0")
+    assert status.status == "removed" and status.removed == "0.28.0"
+
+
+def test_cpu_offload_gb_is_weights_per_gpu_not_kv() -> None:
+    status = one("--cpu-offload-gb", "0.33.0")
+    assert status.scope == "per_gpu" and status.unit == "GiB"
+    assert "weight" in status.summary.lower()
+
+
+def test_gpu_memory_utilization_default_moved_to_0_92_in_0_20() -> None:
+    assert one("--gpu-memory-utilization", "0.19.1").default == 0.9
+    assert one("--gpu-memory-utilization", "0.20.0").default == 0.92
+
+
+def test_max_model_len_auto_needs_0_14() -> None:
+    assert "auto" not in str(one("--max-model-len", "0.13.0").accepted_values)
+    assert "auto" in str(one("--max-model-len", "0.14.0").accepted_values)
+
+
+def test_fastsafetensors_is_a_load_format_already_in_0_11() -> None:
+    assert "fastsafetensors" in (one("--load-format", "0.11.0").accepted_values or [])
+
+
+def test_swap_space_is_removed_in_0_18() -> None:
+    assert one("--swap-space", "0.18.0").status == "removed"
+
+
+def test_xxhash_prefix_hashing_arrives_in_0_13() -> None:
+    assert "xxhash" not in (one("--prefix-caching-hash-algo", "0.12.0").accepted_values or [])
+    assert "xxhash" in (one("--prefix-caching-hash-algo", "0.13.0").accepted_values or [])
+
+
+def test_negated_flag_finds_the_flag() -> None:
+    assert one("--no-enable-prefix-caching", "0.25.1").id == "flag.enable-prefix-caching"
+
+
+def test_a_dashed_name_that_is_only_a_metric_is_not_taken_for_a_flag() -> None:
+    with pytest.raises(ToolInputError, match=r"vllm:kv_offload_size is a metric, not a flag"):
+        ask(name="--kv-offload-size")
+
+
+def test_block_size_names_both_the_flag_and_the_offload_key() -> None:
+    ids = {m.id for m in ask(name="block_size").matches}
+    assert ids == {"flag.block-size", "spec.block-size"}
+    assert {m.id for m in ask(name="--block-size").matches} == {"flag.block-size"}
+
+
+def test_every_gate_in_the_knowledge_answers_right_on_both_sides_of_its_boundary() -> None:
+    knowledge = load_knowledge()
+    checked = 0
+    for entry in knowledge.gated():
+        releases = knowledge.release_versions(entry.component)
+        for field, expected in (("introduced", "available"), ("deprecated", "deprecated"), ("removed", "removed")):
+            boundary = getattr(entry, field)
+            if boundary is None:
+                continue
+            at = Version(boundary)
+            status = one(entry.id, **_version_argument(entry.component, str(at)))
+            if field == "introduced" and entry.deprecated == boundary:
+                expected = "deprecated"
+            assert status.status == expected, (entry.id, field, boundary)
+            earlier = [r for r in releases if r < at]
+            if earlier:
+                assert one(entry.id, **_version_argument(entry.component, str(earlier[-1]))).status != expected
+            checked += 1
+    assert checked > 100
+
+
+def _version_argument(component: str, version: str) -> dict[str, str]:
+    return {"lmcache_version": version} if component == "lmcache" else {"version": version}

@@ -210,7 +210,9 @@ def describe(entry: Gated, version: Version) -> EntryStatus:
         hma = str(found.value) if found else None
         requires = list(entry.requires)
     notes = [ChangeNote(version=c.version, summary=c.summary, sources=list(c.sources)) for c in entry.changes]
-    accepted_list = list(accepted.value) if accepted and isinstance(accepted.value, tuple) else None
+    accepted_list = None
+    if accepted is not None and accepted.value is not None:
+        accepted_list = list(accepted.value) if isinstance(accepted.value, tuple) else [str(accepted.value)]
     return EntryStatus(
         id=entry.id,
         name=entry.name,
