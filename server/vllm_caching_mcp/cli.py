@@ -20,8 +20,9 @@ from typing import Any
 from pydantic import BaseModel
 
 from . import __version__
+from .advice.common import ToolSpec
 from .knowledge import KnowledgeError
-from .tools import TOOLS, ToolInputError, ToolSpec, run_tool
+from .tools import TOOLS, ToolInputError, run_tool
 
 _SCALARS = (str, int, float)
 

@@ -306,6 +306,13 @@ class Hardware(Frozen):
     nvme: tuple[Nvme, ...] = ()
 
 
+class ModelArch(Sourced):
+    """A model's architecture, as KV-cache sizing needs it (owned by size_offload)."""
+
+    id: EntryId
+    name: str
+
+
 class CompatPin(Sourced):
     """A backend package requirement that a vLLM release declares or needs."""
 
@@ -356,6 +363,10 @@ class _CompatFile(Frozen):
     pins: tuple[CompatPin, ...]
 
 
+class _ModelsFile(Frozen):
+    models: tuple[ModelArch, ...]
+
+
 FILES: dict[str, type[Frozen]] = {
     "releases.yaml": _ReleasesFile,
     "features.yaml": _FeaturesFile,
@@ -368,6 +379,7 @@ FILES: dict[str, type[Frozen]] = {
     "bugs.yaml": _BugsFile,
     "hardware.yaml": Hardware,
     "compat.yaml": _CompatFile,
+    "models.yaml": _ModelsFile,
 }
 
 
@@ -383,6 +395,7 @@ class Knowledge(Frozen):
     bugs: tuple[Bug, ...]
     hardware: Hardware
     pins: tuple[CompatPin, ...]
+    models: tuple[ModelArch, ...]
     directory: str
 
     def gated(self) -> Iterator[Gated]:
@@ -400,6 +413,7 @@ class Knowledge(Frozen):
             *self.pitfalls,
             *self.bugs,
             *self.pins,
+            *self.models,
             *self.hardware.gpus,
             *self.hardware.host_memory,
             *self.hardware.nvme,
@@ -518,6 +532,7 @@ def _cross_check(k: Knowledge) -> list[str]:
         ("pitfalls.yaml", k.pitfalls),
         ("bugs.yaml", k.bugs),
         ("compat.yaml", k.pins),
+        ("models.yaml", k.models),
         ("hardware.yaml", (*k.hardware.gpus, *k.hardware.host_memory, *k.hardware.nvme)),
     ]
     for file, entries in groups:
@@ -576,6 +591,7 @@ def load_knowledge(directory: str | None = None) -> Knowledge:
             bugs=parts["bugs.yaml"].bugs,  # type: ignore[attr-defined]
             hardware=parts["hardware.yaml"],
             pins=parts["compat.yaml"].pins,  # type: ignore[attr-defined]
+            models=parts["models.yaml"].models,  # type: ignore[attr-defined]
             directory=str(root),
         )
     except ValidationError as exc:  # pragma: no cover - each part was validated above

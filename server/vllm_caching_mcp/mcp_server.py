@@ -24,8 +24,9 @@ from mcp_types import INVALID_PARAMS, CallToolResult, InputRequiredResult, TextC
 from pydantic import Field
 
 from . import __version__
+from .advice.common import ToolSpec
 from .knowledge import FILES, KnowledgeError, load_knowledge
-from .tools import TOOLS, ToolInputError, ToolSpec, run_tool
+from .tools import TOOLS, ToolInputError, run_tool
 
 INSTRUCTIONS = (
     "Answers about vLLM tiered KV caching (CPU/NVMe/object-store/peer offload, LMCache, NIXL, Mooncake) "

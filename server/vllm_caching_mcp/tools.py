@@ -1,49 +1,21 @@
 """The tool registry: each tool is a request model, a result model and one pure function.
 
 Both adapters — the MCP server and the CLI — read this table and nothing else, so adding a
-tool is writing its function in `advice/` and adding one `ToolSpec` here.
+tool is writing its module in `advice/` (with its `SPEC`) and adding it to `TOOLS` here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
-from .advice.check_version import CheckVersionRequest, CheckVersionResult, check_version
-from .advice.common import AdviceError, Result
-from .knowledge import Knowledge, load_knowledge
+from .advice import check_version
+from .advice.common import AdviceError, Result, ToolSpec
+from .knowledge import load_knowledge
 
-
-@dataclass(frozen=True)
-class ToolSpec:
-    name: str
-    title: str
-    description: str
-    request: type[BaseModel]
-    result: type[Result]
-    run: Callable[[Any, Knowledge], Result]
-    open_world: bool = False
-
-
-TOOLS: tuple[ToolSpec, ...] = (
-    ToolSpec(
-        name="check_version",
-        title="Check a vLLM version gate",
-        description=(
-            "Is a vLLM flag, config field, environment variable, KV connector, metric or feature available, "
-            "deprecated, removed or not yet there in a given vLLM release; since when; what to use instead; "
-            "its default, accepted values and unit in that release. With `compare_to`, lists every KV-caching "
-            "change between two releases (plan an upgrade). Answers come from facts checked against the released "
-            "wheels, each with its sources. Ask this before recommending any flag: these change every release."
-        ),
-        request=CheckVersionRequest,
-        result=CheckVersionResult,
-        run=check_version,
-    ),
-)
+# One line per tool; each module defines its SPEC next to its function.
+TOOLS: tuple[ToolSpec, ...] = (check_version.SPEC,)
 
 BY_NAME = {spec.name: spec for spec in TOOLS}
 

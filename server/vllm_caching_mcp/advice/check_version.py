@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 
 from ..knowledge import Connector, Gated, Knowledge, Metric, Ranged, Setting, normalize_name
 from ..versions import Version, contains, parse_specifier
-from .common import AdviceError, Citation, Result, VersionContext, cite, resolve_version
+from .common import AdviceError, Citation, Result, ToolSpec, VersionContext, cite, resolve_version
 
 Status = Literal["available", "deprecated", "removed", "not_yet"]
 EventKind = Literal["introduced", "deprecated", "removed", "changed", "default_changed", "values_changed"]
@@ -342,3 +342,19 @@ def check_version(request: CheckVersionRequest, knowledge: Knowledge) -> CheckVe
         if request.name is not None:
             result.matches_at_compare = [describe(e, other) for e in pool]
     return result
+
+
+SPEC = ToolSpec(
+    name="check_version",
+    title="Check a vLLM version gate",
+    description=(
+        "Is a vLLM flag, config field, environment variable, KV connector, metric or feature available, "
+        "deprecated, removed or not yet there in a given vLLM release; since when; what to use instead; "
+        "its default, accepted values and unit in that release. With `compare_to`, lists every KV-caching "
+        "change between two releases (plan an upgrade). Answers come from facts checked against the released "
+        "wheels, each with its sources. Ask this before recommending any flag: these change every release."
+    ),
+    request=CheckVersionRequest,
+    result=CheckVersionResult,
+    run=check_version,
+)

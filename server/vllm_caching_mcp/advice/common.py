@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Literal
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -29,6 +31,19 @@ class Result(BaseModel):
     def summary(self) -> str:
         """A few lines for a person; the structured fields carry the detail."""
         raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """How a tool is offered: its name, its description for an LLM reader, its models and function."""
+
+    name: str
+    title: str
+    description: str
+    request: type[BaseModel]
+    result: type[Result]
+    run: Callable[[Any, Knowledge], Result]
+    open_world: bool = False
 
 
 class Citation(BaseModel):
