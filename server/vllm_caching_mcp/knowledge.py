@@ -306,6 +306,29 @@ class Hardware(Frozen):
     nvme: tuple[Nvme, ...] = ()
 
 
+class InventoryFlag(Frozen):
+    """One `vllm serve` option: the first release that accepts it and the first that no longer does."""
+
+    flag: str = Field(pattern=r"^--?[a-z0-9][a-z0-9-]*$")
+    introduced: VersionText | None = None
+    removed: VersionText | None = None
+    takes_value: bool = True
+
+
+class CliInventory(Sourced):
+    """Every option `vllm serve` accepts, by release; generated from the wheels by a script."""
+
+    flags: tuple[InventoryFlag, ...]
+
+    def accepted(self, version: Version) -> set[str]:
+        return {
+            f.flag
+            for f in self.flags
+            if (f.introduced is None or Version(f.introduced) <= version)
+            and (f.removed is None or version < Version(f.removed))
+        }
+
+
 class ModelArch(Sourced):
     """A model's architecture, as KV-cache sizing needs it (owned by size_offload)."""
 
@@ -380,6 +403,7 @@ FILES: dict[str, type[Frozen]] = {
     "hardware.yaml": Hardware,
     "compat.yaml": _CompatFile,
     "models.yaml": _ModelsFile,
+    "cli_inventory.yaml": CliInventory,
 }
 
 
@@ -396,6 +420,7 @@ class Knowledge(Frozen):
     hardware: Hardware
     pins: tuple[CompatPin, ...]
     models: tuple[ModelArch, ...]
+    cli_inventory: CliInventory
     directory: str
 
     def gated(self) -> Iterator[Gated]:
@@ -592,6 +617,7 @@ def load_knowledge(directory: str | None = None) -> Knowledge:
             hardware=parts["hardware.yaml"],
             pins=parts["compat.yaml"].pins,  # type: ignore[attr-defined]
             models=parts["models.yaml"].models,  # type: ignore[attr-defined]
+            cli_inventory=parts["cli_inventory.yaml"],
             directory=str(root),
         )
     except ValidationError as exc:  # pragma: no cover - each part was validated above
