@@ -1,0 +1,469 @@
+"""size_offload, as operators ask it. Every expected number is derived by hand in the test."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from vllm_caching_mcp.advice.common import AdviceError
+from vllm_caching_mcp.advice.model_config import Architecture
+from vllm_caching_mcp.advice.sizing import (
+    BenchmarkPlan,
+    OffloadTier,
+    SizeOffloadRequest,
+    SizeOffloadResult,
+    size_offload,
+)
+from vllm_caching_mcp.knowledge import Knowledge
+from vllm_caching_mcp.tools import describe_validation_error
+
+GIB = 1 << 30
+
+
+def ask(knowledge: Knowledge, **fields: object) -> SizeOffloadResult:
+    fields.setdefault("version", "0.33.0")
+    return size_offload(SizeOffloadRequest.model_validate(fields), knowledge)
+
+
+def tier(result: SizeOffloadResult) -> OffloadTier:
+    assert result.offload is not None
+    return result.offload
+
+
+def bench(result: SizeOffloadResult) -> BenchmarkPlan:
+    assert result.benchmark is not None
+    return result.benchmark
+
+
+# --------------------------------------------------------------------------- full attention (GQA)
+
+
+def test_llama_70b_bf16_bytes_per_token_total_and_per_rank_at_tp8(knowledge: Knowledge) -> None:
+    r = ask(knowledge, model="llama-3.1-70b", tensor_parallel_size=8, max_model_len=131072)
+    # 80 layers × 8 KV heads × 128 head dim × 2 (K,V) × 2 B = 327,680 B/token in total;
+    # TP 8 gives each rank 8 // 8 = 1 KV head: 80 × 1 × 128 × 2 × 2 = 40,960 B/token.
+    assert r.kv_bytes_per_token_total == 327_680
+    assert r.kv_bytes_per_token_per_rank == 40_960
+    assert r.kv_heads_per_rank == 1
+    # One GPU block = 16 tokens × 512 B × 80 layers = 655,360 B per rank.
+    assert r.gpu_block_bytes_per_rank == 655_360
+    # Budget: 80e9 B = 74.506 GiB × 0.9 − 70.6e9 × 2 B / 8 GPUs (16.437 GiB) − 4 GiB reserve.
+    budget = 80e9 / GIB * 0.9 - 70.6e9 * 2 / 8 / GIB - 4
+    assert r.gpu_budget_gib_per_rank == pytest.approx(budget, abs=1e-3)
+    assert r.num_gpu_blocks == int(budget * GIB) // 655_360
+    # A 131,072-token request needs 131072 / 16 = 8192 blocks.
+    assert r.live_sessions_at_max_model_len == pytest.approx(r.num_gpu_blocks / 8192, abs=1e-3)
+
+
+def test_kv_heads_are_replicated_when_tp_exceeds_them(knowledge: Knowledge) -> None:
+    # Qwen3-235B-A22B has 4 KV heads; at TP 8 each rank still holds max(1, 4 // 8) = 1 head.
+    r = ask(knowledge, model="Qwen/Qwen3-235B-A22B", tensor_parallel_size=8, gpu="h200-sxm")
+    assert r.kv_heads_per_rank == 1
+    # Per rank 94 × 1 × 128 × 2 × 2 = 48,128 B; the total counts the 2× replication: × 8 ranks.
+    assert r.kv_bytes_per_token_per_rank == 48_128
+    assert r.kv_bytes_per_token_total == 48_128 * 8
+
+
+def test_fp8_kv_cache_is_one_byte_per_element(knowledge: Knowledge) -> None:
+    r = ask(knowledge, model="llama-3.1-8b", kv_cache_dtype="fp8")
+    # 32 layers × 8 heads × 128 × 2 (K,V) × 1 B = 65,536 B/token.
+    assert r.kv_bytes_per_token_per_rank == 65_536
+
+
+def test_block_size_rounds_a_session_up_to_whole_blocks(knowledge: Knowledge) -> None:
+    r = ask(knowledge, model="llama-3.1-8b", block_size=16, typical_context_tokens=1000, max_model_len=32768)
+    # 1000 tokens occupy cdiv(1000, 16) = 63 blocks = 1008 tokens of 131,072 B each.
+    assert r.live_sessions_at_typical_context == pytest.approx(r.num_gpu_blocks / 63, abs=1e-3)
+
+
+# --------------------------------------------------------------------------- MLA
+
+
+def test_deepseek_r1_mla_latent_is_replicated_on_every_rank(knowledge: Knowledge) -> None:
+    r = ask(knowledge, model="deepseek-r1", tensor_parallel_size=8, gpu="h200-sxm", max_model_len=131072)
+    # One latent of 512 + 64 = 576 values × 2 B = 1,152 B per layer, no separate V, on every rank:
+    # 61 layers × 1,152 = 70,272 B/token per rank, and 8 copies = 562,176 B over TP 8.
+    assert r.layer_kinds[0].kind == "mla"
+    assert r.layer_kinds[0].bytes_per_token_per_layer_per_rank == 1_152
+    assert r.kv_bytes_per_token_per_rank == 70_272
+    assert r.kv_bytes_per_token_total == 562_176
+
+
+def test_mla_cpu_tier_keeps_one_copy_from_0_27_0_but_one_per_rank_before(knowledge: Knowledge) -> None:
+    common = dict(model="deepseek-r1", tensor_parallel_size=8, gpu="h200-sxm", kv_offloading_size_gib=1000)
+    new = ask(knowledge, version="0.27.0", **common)
+    old = ask(knowledge, version="0.26.0", **common)
+    # GPU block = 16 × 1,152 × 61 = 1,124,352 B per rank. 0.26.0 stores 8 copies per block,
+    # 0.27.0 (pure MLA, TP only, one node) a single one: 8× as many chunks from the same bytes.
+    assert tier(old).chunk_bytes == 1_124_352 * 8
+    assert tier(old).num_chunks == 1000 * GIB // (1_124_352 * 8)
+    assert tier(new).replicated_mla_layout and not tier(old).replicated_mla_layout
+    assert tier(new).num_chunks >= tier(old).num_chunks * 8
+
+
+def test_mla_with_pipeline_parallel_is_not_replicated(knowledge: Knowledge) -> None:
+    r = ask(knowledge, model="kimi-k2", tensor_parallel_size=8, pipeline_parallel_size=2, kv_offloading_size_gib=100)
+    assert not tier(r).replicated_mla_layout
+
+
+# --------------------------------------------------------------------------- sliding, chunked, hybrid
+
+
+def test_gpt_oss_sliding_layers_are_bounded_by_their_window(knowledge: Knowledge) -> None:
+    r = ask(knowledge, model="gpt-oss-120b", tensor_parallel_size=2, max_model_len=131072)
+    sliding = next(k for k in r.layer_kinds if k.kind == "sliding_window")
+    # Window 128 with 8192 batched tokens: cdiv(min(127 + 8192, 131072), 16) + 1 = 520 + 1 = 521 blocks.
+    assert sliding.tokens_bounded_to == 521 * 16
+    # Per rank 8 // 2 = 4 heads × 64 × 2 × 2 = 1,024 B per layer; only the 18 full layers grow with context.
+    assert r.kv_bytes_per_token_per_rank == 18 * 1_024
+    # 18 full + 18 sliding layers: one group each of 18 layers, block = 16 × 1,024 × 18 = 294,912 B.
+    assert r.gpu_block_bytes_per_rank == 294_912
+    # A 131,072-token request: 8192 full blocks + 521 sliding blocks.
+    assert r.live_sessions_at_max_model_len == pytest.approx(r.num_gpu_blocks / (8192 + 521), abs=1e-3)
+
+
+def test_without_the_hybrid_manager_sliding_layers_cost_full_attention(knowledge: Knowledge) -> None:
+    # OffloadingConnector has no HMA support before 0.21.0, so native offload turns HMA off.
+    r = ask(knowledge, model="gemma-3-27b", version="0.20.2", kv_offloading_size_gib=64)
+    assert r.hybrid_kv_cache_manager is False
+    # Then all 62 layers keep every token: 62 × 16 heads × 128 × 2 × 2 = 507,904 B/token.
+    assert r.kv_bytes_per_token_per_rank == 507_904
+    assert any("stored as full attention" in w for w in r.warnings)
+    assert ask(knowledge, model="gemma-3-27b", version="0.21.0", kv_offloading_size_gib=64).hybrid_kv_cache_manager
+
+
+def test_gemma_3_five_sliding_layers_per_global_one(knowledge: Knowledge) -> None:
+    r = ask(knowledge, model="gemma-3-27b", max_model_len=131072)
+    kinds = {k.kind: k for k in r.layer_kinds}
+    assert kinds["full_attention"].layers == 10 and kinds["sliding_window"].layers == 52
+    # Window 1024: (cdiv(1023 + 8192, 16) + 1) × 16 = 577 × 16 = 9,232 tokens held at most.
+    assert kinds["sliding_window"].tokens_bounded_to == 9_232
+    # group size 10 (the smaller count): 1 full group + cdiv(52, 10) = 6 sliding groups.
+    # One request at 131,072 tokens: 8192 + 6 × 577 = 11,654 blocks of 16 × 8,192 × 10 B.
+    assert r.gpu_block_bytes_per_rank == 16 * 8_192 * 10
+    assert r.live_sessions_at_max_model_len == pytest.approx(r.num_gpu_blocks / 11_654, abs=1e-3)
+
+
+def test_llama_4_scout_chunked_local_layers(knowledge: Knowledge) -> None:
+    r = ask(knowledge, model="llama-4-scout", tensor_parallel_size=8, max_model_len=131072)
+    chunked = next(k for k in r.layer_kinds if k.kind == "chunked_local")
+    # 36 chunked layers with chunk 8192: cdiv(min(8192 + 8192, 131072), 16) = 1024 blocks = 16,384 tokens.
+    assert chunked.layers == 36 and chunked.tokens_bounded_to == 16_384
+    assert r.kv_bytes_per_token_per_rank == 12 * 2 * 1 * 128 * 2
+
+
+def test_qwen3_next_linear_state_is_per_sequence_and_raises_the_block_size(knowledge: Knowledge) -> None:
+    r = ask(knowledge, model="qwen3-next-80b-a3b", tensor_parallel_size=4, gpu="h200-sxm", max_model_len=131072)
+    linear = next(k for k in r.layer_kinds if k.kind == "linear_attention")
+    # conv: (128·16·2 + 128·32) / 4 × (4 − 1) = 2048 × 3 = 6,144; recurrent: 32/4 × 128 × 128 = 131,072;
+    # (6,144 + 131,072) × 2 B = 274,432 B per sequence per layer per rank.
+    assert linear.state_bytes_per_sequence_per_rank == 274_432
+    # Attention: max(1, 2 // 4) = 1 head × 256 × 2 × 2 = 1,024 B/token/layer; the block grows to
+    # 16 × cdiv(274,432, 16 × 1,024) = 16 × 17 = 272 tokens so one attention page holds the state.
+    assert r.block_size == 272
+    assert r.kv_bytes_per_token_per_rank == 12 * 1_024
+    # group size 12: 1 full group + 3 linear groups; a 131,072-token request needs
+    # cdiv(131072, 272) = 482 blocks + 3 state blocks.
+    assert r.live_sessions_at_max_model_len == pytest.approx(r.num_gpu_blocks / (482 + 3), abs=1e-3)
+
+
+def test_linear_layers_without_the_hybrid_manager_cannot_start(knowledge: Knowledge) -> None:
+    r = ask(knowledge, model="qwen3-next", version="0.20.2", tensor_parallel_size=4, kv_offloading_size_gib=10)
+    assert any("cannot start" in w for w in r.warnings)
+
+
+# --------------------------------------------------------------------------- the offload tier
+
+
+def test_offloading_size_is_a_total_and_lmcache_gets_a_share_per_process(knowledge: Knowledge) -> None:
+    r = ask(knowledge, model="llama-3.1-70b", tensor_parallel_size=4, kv_offloading_size_gib=400, version="0.22.1")
+    o = tier(r)
+    assert o.cpu_bytes_to_use == 400 * GIB
+    assert o.lmcache_max_local_cpu_size_gib == 100.0  # 400 / (TP 4 × PP 1)
+    # 16 × 80 layers × 2 heads × 128 × 2 × 2 = 1,310,720 B per rank per block, × 4 workers per chunk.
+    assert o.chunk_bytes == 1_310_720 * 4
+    assert o.num_chunks == 400 * GIB // (1_310_720 * 4)
+    # 8192-token sessions take 512 chunks each.
+    assert o.warm_sessions_held == o.num_chunks // 512
+
+
+def test_lmcache_backend_no_longer_receives_the_size_from_0_23_0(knowledge: Knowledge) -> None:
+    before = ask(knowledge, model="qwen3-32b", offload_backend="lmcache", kv_offloading_size_gib=64, version="0.22.1")
+    after = ask(knowledge, model="qwen3-32b", offload_backend="lmcache", kv_offloading_size_gib=64, version="0.23.0")
+    assert "overriding LMCACHE_MAX_LOCAL_CPU_SIZE" in tier(before).consistency_rule
+    assert "does not pass" in tier(after).consistency_rule
+    assert any("LMCacheMPConnector" in w for w in after.warnings)
+
+
+def test_native_shorthand_before_cpu_bytes_to_use_says_to_pass_num_cpu_blocks(knowledge: Knowledge) -> None:
+    r = ask(knowledge, model="qwen3-8b", kv_offloading_size_gib=32, version="0.13.0")
+    assert any("num_cpu_blocks" in w for w in r.warnings)
+
+
+def test_tier_sized_from_host_ram_and_from_warm_sessions(knowledge: Knowledge) -> None:
+    r = ask(knowledge, model="llama-3.1-70b", tensor_parallel_size=8, host_ram_gib=1024, host_ram_reserved_gib=64)
+    assert tier(r).kv_offloading_size_gib == 960  # (1024 − 64) / one engine on the node
+    assert r.host_ram_left_gib == 64
+    # 100 warm 8192-token sessions × 512 chunks × (655,360 × 8) B = 268,435,456,000 B → 250 GiB.
+    w = ask(knowledge, model="llama-3.1-70b", tensor_parallel_size=8, warm_sessions=100)
+    assert tier(w).kv_offloading_size_gib == 250
+    assert tier(w).warm_sessions_held >= 100
+
+
+def test_two_tp4_engines_on_a_node_split_the_host_ram(knowledge: Knowledge) -> None:
+    r = ask(
+        knowledge,
+        model="qwen3-32b",
+        tensor_parallel_size=4,
+        data_parallel_size=2,
+        host_ram_gib=1024,
+        host_ram_reserved_gib=0,
+    )
+    assert tier(r).kv_offloading_size_gib == 512
+
+
+# --------------------------------------------------------------------------- load vs re-prefill, SGLang, bench
+
+
+def test_load_times_use_the_host_link_and_prefill_uses_flops(knowledge: Knowledge) -> None:
+    r = ask(knowledge, model="llama-3.1-8b", typical_context_tokens=16384, max_model_len=32768, mfu=0.5)
+    dram = next(e for e in r.load_estimates if e.tier == "CPU DRAM")
+    # 16384 tokens × 131,072 B = 2,147,483,648 B over a 50 GB/s practical PCIe Gen5 link = 0.0429 s.
+    assert dram.seconds == pytest.approx(2_147_483_648 / 50e9)
+    # 989.4 TFLOPS × 0.5 / (2 × 8.03e9) = 30,806 tokens/s; 16384 tokens take 0.532 s.
+    assert r.prefill_tokens_per_s == pytest.approx(989.4e12 * 0.5 / (2 * 8.03e9), rel=1e-4)
+    prefill = next(e for e in r.load_estimates if e.tier == "re-prefill")
+    assert prefill.seconds == pytest.approx(16384 / (989.4e12 * 0.5 / (2 * 8.03e9)), rel=1e-4)
+    assert {e.tier for e in r.load_estimates} >= {"NVMe gen4", "NVMe gen5", "remote"}
+
+
+def test_gpu_without_flops_asks_for_a_prefill_rate(knowledge: Knowledge) -> None:
+    r = ask(knowledge, model="llama-3.1-8b", gpu="l40s")
+    assert any("prefill_tokens_per_s" in w for w in r.warnings)
+    given = ask(knowledge, model="llama-3.1-8b", gpu="l40s", prefill_tokens_per_s=8192, typical_context_tokens=8192)
+    assert next(e for e in given.load_estimates if e.tier == "re-prefill").seconds == pytest.approx(1.0)
+
+
+def test_sglang_conversions_both_ways(knowledge: Knowledge) -> None:
+    r = ask(knowledge, model="llama-3.1-70b", tensor_parallel_size=8, kv_offloading_size_gib=1600)
+    # 1600 GiB total over 8 ranks = 200 GiB = 214.75 GB per rank.
+    assert r.sglang.hicache_size_gb_per_rank == pytest.approx(1600 * GIB / 8 / 1e9, abs=0.01)
+    pool = r.num_gpu_blocks * r.gpu_block_bytes_per_rank
+    assert r.sglang.hicache_ratio == pytest.approx(1600 * GIB / 8 / pool, abs=0.01)
+    back = ask(knowledge, model="llama-3.1-70b", tensor_parallel_size=8, sglang_hicache_size_gb=200)
+    assert back.sglang.from_sglang_kv_offloading_size_gib == pytest.approx(200e9 * 8 / GIB, abs=0.01)
+
+
+def test_benchmark_targets_twice_the_gpu_kv_within_the_cpu_tier(knowledge: Knowledge) -> None:
+    r = ask(knowledge, model="llama-3.1-70b", tensor_parallel_size=8, kv_offloading_size_gib=2000, max_model_len=131072)
+    b = bench(r)
+    assert b.gpu_kv_tokens == int(r.live_sessions_at_typical_context) * 8192
+    assert b.unique_prefix_tokens == (2 * b.gpu_kv_tokens // 8192) * 8192
+    assert b.cpu_tier_tokens is not None and b.unique_prefix_tokens <= b.cpu_tier_tokens
+    assert "--dataset-name prefix_repetition" in b.command and "--prefix-repetition-num-prefixes" in b.command
+    small = ask(knowledge, model="llama-3.1-70b", tensor_parallel_size=8, kv_offloading_size_gib=100)
+    cpu_tokens = bench(small).cpu_tier_tokens
+    assert cpu_tokens is not None and bench(small).unique_prefix_tokens <= cpu_tokens
+    assert any("smaller than twice the GPU KV" in w for w in small.warnings)
+
+
+# --------------------------------------------------------------------------- warnings
+
+
+def test_per_rank_figure_passed_as_total_is_flagged(knowledge: Knowledge) -> None:
+    r = ask(
+        knowledge,
+        model="llama-3.1-70b",
+        tensor_parallel_size=8,
+        kv_offloading_size_gib=50,
+        lmcache_max_local_cpu_size_gib=50,
+    )
+    assert any("looks like a per-rank figure" in w and "pass 400" in w for w in r.warnings)
+
+
+def test_context_that_cannot_fit_one_session(knowledge: Knowledge) -> None:
+    # 24 GB card: 22.35 GiB × 0.9 − 14.96 GiB weights − 4 GiB ≈ 1.2 GiB ≈ 590 blocks of 2 MiB,
+    # while one 131,072-token request needs 8192 blocks.
+    r = ask(knowledge, model="llama-3.1-8b", gpu="rtx-4090", max_model_len=131072)
+    assert 0 < r.num_gpu_blocks < 8192 and r.live_sessions_at_max_model_len < 1
+    assert any("refuse to start" in w for w in r.warnings)
+
+
+def test_weights_that_do_not_fit(knowledge: Knowledge) -> None:
+    r = ask(knowledge, model="llama-3.1-405b", tensor_parallel_size=2)
+    assert r.num_gpu_blocks == 0
+    assert any("do not fit" in w for w in r.warnings)
+
+
+def test_tier_larger_than_host_ram(knowledge: Knowledge) -> None:
+    r = ask(knowledge, model="qwen3-32b", kv_offloading_size_gib=900, host_ram_gib=512)
+    assert r.host_ram_left_gib == 512 - 900
+    assert any("does not fit" in w for w in r.warnings)
+
+
+# --------------------------------------------------------------------------- other inputs
+
+
+def test_local_config_json(knowledge: Knowledge, tmp_path: Path) -> None:
+    config = {
+        "architectures": ["MistralForCausalLM"],
+        "num_hidden_layers": 40,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "hidden_size": 5120,
+        "head_dim": 128,
+        "max_position_embeddings": 32768,
+        "torch_dtype": "bfloat16",
+        "sliding_window": None,
+    }
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    r = ask(knowledge, config_path=str(tmp_path), params_total_b=24)
+    # 40 × 8 × 128 × 2 × 2 = 163,840 B/token.
+    assert r.kv_bytes_per_token_per_rank == 163_840
+    assert r.max_model_len == 32768
+
+
+def test_local_config_json_hybrid_and_sliding_layouts(knowledge: Knowledge, tmp_path: Path) -> None:
+    hybrid = {
+        "num_hidden_layers": 8,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 2,
+        "head_dim": 256,
+        "full_attention_interval": 4,
+        "linear_conv_kernel_dim": 4,
+        "linear_key_head_dim": 128,
+        "linear_value_head_dim": 128,
+        "linear_num_key_heads": 16,
+        "linear_num_value_heads": 32,
+        "max_position_embeddings": 8192,
+    }
+    (tmp_path / "config.json").write_text(json.dumps(hybrid))
+    r = ask(knowledge, config_path=str(tmp_path / "config.json"), weights_gib_per_gpu=10)
+    assert {k.kind: k.layers for k in r.layer_kinds} == {"full_attention": 2, "linear_attention": 6}
+    gemma = {
+        "text_config": {
+            "num_hidden_layers": 12,
+            "num_attention_heads": 8,
+            "num_key_value_heads": 4,
+            "head_dim": 256,
+            "sliding_window": 1024,
+            "sliding_window_pattern": 6,
+            "max_position_embeddings": 32768,
+        }
+    }
+    (tmp_path / "config.json").write_text(json.dumps(gemma))
+    g = ask(knowledge, config_path=str(tmp_path), weights_gib_per_gpu=5)
+    assert {k.kind: k.layers for k in g.layer_kinds} == {"full_attention": 2, "sliding_window": 10}
+
+
+def test_explicit_architecture_fields(knowledge: Knowledge) -> None:
+    arch = Architecture(num_layers=4, num_attention_heads=8, num_kv_heads=1, head_dim=64, max_position_embeddings=4096)
+    r = ask(knowledge, architecture=arch.model_dump(), weights_gib_per_gpu=1)
+    # MQA: 4 layers × 1 head × 64 × 2 × 2 = 1,024 B/token.
+    assert r.kv_bytes_per_token_per_rank == 1_024
+
+
+# --------------------------------------------------------------------------- per-model values from config.json
+
+MODEL_FACTS = {
+    # id: (layers, attention heads, KV heads, head_dim, max_position_embeddings)
+    "model.llama-3.1-8b": (32, 32, 8, 128, 131072),
+    "model.llama-3.1-70b": (80, 64, 8, 128, 131072),
+    "model.llama-3.1-405b": (126, 128, 8, 128, 131072),
+    "model.llama-4-scout": (48, 40, 8, 128, 10485760),
+    "model.llama-4-maverick": (48, 40, 8, 128, 1048576),
+    "model.qwen3-4b": (36, 32, 8, 128, 40960),
+    "model.qwen3-8b": (36, 32, 8, 128, 40960),
+    "model.qwen3-14b": (40, 40, 8, 128, 40960),
+    "model.qwen3-32b": (64, 64, 8, 128, 40960),
+    "model.qwen3-235b-a22b": (94, 64, 4, 128, 40960),
+    "model.qwen3-next-80b-a3b": (48, 16, 2, 256, 262144),
+    "model.deepseek-v3": (61, 128, 128, 192, 163840),
+    "model.deepseek-r1": (61, 128, 128, 192, 163840),
+    "model.kimi-k2": (61, 64, 64, 192, 131072),
+    "model.glm-4.5": (92, 96, 8, 128, 131072),
+    "model.glm-4.6": (92, 96, 8, 128, 202752),
+    "model.glm-4.7": (92, 96, 8, 128, 202752),
+    "model.gpt-oss-20b": (24, 64, 8, 64, 131072),
+    "model.gpt-oss-120b": (36, 64, 8, 64, 131072),
+    "model.gemma-3-27b": (62, 32, 16, 128, 131072),
+    "model.mistral-small-3.1-24b": (40, 32, 8, 128, 131072),
+    "model.mistral-large-2411": (88, 96, 8, 128, 131072),
+    "model.mixtral-8x7b": (32, 32, 8, 128, 32768),
+}
+
+
+@pytest.mark.parametrize("model_id", sorted(MODEL_FACTS))
+def test_model_entries_match_their_config_values(knowledge: Knowledge, model_id: str) -> None:
+    entry = next(m for m in knowledge.models if m.id == model_id)
+    assert (
+        entry.num_layers,
+        entry.num_attention_heads,
+        entry.num_kv_heads,
+        entry.head_dim,
+        entry.max_position_embeddings,
+    ) == MODEL_FACTS[model_id]
+    assert entry.sources[0] == f"https://huggingface.co/{entry.hf_repo}/blob/main/config.json"
+
+
+def test_every_knowledge_model_sizes_at_a_valid_tp(knowledge: Knowledge) -> None:
+    for m in knowledge.models:
+        tp = 8 if m.num_attention_heads % 8 == 0 and (m.num_kv_heads % 8 == 0 or 8 % m.num_kv_heads == 0) else 1
+        r = ask(knowledge, model=m.id, tensor_parallel_size=tp, gpu="h200-sxm", max_model_len=32768)
+        assert r.kv_bytes_per_token_per_rank > 0 and r.gpu_block_bytes_per_rank > 0
+
+
+def test_mla_models_cache_the_latent(knowledge: Knowledge) -> None:
+    mla = {m.id for m in knowledge.models if m.attention == "mla"}
+    assert mla == {"model.deepseek-v3", "model.deepseek-r1", "model.kimi-k2"}
+    for m in knowledge.models:
+        if m.attention == "mla":
+            assert (m.kv_lora_rank, m.qk_rope_head_dim) == (512, 64)
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+def test_unknown_model_suggests_close_names(knowledge: Knowledge) -> None:
+    with pytest.raises(AdviceError, match=r"^model: .*Did you mean: .*llama-3.1-70b"):
+        ask(knowledge, model="llama-3.1-7b")
+
+
+def test_tp_that_does_not_divide_the_heads(knowledge: Knowledge) -> None:
+    with pytest.raises(AdviceError, match=r"^tensor_parallel_size: .*heads \(40\)"):
+        ask(knowledge, model="qwen3-14b", tensor_parallel_size=16)
+    six_way = {"num_layers": 2, "num_attention_heads": 48, "num_kv_heads": 8, "head_dim": 64}
+    with pytest.raises(AdviceError, match=r"^tensor_parallel_size: .*KV heads \(8\)"):
+        ask(knowledge, architecture=six_way, tensor_parallel_size=6, weights_gib_per_gpu=1, max_model_len=4096)
+
+
+def test_unknown_gpu_and_wrong_gpu_count(knowledge: Knowledge) -> None:
+    with pytest.raises(AdviceError, match=r"^gpu: .*gpu.h100-sxm"):
+        ask(knowledge, model="qwen3-8b", gpu="tpu-v5")
+    with pytest.raises(AdviceError, match=r"^gpu_count: "):
+        ask(knowledge, model="qwen3-8b", tensor_parallel_size=2, gpu_count=3)
+
+
+def test_exactly_one_model_source(knowledge: Knowledge) -> None:
+    with pytest.raises(AdviceError, match=r"^model: give exactly one"):
+        ask(knowledge)
+
+
+def test_missing_config_path(knowledge: Knowledge, tmp_path: Path) -> None:
+    with pytest.raises(AdviceError, match=r"^config_path: no config.json"):
+        ask(knowledge, config_path=str(tmp_path / "nope"))
+
+
+def test_negative_and_out_of_range_sizes_are_rejected_by_field() -> None:
+    for field, bad in (("kv_offloading_size_gib", -1), ("gpu_memory_utilization", 1.5), ("kv_cache_dtype", "int3")):
+        with pytest.raises(ValidationError) as caught:
+            SizeOffloadRequest.model_validate({"model": "qwen3-8b", field: bad})
+        assert field in describe_validation_error(caught.value)
+
+
+def test_summary_reads_well(knowledge: Knowledge) -> None:
+    text = ask(knowledge, model="llama-3.1-70b", tensor_parallel_size=8, kv_offloading_size_gib=400).summary()
+    assert "327,680 B total" in text and "--kv-offloading-size 400" in text
