@@ -1,0 +1,1052 @@
+"""choose_backend: which KV caching backend fits a deployment, and why.
+
+The questions are the seed decision tree's, asked in its order, with the answers gated by
+release from the knowledge: prefill/decode disaggregation (NIXL, Mooncake, or a MultiConnector
+that adds a local CPU tier); a cache shared between instances (native fs or p2p tier, LMCache
+MP, LMCache P2P); LMCache-only needs; tiers beyond DRAM (native multi-tier from 0.22.0, else
+LMCache); DRAM only (native CPU offload). Hybrid-attention and sliding-window models add a
+question of their own: does the chosen connector keep the hybrid KV cache manager in this
+release? Every boundary comes from a knowledge entry, and each one the answer depended on is
+reported with the entry that states it.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from ..knowledge import (
+    Backend,
+    Bug,
+    CompatPin,
+    Connector,
+    Feature,
+    Gated,
+    Knowledge,
+    Pitfall,
+    Recipe,
+    Recipes,
+    Setting,
+    TierKind,
+    normalize_name,
+)
+from ..versions import Version, contains, parse_specifier
+from .check_version import ranged_at, status_at
+from .common import AdviceError, Citation, Result, ToolSpec, VersionContext, cite, resolve_version
+
+Tier = Literal["cpu", "nvme", "object_store", "peers"]
+Fabric = Literal["nvlink", "infiniband", "roce", "ethernet"]
+
+_TIER_KIND: dict[Tier, TierKind] = {"nvme": "fs", "object_store": "obj", "peers": "p2p"}
+_TIER_FEATURE: dict[TierKind, str] = {"fs": "feature.tier-fs", "obj": "feature.tier-obj", "p2p": "feature.tier-p2p"}
+
+
+class Topology(BaseModel):
+    nodes: int = Field(default=1, ge=1, le=10000, description="machines serving this model")
+    gpus_per_node: int = Field(default=8, ge=1, le=64)
+    tensor_parallel_size: int = Field(default=1, ge=1, le=64)
+    pipeline_parallel_size: int = Field(default=1, ge=1, le=64)
+    data_parallel_size: int = Field(default=1, ge=1, le=1024)
+    instances_per_node: int = Field(default=1, ge=1, le=64, description="vLLM instances (servers) per machine")
+    share_cache_across_instances: bool = Field(
+        default=False, description="instances must find each other's cached prefixes (one logical cache)"
+    )
+
+
+class ModelTraits(BaseModel):
+    hybrid_attention: bool = Field(default=False, description="mixes linear/Mamba or chunked-local with full attention")
+    sliding_window: bool = Field(default=False, description="has sliding-window layers next to full-attention ones")
+    mla: bool = Field(default=False, description="multi-head latent attention (DeepSeek-style)")
+
+
+class Constraints(BaseModel):
+    no_extra_pods: bool = Field(default=False, description="no process or pod beside vLLM itself")
+    lmcache_features: bool = Field(
+        default=False, description="needs an LMCache-only feature (CacheBlend, the LMCache controller)"
+    )
+    share_with_sglang: bool = Field(default=False, description="the cache must also serve SGLang")
+    gpudirect_storage: bool = Field(default=False, description="wants GPUDirect Storage (cuFile) to NVMe")
+    isolate_cache_from_engine: bool = Field(
+        default=False, description="cache work must not run in the vLLM process (GIL contention, separate scaling)"
+    )
+
+
+class ChooseBackendRequest(BaseModel):
+    version: str | None = Field(default=None, max_length=40, description="vLLM release, e.g. '0.22.1'")
+    lmcache_version: str | None = Field(default=None, max_length=40, description="LMCache release, if LMCache is used")
+    topology: Topology = Field(default_factory=Topology)
+    tiers: list[Tier] = Field(
+        default_factory=lambda: list[Tier](["cpu"]),
+        max_length=4,
+        description="tiers wanted beyond GPU memory: cpu (DRAM), nvme, object_store, peers; [] = GPU only",
+    )
+    pd_disaggregation: bool = Field(default=False, description="separate prefill and decode instances")
+    fabric: Fabric | None = Field(default=None, description="interconnect between instances")
+    model: str | None = Field(default=None, max_length=200, description="a model in the knowledge (id, name, repo)")
+    traits: ModelTraits | None = Field(default=None, description="model traits; override what the model name gives")
+    constraints: Constraints = Field(default_factory=Constraints)
+
+
+class Recommendation(BaseModel):
+    backend: Backend
+    title: str
+    connector: str | None
+    spec: str | None
+    tiers: list[str] = Field(description="tiers in order, with the secondary-tier type names of this release")
+    roles: list[str]
+    summary: str
+
+
+class Step(BaseModel):
+    question: str
+    answer: str
+    decided: bool = Field(description="true for the question that settled the backend")
+
+
+class Alternative(BaseModel):
+    backend: Backend
+    title: str
+    why_not: str
+
+
+class Requirement(BaseModel):
+    kind: Literal["flag", "env", "package", "process", "service"]
+    name: str
+    value: str | None = None
+    why: str
+    source: str | None = Field(default=None, description="knowledge entry id")
+
+
+class AvoidNote(BaseModel):
+    id: str
+    title: str
+    severity: str
+    fix: str
+
+
+class VersionGate(BaseModel):
+    id: str
+    name: str
+    first_release: str | None = Field(description="first release with it (null: in every covered release)")
+    removed_in: str | None = None
+    present: bool = Field(description="whether the release asked about has it")
+    effect: str = Field(description="what it changed in this answer")
+
+
+class BugNote(BaseModel):
+    id: str
+    title: str
+    status: Literal["open", "closed_without_fix", "fixed_in_later_release"]
+    state: str
+    state_reason: str | None
+    checked_at: str
+    fixed_in: str | None
+    avoidance: str
+
+
+class ChooseBackendResult(Result):
+    version_context: VersionContext
+    lmcache_context: VersionContext | None = None
+    model: str | None = Field(description="the knowledge entry the model name resolved to")
+    traits: ModelTraits
+    recommendation: Recommendation
+    decision_path: list[Step]
+    alternatives: list[Alternative]
+    requirements: list[Requirement]
+    avoid: list[AvoidNote]
+    version_gates: list[VersionGate]
+    bugs: list[BugNote]
+    notes: list[str]
+    citations: list[Citation]
+
+    def summary(self) -> str:
+        r = self.recommendation
+        lines = [
+            f"vLLM {self.version_context.version}"
+            + (" (assumed)" if self.version_context.assumed else "")
+            + f": {r.title}",
+            f"  connector: {r.connector or '-'}   spec: {r.spec or '-'}   tiers: {' → '.join(r.tiers) or 'GPU only'}",
+        ]
+        decided = next((s for s in self.decision_path if s.decided), None)
+        if decided:
+            lines.append(f"  decided by: {decided.question} → {decided.answer}")
+        lines += [f"  needs {q.kind}: {q.name}{'=' + q.value if q.value else ''}" for q in self.requirements]
+        lines += [f"  gate {g.id} ({g.first_release or 'always'}): {g.effect}" for g in self.version_gates]
+        lines += [f"  avoid: {a.title}" for a in self.avoid if a.severity == "error"]
+        lines += [f"  bug {b.id} [{b.status}]: {b.title}" for b in self.bugs]
+        lines += [f"  instead: {a.title}: {a.why_not}" for a in self.alternatives[:3]]
+        lines += [f"  note: {n}" for n in self.notes]
+        for ctx in (self.version_context, self.lmcache_context):
+            if ctx is not None:
+                lines += [f"warning: {w}" for w in ctx.warnings]
+        return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def resolve_model(knowledge: Knowledge, name: str) -> tuple[str, ModelTraits]:
+    """Find ``name`` among the knowledge's models (id, name, repo, aliases) and read its traits."""
+    key = normalize_name(name)
+    for m in knowledge.models:
+        spellings = {m.id, m.id.split(".", 1)[-1], m.name, getattr(m, "hf_repo", ""), *getattr(m, "aliases", ())}
+        if key in {normalize_name(s) for s in spellings if s}:
+            linear = getattr(m, "linear_attention_layers", 0) or 0
+            chunked = getattr(m, "chunked_local_layers", 0) or 0
+            sliding = getattr(m, "sliding_window_layers", 0) or 0
+            layers = getattr(m, "num_layers", 0) or 0
+            return m.id, ModelTraits(
+                hybrid_attention=bool(linear or chunked),
+                # A model whose every layer slides has one KV group; only a mix needs HMA.
+                sliding_window=bool(sliding) and sliding < layers,
+                mla=getattr(m, "attention", "gqa") == "mla",
+            )
+    known = ", ".join(m.id for m in knowledge.models[:12]) or "none yet"
+    raise AdviceError(
+        "model",
+        f"{name!r} is not a model in the knowledge (known: {known}); give its traits instead "
+        "(traits: hybrid_attention, sliding_window, mla)",
+    )
+
+
+class _Chooser:
+    """One decision: the state the questions share while they are asked."""
+
+    def __init__(self, request: ChooseBackendRequest, knowledge: Knowledge, recipes: Recipes) -> None:
+        self.request = request
+        self.k = knowledge
+        self.recipes = recipes
+        self.version, self.context = resolve_version(knowledge, request.version)
+        self.path: list[Step] = []
+        self.gates: dict[str, VersionGate] = {}
+        self.alternatives: list[Alternative] = []
+        self.notes: list[str] = []
+        self.cited: dict[str, Citation] = {}
+        self.tier_kinds: list[TierKind] = []
+        self.model_id: str | None = None
+        self.traits = ModelTraits()
+        if request.model:
+            self.model_id, self.traits = resolve_model(knowledge, request.model)
+            self.cite(self.model_id)
+        if request.traits is not None:
+            self.traits = request.traits
+        self.needs_hma = self.traits.hybrid_attention or self.traits.sliding_window
+
+    # -- knowledge look-ups ---------------------------------------------------------------
+    def cite(self, entry_id: str) -> None:
+        entry = self.k.by_id.get(entry_id)
+        if entry is not None and entry_id not in self.cited:
+            self.cited[entry_id] = cite(entry_id, entry)
+
+    def gated(self, entry_id: str) -> Gated:
+        entry = self.k.by_id[entry_id]
+        assert isinstance(entry, Gated), entry_id
+        return entry
+
+    def has(self, entry_id: str, effect_if_missing: str = "", effect_if_present: str = "") -> bool:
+        """Whether the release has the entry; records it as a gate when an effect is given."""
+        entry = self.gated(entry_id)
+        present = status_at(entry, self.version) in ("available", "deprecated")
+        effect = effect_if_present if present else effect_if_missing
+        if effect:
+            self.gates[entry_id] = VersionGate(
+                id=entry_id,
+                name=entry.name,
+                first_release=entry.introduced,
+                removed_in=entry.removed,
+                present=present,
+                effect=effect,
+            )
+            self.cite(entry_id)
+        return present
+
+    def hma(self, connector_id: str) -> str:
+        entry = self.gated(connector_id)
+        assert isinstance(entry, Connector)
+        found = ranged_at(entry.hma, self.version)
+        return str(found.value) if found else "no"
+
+    def hma_boundary(self, connector_id: str) -> str | None:
+        """The first release in which the connector supports HMA, from its ranges."""
+        entry = self.gated(connector_id)
+        assert isinstance(entry, Connector)
+        for r in entry.hma:
+            if r.value in ("yes", "conditional"):
+                spec = parse_specifier(r.versions)
+                lows = [s.version for s in spec if s.operator in (">=", "==")]
+                return lows[0] if lows else None
+        return None
+
+    def keeps_hma(self, connector_id: str) -> bool:
+        """Whether this connector lets a hybrid/sliding model keep HMA here; records the gate."""
+        value = self.hma(connector_id)
+        name = self.gated(connector_id).name
+        first = self.hma_boundary(connector_id)
+        if not self.needs_hma:
+            return True
+        if value == "yes":
+            effect = f"{name} supports the hybrid KV cache manager here, so the model keeps its HMA memory savings"
+        elif value == "conditional":
+            effect = f"{name} keeps HMA only under the conditions its HMA note gives (see the connector entry)"
+        else:
+            later = f"; it does from {first}" if first else ""
+            effect = f"{name} does not support the hybrid KV cache manager in {self.version}{later}"
+        self.gates[f"{connector_id}#hma"] = VersionGate(
+            id=connector_id, name=f"{name} HMA support", first_release=first, present=value != "no", effect=effect
+        )
+        self.cite(connector_id)
+        return value != "no"
+
+    def ask(self, question: str, answer: str, decided: bool = False) -> None:
+        self.path.append(Step(question=question, answer=answer, decided=decided))
+
+    def reject(self, backend: Backend, why_not: str) -> None:
+        if backend not in {a.backend for a in self.alternatives}:
+            self.alternatives.append(
+                Alternative(backend=backend, title=self.recipes.recipe(backend).title, why_not=why_not)
+            )
+
+    # -- the tree ---------------------------------------------------------------------------
+    def decide(self) -> Backend:
+        r, t, c = self.request, self.request.topology, self.request.constraints
+        tiers = set(r.tiers)
+        if r.pd_disaggregation:
+            return self._disaggregated(tiers)
+        self.ask("Prefill/decode disaggregation?", "no")
+        sharing = (t.share_cache_across_instances and (t.instances_per_node > 1 or t.nodes > 1)) or (
+            c.isolate_cache_from_engine
+        )
+        if not tiers and not sharing:
+            self.ask("Any tier beyond GPU memory?", "no: GPU prefix caching only", decided=True)
+            self.reject("native_cpu", "not asked for; add it when GPU memory cannot hold the reused prefixes")
+            return "none"
+        if sharing:
+            return self._shared(tiers)
+        self.ask("Must instances share one cache, or cache work leave the vLLM process?", "no")
+        if c.lmcache_features or c.share_with_sglang or c.gpudirect_storage:
+            return self._lmcache_only(tiers)
+        self.ask("Needs an LMCache-only feature, GDS, or a cache shared with SGLang?", "no")
+        beyond: list[Tier] = [x for x in r.tiers if x != "cpu"]
+        if beyond:
+            return self._more_tiers(beyond)
+        self.ask("Tiers beyond CPU DRAM (NVMe, object store, peers)?", "no")
+        return self._cpu_only()
+
+    def _cpu_only(self) -> Backend:
+        has_native = self.has(
+            "feature.native-cpu-kv-offload", effect_if_missing="native CPU offload is not in this release"
+        )
+        if self.needs_hma and not self.keeps_hma("connector.offloading"):
+            self.ask(
+                "CPU DRAM tier only; does native offload keep HMA for this model here?",
+                "no: no connector in this release offloads a hybrid/sliding-window model with HMA on",
+                decided=True,
+            )
+            self.reject(
+                "native_cpu",
+                f"OffloadingConnector lacks HMA support in {self.version}; the model would fail to start or lose "
+                f"its hybrid memory layout — upgrade to {self.hma_boundary('connector.offloading')} or newer",
+            )
+            self.reject("lmcache", "LMCacheConnectorV1 never supports HMA (pitfall.lmcache-v1-hybrid-model)")
+            self.notes.append(
+                f"Upgrade to vLLM {self.hma_boundary('connector.offloading')}+ for CPU offload of this model; "
+                "until then serve it with GPU prefix caching only."
+            )
+            return "none"
+        self.ask("CPU DRAM tier only?", "yes: native CPU offload (OffloadingConnector)", decided=has_native)
+        self.reject("lmcache", "adds a package and per-rank sizing for no gain when DRAM is the only tier")
+        self.reject("lmcache_mp", "adds an LMCache server process; only worth it for a cache shared between instances")
+        return "native_cpu"
+
+    def _more_tiers(self, beyond: list[Tier]) -> Backend:  # beyond: the tiers other than cpu
+        kinds = [_TIER_KIND[x] for x in beyond]
+        has_tiering = self.has(
+            "feature.native-multi-tier-offload",
+            effect_if_missing="no native multi-tier offload in this release: a disk, object or peer tier needs "
+            "LMCache, or an upgrade",
+            effect_if_present="native TieringOffloadingSpec can carry the extra tiers without LMCache",
+        )
+        missing = []
+        for kind in kinds:
+            feature = _TIER_FEATURE[kind]
+            entry = self.gated(feature)
+            name = self.recipes.tier_type(kind, self.version)
+            present = self.has(
+                feature,
+                effect_if_missing=f"the {kind} tier first ships in {entry.introduced}",
+                effect_if_present=f"secondary tier type {name!r} is registered in this release",
+            )
+            ok = has_tiering and name is not None and present
+            if not ok:
+                missing.append((kind, entry))
+        hma_ok = self.keeps_hma("connector.offloading") if has_tiering else True
+        if not missing and hma_ok:
+            self.tier_kinds = kinds
+            self.ask(
+                "Tiers beyond CPU DRAM on one node?",
+                f"yes ({', '.join(beyond)}): native TieringOffloadingSpec",
+                decided=True,
+            )
+            self.reject(
+                "lmcache", "a second cache implementation to keep in step with vLLM; native tiers need no extra package"
+            )
+            return "native_tiering"
+        first_needed = max(
+            (Version(e.introduced) for _, e in missing if e.introduced),
+            default=Version(self.gated("feature.native-multi-tier-offload").introduced or "0"),
+        )
+        self.reject(
+            "native_tiering",
+            f"this release lacks {', '.join(k for k, _ in missing) or 'HMA for this model'}; "
+            f"upgrade to {first_needed}+",
+        )
+        if self.needs_hma:
+            self.reject("lmcache", "LMCacheConnectorV1 cannot serve hybrid/sliding-window models (LMCache#3106)")
+            self.ask(
+                "Tiers beyond CPU DRAM, for a hybrid/sliding-window model, on a release without them?",
+                "keep DRAM only (native CPU offload) until an upgrade brings the tier",
+                decided=True,
+            )
+            self.notes.append(f"The wanted tiers need vLLM {first_needed}+ for this model.")
+            return self._cpu_only()
+        self.ask(
+            "Tiers beyond CPU DRAM on one node?",
+            f"yes, but {self.version} has no native {', '.join(k for k, _ in missing)} tier: LMCache in-process",
+            decided=True,
+        )
+        if "obj" in [k for k, _ in missing] or "p2p" in [k for k, _ in missing]:
+            self.notes.append(
+                "LMCache reaches object stores through a remote backend (LMCACHE_REMOTE_URL) and peers through its "
+                "P2P mode; render_config writes the DRAM and disk tiers."
+            )
+        return "lmcache"
+
+    def _lmcache_only(self, tiers: set[Tier]) -> Backend:
+        c = self.request.constraints
+        why = ", ".join(
+            w
+            for w, on in (
+                ("LMCache-only features", c.lmcache_features),
+                ("a cache shared with SGLang", c.share_with_sglang),
+                ("GPUDirect Storage", c.gpudirect_storage),
+            )
+            if on
+        )
+        self.reject("native_cpu", f"native offload has no {why}")
+        self.reject("native_tiering", f"native tiers have no {why}")
+        if self.needs_hma:
+            self.reject("lmcache", "LMCacheConnectorV1 does not support HMA: hybrid/sliding models fail (LMCache#3106)")
+            mp_ok = self.has("connector.lmcache-mp", effect_if_missing="LMCacheMPConnector is not in this release")
+            if mp_ok and self.keeps_hma("connector.lmcache-mp"):
+                self.ask(f"Needs {why}, with a hybrid/sliding-window model?", "LMCache MP (HMA-capable)", decided=True)
+                self.notes.append(
+                    "Check that the LMCache feature you need is offered in multi-process mode; the in-process "
+                    "connector that has every feature cannot serve this model."
+                )
+                return "lmcache_mp"
+            self.ask(
+                f"Needs {why}, with a hybrid/sliding-window model?", "no LMCache path keeps HMA here", decided=True
+            )
+            self.notes.append(
+                "No LMCache connector keeps HMA in this release; native offload is the only offload path."
+            )
+            return self._cpu_only()
+        self.ask(f"Needs {why}?", "yes: LMCache in-process (LMCacheConnectorV1)", decided=True)
+        return "lmcache"
+
+    def _shared(self, tiers: set[Tier]) -> Backend:
+        t, c = self.request.topology, self.request.constraints
+        across_nodes = t.nodes > 1 or "peers" in tiers
+        if across_nodes:
+            has_p2p = self.has(
+                "feature.tier-p2p",
+                effect_if_missing="no native p2p tier before this feature's release: peer sharing needs LMCache P2P",
+                effect_if_present="the native p2p tier shares CPU-tier blocks between instances over NIXL",
+            ) and self.has("feature.native-multi-tier-offload")
+            if has_p2p and not c.lmcache_features and self.keeps_hma("connector.offloading"):
+                self.tier_kinds = ["p2p"]
+                if "nvme" in tiers:
+                    self.tier_kinds = ["fs", "p2p"]
+                self.ask(
+                    "Must instances on different machines share one cache?",
+                    "yes: native TieringOffloadingSpec with a p2p tier",
+                    decided=True,
+                )
+                self.reject("lmcache_p2p", "needs a controller pod and the in-process LMCache connector")
+                return "native_tiering"
+            if self.needs_hma:
+                self.reject("lmcache_p2p", "LMCache P2P runs on LMCacheConnectorV1, which cannot serve hybrid models")
+                self.ask(
+                    "Must instances on different machines share one cache (hybrid/sliding model)?",
+                    "no peer-sharing path keeps HMA here: each instance keeps its own cache",
+                    decided=True,
+                )
+                self.notes.append(
+                    f"Native peer sharing arrives with the p2p tier in {self.gated('feature.tier-p2p').introduced}."
+                )
+                return self._cpu_only()
+            self.ask(
+                "Must instances on different machines share one cache?",
+                "yes: LMCache P2P with its controller",
+                decided=True,
+            )
+            if has_p2p:
+                self.reject("native_tiering", "the LMCache controller was asked for")
+            return "lmcache_p2p"
+        # One machine, several instances (or cache work out of the engine process).
+        if c.no_extra_pods and not c.isolate_cache_from_engine:
+            fs_ok = (
+                self.has(
+                    "feature.tier-fs",
+                    effect_if_missing="no native filesystem tier: sharing on one node needs the LMCache server",
+                    effect_if_present="instances can share one native fs tier directory",
+                )
+                and self.recipes.tier_type("fs", self.version) is not None
+            )
+            if fs_ok and self.keeps_hma("connector.offloading"):
+                self.tier_kinds = ["fs"]
+                self.ask(
+                    "Instances on one node share a cache, with no extra pods?",
+                    "native fs tier on a directory all instances mount",
+                    decided=True,
+                )
+                self.reject("lmcache_mp", "needs an LMCache server beside vLLM, which the constraints rule out")
+                return "native_tiering"
+        has_mp = self.has(
+            "connector.lmcache-mp",
+            effect_if_missing="LMCacheMPConnector is not in this release",
+            effect_if_present="LMCacheMPConnector connects vLLM to a shared LMCache server",
+        )
+        if has_mp and self.keeps_hma("connector.lmcache-mp"):
+            self.ask(
+                "Instances on one node share a cache, or cache work must leave the vLLM process?",
+                "yes: LMCache MP (one LMCache server per node)",
+                decided=True,
+            )
+            self.reject("lmcache", "the in-process connector gives each worker its own private cache")
+            if c.no_extra_pods:
+                self.notes.append("LMCache MP needs its server process; run it as a sidecar if pods are limited.")
+            return "lmcache_mp"
+        self.ask(
+            "Instances on one node share a cache?",
+            "no path shares a cache for this model in this release: each instance keeps its own",
+            decided=True,
+        )
+        self.reject("lmcache_mp", "LMCacheMPConnector cannot keep HMA for this model in this release")
+        return self._cpu_only()
+
+    def _disaggregated(self, tiers: set[Tier]) -> Backend:
+        r = self.request
+        multi_node_rdma = r.fabric in ("infiniband", "roce") and r.topology.nodes > 1
+        local_tier = bool(tiers & {"cpu"})
+        nixl_hma = self.keeps_hma("connector.nixl")
+        if local_tier:
+            offload_hma = self.keeps_hma("connector.offloading")
+            multi_hma = self.keeps_hma("connector.multi")
+            if not self.needs_hma or (offload_hma and multi_hma and nixl_hma):
+                self.ask(
+                    "Prefill/decode disaggregation with a local CPU tier on each instance?",
+                    "yes: MultiConnector of NixlConnector and OffloadingConnector",
+                    decided=True,
+                )
+                self.reject("nixl_pd", "gives no CPU overflow tier on the instances")
+                return "multi_nixl_offload"
+            self.reject(
+                "multi_nixl_offload",
+                f"one child without HMA support turns HMA off for the whole MultiConnector in {self.version}",
+            )
+            self.notes.append("The local CPU tier is dropped: with this model it would cost HMA in this release.")
+        if multi_node_rdma:
+            has_mooncake = self.has(
+                "connector.mooncake",
+                effect_if_missing="MooncakeConnector is not in this release: NIXL carries the P/D transfer",
+                effect_if_present="MooncakeConnector is available for RDMA P/D transfer",
+            )
+            if has_mooncake and (self.keeps_hma("connector.mooncake") or not nixl_hma):
+                self.ask(
+                    "Prefill/decode disaggregation across nodes on an RDMA fabric?",
+                    "yes: MooncakeConnector",
+                    decided=True,
+                )
+                self.reject("nixl_pd", "also fine over RDMA (UCX rc); Mooncake is the seed's pick for dedicated RDMA")
+                return "mooncake_pd"
+        self.ask("Prefill/decode disaggregation?", "yes: NixlConnector 1P1D with a proxy", decided=True)
+        if not multi_node_rdma:
+            self.reject("mooncake_pd", "its strength is a dedicated RDMA fabric between nodes, which was not given")
+        if self.needs_hma and not nixl_hma:
+            self.notes.append(
+                f"NixlConnector supports HMA from {self.hma_boundary('connector.nixl')}; this model loses its "
+                "hybrid memory layout (or fails to start) on this release."
+            )
+        return "nixl_pd"
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def _requirements(ch: _Chooser, recipe: Recipe) -> list[Requirement]:
+    """Flags, environment, packages and processes the recommended backend needs in this release."""
+    k, v, req = ch.k, ch.version, []
+    backend = recipe.backend
+    if backend == "none":
+        return [
+            Requirement(
+                kind="flag",
+                name="--enable-prefix-caching",
+                why="on by default; keep it",
+                source="flag.enable-prefix-caching",
+            )
+        ]
+    if backend == "native_cpu":
+        shorthand = ch.gated("feature.kv-offloading-cli-shorthand")
+        broken = k.by_id["pitfall.native-backend-before-0.14"]
+        assert isinstance(broken, Pitfall)
+        broken_range = parse_specifier(broken.versions)
+        fix_release = next((s.version for s in broken_range if s.operator == "<"), None)
+        shorthand_ok = ch.has("flag.kv-offloading-size") and not contains(broken_range, v)
+        if shorthand_ok:
+            req.append(
+                Requirement(
+                    kind="flag",
+                    name="--kv-offloading-size",
+                    value="<GiB, total across ranks>",
+                    why="turns on native CPU offload; total for the instance, not per GPU",
+                    source="flag.kv-offloading-size",
+                )
+            )
+            req.append(
+                Requirement(
+                    kind="flag",
+                    name="--kv-offloading-backend",
+                    value="native",
+                    why="selects OffloadingConnector",
+                    source="flag.kv-offloading-backend",
+                )
+            )
+            pitfall = k.by_id["pitfall.hma-flag-missing-with-shorthand"]
+            assert isinstance(pitfall, Pitfall)
+            if contains(parse_specifier(pitfall.versions), v) and ch.hma("connector.offloading") == "no":
+                req.append(
+                    Requirement(
+                        kind="flag", name="--disable-hybrid-kv-cache-manager", why=pitfall.why, source=pitfall.id
+                    )
+                )
+        else:
+            ch.gates["feature.kv-offloading-cli-shorthand"] = VersionGate(
+                id="feature.kv-offloading-cli-shorthand",
+                name=shorthand.name,
+                first_release=fix_release,
+                present=False,
+                effect="the --kv-offloading-size shorthand cannot start native offload here: "
+                "configure OffloadingConnector "
+                "with --kv-transfer-config and num_cpu_blocks",
+            )
+            ch.cite("feature.kv-offloading-cli-shorthand")
+            req.append(
+                Requirement(
+                    kind="flag",
+                    name="--kv-transfer-config",
+                    value='{"kv_connector":"OffloadingConnector","kv_role":"kv_both","kv_connector_extra_config":{"num_cpu_blocks":N}}',
+                    why="explicit config; the shorthand does not work before its fix",
+                    source="spec.num-cpu-blocks",
+                )
+            )
+    if backend in (
+        "native_tiering",
+        "multi_nixl_offload",
+        "nixl_pd",
+        "mooncake_pd",
+        "lmcache",
+        "lmcache_p2p",
+        "lmcache_mp",
+    ):
+        req.append(
+            Requirement(
+                kind="flag",
+                name="--kv-transfer-config",
+                value=f"JSON naming {ch.gated(recipe.connector).name}" if recipe.connector else None,
+                why="selects and configures the connector",
+                source="flag.kv-transfer-config",
+            )
+        )
+    if backend == "native_tiering":
+        seed = k.by_id["env.pythonhashseed"]
+        if "p2p" in ch.tier_kinds and ch.has(
+            "feature.p2p-pythonhashseed-check",
+            effect_if_present="the p2p tier refuses to start without PYTHONHASHSEED in this release",
+        ):
+            req.append(
+                Requirement(
+                    kind="env",
+                    name="PYTHONHASHSEED",
+                    value="0",
+                    why="the p2p tier raises at start-up when it is unset in this release",
+                    source=seed.id if isinstance(seed, Setting) else None,
+                )
+            )
+        elif ("p2p" in ch.tier_kinds or ch.request.topology.share_cache_across_instances) and not ch.has(
+            "feature.prefix-hash-fixed-default-seed",
+            effect_if_missing="block hashes are seeded per process: instances sharing a tier need one PYTHONHASHSEED",
+        ):
+            req.append(
+                Requirement(
+                    kind="env",
+                    name="PYTHONHASHSEED",
+                    value="0",
+                    why="same value on every instance that shares the tier, or they never hit each other's blocks",
+                    source="pitfall.shared-tier-without-hash-seed",
+                )
+            )
+        if "p2p" in ch.tier_kinds:
+            if ch.has("env.vllm-p2p-side-channel-host"):
+                req.append(
+                    Requirement(
+                        kind="env",
+                        name="VLLM_P2P_SIDE_CHANNEL_HOST",
+                        value="<this instance's routable IP>",
+                        why="the default is localhost, which keeps the tier on one machine",
+                        source="env.vllm-p2p-side-channel-host",
+                    )
+                )
+            else:
+                req.append(
+                    Requirement(
+                        kind="flag",
+                        name="secondary_tiers[type=p2p].host",
+                        value="<this instance's routable IP>",
+                        why="advertised verbatim to peers; 0.0.0.0 is not reachable",
+                        source="spec.tier.p2p.host",
+                    )
+                )
+            req.append(
+                Requirement(
+                    kind="service",
+                    name="headless Service with publishNotReadyAddresses",
+                    why="peers dial each pod by its own address",
+                    source="spec.tier.p2p.host",
+                )
+            )
+        if {"obj", "p2p"} & set(ch.tier_kinds):
+            req.append(
+                Requirement(
+                    kind="package",
+                    name="nixl",
+                    why="the obj and p2p tiers move blocks through NIXL",
+                    source="feature.tier-obj" if "obj" in ch.tier_kinds else "feature.tier-p2p",
+                )
+            )
+    if backend in ("nixl_pd", "multi_nixl_offload"):
+        req.append(
+            Requirement(
+                kind="env",
+                name="VLLM_NIXL_SIDE_CHANNEL_HOST",
+                value="<this instance's routable IP (pod IP)>",
+                why="bound and advertised for the NIXL handshake; a Service VIP breaks it",
+                source="env.vllm-nixl-side-channel-host",
+            )
+        )
+        fabric = ch.request.fabric or "ethernet"
+        tls = ch.recipes.fact("fact.ucx-tls-by-fabric").value[fabric]
+        req.append(
+            Requirement(
+                kind="env",
+                name="UCX_TLS",
+                value=tls,
+                why="UCX must see a CUDA transport or the transfer thread crashes",
+                source="pitfall.nixl-ucx-without-cuda",
+            )
+        )
+        req.append(
+            Requirement(
+                kind="process",
+                name="P/D proxy (toy_proxy_server.py)",
+                why="sends each request to prefill, then decode",
+                source=None,
+            )
+        )
+        req.append(
+            Requirement(
+                kind="service",
+                name="headless Service with publishNotReadyAddresses per role",
+                why="side channels are reached at pod addresses",
+                source="pitfall.nixl-side-channel-service-address",
+            )
+        )
+    if backend == "mooncake_pd":
+        req.append(
+            Requirement(
+                kind="env",
+                name="VLLM_MOONCAKE_BOOTSTRAP_PORT",
+                value="8998",
+                why="prefill rank 0 serves the bootstrap registry here; decode reaches it",
+                source="env.vllm-mooncake-bootstrap-port",
+            )
+        )
+        req.append(
+            Requirement(
+                kind="process",
+                name="Mooncake-aware P/D proxy",
+                why="must pass remote_bootstrap_addr and transfer_id in kv_transfer_params",
+                source="connector.mooncake",
+            )
+        )
+    if backend == "lmcache":
+        req.append(
+            Requirement(
+                kind="env",
+                name="LMCACHE_MAX_LOCAL_CPU_SIZE",
+                value="<GiB per worker = total ÷ (TP × PP)>",
+                why="each worker allocates this much pinned DRAM",
+                source="lmcache.max_local_cpu_size",
+            )
+        )
+        req.append(
+            Requirement(
+                kind="env",
+                name="LMCACHE_LOCAL_CPU",
+                value="True",
+                why="False hangs the engine once the staging buffer fills (LMCache#2942)",
+                source="pitfall.lmcache-local-cpu-false",
+            )
+        )
+        if "nvme" in ch.request.tiers:
+            req.append(
+                Requirement(
+                    kind="env",
+                    name="LMCACHE_LOCAL_DISK",
+                    value="<path(s)>",
+                    why="the disk tier directory",
+                    source="lmcache.local_disk",
+                )
+            )
+            req.append(
+                Requirement(
+                    kind="env",
+                    name="LMCACHE_MAX_LOCAL_DISK_SIZE",
+                    value="<GiB per worker>",
+                    why="0 (the default) means no disk tier",
+                    source="lmcache.max_local_disk_size",
+                )
+            )
+        if ch.request.constraints.gpudirect_storage:
+            req.append(
+                Requirement(
+                    kind="env",
+                    name="LMCACHE_GDS_PATH",
+                    value="<path(s)>",
+                    why="the GDS tier directory",
+                    source="lmcache.gds_path",
+                )
+            )
+            req.append(
+                Requirement(
+                    kind="env",
+                    name="LMCACHE_GDS_BUFFER_SIZE",
+                    value="<MiB>",
+                    why="required with gds_path (LMCACHE_CUFILE_BUFFER_SIZE before lmcache 0.4.4)",
+                    source="lmcache.gds_buffer_size",
+                )
+            )
+    if backend == "lmcache_p2p":
+        req += [
+            Requirement(
+                kind="env",
+                name=e.name,
+                value=e.value,
+                why="LMCache asserts it (or P2P never hits) with P2P on",
+                source=e.setting,
+            )
+            for e in recipe.required_env
+        ]
+        for name, sid in (
+            ("LMCACHE_CONTROLLER_PULL_URL", "lmcache.controller_pull_url"),
+            ("LMCACHE_CONTROLLER_REPLY_URL", "lmcache.controller_reply_url"),
+            ("LMCACHE_LMCACHE_WORKER_PORTS", "lmcache.lmcache_worker_ports"),
+            ("LMCACHE_P2P_HOST", "lmcache.p2p_host"),
+            ("LMCACHE_P2P_INIT_PORTS", "lmcache.p2p_init_ports"),
+            ("LMCACHE_P2P_LOOKUP_PORTS", "lmcache.p2p_lookup_ports"),
+            ("LMCACHE_LMCACHE_INSTANCE_ID", "lmcache.lmcache_instance_id"),
+        ):
+            req.append(Requirement(kind="env", name=name, why="required with the controller and P2P", source=sid))
+        req.append(
+            Requirement(
+                kind="env",
+                name="PYTHONHASHSEED",
+                value="0",
+                why="peers must compute equal chunk hashes",
+                source="pitfall.shared-tier-without-hash-seed",
+            )
+        )
+        req.append(
+            Requirement(
+                kind="process",
+                name="lmcache_controller",
+                why="tracks which instance holds which chunks",
+                source="lmcache.enable_controller",
+            )
+        )
+    if backend == "lmcache_mp":
+        req.append(
+            Requirement(
+                kind="process",
+                name="LMCache server (lmcache server --l1-size-gb N)",
+                why="owns the shared cache; size it there, not with --kv-offloading-size",
+                source="lmcache.mp_server.l1_size_gb",
+            )
+        )
+    for pkg in recipe.packages:
+        req.append(Requirement(kind="package", name=pkg, why=f"{recipe.title} imports it", source=recipe.connector))
+    connector = k.by_id.get(recipe.connector or "")
+    pin_ids = set(connector.related) if isinstance(connector, Gated) else set()
+    if backend in ("multi_nixl_offload", "lmcache_p2p"):
+        pin_ids |= set(ch.gated("connector.nixl").related)
+    for pin in k.pins:
+        if pin.id in pin_ids and contains(parse_specifier(pin.vllm_versions), v):
+            req.append(Requirement(kind="package", name=pin.requirement, why=pin.note or "", source=pin.id))
+            ch.cite(pin.id)
+    if backend == "lmcache_mp" and ch.needs_hma:
+        hma_pin = k.by_id.get("pin.lmcache-mp-hma")
+        if isinstance(hma_pin, CompatPin) and not any(q.source == hma_pin.id for q in req):
+            req.append(Requirement(kind="package", name=hma_pin.requirement, why=hma_pin.note or "", source=hma_pin.id))
+    return req
+
+
+def _avoid(ch: _Chooser, recipe: Recipe, requirements: list[Requirement]) -> list[AvoidNote]:
+    notes = []
+    for pid in recipe.avoid:
+        p = ch.k.by_id[pid]
+        assert isinstance(p, Pitfall)
+        if not contains(parse_specifier(p.versions), ch.version):
+            continue
+        if pid == "pitfall.lmcache-v1-hybrid-model" and not ch.needs_hma:
+            continue
+        if pid == "pitfall.hma-flag-missing-with-shorthand" and not any(
+            q.name == "--kv-offloading-backend" for q in requirements
+        ):
+            continue
+        notes.append(AvoidNote(id=p.id, title=p.title, severity=p.severity, fix=p.fix))
+        ch.cite(p.id)
+    return notes
+
+
+def _bugs(ch: _Chooser, ids: set[str]) -> list[BugNote]:
+    found = []
+    for bug in ch.k.bugs:
+        if not ids & set(bug.related):
+            continue
+        # Bugs tied to the hybrid KV cache manager only bite models that need it.
+        if "flag.disable-hybrid-kv-cache-manager" in bug.related and not ch.needs_hma:
+            continue
+        affected = bug.affected_versions.get("vllm")
+        if affected is not None and not contains(parse_specifier(affected), ch.version):
+            continue
+        if bug.snapshot.state == "open":
+            status: Literal["open", "closed_without_fix", "fixed_in_later_release"] = "open"
+        elif bug.fixed_in is not None and bug.fixed_in.package == "vllm" and Version(bug.fixed_in.version) > ch.version:
+            status = "fixed_in_later_release"
+        elif bug.fixed_in is None and bug.snapshot.state_reason != "completed":
+            status = "closed_without_fix"
+        else:
+            continue
+        found.append(_bug_note(bug, status))
+        ch.cite(bug.id)
+    return found
+
+
+def _bug_note(bug: Bug, status: Literal["open", "closed_without_fix", "fixed_in_later_release"]) -> BugNote:
+    return BugNote(
+        id=bug.id,
+        title=bug.title,
+        status=status,
+        state=bug.snapshot.state,
+        state_reason=bug.snapshot.state_reason,
+        checked_at=str(bug.snapshot.checked_at),
+        fixed_in=f"{bug.fixed_in.package} {bug.fixed_in.version}" if bug.fixed_in else None,
+        avoidance=bug.avoidance,
+    )
+
+
+def choose_backend(request: ChooseBackendRequest, knowledge: Knowledge) -> ChooseBackendResult:
+    recipes = knowledge.recipes
+    ch = _Chooser(request, knowledge, recipes)
+    lm_context = None
+    if request.lmcache_version:
+        _, lm_context = resolve_version(knowledge, request.lmcache_version, package="lmcache", field="lmcache_version")
+    backend = ch.decide()
+    recipe = recipes.recipe(backend)
+    tiers: list[str] = []
+    if backend not in ("none", "nixl_pd", "mooncake_pd", "lmcache_mp"):
+        tiers.append("cpu")
+    if backend == "native_tiering":
+        tiers += [recipes.tier_type(kind, ch.version) or kind for kind in ch.tier_kinds]
+    elif backend == "lmcache" and "nvme" in request.tiers:
+        tiers.append("disk" if not request.constraints.gpudirect_storage else "gds")
+    elif backend == "lmcache" and request.constraints.gpudirect_storage:
+        tiers.append("gds")
+    elif backend == "lmcache_mp":
+        tiers.append("lmcache-server DRAM")
+    connector = knowledge.by_id[recipe.connector].name if recipe.connector else None  # type: ignore[union-attr]
+    if recipe.connector:
+        ch.cite(recipe.connector)
+    for gate in recipe.gates:
+        ch.cite(gate)
+    requirements = _requirements(ch, recipe)
+    avoid = _avoid(ch, recipe, requirements)
+    if ch.needs_hma and backend not in ("none",):
+        flag = knowledge.by_id["pitfall.hma-flag-with-hma-connector"]
+        assert isinstance(flag, Pitfall)
+        if contains(parse_specifier(flag.versions), ch.version) and flag.id not in {a.id for a in avoid}:
+            avoid.append(AvoidNote(id=flag.id, title=flag.title, severity=flag.severity, fix=flag.fix))
+    path_ids = {recipe.connector or "", *recipe.gates, *(q.source or "" for q in requirements), *ch.gates}
+    if backend == "multi_nixl_offload":
+        path_ids |= {"connector.nixl", "connector.offloading"}
+    bugs = _bugs(ch, path_ids - {""})
+    citations = [*ch.cited.values()]
+    for cid in (recipe.id,):
+        citations.append(
+            Citation(id=cid, sources=list(recipe.sources), verified_at=recipe.verified_at, evidence=recipe.evidence)
+        )
+    return ChooseBackendResult(
+        version_context=ch.context,
+        lmcache_context=lm_context,
+        model=ch.model_id,
+        traits=ch.traits,
+        recommendation=Recommendation(
+            backend=backend,
+            title=recipe.title,
+            connector=connector,
+            spec=recipe.spec,
+            tiers=tiers,
+            roles=list(recipe.roles),
+            summary=recipe.summary,
+        ),
+        decision_path=ch.path,
+        alternatives=ch.alternatives,
+        requirements=requirements,
+        avoid=avoid,
+        version_gates=list(ch.gates.values()),
+        bugs=bugs,
+        notes=ch.notes,
+        citations=citations,
+    )
+
+
+SPEC = ToolSpec(
+    name="choose_backend",
+    title="Choose a vLLM KV caching backend",
+    description=(
+        "Which KV caching backend fits a deployment: native CPU offload, native multi-tier (fs/obj/p2p tiers), "
+        "LMCache in-process, LMCache P2P, LMCache MP, NixlConnector or Mooncake for prefill/decode "
+        "disaggregation, or a MultiConnector — for a vLLM release, topology, wanted tiers, fabric, model "
+        "(name or traits: hybrid attention, sliding window, MLA) and constraints. Returns the decision path, "
+        "alternatives with why-not, required flags/env/packages, pitfalls to avoid, the version gates that "
+        "changed the answer and open bugs on that path, each from sourced knowledge. Feed the result to "
+        "render_config for a ready configuration."
+    ),
+    request=ChooseBackendRequest,
+    result=ChooseBackendResult,
+    run=choose_backend,
+)
+
+__all__ = ["SPEC", "ChooseBackendRequest", "ChooseBackendResult", "Feature", "choose_backend"]

@@ -1,0 +1,1164 @@
+"""render_config: a ready configuration for a chosen backend, validated before it is returned.
+
+Three steps. `_plan` turns the request and the knowledge into components (each vLLM instance,
+proxy, LMCache controller or server): argv, environment, ports, mounts, the kv-transfer-config
+and LMCache config as Python values, and where every value came from. The Jinja2 templates in
+`knowledge/templates/` lay the components out for one format, in a sandbox with StrictUndefined;
+values only reach the text through a filter that encodes them for the context — `shq`
+(shlex.quote) in shell, `tojson` in JSON, `yq` (a double-quoted YAML scalar) in YAML and `k8s`
+(also doubling `$`, which Kubernetes would otherwise expand in args and env). Finally `_validate`
+parses every output back — shlex, json, yaml — and checks it round-trips to the plan, that every
+vLLM flag exists in the release and is not one the release made harmful, the Kubernetes object
+shapes, and the units (GiB vs bytes vs per-rank GiB).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import re
+import shlex
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import jinja2
+import yaml
+from jinja2.sandbox import SandboxedEnvironment
+from pydantic import BaseModel, Field, model_validator
+
+from ..knowledge import Backend, Connector, Knowledge, Pitfall, Recipes, Setting, TierKind
+from ..versions import Version, contains, parse_specifier
+from .backend import Fabric
+from .check_version import ranged_at, status_at
+from .common import AdviceError, Citation, Result, ToolSpec, VersionContext, cite, resolve_version
+
+Format = Literal["vllm_serve", "docker_run", "kubernetes", "kv_transfer_config", "lmcache_yaml", "env_file"]
+Origin = Literal["user", "default", "computed", "knowledge"]
+GIB = 2**30
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,40}[a-z0-9])?$")
+_TEMPLATES = {
+    "vllm_serve": "vllm_serve.sh.j2",
+    "docker_run": "docker_run.sh.j2",
+    "kubernetes": "kubernetes.yaml.j2",
+    "kv_transfer_config": "kv_transfer_config.json.j2",
+    "lmcache_yaml": "lmcache.yaml.j2",
+    "env_file": "env_file.env.j2",
+}
+
+
+class Parallelism(BaseModel):
+    tensor_parallel_size: int = Field(default=1, ge=1, le=64)
+    pipeline_parallel_size: int = Field(default=1, ge=1, le=64)
+    data_parallel_size: int = Field(default=1, ge=1, le=1024)
+
+
+class Sizes(BaseModel):
+    kv_offloading_size_gib: float | None = Field(
+        default=None, gt=0, le=1_000_000, description="CPU tier, GiB, total across the instance's TP × PP ranks"
+    )
+    cpu_bytes_to_use: int | None = Field(default=None, gt=0, description="CPU tier in bytes (total); = GiB × 2^30")
+    lmcache_max_local_cpu_size_gib: float | None = Field(
+        default=None, gt=0, description="LMCache DRAM per worker process, GiB (= total ÷ (TP × PP))"
+    )
+    num_cpu_blocks: int | None = Field(default=None, gt=0, description="CPU tier in blocks; only vLLM < 0.14.0")
+    disk_gib: float | None = Field(default=None, gt=0, description="LMCache disk tier per worker, GiB")
+    gds_buffer_mib: int | None = Field(default=None, gt=0, le=1_048_576, description="LMCache GDS buffer, MiB")
+    lmcache_server_l1_gib: float | None = Field(default=None, gt=0, description="LMCache MP server DRAM, GiB")
+
+
+class Paths(BaseModel):
+    disk: list[str] = Field(
+        default_factory=list, max_length=16, description="NVMe directories (fs tier / LMCache disk)"
+    )
+    gds: list[str] = Field(default_factory=list, max_length=16, description="GPUDirect Storage directories")
+    lmcache_config_file: str = Field(default="/etc/lmcache/lmcache.yaml", min_length=1, max_length=500)
+
+
+class ObjectStore(BaseModel):
+    bucket: str = Field(min_length=1, max_length=255)
+    endpoint_override: str = Field(min_length=1, max_length=500)
+    prefix: str = Field(default="", max_length=255)
+
+
+class Hosts(BaseModel):
+    """Addresses for command-line formats; Kubernetes uses pod IPs and Service names instead."""
+
+    this_instance: str | None = Field(default=None, max_length=253, description="routable IP of this vLLM host")
+    prefill: str | None = Field(default=None, max_length=253)
+    decode: str | None = Field(default=None, max_length=253)
+    lmcache_server: str | None = Field(default=None, max_length=253)
+    controller: str | None = Field(default=None, max_length=253)
+
+
+class RenderConfigRequest(BaseModel):
+    backend: Backend | None = Field(default=None, description="the backend; or give `choice`")
+    choice: dict[str, Any] | None = Field(
+        default=None, description="a choose_backend result (its recommendation is used)"
+    )
+    tiers: list[TierKind] | None = Field(
+        default=None, description="native_tiering: secondary tiers in order (fs, obj, p2p)"
+    )
+    model: str = Field(min_length=1, max_length=300, description="model to serve (Hugging Face id or path)")
+    version: str | None = Field(default=None, max_length=40)
+    lmcache_version: str | None = Field(default=None, max_length=40)
+    parallelism: Parallelism = Field(default_factory=Parallelism)
+    sizes: Sizes = Field(default_factory=Sizes)
+    size_offload: dict[str, Any] | None = Field(default=None, description="a size_offload result; its sizes are used")
+    paths: Paths = Field(default_factory=Paths)
+    object_store: ObjectStore | None = None
+    hosts: Hosts = Field(default_factory=Hosts)
+    fabric: Fabric | None = None
+    instances: int = Field(default=2, ge=2, le=64, description="lmcache_p2p: vLLM instances sharing the cache")
+    name: str = Field(default="vllm", description="Kubernetes name prefix (DNS label)")
+    namespace: str | None = Field(default=None, description="Kubernetes namespace (DNS label)")
+    image: str | None = Field(
+        default=None, max_length=300, description="vLLM image; default vllm/vllm-openai:v<version>"
+    )
+    lmcache_image: str | None = Field(default=None, max_length=300, description="image for LMCache server/controller")
+    format: Format = "vllm_serve"
+
+    @model_validator(mode="after")
+    def _names(self) -> RenderConfigRequest:
+        for label, value in (("name", self.name), ("namespace", self.namespace)):
+            if value is not None and not _DNS_LABEL.match(value):
+                raise ValueError(
+                    f"{label} must be a DNS label: lower-case letters, digits and '-', up to 42 characters"
+                )
+        return self
+
+
+class RenderedFile(BaseModel):
+    name: str
+    format: Format
+    content: str
+
+
+class ValueSource(BaseModel):
+    name: str
+    value: str
+    origin: Origin
+    note: str | None = None
+
+
+class RenderConfigResult(Result):
+    version_context: VersionContext
+    lmcache_context: VersionContext | None = None
+    backend: Backend
+    format: Format
+    files: list[RenderedFile]
+    values: list[ValueSource] = Field(description="where each value came from: user, default, computed, knowledge")
+    checks: list[str] = Field(description="what was verified on the rendered text before returning it")
+    notes: list[str]
+    citations: list[Citation]
+
+    def summary(self) -> str:
+        lines = [f"{self.backend} as {self.format} for vLLM {self.version_context.version}"]
+        for f in self.files:
+            lines += [f"===== {f.name}", f.content.rstrip()]
+        lines += [f"note: {n}" for n in self.notes]
+        lines.append(f"checked: {'; '.join(self.checks)}")
+        lines += [f"warning: {w}" for w in self.version_context.warnings]
+        return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# The plan
+
+
+@dataclass
+class Env:
+    name: str
+    value: str = ""
+    field: str | None = None  # Kubernetes downward API path; value is used elsewhere
+
+
+@dataclass
+class Port:
+    name: str
+    port: int
+
+
+@dataclass
+class Component:
+    name: str
+    description: str
+    argv: list[str]
+    image: str
+    kind: Literal["vllm", "helper"] = "vllm"
+    env: list[Env] = field(default_factory=list)
+    ports: list[Port] = field(default_factory=list)
+    mounts: list[str] = field(default_factory=list)
+    gpus: int = 0
+    replicas: int = 1
+    service: Literal["headless", "cluster", ""] = ""
+    host_network: bool = False
+    shm: bool = False
+    pod_ip: bool = False
+    host_ip: bool = False
+    kv_transfer_config: dict[str, Any] | None = None
+    lmcache_config: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def lines(self) -> list[list[str]]:
+        """argv grouped for display: the program words, then each option with its values."""
+        groups: list[list[str]] = [[]]
+        for word in self.argv:
+            if word.startswith("--") and groups[-1]:
+                groups.append([])
+            groups[-1].append(word)
+        return groups
+
+
+@dataclass
+class Plan:
+    components: list[Component]
+    values: list[ValueSource] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    cited: dict[str, Citation] = field(default_factory=dict)
+    # What the units check compares the output with.
+    offloading_gib: float | None = None
+    cpu_bytes: int | None = None
+    lmcache_per_rank_gib: float | None = None
+
+
+class _Planner:
+    def __init__(self, request: RenderConfigRequest, knowledge: Knowledge, recipes: Recipes, backend: Backend) -> None:
+        self.r = request
+        self.k = knowledge
+        self.recipes = recipes
+        self.backend = backend
+        self.version, self.context = resolve_version(knowledge, request.version)
+        self.lm_version: Version | None = None
+        self.lm_context: VersionContext | None = None
+        if backend in ("lmcache", "lmcache_p2p", "lmcache_mp"):
+            self.lm_version, self.lm_context = resolve_version(
+                knowledge, request.lmcache_version, package="lmcache", field="lmcache_version"
+            )
+        self.kube = request.format == "kubernetes"
+        # Stands for "this pod's IP" / "this node's IP" until the format decides how to say it.
+        self.pod_ip = f"@@pod-ip-{uuid.uuid4().hex}@@"
+        self.host_ip = f"@@host-ip-{uuid.uuid4().hex}@@"
+        self.plan = Plan(components=[])
+        self.tp = request.parallelism.tensor_parallel_size
+        self.pp = request.parallelism.pipeline_parallel_size
+        self.image = request.image or f"vllm/vllm-openai:v{self.version}"
+        self.note("image", self.image, "user" if request.image else "default", "official image tag for the release")
+
+    # -- helpers ------------------------------------------------------------------------------
+    def note(self, name: str, value: Any, origin: Origin, note: str | None = None) -> None:
+        self.plan.values.append(ValueSource(name=name, value=str(value), origin=origin, note=note))
+
+    def cite(self, entry_id: str) -> None:
+        entry = self.k.by_id.get(entry_id)
+        if entry is not None:
+            self.plan.cited.setdefault(entry_id, cite(entry_id, entry))
+
+    def setting(self, entry_id: str) -> Setting:
+        entry = self.k.by_id[entry_id]
+        assert isinstance(entry, Setting)
+        self.cite(entry_id)
+        return entry
+
+    def available(self, entry_id: str, version: Version | None = None) -> bool:
+        entry = self.k.by_id[entry_id]
+        assert not isinstance(entry, Pitfall)
+        self.cite(entry_id)
+        return status_at(entry, version or self.version) in ("available", "deprecated")  # type: ignore[arg-type]
+
+    def require(self, entry_id: str, what: str, field: str = "version") -> None:
+        if not self.available(entry_id):
+            entry = self.k.by_id[entry_id]
+            since = getattr(entry, "introduced", None)
+            gone = getattr(entry, "removed", None)
+            when = (
+                f"it first ships in {since}" if since and self.version < Version(since) else f"it was removed in {gone}"
+            )
+            raise AdviceError(field, f"{what} is not in vLLM {self.version}; {when}")
+
+    def default_of(self, entry_id: str) -> Any:
+        found = ranged_at(self.setting(entry_id).defaults, self.version)
+        return found.value if found else None
+
+    def pitfall_applies(self, pitfall_id: str) -> bool:
+        p = self.k.by_id[pitfall_id]
+        assert isinstance(p, Pitfall)
+        self.cite(pitfall_id)
+        return contains(parse_specifier(p.versions), self.version)
+
+    def hma(self, connector_id: str) -> str:
+        c = self.k.by_id[connector_id]
+        assert isinstance(c, Connector)
+        found = ranged_at(c.hma, self.version)
+        return str(found.value) if found else "no"
+
+    def host(self, given: str | None, label: str, role: str) -> str:
+        if self.kube:
+            return self.pod_ip
+        if given:
+            self.note(f"hosts.{label}", given, "user")
+            return given
+        self.note(
+            f"hosts.{label}", "localhost", "default", f"replace with the {role}'s routable IP for more than one machine"
+        )
+        return "localhost"
+
+    # -- sizes --------------------------------------------------------------------------------
+    def total_gib(self, required: bool = True) -> float | None:
+        s = self.r.sizes
+        if s.kv_offloading_size_gib is not None:
+            self.note("sizes.kv_offloading_size_gib", s.kv_offloading_size_gib, "user", "GiB, total across ranks")
+            return s.kv_offloading_size_gib
+        if s.cpu_bytes_to_use is not None:
+            gib = s.cpu_bytes_to_use / GIB
+            self.note("kv_offloading_size_gib", gib, "computed", "cpu_bytes_to_use ÷ 2^30")
+            return gib
+        if s.lmcache_max_local_cpu_size_gib is not None:
+            gib = s.lmcache_max_local_cpu_size_gib * self.tp * self.pp
+            self.note("kv_offloading_size_gib", gib, "computed", "LMCache per-worker GiB × TP × PP")
+            return gib
+        if required:
+            raise AdviceError(
+                "sizes.kv_offloading_size_gib",
+                "give the CPU tier size in GiB (total across ranks), or cpu_bytes_to_use, or a size_offload result",
+            )
+        return None
+
+    def cpu_bytes(self) -> int:
+        gib = self.total_gib()
+        assert gib is not None
+        value = self.r.sizes.cpu_bytes_to_use or round(gib * GIB)
+        self.note(
+            "cpu_bytes_to_use", value, "user" if self.r.sizes.cpu_bytes_to_use else "computed", "GiB × 2^30, total"
+        )
+        self.plan.cpu_bytes = value
+        self.cite("spec.cpu-bytes-to-use")
+        return value
+
+    # -- kv-transfer-config ---------------------------------------------------------------------
+    def ktc(self, connector_id: str, role: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+        connector = self.k.by_id[connector_id]
+        assert isinstance(connector, Connector)
+        self.require(connector_id, connector.name, "backend")
+        if role not in connector.roles:
+            raise AdviceError("backend", f"{connector.name} does not take kv_role {role}; it takes {connector.roles}")
+        keys = self.recipes.fact("fact.kv-transfer-config-keys").value
+        config: dict[str, Any] = {keys[0]: connector.name, keys[1]: role}
+        if extra:
+            config[keys[2]] = extra
+        return config
+
+    def vllm(
+        self, name: str, description: str, config: dict[str, Any] | None, extra_flags: list[str] | None = None
+    ) -> Component:
+        argv = ["vllm", "serve", self.r.model]
+        for flag, value in (
+            ("--tensor-parallel-size", self.tp),
+            ("--pipeline-parallel-size", self.pp),
+            ("--data-parallel-size", self.r.parallelism.data_parallel_size),
+        ):
+            if value > 1:
+                argv += [flag, str(value)]
+        argv += extra_flags or []
+        if config is not None:
+            argv += ["--kv-transfer-config", json.dumps(config, separators=(",", ":"))]
+        return Component(
+            name=name,
+            description=description,
+            argv=argv,
+            image=self.image,
+            gpus=self.tp * self.pp * self.r.parallelism.data_parallel_size,
+            ports=[Port("http", 8000)],
+            kv_transfer_config=config,
+        )
+
+    # -- backends -----------------------------------------------------------------------------
+    def build(self) -> Plan:
+        if self.r.model.startswith("-"):
+            raise AdviceError("model", "a model name cannot start with '-' (it would be read as a flag)")
+        getattr(self, f"_{self.backend}")()
+        return self.plan
+
+    def _none(self) -> None:
+        self.plan.components.append(self.vllm("vllm", "vLLM with GPU prefix caching only", None))
+
+    def _native_cpu(self) -> None:
+        self.cite("connector.offloading")
+        gib = self.total_gib()
+        assert gib is not None
+        shorthand = self.available("flag.kv-offloading-size") and not self.pitfall_applies(
+            "pitfall.native-backend-before-0.14"
+        )
+        if shorthand:
+            flags = ["--kv-offloading-size", _num(gib), "--kv-offloading-backend", "native"]
+            self.plan.offloading_gib = gib
+            if (
+                self.pitfall_applies("pitfall.hma-flag-missing-with-shorthand")
+                and self.hma("connector.offloading") == "no"
+            ):
+                flags.append("--disable-hybrid-kv-cache-manager")
+                self.note(
+                    "--disable-hybrid-kv-cache-manager", "set", "knowledge", "pitfall.hma-flag-missing-with-shorthand"
+                )
+            self.plan.components.append(self.vllm("vllm", "vLLM with native CPU KV offload", None, flags))
+            return
+        blocks = self.r.sizes.num_cpu_blocks
+        if blocks is None:
+            raise AdviceError(
+                "sizes.num_cpu_blocks",
+                f"vLLM {self.version} sizes the native CPU tier in blocks (num_cpu_blocks) and its offload shorthand "
+                "does not work; give num_cpu_blocks (e.g. from size_offload), or use 0.14.0+",
+            )
+        self.note("num_cpu_blocks", blocks, "user")
+        self.cite("spec.num-cpu-blocks")
+        config = self.ktc("connector.offloading", "kv_both", {"num_cpu_blocks": blocks})
+        self.plan.components.append(self.vllm("vllm", "vLLM with native CPU KV offload", config))
+
+    def _tiers(self) -> list[TierKind]:
+        if self.r.tiers is not None:
+            self.note("tiers", ",".join(self.r.tiers), "user")
+            return list(self.r.tiers)
+        self.note("tiers", "fs", "default")
+        return ["fs"]
+
+    def _secondary(self, kinds: list[TierKind]) -> list[dict[str, Any]]:
+        self.require("feature.native-multi-tier-offload", "native multi-tier offload (TieringOffloadingSpec)")
+        tiers: list[dict[str, Any]] = []
+        for kind in kinds:
+            name = self.recipes.tier_type(kind, self.version)
+            feature = {"fs": "feature.tier-fs", "obj": "feature.tier-obj", "p2p": "feature.tier-p2p"}[kind]
+            self.require(feature, f"the {kind} secondary tier", "tiers")
+            assert name is not None
+            self.note(f"secondary_tiers[{kind}].type", name, "knowledge", "tier type name registered in this release")
+            self.cite("spec.tier.type")
+            if kind == "fs":
+                if len(self.r.paths.disk) != 1:
+                    raise AdviceError("paths.disk", "the fs tier takes exactly one root directory")
+                tiers.append({"type": name, "root_dir": self.r.paths.disk[0]})
+                self.note("root_dir", self.r.paths.disk[0], "user")
+            elif kind == "obj":
+                store = self.r.object_store
+                if store is None:
+                    raise AdviceError("object_store", "the obj tier needs bucket and endpoint_override")
+                tier: dict[str, Any] = {
+                    "type": name,
+                    "store_config": {"bucket": store.bucket, "endpoint_override": store.endpoint_override},
+                }
+                if store.prefix:
+                    tier["prefix"] = store.prefix
+                tiers.append(tier)
+                obj = self.k.by_id["feature.tier-obj"]
+                optional_keys = next((c.version for c in getattr(obj, "changes", ())), None)
+                if optional_keys and self.version < Version(optional_keys):
+                    self.plan.notes.append(
+                        f"vLLM {self.version} needs access_key and secret_key in store_config (optional from "
+                        f"{optional_keys}); add them from your secret store — they are never rendered here."
+                    )
+            else:
+                entry: dict[str, Any] = {"type": name}
+                if not self.available("env.vllm-p2p-side-channel-host"):
+                    entry["host"] = self.host(self.r.hosts.this_instance, "this_instance", "instance")
+                tiers.append(entry)
+        return tiers
+
+    def _native_tiering(self) -> None:
+        self.cite("connector.offloading")
+        kinds = self._tiers()
+        tiers = self._secondary(kinds)
+        spec = {"spec_name": "TieringOffloadingSpec", "cpu_bytes_to_use": self.cpu_bytes(), "secondary_tiers": tiers}
+        self.cite("spec.spec-name")
+        c = self.vllm(
+            "vllm", "vLLM with native multi-tier KV offload", self.ktc("connector.offloading", "kv_both", spec)
+        )
+        c.mounts = list(self.r.paths.disk) if "fs" in kinds else []
+        shared = "p2p" in kinds or self.r.format == "kubernetes"
+        if shared and not self.available("feature.prefix-hash-fixed-default-seed"):
+            c.env.append(Env("PYTHONHASHSEED", "0"))
+            self.note(
+                "PYTHONHASHSEED", "0", "knowledge", "pitfall.shared-tier-without-hash-seed: same on every instance"
+            )
+            self.cite("pitfall.shared-tier-without-hash-seed")
+        if "p2p" in kinds:
+            port = (
+                self.default_of("env.vllm-p2p-side-channel-port")
+                if self.available("env.vllm-p2p-side-channel-port")
+                else 7777
+            )
+            if self.available("env.vllm-p2p-side-channel-host"):
+                host = self.host(self.r.hosts.this_instance, "this_instance", "instance")
+                c.env.append(Env("VLLM_P2P_SIDE_CHANNEL_HOST", host, "status.podIP" if self.kube else None))
+            c.ports.append(Port("p2p", int(port or 7777)))
+            c.service = "headless"
+            c.replicas = 2
+            c.pod_ip = self.kube and not self.available("env.vllm-p2p-side-channel-host")
+        self.plan.components.append(c)
+
+    def _lmcache_env(self, component: Component, per_rank: float) -> dict[str, Any]:
+        """LMCache settings for in-process LMCache, as both env and the YAML config."""
+        assert self.lm_version is not None
+        config: dict[str, Any] = {"local_cpu": True, "max_local_cpu_size": per_rank}
+        self.cite("lmcache.max_local_cpu_size")
+        self.cite("pitfall.lmcache-local-cpu-false")
+        if self.r.paths.disk:
+            disk_gib = self.r.sizes.disk_gib
+            if disk_gib is None:
+                raise AdviceError("sizes.disk_gib", "give the LMCache disk tier size in GiB per worker")
+            local_disk = self.k.by_id["lmcache.local_disk"]
+            many = next((c.version for c in getattr(local_disk, "changes", ())), None)
+            if len(self.r.paths.disk) > 1 and many and self.lm_version < Version(many):
+                raise AdviceError("paths.disk", f"LMCache {self.lm_version} takes one disk path; a list needs {many}+")
+            config["local_disk"] = ",".join(f"file://{p}" for p in self.r.paths.disk)
+            config["max_local_disk_size"] = disk_gib
+            self.note("max_local_disk_size", disk_gib, "user", "GiB per worker process")
+            component.mounts += self.r.paths.disk
+            self.cite("pitfall.lmcache-async-loading-with-disk")
+        if self.r.paths.gds:
+            buffer = self.r.sizes.gds_buffer_mib
+            if buffer is None:
+                raise AdviceError("sizes.gds_buffer_mib", "the GDS tier needs its staging buffer size in MiB")
+            key = (
+                "gds_buffer_size"
+                if self.available("lmcache.gds_buffer_size", self.lm_version)
+                else "cufile_buffer_size"
+            )
+            config["gds_path"] = ",".join(self.r.paths.gds)
+            config[key] = buffer
+            self.note(key, buffer, "user", "MiB (not bytes)")
+            component.mounts += self.r.paths.gds
+        return config
+
+    def _lmcache(self) -> None:
+        self.cite("connector.lmcache")
+        gib = self.total_gib()
+        assert gib is not None
+        per_rank = self.r.sizes.lmcache_max_local_cpu_size_gib or gib / (self.tp * self.pp)
+        self.plan.lmcache_per_rank_gib = per_rank
+        self.note("LMCACHE_MAX_LOCAL_CPU_SIZE", _num(per_rank), "computed", "GiB per worker = total ÷ (TP × PP)")
+        c = self.vllm("vllm", "vLLM with in-process LMCache", self.ktc("connector.lmcache", "kv_both"))
+        config = self._lmcache_env(c, per_rank)
+        self._attach_lmcache(c, config)
+        self.plan.components.append(c)
+
+    def _attach_lmcache(self, c: Component, config: dict[str, Any]) -> None:
+        c.lmcache_config = config
+        if self.r.format == "lmcache_yaml":
+            return
+        for key, value in config.items():
+            if isinstance(value, Env):
+                c.env.append(Env(f"LMCACHE_{key.upper()}", value.value, value.field))
+            else:
+                c.env.append(Env(f"LMCACHE_{key.upper()}", _env_value(value)))
+
+    def _lmcache_p2p(self) -> None:
+        self.cite("connector.lmcache")
+        recipe = self.recipes.recipe("lmcache_p2p")
+        controller = self.recipes.fact("fact.lmcache-controller-command").value
+        gib = self.total_gib()
+        assert gib is not None
+        per_rank = self.r.sizes.lmcache_max_local_cpu_size_gib or gib / (self.tp * self.pp)
+        self.plan.lmcache_per_rank_gib = per_rank
+        ranks = self.tp * self.pp
+        ctrl_host = (
+            f"{self.r.name}-lmcache-controller" + (f".{self.r.namespace}.svc" if self.r.namespace else "")
+            if self.kube
+            else (self.r.hosts.controller or "localhost")
+        )
+        self.note(
+            "controller host",
+            ctrl_host,
+            "computed" if self.kube else ("user" if self.r.hosts.controller else "default"),
+        )
+        components: list[Component] = []
+        count = 1 if self.kube else self.r.instances
+        for i in range(count):
+            name = "vllm" if self.kube else f"vllm-{i}"
+            c = self.vllm(name, "vLLM with LMCache P2P sharing", self.ktc("connector.lmcache", "kv_both"))
+            config = self._lmcache_env(c, per_rank)
+            for e in recipe.required_env:
+                self.cite(e.setting)
+                config[e.name.removeprefix("LMCACHE_").lower()] = _typed(e.value)
+            base = 8200 + 10 * i
+            config |= {
+                "controller_pull_url": f"{ctrl_host}:{controller['pull_port']}",
+                "controller_reply_url": f"{ctrl_host}:{controller['reply_port']}",
+                "lmcache_worker_ports": ",".join(str(8500 + 10 * i + r) for r in range(ranks)),
+                "p2p_init_ports": ",".join(str(base + r) for r in range(ranks)),
+                "p2p_lookup_ports": ",".join(str(base + 100 + r) for r in range(ranks)),
+                "p2p_host": Env(
+                    "",
+                    self.host(self.r.hosts.this_instance, "this_instance", "instance"),
+                    "status.podIP" if self.kube else None,
+                ),
+                "lmcache_instance_id": Env("", f"{self.r.name}-{i}", "metadata.name" if self.kube else None),
+            }
+            self.note("p2p ports", config["p2p_init_ports"], "computed", "one per worker rank (TP × PP)")
+            c.env.append(Env("PYTHONHASHSEED", "0"))
+            c.ports += [Port(f"p2p-{r}", base + r) for r in range(min(ranks, 4))]
+            c.service, c.replicas = "headless", self.r.instances
+            self._attach_lmcache(c, config)
+            if self.r.format == "lmcache_yaml":
+                c.lmcache_config = {k: (v.value if isinstance(v, Env) else v) for k, v in config.items()}
+            components.append(c)
+        monitor = json.dumps({"pull": controller["pull_port"], "reply": controller["reply_port"]})
+        components.append(
+            Component(
+                name="lmcache-controller",
+                description="LMCache controller: tracks which instance holds which chunks",
+                argv=[
+                    *controller["command"],
+                    "--host",
+                    "0.0.0.0",
+                    "--port",
+                    str(controller["http_port"]),
+                    "--monitor-ports",
+                    monitor,
+                ],
+                image=self.r.lmcache_image or self.image,
+                kind="helper",
+                ports=[
+                    Port("http", controller["http_port"]),
+                    Port("pull", controller["pull_port"]),
+                    Port("reply", controller["reply_port"]),
+                ],
+                service="cluster",
+            )
+        )
+        self.cite("pitfall.lmcache-p2p-incomplete")
+        self.plan.components += components
+
+    def _lmcache_mp(self) -> None:
+        self.cite("connector.lmcache-mp")
+        assert self.lm_version is not None
+        server = self.recipes.fact("fact.lmcache-server-command").value
+        keys = self.recipes.fact("fact.lmcache-mp-address-keys").value
+        l1 = self.r.sizes.lmcache_server_l1_gib or self.total_gib()
+        self.note("--l1-size-gb", l1, "user", "GiB, one pool for every vLLM on the node")
+        self.cite("lmcache.mp_server.l1_size_gb")
+        command = server["command"] if self.lm_version >= Version(server["versions"].lstrip(">=")) else server["older"]
+        port = 5555
+        host = self.host_ip if self.kube else (self.r.hosts.lmcache_server or "localhost")
+        config = self.ktc("connector.lmcache-mp", "kv_both", {keys[0]: f"tcp://{host}", keys[1]: port})
+        c = self.vllm("vllm", "vLLM connected to the node's LMCache server", config)
+        c.host_ip, c.shm = self.kube, True
+        if self.pitfall_applies("pitfall.lmcache-backend-means-mp-server"):
+            self.plan.notes.append(
+                "Written as an explicit LMCacheMPConnector config; --kv-offloading-size is not passed on to it."
+            )
+        self.plan.components += [
+            Component(
+                name="lmcache-server",
+                description="LMCache MP server: one shared KV pool per node",
+                argv=[
+                    *command,
+                    "--host",
+                    "0.0.0.0",
+                    "--port",
+                    str(port),
+                    "--l1-size-gb",
+                    _num(l1 or 0),
+                    "--eviction-policy",
+                    "LRU",
+                ],
+                image=self.r.lmcache_image or self.image,
+                kind="helper",
+                ports=[Port("zmq", port)],
+                host_network=True,
+                shm=True,
+            ),
+            c,
+        ]
+
+    def _pd(self, connector_id: str, extra: dict[str, Any] | None, local_tier: bool = False) -> None:
+        self.cite(connector_id)
+        fabric = self.r.fabric or "ethernet"
+        self.note("fabric", fabric, "user" if self.r.fabric else "default")
+        for role, label, given in (
+            ("kv_producer", "prefill", self.r.hosts.prefill),
+            ("kv_consumer", "decode", self.r.hosts.decode),
+        ):
+            if local_tier:
+                children = [
+                    self.ktc("connector.nixl", role),
+                    self.ktc("connector.offloading", "kv_both", {"cpu_bytes_to_use": self.cpu_bytes()}),
+                ]
+                self.require("spec.cpu-bytes-to-use", "cpu_bytes_to_use (the byte-sized CPU tier)")
+                key = self.recipes.fact("fact.multi-connector-children-key").value
+                config = self.ktc("connector.multi", role, {key: children})
+            else:
+                config = self.ktc(connector_id, role, extra)
+            c = self.vllm(label, f"{label} instance ({role})", config)
+            host = self.host(given, label, f"{label} instance")
+            if connector_id == "connector.mooncake":
+                bootstrap = self.default_of("env.vllm-mooncake-bootstrap-port")
+                c.env.append(Env("VLLM_MOONCAKE_BOOTSTRAP_PORT", str(bootstrap)))
+                c.ports.append(Port("bootstrap", int(bootstrap)))
+            else:
+                port = self.default_of("env.vllm-nixl-side-channel-port")
+                c.env += [
+                    Env("VLLM_NIXL_SIDE_CHANNEL_HOST", host, "status.podIP" if self.kube else None),
+                    Env("VLLM_NIXL_SIDE_CHANNEL_PORT", str(port)),
+                    Env("UCX_TLS", self.recipes.fact("fact.ucx-tls-by-fabric").value[fabric]),
+                ]
+                self.cite("pitfall.nixl-side-channel-service-address")
+                self.cite("pitfall.nixl-ucx-without-cuda")
+                c.ports.append(Port("side-channel", int(port)))
+            c.service = "headless"
+            self.plan.components.append(c)
+        if connector_id == "connector.mooncake":
+            self.plan.notes.append(
+                "Mooncake needs a proxy that passes remote_bootstrap_addr and transfer_id in kv_transfer_params; "
+                "use the Mooncake proxy from the vLLM examples of this release (not rendered here)."
+            )
+            return
+        proxy = self.recipes.fact("fact.nixl-toy-proxy").value
+        where = (
+            (lambda role: f"{self.r.name}-{role}" + (f".{self.r.namespace}.svc" if self.r.namespace else ""))
+            if self.kube
+            else None
+        )
+        pre = where("prefill") if where else (self.r.hosts.prefill or "localhost")
+        dec = where("decode") if where else (self.r.hosts.decode or "localhost")
+        script = f"/opt/proxy/{proxy['script']}" if self.kube else proxy["script"]
+        self.plan.components.append(
+            Component(
+                name="proxy",
+                description="P/D proxy: each request goes to prefill, then decode",
+                argv=[
+                    "python3",
+                    script,
+                    "--host",
+                    "0.0.0.0",
+                    "--port",
+                    str(proxy["port"]),
+                    "--prefiller-hosts",
+                    pre,
+                    "--prefiller-ports",
+                    "8000",
+                    "--decoder-hosts",
+                    dec,
+                    "--decoder-ports",
+                    "8000",
+                ],
+                image=self.image,
+                kind="helper",
+                ports=[Port("http", proxy["port"])],
+                service="cluster",
+                mounts=["/opt/proxy"] if self.kube else [],
+                notes=[
+                    f"{proxy['script']} comes from tests/v1/kv_connector/nixl_integration/ "
+                    f"in the vLLM repository at v{self.version}."
+                ],
+            )
+        )
+        self.plan.notes.append(
+            "The proxy script is not in the wheel or image: take "
+            f"tests/v1/kv_connector/nixl_integration/{proxy['script']} "
+            f"from the vLLM repository at v{self.version}"
+            + (" and place it under /opt/proxy on the node." if self.kube else ".")
+        )
+
+    def _nixl_pd(self) -> None:
+        self._pd("connector.nixl", None)
+
+    def _multi_nixl_offload(self) -> None:
+        self._pd("connector.nixl", None, local_tier=True)
+
+    def _mooncake_pd(self) -> None:
+        fact = self.recipes.fact("fact.mooncake-protocol-key").value
+        extra = None
+        if (self.r.fabric or "ethernet") == "ethernet" and self.version >= Version(fact["introduced"]):
+            extra = {fact["key"]: "tcp"}
+            self.note(fact["key"], "tcp", "computed", "no RDMA fabric given")
+        self._pd("connector.mooncake", extra)
+
+
+# ---------------------------------------------------------------------------------------------
+# Encoding filters and templates
+
+
+def _num(value: float) -> str:
+    """A float without a needless '.0' and without exponent notation."""
+    text = f"{value:.6f}".rstrip("0").rstrip(".")
+    return text or "0"
+
+
+def _env_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "True" if value else "False"
+    if isinstance(value, float):
+        return _num(value)
+    return str(value)
+
+
+def _typed(text: str) -> Any:
+    return {"True": True, "False": False}.get(text, text)
+
+
+def _yaml_scalar(value: Any) -> str:
+    if isinstance(value, bool | int | float) and not isinstance(value, str):
+        return yaml.safe_dump(value, width=math.inf).split("\n", 1)[0]
+    return yaml.safe_dump(str(value), default_style='"', width=math.inf, allow_unicode=False).strip()
+
+
+def _comment(value: Any) -> str:
+    return re.sub(r"[\r\n\x00-\x1f]+", " ", str(value))
+
+
+@functools.cache
+def _environment(directory: str) -> SandboxedEnvironment:
+    env = SandboxedEnvironment(
+        loader=jinja2.FileSystemLoader(directory),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=True,
+    )
+    env.filters["shq"] = lambda v: shlex.quote(str(v))
+    env.filters["shwords"] = lambda words: " ".join(shlex.quote(str(w)) for w in words)
+    env.filters["tojson"] = lambda v: json.dumps(v, indent=2, ensure_ascii=False)
+    env.filters["yq"] = _yaml_scalar
+    env.filters["comment"] = _comment
+    return env
+
+
+def _k8s_filter(pod_ip: str, host_ip: str) -> Any:
+    def k8s(value: Any) -> str:
+        # Kubernetes expands $(VAR) in args and env values; $$ is a literal $.
+        text = str(value).replace("$", "$$").replace(pod_ip, "$(POD_IP)").replace(host_ip, "$(HOST_IP)")
+        return _yaml_scalar(text)
+
+    return k8s
+
+
+def _render(planner: _Planner, directory: str) -> list[RenderedFile]:
+    r, plan = planner.r, planner.plan
+    env = _environment(directory).overlay()
+    env.filters["k8s"] = _k8s_filter(planner.pod_ip, planner.host_ip)
+    template = env.get_template(_TEMPLATES[r.format])
+    common = {"title": planner.recipes.recipe(planner.backend).title, "version": str(planner.version)}
+    if r.format == "kubernetes":
+        for c in plan.components:
+            c.pod_ip = c.pod_ip or any(planner.pod_ip in a for a in c.argv)
+        text = template.render(
+            components=plan.components, base=r.name, namespace=r.namespace, notes=plan.notes, **common
+        )
+        return [RenderedFile(name=f"{r.name}.yaml", format=r.format, content=text)]
+    chosen = plan.components
+    if r.format == "kv_transfer_config":
+        chosen = [c for c in plan.components if c.kv_transfer_config is not None]
+        if not chosen:
+            raise AdviceError("format", f"backend {planner.backend} uses no --kv-transfer-config; pick vllm_serve")
+    elif r.format == "lmcache_yaml":
+        chosen = [c for c in plan.components if c.lmcache_config is not None]
+        if not chosen:
+            raise AdviceError("format", "lmcache_yaml applies to the lmcache and lmcache_p2p backends")
+    elif r.format == "env_file":
+        chosen = [c for c in plan.components if c.env]
+        if not chosen:
+            raise AdviceError("format", f"backend {planner.backend} needs no environment variables here")
+    suffix = {
+        "vllm_serve": "sh",
+        "docker_run": "sh",
+        "kv_transfer_config": "json",
+        "lmcache_yaml": "yaml",
+        "env_file": "env",
+    }
+    return [
+        RenderedFile(
+            name=f"{c.name}.{suffix[r.format]}", format=r.format, content=template.render(component=c, **common)
+        )
+        for c in chosen
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# Validation of the rendered text
+
+
+class RenderCheckError(AdviceError):
+    """The rendered text failed a check; the message says which."""
+
+
+def shell_words(text: str) -> list[str]:
+    """Split a rendered script as sh would: comments dropped, backslash-newline joins lines."""
+    out, quote, i = [], "", 0
+    while i < len(text):
+        ch = text[i]
+        if quote == "'":
+            quote = "" if ch == "'" else quote
+        elif not quote and ch == "#" and (i == 0 or text[i - 1] in " \t\n"):
+            end = text.find("\n", i)
+            i = len(text) if end < 0 else end
+            continue
+        elif ch == "\\" and i + 1 < len(text):
+            if text[i + 1] == "\n":
+                i += 2
+                continue
+            out.append(text[i : i + 2])
+            i += 2
+            continue
+        elif ch in "'\"":
+            quote = "" if quote == ch else (quote or ch)
+        out.append(ch)
+        i += 1
+    return shlex.split("".join(out), comments=True, posix=True)
+
+
+def _accepted_flags(planner: _Planner) -> tuple[set[str], str]:
+    inventory = planner.k.cli_inventory
+    if inventory.flags:
+        return inventory.accepted(planner.version), "cli_inventory.yaml"
+    names: set[str] = set()
+    for s in planner.k.settings:
+        if (
+            s.kind == "cli_flag"
+            and s.component == "vllm"
+            and status_at(s, planner.version) in ("available", "deprecated")
+        ):
+            names |= {n for n in (s.name, *s.aliases) if n.startswith("-")}
+    return names, "flags.yaml"
+
+
+def _check_vllm_argv(planner: _Planner, argv: list[str], where: str) -> None:
+    accepted, source = _accepted_flags(planner)
+    for token in argv[3:]:
+        flag = token.split("=", 1)[0]
+        if token.startswith("-") and flag not in accepted:
+            raise RenderCheckError("version", f"{where}: vLLM {planner.version} has no flag {flag} ({source})")
+    # From the pitfall's first release vLLM decides HMA per connector; forcing it off only costs memory.
+    harmful = planner.pitfall_applies("pitfall.hma-flag-with-hma-connector")
+    if "--disable-hybrid-kv-cache-manager" in argv and harmful:
+        raise RenderCheckError("version", f"{where}: --disable-hybrid-kv-cache-manager is harmful on {planner.version}")
+
+
+def _check_units(planner: _Planner, argv: list[str], env: dict[str, str], where: str) -> None:
+    plan = planner.plan
+    if plan.offloading_gib is not None and "--kv-offloading-size" in argv:
+        value = float(argv[argv.index("--kv-offloading-size") + 1])
+        if not math.isclose(value, plan.offloading_gib, rel_tol=1e-6):
+            raise RenderCheckError("sizes", f"{where}: --kv-offloading-size {value} GiB ≠ {plan.offloading_gib}")
+    if "--kv-transfer-config" in argv:
+        config = json.loads(argv[argv.index("--kv-transfer-config") + 1])
+        _check_ktc(planner, config, where)
+    if plan.lmcache_per_rank_gib is not None and "LMCACHE_MAX_LOCAL_CPU_SIZE" in env:
+        value = float(env["LMCACHE_MAX_LOCAL_CPU_SIZE"])
+        if not math.isclose(value, plan.lmcache_per_rank_gib, rel_tol=1e-5):
+            raise RenderCheckError(
+                "sizes", f"{where}: LMCACHE_MAX_LOCAL_CPU_SIZE {value} GiB ≠ per-rank {plan.lmcache_per_rank_gib}"
+            )
+
+
+def _check_ktc(planner: _Planner, config: dict[str, Any], where: str) -> None:
+    keys = planner.recipes.fact("fact.kv-transfer-config-keys").value
+    if not set(config) <= set(keys) or keys[0] not in config:
+        raise RenderCheckError("backend", f"{where}: kv-transfer-config keys {sorted(config)} are not {keys}")
+    extra = config.get(keys[2], {})
+    children = extra.get("connectors", []) if isinstance(extra, dict) else []
+    for child in [config, *children]:
+        inner = child.get(keys[2], {})
+        if "cpu_bytes_to_use" in inner:
+            value = inner["cpu_bytes_to_use"]
+            if not isinstance(value, int) or value != planner.plan.cpu_bytes:
+                raise RenderCheckError("sizes", f"{where}: cpu_bytes_to_use must be an integer byte count")
+
+
+def _validate(planner: _Planner, files: list[RenderedFile]) -> list[str]:
+    fmt, comps = planner.r.format, planner.plan.components
+    checks: list[str] = []
+    by_name = {c.name: c for c in comps}
+    for f in files:
+        stem = f.name.rsplit(".", 1)[0]
+        c = by_name.get(stem)
+        if fmt in ("vllm_serve", "docker_run"):
+            assert c is not None
+            words = shell_words(f.content)
+            env: dict[str, str] = {}
+            if fmt == "vllm_serve":
+                while words and re.match(r"^[A-Z_][A-Z0-9_]*=", words[0]):
+                    k, v = words.pop(0).split("=", 1)
+                    env[k] = v
+                argv = words
+            else:
+                image_at = words.index(c.image, words.index("--entrypoint") + 2)
+                argv = [words[words.index("--entrypoint") + 1], *words[image_at + 1 :]]
+                env = dict(words[i + 1].split("=", 1) for i, w in enumerate(words[:image_at]) if w == "-e")
+            if argv != c.argv or env != {e.name: e.value for e in c.env}:
+                raise RenderCheckError("format", f"{f.name}: the rendered command does not read back as planned")
+            if c.kind == "vllm":
+                _check_vllm_argv(planner, argv, f.name)
+                _check_units(planner, argv, env, f.name)
+        elif fmt == "kv_transfer_config":
+            assert c is not None
+            config = json.loads(f.content)
+            if config != c.kv_transfer_config:
+                raise RenderCheckError("format", f"{f.name}: the JSON does not read back as planned")
+            _check_ktc(planner, config, f.name)
+        elif fmt == "lmcache_yaml":
+            assert c is not None and c.lmcache_config is not None
+            if yaml.safe_load(f.content) != c.lmcache_config:
+                raise RenderCheckError("format", f"{f.name}: the LMCache YAML does not read back as planned")
+        elif fmt == "env_file":
+            assert c is not None
+            words = shell_words(f.content)
+            if dict(w.split("=", 1) for w in words) != {e.name: e.value for e in c.env}:
+                raise RenderCheckError("format", f"{f.name}: the env file does not read back as planned")
+        else:
+            _validate_kubernetes(planner, f.content)
+    checks.append(
+        {
+            "vllm_serve": "re-split with shlex",
+            "docker_run": "re-split with shlex",
+            "kv_transfer_config": "re-parsed as JSON",
+            "lmcache_yaml": "re-parsed as YAML",
+            "env_file": "re-split with shlex",
+            "kubernetes": "re-parsed as YAML",
+        }[fmt]
+        + " and compared with the plan value by value"
+    )
+    if fmt in ("vllm_serve", "docker_run", "kubernetes"):
+        checks.append(
+            f"every vLLM flag exists in {planner.version} ({_accepted_flags(planner)[1]}) and none is harmful there"
+        )
+        checks.append(
+            "units: --kv-offloading-size GiB total, cpu_bytes_to_use integer bytes, "
+            "LMCACHE_MAX_LOCAL_CPU_SIZE GiB per rank"
+        )
+    if fmt == "kubernetes":
+        checks.append("Kubernetes objects have apiVersion, kind, metadata.name and containers with name and image")
+    return checks
+
+
+def _unk8s(planner: _Planner, value: str) -> str:
+    text = value.replace("$(POD_IP)", planner.pod_ip).replace("$(HOST_IP)", planner.host_ip)
+    return text.replace("$$", "$")
+
+
+def _validate_kubernetes(planner: _Planner, text: str) -> None:
+    docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    by_name = {f"{planner.r.name}-{c.name}": c for c in planner.plan.components}
+    seen = set()
+    for doc in docs:
+        if (
+            not isinstance(doc, dict)
+            or not {"apiVersion", "kind", "metadata"} <= set(doc)
+            or "name" not in doc["metadata"]
+        ):
+            raise RenderCheckError("format", "a Kubernetes object lacks apiVersion, kind or metadata.name")
+        if doc["kind"] in ("Deployment", "DaemonSet"):
+            c = by_name[doc["metadata"]["name"]]
+            containers = doc["spec"]["template"]["spec"]["containers"]
+            if not containers or not all({"name", "image"} <= set(x) for x in containers):
+                raise RenderCheckError("format", "a container lacks name or image")
+            argv = [_unk8s(planner, a) for a in [*containers[0]["command"], *containers[0]["args"]]]
+            env = {e["name"]: _unk8s(planner, e["value"]) for e in containers[0].get("env", []) if "value" in e}
+            planned = {e.name: e.value for e in c.env if not e.field}
+            if argv != c.argv or env != planned:
+                raise RenderCheckError("format", f"{c.name}: the container does not read back as planned")
+            if c.kind == "vllm":
+                _check_vllm_argv(planner, argv, c.name)
+                _check_units(planner, argv, env, c.name)
+            seen.add(c.name)
+        elif doc["kind"] == "Service":
+            c = by_name[doc["metadata"]["name"]]
+            headless = doc["spec"].get("clusterIP") == "None" and doc["spec"].get("publishNotReadyAddresses") is True
+            if (c.service == "headless") != headless:
+                raise RenderCheckError(
+                    "format", f"{c.name}: Service headlessness does not match what the backend needs"
+                )
+    if seen != {c.name for c in planner.plan.components}:
+        raise RenderCheckError("format", "not every component became a workload")
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def _merge_size_offload(request: RenderConfigRequest) -> None:
+    """Fill the sizes from a size_offload result, refusing numbers that disagree with each other."""
+    data = request.size_offload
+    if not data:
+        return
+    sizes = request.sizes
+    allowed = {"kv_offloading_size_gib", "cpu_bytes_to_use", "lmcache_max_local_cpu_size_gib"}
+    for key in allowed:
+        value = data.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
+            raise AdviceError(f"size_offload.{key}", f"must be a positive number; got {value!r}")
+        if getattr(sizes, key) is None:
+            setattr(sizes, key, int(value) if key == "cpu_bytes_to_use" else float(value))
+    ranks = request.parallelism.tensor_parallel_size * request.parallelism.pipeline_parallel_size
+    gib, raw, lm = sizes.kv_offloading_size_gib, sizes.cpu_bytes_to_use, sizes.lmcache_max_local_cpu_size_gib
+    if gib is not None and raw is not None and abs(raw - gib * GIB) > GIB / 1024:
+        raise AdviceError("size_offload.cpu_bytes_to_use", f"{raw} bytes is not {gib} GiB × 2^30 = {round(gib * GIB)}")
+    if gib is not None and lm is not None and not math.isclose(lm * ranks, gib, rel_tol=1e-3):
+        raise AdviceError(
+            "size_offload.lmcache_max_local_cpu_size_gib",
+            f"{lm} GiB per worker × {ranks} ranks ≠ {gib} GiB total; LMCache sizes per worker (total ÷ TP × PP)",
+        )
+
+
+def render_config(request: RenderConfigRequest, knowledge: Knowledge) -> RenderConfigResult:
+    recipes = knowledge.recipes
+    backend = request.backend
+    if request.choice is not None:
+        rec = request.choice.get("recommendation")
+        chosen = rec.get("backend") if isinstance(rec, dict) else None
+        if chosen not in {r.backend for r in recipes.recipes}:
+            raise AdviceError("choice", "expected a choose_backend result with recommendation.backend")
+        if backend is not None and backend != chosen:
+            raise AdviceError("backend", f"{backend} disagrees with the choice's {chosen}; give one of them")
+        backend = chosen
+        context = request.choice.get("version_context")
+        if request.version is None and isinstance(context, dict) and isinstance(context.get("version"), str):
+            request.version = context["version"]
+        tiers = rec.get("tiers", []) if isinstance(rec, dict) else []
+        if request.tiers is None and backend == "native_tiering":
+            kinds: tuple[TierKind, ...] = ("fs", "obj", "p2p")
+            names = {recipes.tier_type(kind, Version(request.version or "0")): kind for kind in kinds}
+            request.tiers = [names[t] for t in tiers if t in names and t != "cpu"]
+    if backend is None:
+        raise AdviceError("backend", f"give a backend ({', '.join(r.backend for r in recipes.recipes)}) or a choice")
+    _merge_size_offload(request)
+    planner = _Planner(request, knowledge, recipes, backend)
+    planner.build()
+    directory = str(Path(knowledge.directory) / "templates")
+    files = _render(planner, directory)
+    checks = _validate(planner, files)
+    recipe = recipes.recipe(backend)
+    citations = [*planner.plan.cited.values()]
+    citations.append(
+        Citation(id=recipe.id, sources=list(recipe.sources), verified_at=recipe.verified_at, evidence=recipe.evidence)
+    )
+    return RenderConfigResult(
+        version_context=planner.context,
+        lmcache_context=planner.lm_context,
+        backend=backend,
+        format=request.format,
+        files=files,
+        values=planner.plan.values,
+        checks=checks,
+        notes=planner.plan.notes,
+        citations=citations,
+    )
+
+
+SPEC = ToolSpec(
+    name="render_config",
+    title="Render a validated vLLM KV caching config",
+    description=(
+        "A ready configuration for a KV caching backend (or a choose_backend result): the `vllm serve` command, "
+        "`docker run`, a Kubernetes manifest (Deployments plus the Services the backend needs: headless with "
+        "publishNotReadyAddresses for NIXL side channels and P2P, the LMCache controller or server), the "
+        "--kv-transfer-config JSON alone, an LMCache config YAML, or an env file. Backends: native CPU, native "
+        "multi-tier (fs, obj, p2p), LMCache (DRAM, disk, GDS), LMCache P2P with controller, LMCache MP, NIXL 1P1D "
+        "with proxy, Mooncake, MultiConnector (NIXL + CPU offload). Every value is quoted for its context and the "
+        "output is re-parsed and checked against the flags of that vLLM release and the units before it is "
+        "returned; `values` says where each value came from."
+    ),
+    request=RenderConfigRequest,
+    result=RenderConfigResult,
+    run=render_config,
+)

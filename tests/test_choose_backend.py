@@ -1,0 +1,304 @@
+"""choose_backend, asked the way operators ask. One test per branch of the decision tree, with the
+release boundaries the knowledge records (read from the wheels): native CPU offload shorthand
+works from 0.14.0; OffloadingConnector supports HMA from 0.21.0; native multi-tier from 0.22.0
+with the fs tier named fs_python in 0.22.x and fs from 0.23.0; obj from 0.23.0; p2p from 0.25.0;
+MooncakeConnector from 0.13.0; NixlConnector HMA from 0.18.0."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from vllm_caching_mcp.advice.backend import ChooseBackendRequest, ChooseBackendResult, choose_backend
+from vllm_caching_mcp.advice.common import AdviceError
+from vllm_caching_mcp.knowledge import Knowledge
+
+HYBRID = {"hybrid_attention": True}
+
+
+def ask(knowledge: Knowledge, **arguments: Any) -> ChooseBackendResult:
+    return choose_backend(ChooseBackendRequest.model_validate(arguments), knowledge)
+
+
+def decided(result: ChooseBackendResult) -> str:
+    steps = [s for s in result.decision_path if s.decided]
+    assert len(steps) == 1, result.decision_path
+    return steps[0].question
+
+
+def flags(result: ChooseBackendResult) -> dict[str, str | None]:
+    return {r.name: r.value for r in result.requirements if r.kind == "flag"}
+
+
+def env(result: ChooseBackendResult) -> dict[str, str | None]:
+    return {r.name: r.value for r in result.requirements if r.kind == "env"}
+
+
+# --- GPU only and CPU DRAM only ---------------------------------------------------------------
+
+
+def test_i_only_want_gpu_prefix_caching_no_offload(knowledge: Knowledge) -> None:
+    result = ask(knowledge, version="0.33.0", tiers=[])
+    assert result.recommendation.backend == "none"
+    assert result.recommendation.tiers == []
+    assert "GPU" in result.decision_path[-1].answer
+
+
+def test_single_node_dram_tier_on_0_33_is_native_offload_shorthand_without_hma_flag(knowledge: Knowledge) -> None:
+    result = ask(knowledge, version="0.33.0", tiers=["cpu"])
+    rec = result.recommendation
+    assert (rec.backend, rec.connector, rec.spec, rec.tiers) == (
+        "native_cpu",
+        "OffloadingConnector",
+        "CPUOffloadingSpec",
+        ["cpu"],
+    )
+    assert flags(result) == {"--kv-offloading-size": "<GiB, total across ranks>", "--kv-offloading-backend": "native"}
+    assert "CPU DRAM tier only" in decided(result)
+    assert {a.backend for a in result.alternatives} >= {"lmcache", "lmcache_mp"}
+
+
+def test_on_0_19_does_native_offload_need_disable_hybrid_kv_cache_manager(knowledge: Knowledge) -> None:
+    # 0.19.0 is inside pitfall.hma-flag-missing-with-shorthand (<0.22.0) and OffloadingConnector has no HMA (<0.21.0).
+    assert "--disable-hybrid-kv-cache-manager" in flags(ask(knowledge, version="0.19.0"))
+    assert "--disable-hybrid-kv-cache-manager" not in flags(ask(knowledge, version="0.21.0"))
+
+
+def test_on_0_13_the_native_shorthand_is_broken_so_use_kv_transfer_config(knowledge: Knowledge) -> None:
+    result = ask(knowledge, version="0.13.0")
+    assert result.recommendation.backend == "native_cpu"
+    assert "--kv-offloading-size" not in flags(result)
+    assert "num_cpu_blocks" in (flags(result)["--kv-transfer-config"] or "")
+    gate = next(g for g in result.version_gates if g.id == "feature.kv-offloading-cli-shorthand")
+    assert gate.first_release == "0.14.0" and gate.present is False
+    assert "pitfall.native-backend-before-0.14" in {a.id for a in result.avoid}
+
+
+def test_hybrid_model_with_cpu_offload_on_0_20_2_cannot_keep_hma(knowledge: Knowledge) -> None:
+    result = ask(knowledge, version="0.20.2", traits=HYBRID)
+    assert result.recommendation.backend == "none"
+    gate = next(g for g in result.version_gates if g.name == "OffloadingConnector HMA support")
+    assert gate.first_release == "0.21.0" and not gate.present
+    assert any("0.21.0" in n for n in result.notes)
+    assert any(a.backend == "native_cpu" and "0.21.0" in a.why_not for a in result.alternatives)
+
+
+def test_hybrid_model_with_cpu_offload_on_0_21_uses_native(knowledge: Knowledge) -> None:
+    result = ask(knowledge, version="0.21.0", traits=HYBRID)
+    assert result.recommendation.backend == "native_cpu"
+    assert "--disable-hybrid-kv-cache-manager" not in flags(result)
+
+
+# --- tiers beyond DRAM --------------------------------------------------------------------------
+
+
+def test_nvme_tier_on_0_21_has_no_native_multi_tier_so_lmcache(knowledge: Knowledge) -> None:
+    result = ask(knowledge, version="0.21.0", tiers=["cpu", "nvme"])
+    assert result.recommendation.backend == "lmcache"
+    assert result.recommendation.connector == "LMCacheConnectorV1"
+    assert result.recommendation.tiers == ["cpu", "disk"]
+    gate = next(g for g in result.version_gates if g.id == "feature.native-multi-tier-offload")
+    assert (gate.first_release, gate.present) == ("0.22.0", False)
+    assert any(a.backend == "native_tiering" and "0.22.0" in a.why_not for a in result.alternatives)
+    assert {"LMCACHE_LOCAL_DISK", "LMCACHE_MAX_LOCAL_DISK_SIZE", "LMCACHE_LOCAL_CPU"} <= set(env(result))
+    # LMCache#2942 was closed by a bot without a fix; it still bites a disk tier.
+    assert any(b.id == "LMCache/LMCache#2942" and b.status == "closed_without_fix" for b in result.bugs)
+
+
+def test_nvme_tier_on_0_22_1_is_native_with_the_fs_python_tier_name(knowledge: Knowledge) -> None:
+    result = ask(knowledge, version="0.22.1", tiers=["cpu", "nvme"])
+    rec = result.recommendation
+    assert (rec.backend, rec.spec, rec.tiers) == ("native_tiering", "TieringOffloadingSpec", ["cpu", "fs_python"])
+    assert "Tiers beyond CPU DRAM" in decided(result)
+
+
+def test_nvme_tier_on_0_23_uses_the_fs_tier_name(knowledge: Knowledge) -> None:
+    assert ask(knowledge, version="0.23.0", tiers=["cpu", "nvme"]).recommendation.tiers == ["cpu", "fs"]
+
+
+def test_object_store_tier_on_0_22_1_is_not_native_yet(knowledge: Knowledge) -> None:
+    result = ask(knowledge, version="0.22.1", tiers=["cpu", "object_store"])
+    assert result.recommendation.backend == "lmcache"
+    gate = next(g for g in result.version_gates if g.id == "feature.tier-obj")
+    assert (gate.first_release, gate.present) == ("0.23.0", False)
+    on_23 = ask(knowledge, version="0.23.0", tiers=["cpu", "object_store"])
+    assert on_23.recommendation.tiers == ["cpu", "obj"]
+    assert any(r.name == "nixl" for r in on_23.requirements if r.kind == "package")
+
+
+def test_hybrid_model_wanting_nvme_on_0_21_keeps_dram_only(knowledge: Knowledge) -> None:
+    result = ask(knowledge, version="0.21.0", tiers=["cpu", "nvme"], traits=HYBRID)
+    assert result.recommendation.backend == "native_cpu"
+    assert any(a.backend == "lmcache" and "3106" in a.why_not for a in result.alternatives)
+    assert any("0.22.0" in n for n in result.notes)
+
+
+# --- LMCache-only needs ------------------------------------------------------------------------
+
+
+def test_i_need_cacheblend_so_lmcache_in_process(knowledge: Knowledge) -> None:
+    result = ask(knowledge, version="0.33.0", constraints={"lmcache_features": True})
+    assert result.recommendation.backend == "lmcache"
+    assert "LMCache-only features" in decided(result)
+    assert "pitfall.lmcache-backend-means-mp-server" in {a.id for a in result.avoid}
+
+
+def test_gpudirect_storage_goes_to_lmcache_gds(knowledge: Knowledge) -> None:
+    result = ask(knowledge, version="0.33.0", tiers=["cpu", "nvme"], constraints={"gpudirect_storage": True})
+    assert result.recommendation.backend == "lmcache"
+    assert result.recommendation.tiers == ["cpu", "gds"]
+    assert {"LMCACHE_GDS_PATH", "LMCACHE_GDS_BUFFER_SIZE"} <= set(env(result))
+
+
+def test_lmcache_features_with_a_hybrid_model_needs_mp_mode(knowledge: Knowledge) -> None:
+    result = ask(knowledge, version="0.33.0", constraints={"lmcache_features": True}, traits=HYBRID)
+    assert result.recommendation.backend == "lmcache_mp"
+    assert any(r.name == "lmcache>=0.4.7" for r in result.requirements)  # pin.lmcache-mp-hma
+    assert {b.id for b in result.bugs} >= {"LMCache/LMCache#3106", "LMCache/LMCache#2845"}
+    # Before 0.22.0 LMCacheMPConnector has no HMA support at all.
+    assert ask(
+        knowledge, version="0.21.0", constraints={"lmcache_features": True}, traits=HYBRID
+    ).recommendation.backend != ("lmcache_mp")
+
+
+# --- shared caches -------------------------------------------------------------------------------
+
+
+def test_four_instances_on_one_node_share_a_cache_lmcache_mp(knowledge: Knowledge) -> None:
+    topology = {"instances_per_node": 4, "share_cache_across_instances": True}
+    result = ask(knowledge, version="0.33.0", topology=topology)
+    assert result.recommendation.backend == "lmcache_mp"
+    assert result.recommendation.connector == "LMCacheMPConnector"
+    assert any(r.kind == "process" and "lmcache server" in r.name for r in result.requirements)
+
+
+def test_cache_work_out_of_the_engine_process_is_lmcache_mp(knowledge: Knowledge) -> None:
+    result = ask(knowledge, version="0.30.0", constraints={"isolate_cache_from_engine": True})
+    assert result.recommendation.backend == "lmcache_mp"
+
+
+def test_shared_cache_on_one_node_without_extra_pods_is_a_shared_fs_tier(knowledge: Knowledge) -> None:
+    topology = {"instances_per_node": 2, "share_cache_across_instances": True}
+    result = ask(knowledge, version="0.28.0", topology=topology, constraints={"no_extra_pods": True})
+    assert result.recommendation.backend == "native_tiering"
+    assert result.recommendation.tiers == ["cpu", "fs"]
+    # Up to 0.28.0 block hashes are seeded per process unless PYTHONHASHSEED is fixed.
+    assert env(result).get("PYTHONHASHSEED") == "0"
+    assert "PYTHONHASHSEED" not in env(
+        ask(knowledge, version="0.29.0", topology=topology, constraints={"no_extra_pods": True})
+    )
+
+
+def test_peers_on_other_nodes_on_0_24_need_lmcache_p2p(knowledge: Knowledge) -> None:
+    topology = {"nodes": 2, "share_cache_across_instances": True}
+    result = ask(knowledge, version="0.24.0", topology=topology, tiers=["cpu", "peers"])
+    assert result.recommendation.backend == "lmcache_p2p"
+    names = set(env(result))
+    assert {
+        "LMCACHE_ENABLE_P2P",
+        "LMCACHE_ENABLE_ASYNC_LOADING",
+        "LMCACHE_P2P_HOST",
+        "LMCACHE_TRANSFER_CHANNEL",
+    } <= names
+    gate = next(g for g in result.version_gates if g.id == "feature.tier-p2p")
+    assert (gate.first_release, gate.present) == ("0.25.0", False)
+
+
+def test_peers_on_0_27_use_the_native_p2p_tier_which_needs_pythonhashseed(knowledge: Knowledge) -> None:
+    topology = {"nodes": 2, "share_cache_across_instances": True}
+    result = ask(knowledge, version="0.27.0", topology=topology, tiers=["cpu", "peers"])
+    assert result.recommendation.backend == "native_tiering"
+    assert result.recommendation.tiers == ["cpu", "p2p"]
+    assert env(result)["PYTHONHASHSEED"] == "0"  # feature.p2p-pythonhashseed-check: 0.27.0 – 0.28.0
+    assert "VLLM_P2P_SIDE_CHANNEL_HOST" in env(result)
+    on_29 = ask(knowledge, version="0.29.0", topology=topology, tiers=["cpu", "peers"])
+    assert "PYTHONHASHSEED" not in env(on_29)
+
+
+def test_peers_with_the_lmcache_controller_wanted_stay_on_lmcache_p2p(knowledge: Knowledge) -> None:
+    topology = {"nodes": 3, "share_cache_across_instances": True}
+    result = ask(
+        knowledge, version="0.33.0", topology=topology, tiers=["cpu", "peers"], constraints={"lmcache_features": True}
+    )
+    assert result.recommendation.backend == "lmcache_p2p"
+
+
+# --- prefill/decode disaggregation -----------------------------------------------------------------
+
+
+def test_disaggregated_prefill_is_nixl_1p1d(knowledge: Knowledge) -> None:
+    result = ask(knowledge, version="0.33.0", pd_disaggregation=True, tiers=[], fabric="nvlink")
+    rec = result.recommendation
+    assert (rec.backend, rec.connector, rec.roles) == ("nixl_pd", "NixlConnector", ["kv_producer", "kv_consumer"])
+    assert env(result)["UCX_TLS"] == "cuda_copy,cuda_ipc,sm,tcp"
+    assert any(r.name == "nixl>=1.5.0" for r in result.requirements)  # pin.nixl-min-1-5 from 0.33.0
+    assert "pitfall.nixl-side-channel-service-address" in {a.id for a in result.avoid}
+
+
+def test_disaggregated_across_nodes_on_infiniband_is_mooncake(knowledge: Knowledge) -> None:
+    result = ask(
+        knowledge, version="0.33.0", pd_disaggregation=True, tiers=[], fabric="infiniband", topology={"nodes": 2}
+    )
+    assert result.recommendation.backend == "mooncake_pd"
+    assert "RDMA" in decided(result)
+    # MooncakeConnector first ships in 0.13.0.
+    old = ask(knowledge, version="0.12.0", pd_disaggregation=True, tiers=[], fabric="roce", topology={"nodes": 2})
+    assert old.recommendation.backend == "nixl_pd"
+    assert any(g.id == "connector.mooncake" and g.first_release == "0.13.0" for g in old.version_gates)
+
+
+def test_disaggregated_with_cpu_overflow_is_multiconnector(knowledge: Knowledge) -> None:
+    result = ask(knowledge, version="0.33.0", pd_disaggregation=True, tiers=["cpu"])
+    assert result.recommendation.backend == "multi_nixl_offload"
+    assert result.recommendation.connector == "MultiConnector"
+
+
+def test_hybrid_model_with_pd_and_cpu_tier_on_0_20_drops_the_cpu_tier(knowledge: Knowledge) -> None:
+    # OffloadingConnector and MultiConnector lack HMA before 0.21.0; one non-HMA child turns HMA off.
+    result = ask(knowledge, version="0.20.2", pd_disaggregation=True, tiers=["cpu"], traits=HYBRID)
+    assert result.recommendation.backend == "nixl_pd"
+    assert any(a.backend == "multi_nixl_offload" for a in result.alternatives)
+
+
+# --- models, bugs, input errors -------------------------------------------------------------------
+
+
+def test_a_model_name_from_the_knowledge_gives_its_traits(knowledge: Knowledge) -> None:
+    hybrid = next((m for m in knowledge.models if getattr(m, "linear_attention_layers", 0)), None)
+    if hybrid is None:
+        pytest.skip("models.yaml has no hybrid model yet")
+    result = ask(knowledge, version="0.20.2", model=hybrid.name)
+    assert result.model == hybrid.id and result.traits.hybrid_attention
+    assert result.recommendation.backend == "none"
+
+
+def test_native_offload_on_0_19_reports_the_dcp_crash_fixed_in_0_21(knowledge: Knowledge) -> None:
+    result = ask(knowledge, version="0.19.0")
+    bug = next(b for b in result.bugs if b.id == "vllm-project/vllm#40259")
+    assert bug.status == "fixed_in_later_release" and bug.fixed_in == "vllm 0.21.0"
+    assert not any(b.id == "vllm-project/vllm#40259" for b in ask(knowledge, version="0.21.0").bugs)
+
+
+def test_every_answer_cites_its_sources(knowledge: Knowledge) -> None:
+    result = ask(knowledge, version="0.22.1", tiers=["cpu", "nvme"])
+    ids = {c.id for c in result.citations}
+    assert {"connector.offloading", "feature.native-multi-tier-offload", "recipe.native-tiering"} <= ids
+    assert all(c.sources for c in result.citations)
+    assert "fs_python" in result.summary()
+
+
+def test_an_unknown_model_name_asks_for_traits(knowledge: Knowledge) -> None:
+    with pytest.raises(AdviceError, match=r"^model: .*traits"):
+        ask(knowledge, model="no-such-model-xyz")
+
+
+def test_a_bad_version_names_the_field(knowledge: Knowledge) -> None:
+    with pytest.raises(AdviceError, match=r"^version: "):
+        ask(knowledge, version="latest")
+
+
+def test_an_unknown_tier_names_the_field() -> None:
+    with pytest.raises(ValidationError, match=r"tiers"):
+        ChooseBackendRequest.model_validate({"tiers": ["tape"]})
