@@ -1,0 +1,1155 @@
+"""Read deployments as operators write them and work out the configuration vLLM will run with.
+
+Accepted: shell text with a `vllm serve` or `python -m vllm.entrypoints.openai.api_server`
+line, a `docker run` / `podman run` line, docker-compose files, Kubernetes manifests
+(Deployment, StatefulSet, DaemonSet, Job, Pod, LeaderWorkerSet, ConfigMap; multi-document),
+LMCache configuration YAML, and Helm values of the vLLM production-stack chart
+(`servingEngineSpec.modelSpec`) and of vLLM's example chart (`image.command`).
+
+Two steps, both pure:
+
+- `parse_documents` finds each vLLM process ("workload") and records every flag, environment
+  variable, image and model with where it was written: file and line for text, file, line and
+  YAML path (``spec.template.spec.containers[0].args[3]``) for manifests. YAML is read through
+  PyYAML's node graph so every value keeps its line.
+- `resolve` turns one workload into its effective configuration for a vLLM release: flag values
+  after `--no-` negations and `=`/space forms, the `--kv-transfer-config` JSON (also given
+  in dotted form), the connector the offload shorthand selects in that release (from the
+  knowledge), parallel sizes, offload tier sizes and the numbers rules compare.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, Field
+
+from ..knowledge import Connector, Gpu, Knowledge, Setting
+from ..versions import Version, contains, parse_specifier
+from .common import AdviceError
+
+GIB = 1 << 30
+
+# The official image names its vLLM release in the tag (v0.22.1, v0.22.1-cu130); other images
+# (lmcache/vllm-openai, private builds) tag their own versions, so only this repository counts.
+_OFFICIAL_IMAGE = re.compile(r"(^|/)vllm/vllm-openai(-[a-z0-9]+)?:v?(?P<version>\d+\.\d+\.\d+(\.post\d+)?)(-[\w.]+)?$")
+_SERVE_MODULE = "vllm.entrypoints.openai.api_server"
+_SHELLS = {"sh", "bash", "/bin/sh", "/bin/bash", "/usr/bin/bash", "/usr/bin/env"}
+_WRAPPERS = {"exec", "nohup", "env", "time", "stdbuf"}
+# docker/podman run options that take no value; every other option is followed by one.
+_DOCKER_SWITCHES = {
+    "-d", "--detach", "-i", "--interactive", "-t", "--tty", "-it", "-ti", "--rm", "--privileged", "--init",
+    "-P", "--publish-all", "--read-only", "--no-healthcheck", "--oom-kill-disable", "--sig-proxy",
+}  # fmt: skip
+_WORKLOAD_KINDS = {"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "Pod", "LeaderWorkerSet"}
+_GPU_LABELS = ("nvidia.com/gpu.product", "cloud.google.com/gke-accelerator", "node.kubernetes.io/instance-type")
+
+
+class Document(BaseModel):
+    """One input file."""
+
+    name: str = Field(
+        min_length=1, max_length=300, description="file name, e.g. 'deploy.yaml' or 'serve.sh'; used in locations"
+    )
+    text: str = Field(max_length=2_000_000, description="the file's contents")
+
+
+class Location(BaseModel):
+    """Where something was written: a file and line, and for YAML the path to the value."""
+
+    file: str
+    line: int | None = Field(default=None, description="1-based")
+    path: str | None = Field(default=None, description="YAML path, e.g. spec.template.spec.containers[0].args[3]")
+
+    def __str__(self) -> str:
+        where = self.file + (f":{self.line}" if self.line else "")
+        return where + (f" ({self.path})" if self.path else "")
+
+
+class FlagUse(BaseModel):
+    """A command-line option as written (``--max_model_len=8k``) and as vLLM reads it."""
+
+    name: str = Field(description="normalised: --lower-case-with-dashes; --no-X is recorded as X = false")
+    written: str
+    value: str | bool | None = Field(description="true for a bare switch, false for --no-X, else the text")
+    location: Location
+
+
+class EnvUse(BaseModel):
+    name: str
+    value: str | None = Field(description="the literal value; null when set by reference (valueFrom, $(VAR), -e NAME)")
+    reference: str | None = Field(default=None, description="what the value comes from when it is not a literal")
+    location: Location
+
+
+class Workload(BaseModel):
+    """One vLLM server process as the deployment starts it."""
+
+    name: str
+    file: str
+    source: Literal["command-line", "docker-run", "compose", "kubernetes", "helm-values", "lmcache-config"]
+    model: str | None = None
+    model_location: Location | None = None
+    image: str | None = None
+    image_location: Location | None = None
+    flags: list[FlagUse] = Field(default_factory=list)
+    env: list[EnvUse] = Field(default_factory=list)
+    gpu_label: str | None = Field(default=None, description="a GPU product named by a node selector or label")
+    memory_limit_gib: float | None = None
+    replicas: int | None = None
+    nodes: int = Field(default=1, description="hosts one engine spans (a LeaderWorkerSet group's size)")
+    location: Location
+
+
+class Deployment(BaseModel):
+    workloads: list[Workload]
+    lmcache_configs: list[list[EnvUse]] = Field(
+        default_factory=list, description="LMCache YAML files, read as the LMCACHE_* variables they stand for"
+    )
+    services: list[str] = Field(default_factory=list, description="names of Kubernetes Services in the input")
+    notes: list[str] = Field(default_factory=list, description="what could not be read, and why")
+
+
+# ---------------------------------------------------------------------------------------------
+# Shell text
+
+
+@dataclass
+class Token:
+    text: str
+    line: int
+    separator: bool = False
+
+
+def tokenize_shell(text: str, first_line: int = 1) -> list[Token]:
+    """Split shell text into words with the line each starts on; quotes, backslash-newline
+    continuations and comments are handled; ``;``, ``&&``, ``||``, ``|`` and newlines separate commands."""
+    tokens: list[Token] = []
+    i, line, n = 0, first_line, len(text)
+    word: list[str] | None = None
+    word_line = line
+
+    def finish() -> None:
+        nonlocal word
+        if word is not None:
+            tokens.append(Token("".join(word), word_line))
+            word = None
+
+    while i < n:
+        c = text[i]
+        if c == "\\" and i + 1 < n and text[i + 1] == "\n":
+            i, line = i + 2, line + 1
+            continue
+        if c in " \t\r":
+            finish()
+            i += 1
+            continue
+        if c == "\n" or c in ";|&":
+            finish()
+            if not tokens or not tokens[-1].separator:
+                tokens.append(Token(c, line, separator=True))
+            line += c == "\n"
+            i += 1
+            continue
+        if c == "#" and word is None:
+            while i < n and text[i] != "\n":
+                i += 1
+            continue
+        if word is None:
+            word, word_line = [], line
+        if c == "'":
+            end = text.find("'", i + 1)
+            end = n if end < 0 else end
+            chunk = text[i + 1 : end]
+            word.append(chunk)
+            line += chunk.count("\n")
+            i = end + 1
+        elif c == '"':
+            i += 1
+            while i < n and text[i] != '"':
+                if text[i] == "\\" and i + 1 < n and text[i + 1] in '"\\$`\n':
+                    if text[i + 1] != "\n":
+                        word.append(text[i + 1])
+                    else:
+                        line += 1
+                    i += 2
+                    continue
+                line += text[i] == "\n"
+                word.append(text[i])
+                i += 1
+            i += 1
+        elif c == "\\" and i + 1 < n:
+            word.append(text[i + 1])
+            i += 2
+        else:
+            word.append(c)
+            i += 1
+    finish()
+    return tokens
+
+
+def _commands(tokens: list[Token]) -> list[list[Token]]:
+    commands: list[list[Token]] = [[]]
+    for t in tokens:
+        if t.separator:
+            if commands[-1]:
+                commands.append([])
+        else:
+            commands[-1].append(t)
+    return [c for c in commands if c]
+
+
+_ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.S)
+
+
+@dataclass
+class _Launch:
+    """What a command line starts: vLLM arguments (after `serve` or the module), image, env."""
+
+    args: list[tuple[str, Location]] = field(default_factory=list)
+    env: list[EnvUse] = field(default_factory=list)
+    image: tuple[str, Location] | None = None
+    source: Literal["command-line", "docker-run"] = "command-line"
+    location: Location | None = None
+
+
+def _vllm_args(words: list[tuple[str, Location]]) -> list[tuple[str, Location]] | None:
+    """The vLLM arguments in a command, or None when it does not start vLLM."""
+    texts = [w for w, _ in words]
+    for i, w in enumerate(texts):
+        base = w.rsplit("/", 1)[-1]
+        if base == "vllm" and i + 1 < len(texts) and texts[i + 1] == "serve":
+            return words[i + 2 :]
+        if base.startswith("python") and i + 2 < len(texts) and texts[i + 1] == "-m" and texts[i + 2] == _SERVE_MODULE:
+            return words[i + 3 :]
+    return None
+
+
+def _docker_run(words: list[tuple[str, Location]], env: list[EnvUse]) -> _Launch | None:
+    texts = [w for w, _ in words]
+    start = next(
+        (
+            i + 2
+            for i, w in enumerate(texts[:-1])
+            if w.rsplit("/", 1)[-1] in ("docker", "podman") and texts[i + 1] == "run"
+        ),
+        None,
+    )
+    if start is None:
+        return None
+    i = start
+    while i < len(words):
+        w, loc = words[i]
+        if not w.startswith("-"):
+            break
+        name, _, inline = w.partition("=")
+        value = inline if "=" in w else None
+        if value is None and name not in _DOCKER_SWITCHES:
+            i += 1
+            value = words[i][0] if i < len(words) else ""
+        if name in ("-e", "--env") and value is not None:
+            key, eq, val = value.partition("=")
+            env.append(
+                EnvUse(name=key, value=val, location=loc)
+                if eq
+                else EnvUse(name=key, value=None, reference="the host environment of docker run", location=loc)
+            )
+        i += 1
+    if i >= len(words):
+        return None
+    image = words[i]
+    rest = words[i + 1 :]
+    inner = _vllm_args(rest)
+    if inner is None and not _is_vllm_image(image[0]):
+        return None
+    return _Launch(args=inner if inner is not None else rest, env=env, image=image, source="docker-run")
+
+
+def _is_vllm_image(image: str) -> bool:
+    return "vllm" in image.lower()
+
+
+def _parse_shell(doc: Document, first_line: int = 1, path: str | None = None) -> list[_Launch]:
+    """Every vLLM launch in shell text; `export` lines and `VAR=value` prefixes become env."""
+    launches: list[_Launch] = []
+    exported: list[EnvUse] = []
+    for command in _commands(tokenize_shell(doc.text, first_line)):
+        words = [(t.text, Location(file=doc.name, line=t.line, path=path)) for t in command]
+        if words[0][0] == "export":
+            for w, loc in words[1:]:
+                m = _ASSIGNMENT.match(w)
+                if m:
+                    exported.append(EnvUse(name=m.group(1), value=m.group(2), location=loc))
+            continue
+        env = list(exported)
+        while words and (words[0][0] in _WRAPPERS or _ASSIGNMENT.match(words[0][0])):
+            m = _ASSIGNMENT.match(words[0][0])
+            if m:
+                env.append(EnvUse(name=m.group(1), value=m.group(2), location=words[0][1]))
+            words = words[1:]
+        if not words:
+            continue
+        if len(words) >= 3 and words[0][0] in _SHELLS and words[1][0] in ("-c", "-lc", "-ec"):
+            inner_doc = Document(name=doc.name, text=words[2][0])
+            for launch in _parse_shell(inner_doc, words[2][1].line or 1, path):
+                launch.env = env + launch.env
+                launches.append(launch)
+            continue
+        docker = _docker_run(words, env)
+        if docker is None:
+            args = _vllm_args(words)
+            if args is None:
+                continue
+            docker = _Launch(args=args, env=env)
+        launch = docker
+        launch.location = words[0][1]
+        launches.append(launch)
+    return launches
+
+
+# ---------------------------------------------------------------------------------------------
+# YAML with line numbers
+
+
+class _Located:
+    """A YAML value with the line it starts on and its path."""
+
+    def __init__(self, value: Any, line: int, path: str, block: bool = False) -> None:
+        self.value = value
+        self.line = line
+        self.path = path
+        self.block = block  # a literal or folded block scalar: its text starts on the next line
+
+    def get(self, key: str) -> Any:
+        """The `_Located` under ``key``, or None (typed Any: manifests are walked by hand, key by key)."""
+        if isinstance(self.value, dict):
+            found = self.value.get(key)
+            return found if isinstance(found, _Located) else None
+        return None
+
+    def each(self, key: str) -> list[_Located]:
+        """The list items under ``key``; empty when the key is missing or not a list."""
+        found = self.get(key)
+        return found.items() if found is not None else []
+
+    def items(self) -> list[_Located]:
+        return [v for v in self.value if isinstance(v, _Located)] if isinstance(self.value, list) else []
+
+    def plain(self) -> Any:
+        if isinstance(self.value, dict):
+            return {k: v.plain() for k, v in self.value.items()}
+        if isinstance(self.value, list):
+            return [v.plain() for v in self.value]
+        return self.value
+
+
+_CONSTRUCTOR = yaml.constructor.SafeConstructor()
+
+
+def _located(node: yaml.Node, path: str) -> _Located:
+    line = node.start_mark.line + 1
+    if isinstance(node, yaml.MappingNode):
+        mapping: dict[str, _Located] = {}
+        for key_node, value_node in node.value:
+            key = str(_CONSTRUCTOR.construct_object(key_node, deep=True))
+            mapping[key] = _located(value_node, f"{path}.{key}" if path else key)
+        return _Located(mapping, line, path)
+    if isinstance(node, yaml.SequenceNode):
+        return _Located([_located(v, f"{path}[{i}]") for i, v in enumerate(node.value)], line, path)
+    assert isinstance(node, yaml.ScalarNode)
+    return _Located(_CONSTRUCTOR.construct_object(node, deep=True), line, path, block=node.style in ("|", ">"))
+
+
+def _load_yaml(doc: Document) -> list[_Located]:
+    try:
+        nodes = list(yaml.compose_all(doc.text, Loader=yaml.SafeLoader))
+    except yaml.YAMLError as exc:
+        raise AdviceError("documents", f"{doc.name} is not valid YAML: {exc}") from None
+    return [_located(n, "") for n in nodes if n is not None]
+
+
+def _text_of(item: _Located | None) -> str:
+    if item is None:
+        return ""
+    v = item.value
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return "" if v is None else str(v)
+
+
+# ---------------------------------------------------------------------------------------------
+# Kubernetes, compose, Helm values, LMCache YAML
+
+
+def _loc(doc: Document, item: _Located, prefix: str = "") -> Location:
+    path = f"{prefix}{item.path}" if prefix and item.path else (item.path or prefix or None)
+    return Location(file=doc.name, line=item.line + (1 if item.block else 0), path=path)
+
+
+def _script_words(doc: Document, item: _Located) -> list[tuple[str, Location]]:
+    """Words of a command written as one string, each with its own line."""
+    first = _loc(doc, item)
+    return [
+        (t.text, Location(file=doc.name, line=t.line, path=first.path))
+        for t in tokenize_shell(_text_of(item), first.line or 1)
+        if not t.separator
+    ]
+
+
+def _words_from_list(doc: Document, items: list[_Located], prefix: str) -> list[tuple[str, Location]]:
+    return [(_text_of(i), _loc(doc, i, prefix)) for i in items]
+
+
+def _launch_from_argv(
+    doc: Document, argv: list[tuple[str, Location]], image: str | None
+) -> tuple[list[tuple[str, Location]], list[EnvUse]] | None:
+    """vLLM arguments from a container's command + args: exec form, a shell script, or the image entrypoint."""
+    texts = [w for w, _ in argv]
+    if len(texts) >= 3 and texts[0] in _SHELLS and texts[1] in ("-c", "-lc", "-ec"):
+        loc = argv[2][1]
+        launches = _parse_shell(Document(name=doc.name, text=texts[2]), loc.line or 1, loc.path)
+        if launches:
+            return launches[0].args, launches[0].env
+        return None
+    inner = _vllm_args(argv)
+    if inner is not None:
+        return inner, []
+    if image is not None and _is_vllm_image(image) and (not texts or texts[0].startswith("-") or "/" in texts[0]):
+        return argv, []  # the image's entrypoint is the vLLM server; these are its arguments
+    return None
+
+
+def _k8s_env(
+    doc: Document, container: _Located, config_maps: dict[str, _Located], prefix: str
+) -> tuple[list[EnvUse], list[str]]:
+    env: list[EnvUse] = []
+    notes: list[str] = []
+    by_ref: dict[str, str] = {}
+    for source in container.get("envFrom").items() if container.get("envFrom") else []:
+        ref = source.get("configMapRef") or source.get("secretRef")
+        name = _text_of(ref.get("name")) if ref and ref.get("name") else "?"
+        cm = config_maps.get(name) if source.get("configMapRef") else None
+        if cm is not None and cm.get("data") is not None:
+            for key, item in (cm.get("data").value or {}).items():
+                env.append(EnvUse(name=key, value=_text_of(item), location=_loc(doc, item)))
+        else:
+            kind = "Secret" if source.get("secretRef") else "ConfigMap"
+            notes.append(f"{doc.name}: envFrom {kind} {name!r} is not in the input; its variables are unknown")
+    for item in container.get("env").items() if container.get("env") else []:
+        name_item = item.get("name")
+        if name_item is None:
+            continue
+        name = _text_of(name_item)
+        loc = _loc(doc, item, prefix)
+        if item.get("value") is not None:
+            value = _text_of(item.get("value"))
+            refs = re.findall(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", value)
+            if refs:
+                origin = ", ".join(by_ref.get(r, f"$({r})") for r in refs)
+                env.append(EnvUse(name=name, value=None, reference=origin, location=loc))
+            else:
+                env.append(EnvUse(name=name, value=value, location=loc))
+        elif item.get("valueFrom") is not None:
+            vf = item.get("valueFrom").plain()
+            what = next(iter(vf), "valueFrom") if isinstance(vf, dict) else "valueFrom"
+            detail = vf.get(what, {}) if isinstance(vf, dict) else {}
+            described = f"valueFrom {what}" + (
+                f" {detail.get('fieldPath') or detail.get('name') or ''}".rstrip() if isinstance(detail, dict) else ""
+            )
+            by_ref[name] = described
+            env.append(EnvUse(name=name, value=None, reference=described, location=loc))
+        else:
+            env.append(EnvUse(name=name, value="", location=loc))
+    return env, notes
+
+
+def _memory_gib(text: str) -> float | None:
+    m = re.fullmatch(r"\s*([0-9.]+)\s*([KMGTP]i?|[kmgtp]|[KMGTP]B?)?\s*", text)
+    if not m:
+        return None
+    number = float(m.group(1))
+    unit = (m.group(2) or "").rstrip("B")
+    binary = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50}
+    decimal = {"k": 1e3, "K": 1e3, "M": 1e6, "m": 1e6, "G": 1e9, "g": 1e9, "T": 1e12, "t": 1e12, "P": 1e15}
+    factor = binary.get(unit) or decimal.get(unit) or 1
+    return number * factor / GIB
+
+
+def _gpu_label(pod_spec: _Located) -> str | None:
+    selector = pod_spec.get("nodeSelector")
+    if selector is not None and isinstance(selector.value, dict):
+        for label in _GPU_LABELS:
+            if label in selector.value:
+                return _text_of(selector.value[label])
+    affinity = pod_spec.get("affinity")
+    if affinity is not None:
+        text = json.dumps(affinity.plain())
+        for label in _GPU_LABELS:
+            m = re.search(re.escape(label) + r'", "operator": "In", "values": \["([^"]+)"', text)
+            if m:
+                return m.group(1)
+    return None
+
+
+def _pod_specs(obj: _Located) -> list[tuple[_Located, str, int | None, int]]:
+    """(pod spec, part, replicas, hosts per engine) of a workload object."""
+    kind = _text_of(obj.get("kind"))
+    spec = obj.get("spec")
+    if spec is None:
+        return []
+    replicas = spec.get("replicas")
+    count = replicas.value if replicas is not None and isinstance(replicas.value, int) else None
+    if kind == "Pod":
+        return [(spec, "", 1, 1)]
+    found: list[tuple[_Located, str, int | None, int]] = []
+    if kind == "LeaderWorkerSet":
+        template = spec.get("leaderWorkerTemplate")
+        size = template.get("size") if template is not None else None
+        nodes = size.value if size is not None and isinstance(size.value, int) else 1
+        for part in ("leaderTemplate", "workerTemplate"):
+            part_template = template.get(part) if template is not None else None
+            pod = part_template.get("spec") if part_template is not None else None
+            if pod is not None:
+                found.append((pod, part, count, nodes))
+        return found
+    template = spec.get("template")
+    pod = template.get("spec") if template is not None else None
+    if kind in _WORKLOAD_KINDS and pod is not None:
+        found.append((pod, "", count, 1))
+    return found
+
+
+def _parse_kubernetes(doc: Document, objects: list[_Located], deployment: Deployment) -> None:
+    config_maps = {
+        _text_of(o.get("metadata").get("name")): o
+        for o in objects
+        if o.get("kind") is not None
+        and _text_of(o.get("kind")) == "ConfigMap"
+        and o.get("metadata") is not None
+        and o.get("metadata").get("name") is not None
+    }
+    for cm in config_maps.values():
+        for key, item in (cm.get("data").value if cm.get("data") is not None else {}).items():
+            if key.endswith((".yaml", ".yml")) and isinstance(item.value, str):
+                _maybe_lmcache_config(Document(name=doc.name, text=item.value), deployment, item.line + 1, item.path)
+    for obj in objects:
+        kind = _text_of(obj.get("kind")) if obj.get("kind") else ""
+        meta = obj.get("metadata")
+        name = _text_of(meta.get("name")) if meta is not None and meta.get("name") is not None else "?"
+        if kind == "Service":
+            deployment.services.append(name)
+        for pod_spec, part, replicas, nodes in _pod_specs(obj):
+            gpu = _gpu_label(pod_spec)
+            containers = pod_spec.get("containers")
+            for container in containers.items() if containers else []:
+                image_item = container.get("image")
+                image = _text_of(image_item) if image_item is not None else None
+                command = container.get("command").items() if container.get("command") else []
+                args_item = container.get("args")
+                if args_item is not None and isinstance(args_item.value, str):
+                    args_words = _script_words(doc, args_item)
+                else:
+                    args_words = _words_from_list(doc, args_item.items() if args_item else [], "")
+                argv = _words_from_list(doc, command, "") + args_words
+                found = _launch_from_argv(doc, argv, image)
+                if found is None:
+                    continue
+                args, script_env = found
+                env, notes = _k8s_env(doc, container, config_maps, "")
+                deployment.notes += notes
+                limits = container.get("resources")
+                memory = None
+                if limits is not None and limits.get("limits") is not None:
+                    mem = limits.get("limits").get("memory")
+                    memory = _memory_gib(_text_of(mem)) if mem is not None else None
+                cname = _text_of(container.get("name")) if container.get("name") else "?"
+                label = f"{kind}/{name}" + (f" {part}" if part else "") + f" container {cname}"
+                workload = Workload(
+                    name=label,
+                    file=doc.name,
+                    source="kubernetes",
+                    image=image,
+                    image_location=_loc(doc, image_item) if image_item is not None else None,
+                    env=env + script_env,
+                    gpu_label=gpu,
+                    memory_limit_gib=memory,
+                    replicas=replicas,
+                    nodes=nodes,
+                    location=Location(file=doc.name, line=container.line, path=container.path or None),
+                )
+                _read_args(workload, args)
+                deployment.workloads.append(workload)
+
+
+def _parse_compose(doc: Document, root: _Located, deployment: Deployment) -> None:
+    services = root.get("services")
+    for name, service in (services.value if services is not None and isinstance(services.value, dict) else {}).items():
+        image_item = service.get("image")
+        image = _text_of(image_item) if image_item is not None else None
+        argv: list[tuple[str, Location]] = []
+        for key in ("entrypoint", "command"):
+            item = service.get(key)
+            if item is None:
+                continue
+            if isinstance(item.value, str):
+                argv += _script_words(doc, item)
+            else:
+                argv += _words_from_list(doc, item.items(), "")
+        found = _launch_from_argv(doc, argv, image)
+        if found is None:
+            continue
+        args, script_env = found
+        env: list[EnvUse] = []
+        environment = service.get("environment")
+        if environment is not None and isinstance(environment.value, dict):
+            for key, item in environment.value.items():
+                env.append(
+                    EnvUse(name=key, value=_text_of(item), location=_loc(doc, item))
+                    if item.value is not None
+                    else EnvUse(name=key, value=None, reference="the host environment", location=_loc(doc, item))
+                )
+        elif environment is not None:
+            for item in environment.items():
+                key, eq, value = _text_of(item).partition("=")
+                env.append(
+                    EnvUse(name=key, value=value, location=_loc(doc, item))
+                    if eq
+                    else EnvUse(name=key, value=None, reference="the host environment", location=_loc(doc, item))
+                )
+        memory = service.get("mem_limit")
+        workload = Workload(
+            name=f"service {name}",
+            file=doc.name,
+            source="compose",
+            image=image,
+            image_location=_loc(doc, image_item) if image_item is not None else None,
+            env=env + script_env,
+            memory_limit_gib=_memory_gib(_text_of(memory)) if memory is not None else None,
+            location=Location(file=doc.name, line=service.line, path=service.path),
+        )
+        _read_args(workload, args)
+        deployment.workloads.append(workload)
+
+
+# How the production-stack chart turns `vllmConfig` keys into flags (its deployment template).
+_STACK_FLAGS = {
+    "enablePrefixCaching": "--enable-prefix-caching",
+    "enableChunkedPrefill": "--enable-chunked-prefill",
+    "maxModelLen": "--max-model-len",
+    "dtype": "--dtype",
+    "tensorParallelSize": "--tensor-parallel-size",
+    "pipelineParallelSize": "--pipeline-parallel-size",
+    "maxNumSeqs": "--max-num-seqs",
+    "gpuMemoryUtilization": "--gpu-memory-utilization",
+}
+
+
+def _parse_helm_values(doc: Document, root: _Located, deployment: Deployment) -> bool:
+    """Values of the production-stack chart or of vLLM's example chart; false when neither."""
+    stack = root.get("servingEngineSpec")
+    if stack is not None and stack.get("modelSpec") is not None:
+        for spec in stack.get("modelSpec").items():
+            name = _text_of(spec.get("name")) if spec.get("name") else "model"
+            repo = _text_of(spec.get("repository")) if spec.get("repository") else None
+            tag = _text_of(spec.get("tag")) if spec.get("tag") else None
+            image = f"{repo}:{tag}" if repo and tag else repo
+            workload = Workload(
+                name=f"servingEngineSpec.modelSpec {name}",
+                file=doc.name,
+                source="helm-values",
+                image=image,
+                image_location=_loc(doc, spec.get("tag") or spec.get("repository") or spec),
+                location=_loc(doc, spec),
+            )
+            url = spec.get("modelURL")
+            if url is not None:
+                workload.model, workload.model_location = _text_of(url), _loc(doc, url)
+            config = spec.get("vllmConfig")
+            args: list[tuple[str, Location]] = []
+            if config is not None and isinstance(config.value, dict):
+                for key, item in config.value.items():
+                    flag = _STACK_FLAGS.get(key)
+                    if flag is None:
+                        continue
+                    if isinstance(item.value, bool):
+                        args.append((flag if item.value else "--no-" + flag[2:], _loc(doc, item)))
+                    else:
+                        args += [(flag, _loc(doc, item)), (_text_of(item), _loc(doc, item))]
+                extra = config.get("extraArgs")
+                args += _words_from_list(doc, extra.items() if extra else [], "")
+            lmcache = spec.get("lmcacheConfig")
+            if lmcache is not None and lmcache.get("enabled") is not None and lmcache.get("enabled").value is True:
+                where = _loc(doc, lmcache.get("enabled"))
+                args += [
+                    ("--kv-transfer-config", where),
+                    ('{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}', where),
+                ]
+                workload.env.append(EnvUse(name="LMCACHE_LOCAL_CPU", value="True", location=where))
+                size = lmcache.get("cpuOffloadingBufferSize")
+                if size is not None:
+                    workload.env.append(
+                        EnvUse(name="LMCACHE_MAX_LOCAL_CPU_SIZE", value=_text_of(size), location=_loc(doc, size))
+                    )
+            for item in spec.get("env").items() if spec.get("env") else []:
+                if item.get("name") is not None:
+                    value = item.get("value")
+                    workload.env.append(
+                        EnvUse(
+                            name=_text_of(item.get("name")),
+                            value=_text_of(value) if value is not None else None,
+                            reference=None if value is not None else "valueFrom",
+                            location=_loc(doc, item),
+                        )
+                    )
+            _read_args(workload, args)
+            deployment.workloads.append(workload)
+        return True
+    image_values = root.get("image")
+    if image_values is not None and image_values.get("command") is not None:
+        repo = image_values.get("repository")
+        tag = image_values.get("tag")
+        ref = f"{_text_of(repo)}:{_text_of(tag)}" if repo is not None and tag is not None else None
+        argv = _words_from_list(doc, image_values.each("command"), "")
+        found = _launch_from_argv(doc, argv, ref)
+        if found is None:
+            return False
+        workload = Workload(
+            name="image.command",
+            file=doc.name,
+            source="helm-values",
+            image=ref,
+            image_location=_loc(doc, tag or repo or image_values),
+            env=found[1],
+            location=_loc(doc, image_values),
+        )
+        for item in root.get("env").items() if root.get("env") else []:
+            if item.get("name") is not None and item.get("value") is not None:
+                workload.env.append(
+                    EnvUse(name=_text_of(item.get("name")), value=_text_of(item.get("value")), location=_loc(doc, item))
+                )
+        _read_args(workload, found[0])
+        deployment.workloads.append(workload)
+        return True
+    return False
+
+
+_LMCACHE_KEYS: set[str] = set()
+
+
+def _maybe_lmcache_config(doc: Document, deployment: Deployment, first_line: int = 1, path: str = "") -> bool:
+    try:
+        roots = _load_yaml(Document(name=doc.name, text="\n" * (first_line - 1) + doc.text))
+    except AdviceError:
+        return False
+    if len(roots) != 1 or not isinstance(roots[0].value, dict):
+        return False
+    root = roots[0]
+    keys = set(root.value)
+    if not keys or not keys & _LMCACHE_KEYS:
+        return False
+    env = []
+    for key, item in root.value.items():
+        value = item.plain()
+        text = json.dumps(value) if isinstance(value, (dict, list)) else _text_of(item)
+        env.append(
+            EnvUse(
+                name="LMCACHE_" + key.upper(), value=text, location=Location(file=doc.name, line=item.line, path=key)
+            )
+        )
+    deployment.lmcache_configs.append(env)
+    del path
+    return True
+
+
+def parse_documents(documents: list[Document], knowledge: Knowledge) -> Deployment:
+    """Every vLLM workload (and LMCache configuration) in the documents."""
+    if not documents:
+        raise AdviceError("documents", "give at least one document: a command line, compose file or manifest")
+    _LMCACHE_KEYS.update(
+        s.name[len("LMCACHE_") :].lower()
+        for s in knowledge.settings
+        if s.component == "lmcache" and s.name.startswith("LMCACHE_")
+    )
+    deployment = Deployment(workloads=[])
+    for index, doc in enumerate(documents):
+        # Everything is tried as YAML first: shell text reads as one plain scalar, never as a mapping.
+        try:
+            roots = _load_yaml(doc)
+        except AdviceError as exc:
+            if doc.name.lower().endswith((".yaml", ".yml")):
+                raise AdviceError(f"documents[{index}].text", str(exc).split(": ", 1)[1]) from None
+            roots = []
+        if roots:
+            mappings = [r for r in roots if isinstance(r.value, dict)]
+            if mappings:
+                before = len(deployment.workloads)
+                if any(m.get("kind") is not None and m.get("apiVersion") is not None for m in mappings):
+                    _parse_kubernetes(doc, mappings, deployment)
+                elif mappings[0].get("services") is not None:
+                    _parse_compose(doc, mappings[0], deployment)
+                elif _parse_helm_values(doc, mappings[0], deployment) or _maybe_lmcache_config(doc, deployment):
+                    pass
+                else:
+                    deployment.notes.append(
+                        f"{doc.name}: a YAML file that is no manifest, compose file, Helm values or LMCache config"
+                    )
+                if len(deployment.workloads) == before and not deployment.lmcache_configs:
+                    deployment.notes.append(f"{doc.name}: no vLLM server found in it")
+                continue
+        for n, launch in enumerate(_parse_shell(doc)):
+            workload = Workload(
+                name=f"{'docker run' if launch.source == 'docker-run' else 'vllm'} #{n + 1}",
+                file=doc.name,
+                source=launch.source,
+                env=launch.env,
+                image=launch.image[0] if launch.image else None,
+                image_location=launch.image[1] if launch.image else None,
+                location=launch.location or Location(file=doc.name, line=1),
+            )
+            _read_args(workload, launch.args)
+            deployment.workloads.append(workload)
+    if not deployment.workloads and not deployment.lmcache_configs:
+        raise AdviceError(
+            "documents",
+            "no vLLM server found: give a `vllm serve` or `python -m vllm.entrypoints.openai.api_server` line, a "
+            "`docker run` of a vLLM image, a docker-compose file, Kubernetes manifests, Helm values or an LMCache "
+            "config YAML",
+        )
+    if not deployment.workloads:
+        deployment.workloads.append(
+            Workload(
+                name="LMCache configuration",
+                file=documents[0].name,
+                source="lmcache-config",
+                location=Location(file=documents[0].name, line=1),
+            )
+        )
+    return deployment
+
+
+# ---------------------------------------------------------------------------------------------
+# Flags
+
+
+def normalize_flag(written: str) -> str:
+    """``--max_model_len`` → ``--max-model-len``; vLLM accepts underscores for dashes."""
+    name = written.split("=", 1)[0]
+    if name.startswith("--"):
+        base, dot, key = name[2:].partition(".")  # --kv-transfer-config.kv_connector: keys keep their spelling
+        return "--" + base.replace("_", "-").lower() + dot + key
+    return name
+
+
+def _is_number(text: str) -> bool:
+    return re.fullmatch(r"-?\d+(\.\d+)?", text) is not None
+
+
+def _switches(knowledge: Knowledge) -> set[str]:
+    """Flags that take no value: from the CLI inventory, and boolean flags in the knowledge."""
+    found = {f.flag for f in knowledge.cli_inventory.flags if not f.takes_value}
+    for s in knowledge.settings:
+        if s.kind == "cli_flag" and s.type is not None and s.type.split("|")[0].strip() == "bool":
+            found.add(s.name)
+    return found
+
+
+_SWITCH_CACHE: dict[int, set[str]] = {}
+
+
+def _read_args(workload: Workload, args: list[tuple[str, Location]]) -> None:
+    """Flags and the positional model from vLLM arguments (switches are looked up when resolving)."""
+    i = 0
+    while i < len(args):
+        text, loc = args[i]
+        if text.startswith("-") and not _is_number(text) and len(text) > 1:
+            name = normalize_flag(text)
+            value: str | bool | None
+            if "=" in text:
+                value = text.split("=", 1)[1]
+            elif i + 1 < len(args) and (not args[i + 1][0].startswith("-") or _is_number(args[i + 1][0])):
+                value = args[i + 1][0]
+                i += 1
+            else:
+                value = True
+            workload.flags.append(FlagUse(name=name, written=text, value=value, location=loc))
+        elif workload.model is None and text:
+            workload.model, workload.model_location = text, loc
+        i += 1
+
+
+def _fix_switches(workload: Workload, switches: set[str]) -> None:
+    """A switch followed by a word took that word as its value while reading; give it back as the model."""
+    for flag in workload.flags:
+        base = flag.name[5:] if flag.name.startswith("--no-") else flag.name[2:]
+        if isinstance(flag.value, str) and "=" not in flag.written and ("--" + base) in switches:
+            if workload.model is None:
+                workload.model, workload.model_location = flag.value, flag.location
+            flag.value = True
+
+
+# ---------------------------------------------------------------------------------------------
+# Effective configuration
+
+
+class ConnectorUse(BaseModel):
+    name: str
+    entry_id: str | None = Field(description="the knowledge entry, null for a connector the knowledge does not know")
+    via: Literal["kv-transfer-config", "offload-shorthand", "multi-connector"]
+    location: Location
+    hma: str | None = Field(default=None, description="HMA support in this release: yes, no or conditional")
+
+
+class Effective(BaseModel):
+    """One workload's configuration as vLLM of ``version`` reads it."""
+
+    workload: str
+    version: str
+    version_source: Literal["image-tag", "stated", "assumed-newest"]
+    flags: dict[str, FlagUse] = Field(description="the last occurrence of each flag wins, as in argparse")
+    env: dict[str, EnvUse]
+    model: str | None
+    image: str | None
+    connectors: list[ConnectorUse]
+    offload_shorthand: bool
+    offload_backend: str | None
+    transfer_config: dict[str, Any] | None
+    transfer_location: Location | None
+    tiers: list[str] = Field(description="types of native secondary tiers")
+    gpu: str | None = Field(default=None, description="the GPU entry in the knowledge, when known")
+    facts: dict[str, float] = Field(description="numbers the rules compare: world_size, offload tier GiB, ...")
+    notes: list[str] = Field(default_factory=list)
+
+
+def flag_bool(flag: FlagUse | None) -> bool | None:
+    """A switch's state: bare or true/1 → True; --no-X or false/0 → False; None when absent."""
+    if flag is None:
+        return None
+    if isinstance(flag.value, bool):
+        return flag.value
+    text = str(flag.value).strip().lower()
+    return text not in ("false", "0", "no", "off")
+
+
+def parse_number(text: str | bool | None) -> float | None:
+    """A number as vLLM's CLI reads it: plain, or with k/m/g (decimal) or K/M/G (binary) suffixes."""
+    if text is None or isinstance(text, bool):
+        return None
+    m = re.fullmatch(r"\s*(-?\d+(?:\.\d+)?)\s*([kmgKMG]?)\s*", str(text))
+    if not m:
+        return None
+    factor = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9, "K": 2**10, "M": 2**20, "G": 2**30}[m.group(2)]
+    return float(m.group(1)) * factor
+
+
+def image_version(image: str | None) -> str | None:
+    if not image:
+        return None
+    m = _OFFICIAL_IMAGE.search(image.strip())
+    return m.group("version") if m else None
+
+
+def find_gpu(knowledge: Knowledge, text: str | None) -> Gpu | None:
+    """A GPU entry from a name or node label: 'H100 SXM', 'NVIDIA-H100-80GB-HBM3', 'gpu.h200-sxm', 'L40S'."""
+    return knowledge.hardware.find_gpu(text) if text else None
+
+
+def _connector_entry(knowledge: Knowledge, name: str) -> Connector | None:
+    for c in knowledge.connectors:
+        if c.name == name or name in c.aliases:
+            return c
+    return None
+
+
+def _ranged(values: tuple[Any, ...], version: Version) -> Any:
+    for r in values:
+        if contains(parse_specifier(r.versions), version):
+            return r
+    return None
+
+
+def _env_literal(env: dict[str, EnvUse], name: str) -> str | None:
+    use = env.get(name)
+    return use.value if use is not None else None
+
+
+def resolve(
+    workload: Workload,
+    deployment: Deployment,
+    knowledge: Knowledge,
+    version: Version,
+    version_source: Literal["image-tag", "stated", "assumed-newest"],
+    gpu_hint: str | None = None,
+) -> Effective:
+    """The configuration vLLM ``version`` runs this workload with."""
+    key = id(knowledge)
+    if key not in _SWITCH_CACHE:
+        _SWITCH_CACHE[key] = _switches(knowledge)
+    _fix_switches(workload, _SWITCH_CACHE[key])
+    notes: list[str] = []
+    flags: dict[str, FlagUse] = {}
+    transfer: dict[str, Any] | None = None
+    transfer_location: Location | None = None
+    for flag in workload.flags:
+        name = flag.name
+        if name.startswith("--no-"):
+            name, flag = "--" + name[5:], flag.model_copy(update={"name": "--" + name[5:], "value": False})
+        base, dot, sub = name.partition(".")
+        if dot and base in ("--kv-transfer-config",):
+            transfer = transfer or {}
+            target = transfer
+            parts = sub.split(".")
+            for part in parts[:-1]:
+                target = target.setdefault(part, {})
+            target[parts[-1]] = flag.value
+            transfer_location = flag.location
+            flags[base] = flag.model_copy(update={"name": base})
+            continue
+        if not name.startswith("--"):  # short aliases such as -tp, -pp
+            full = next((g.name for g in knowledge.find(name) if name in g.aliases and g.name.startswith("--")), None)
+            if full is not None:
+                name, flag = full, flag.model_copy(update={"name": full})
+        if name == "--enable-hybrid-kv-cache-manager":
+            on = flag_bool(flag)
+            name = "--disable-hybrid-kv-cache-manager"
+            flag = flag.model_copy(update={"name": name, "value": (not on) if on is not None else None})
+        flags[name] = flag
+        if name == "--kv-transfer-config" and isinstance(flag.value, str):
+            try:
+                parsed = json.loads(flag.value)
+            except json.JSONDecodeError as exc:
+                notes.append(f"{flag.location}: --kv-transfer-config is not valid JSON ({exc.msg}); vLLM rejects it")
+                parsed = None
+            if isinstance(parsed, dict):
+                transfer, transfer_location = parsed, flag.location
+    env: dict[str, EnvUse] = {}
+    for config in deployment.lmcache_configs:
+        for use in config:
+            env[use.name] = use
+    for use in workload.env:
+        env[use.name] = use  # an environment variable overrides the config file
+    backend_flag = flags.get("--kv-offloading-backend")
+    backend: str | None
+    if backend_flag is not None and isinstance(backend_flag.value, str):
+        backend = backend_flag.value
+    else:
+        setting = next((s for s in knowledge.settings if s.id == "flag.kv-offloading-backend"), None)
+        default = _ranged(setting.defaults, version) if isinstance(setting, Setting) else None
+        backend = str(default.value) if default is not None and default.value is not None else None
+    size = parse_number(flags["--kv-offloading-size"].value) if "--kv-offloading-size" in flags else None
+    shorthand = size is not None and backend is not None
+    connectors: list[ConnectorUse] = []
+
+    def add(
+        name: str, via: Literal["kv-transfer-config", "offload-shorthand", "multi-connector"], loc: Location
+    ) -> None:
+        entry = _connector_entry(knowledge, name)
+        hma = _ranged(entry.hma, version) if entry is not None else None
+        connectors.append(
+            ConnectorUse(
+                name=name,
+                entry_id=entry.id if entry else None,
+                via=via,
+                location=loc,
+                hma=str(hma.value) if hma is not None else None,
+            )
+        )
+
+    if shorthand:
+        mapping = None
+        for m in knowledge.offload_shorthand:
+            if m.backend != backend or not contains(parse_specifier(m.versions), version):
+                continue
+            if m.when_env is not None:
+                value = _env_literal(env, m.when_env.name)
+                if value is None or not re.search(m.when_env.matches, value):
+                    continue
+                mapping = m
+                break
+            mapping = mapping or m
+        if mapping is not None:
+            entry = knowledge.by_id.get(mapping.connector)
+            loc = (backend_flag or flags["--kv-offloading-size"]).location
+            add(entry.name if isinstance(entry, Connector) else mapping.connector, "offload-shorthand", loc)
+    elif transfer is not None and isinstance(transfer.get("kv_connector"), str):
+        assert transfer_location is not None
+        add(transfer["kv_connector"], "kv-transfer-config", transfer_location)
+        extra = transfer.get("kv_connector_extra_config")
+        if transfer["kv_connector"] == "MultiConnector" and isinstance(extra, dict):
+            for child in extra.get("connectors", []) or []:
+                if isinstance(child, dict) and isinstance(child.get("kv_connector"), str):
+                    add(child["kv_connector"], "multi-connector", transfer_location)
+    tiers: list[str] = []
+    extras: list[dict[str, Any]] = []
+    if transfer is not None and isinstance(transfer.get("kv_connector_extra_config"), dict):
+        extras.append(transfer["kv_connector_extra_config"])
+        for child in extras[0].get("connectors", []) or []:
+            if isinstance(child, dict) and isinstance(child.get("kv_connector_extra_config"), dict):
+                extras.append(child["kv_connector_extra_config"])
+    for extra in extras:
+        for tier in extra.get("secondary_tiers", []) or []:
+            if isinstance(tier, dict) and isinstance(tier.get("type"), str):
+                tiers.append(tier["type"])
+
+    def number(flag_name: str, default: float) -> float:
+        found = parse_number(flags[flag_name].value) if flag_name in flags else None
+        return found if found is not None else default
+
+    tp = number("--tensor-parallel-size", 1)
+    pp = number("--pipeline-parallel-size", 1)
+    dp = number("--data-parallel-size", 1)
+    facts: dict[str, float] = {"tp": tp, "pp": pp, "dp": dp, "world_size": tp * pp}
+    tier_gib: float | None = None
+    names = {c.name for c in connectors}
+    if shorthand and names & {"OffloadingConnector", "SimpleCPUOffloadConnector"} and size is not None:
+        tier_gib = size
+    elif names & {"OffloadingConnector", "SimpleCPUOffloadConnector"}:
+        for extra in extras:
+            raw = extra.get("cpu_bytes_to_use")
+            if isinstance(raw, (int, float)):
+                tier_gib = raw / GIB
+            per_rank = extra.get("cpu_bytes_to_use_per_rank")
+            if isinstance(per_rank, (int, float)):
+                tier_gib = per_rank / GIB * tp * pp
+    if names & {"LMCacheConnectorV1"}:
+        lm = parse_number(_env_literal(env, "LMCACHE_MAX_LOCAL_CPU_SIZE"))
+        if shorthand and size is not None:
+            tier_gib = size  # these releases pass size / (TP x PP) to each rank
+        elif lm is not None:
+            tier_gib = lm * tp * pp
+    if tier_gib is not None:
+        facts["offload_tier_gib"] = tier_gib
+    weights = number("--cpu-offload-gb", 0) * tp * pp
+    if tier_gib is not None or weights:
+        facts["host_offload_gib"] = ((tier_gib or 0) + weights) * dp / workload.nodes
+    mml = flags.get("--max-model-len")
+    parsed_len = parse_number(mml.value) if mml is not None else None
+    if parsed_len is not None and parsed_len > 0:
+        facts["max_model_len"] = parsed_len
+    if workload.memory_limit_gib is not None:
+        facts["container_memory_limit_gib"] = workload.memory_limit_gib
+    gpu = find_gpu(knowledge, gpu_hint) or find_gpu(knowledge, workload.gpu_label)
+    model_flag = flags.get("--model")
+    if workload.model is None and model_flag is not None and isinstance(model_flag.value, str):
+        workload.model, workload.model_location = model_flag.value, model_flag.location
+    return Effective(
+        workload=workload.name,
+        version=str(version),
+        version_source=version_source,
+        flags=flags,
+        env=env,
+        model=workload.model,
+        image=workload.image,
+        connectors=connectors,
+        offload_shorthand=shorthand,
+        offload_backend=backend if shorthand else None,
+        transfer_config=transfer,
+        transfer_location=transfer_location,
+        tiers=tiers,
+        gpu=gpu.id if gpu else None,
+        facts=facts,
+        notes=notes,
+    )

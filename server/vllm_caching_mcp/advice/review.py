@@ -1,0 +1,701 @@
+"""review_deployment: findings for a vLLM deployment, from rules kept as data.
+
+A rule is a pitfall in `knowledge/pitfalls.yaml` with a `when:` condition. This module reads the
+deployment (`deployment.py`), works out each vLLM workload's effective configuration for its
+release (the image tag's, else the stated one, else the newest known), and evaluates every rule
+whose `versions` range holds with one small interpreter (`evaluate`). Conditions answer true,
+false or *unknown* — unknown when they need an input nobody gave (host RAM, the GPU, the model,
+the workload's context length); a rule fires only on true, and unknowns are reported as
+"not checked" with what would settle them.
+
+Outputs: the result model (JSON), `summary()` text, `to_sarif()` (SARIF 2.1.0) and `exit_code()`
+for CI gates.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+import urllib.parse
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from .. import __version__
+from ..knowledge import Condition, Gated, Knowledge, Pitfall, ValueTest
+from ..versions import Version, contains, parse_specifier, parse_version
+from .check_version import status_at
+from .common import AdviceError, Citation, Result, ToolSpec, VersionContext, cite, resolve_version
+from .deployment import (
+    Deployment,
+    Document,
+    Effective,
+    Location,
+    find_gpu,
+    flag_bool,
+    image_version,
+    normalize_flag,
+    parse_documents,
+    parse_number,
+    resolve,
+)
+
+Severity = Literal["error", "warning", "info"]
+FailOn = Literal["error", "warning", "info", "never"]
+_RANK = {"info": 0, "warning": 1, "error": 2}
+GIB = 1 << 30
+
+
+class HostFacts(BaseModel):
+    ram_gib: float | None = Field(
+        default=None, gt=0, le=100_000, description="installed host RAM per node, GiB (checks the offload tier fits)"
+    )
+    gpu: str | None = Field(
+        default=None,
+        max_length=100,
+        description="GPU model, e.g. 'H100 SXM', 'H200', 'L40S' (else read from a nvidia.com/gpu.product "
+        "node selector)",
+    )
+
+
+class ReviewRequest(BaseModel):
+    documents: list[Document] = Field(
+        min_length=1,
+        max_length=50,
+        description="The deployment: shell scripts with `vllm serve` / `python -m vllm.entrypoints.openai.api_server` "
+        "/ `docker run` lines, docker-compose files, Kubernetes manifests (multi-document YAML), Helm values "
+        "(vLLM production-stack or vLLM example chart) and LMCache config YAML; each with its file name.",
+    )
+    vllm_version: str | None = Field(
+        default=None,
+        max_length=40,
+        description="The vLLM release, when no vllm/vllm-openai:vX.Y.Z image tag says it. Left out: the newest known.",
+    )
+    host: HostFacts | None = Field(default=None, description="Facts about the nodes that the manifests cannot say.")
+    p99_context_tokens: int | None = Field(
+        default=None, gt=0, le=100_000_000, description="99th-percentile context length of real requests, tokens"
+    )
+    disabled_rules: list[str] = Field(
+        default_factory=list,
+        max_length=100,
+        description="Rule ids to skip, e.g. 'pitfall.enforce-eager-on-datacenter-gpu'",
+    )
+
+
+class Finding(BaseModel):
+    rule_id: str
+    severity: Severity
+    title: str
+    message: str = Field(description="what was found, with the values that triggered the rule")
+    fix: str
+    location: Location
+    workload: str
+    heuristic: str | None = Field(default=None, description="how the rule guessed, when the configuration cannot say")
+    sources: list[str]
+
+
+class NotChecked(BaseModel):
+    rule_id: str
+    workload: str
+    needs: list[str] = Field(description="the inputs that would settle the rule")
+
+
+class WorkloadReport(BaseModel):
+    name: str
+    file: str
+    vllm_version: str
+    version_source: Literal["image-tag", "stated", "assumed-newest"]
+    model: str | None
+    image: str | None
+    connectors: list[str]
+    offload_shorthand: bool
+    tiers: list[str]
+    gpu: str | None
+    facts: dict[str, float]
+    env_by_reference: list[str] = Field(description="variables whose value comes from elsewhere (valueFrom, host)")
+
+
+class RuleInfo(BaseModel):
+    id: str
+    severity: Severity
+    title: str
+    versions: str = Field(description="vLLM releases the rule applies to; empty: all")
+    heuristic: str | None
+    fix: str
+
+
+class ReviewResult(Result):
+    version_context: VersionContext
+    workloads: list[WorkloadReport]
+    findings: list[Finding]
+    not_checked: list[NotChecked]
+    disabled_rules: list[str]
+    rules_evaluated: int
+    notes: list[str]
+    citations: list[Citation]
+
+    def summary(self) -> str:
+        lines = []
+        for w in self.workloads:
+            source = {
+                "image-tag": "from the image tag",
+                "stated": "as stated",
+                "assumed-newest": "assumed: newest known",
+            }
+            conn = ", ".join(w.connectors) or "no KV connector"
+            lines.append(f"{w.name} ({w.file}): vLLM {w.vllm_version} ({source[w.version_source]}); {conn}")
+        counts = {s: sum(f.severity == s for f in self.findings) for s in ("error", "warning", "info")}
+        lines.append(
+            f"{len(self.findings)} findings: {counts['error']} errors, {counts['warning']} warnings, "
+            f"{counts['info']} info"
+        )
+        for f in self.findings:
+            lines.append(f"{f.severity:7} {f.rule_id}  {f.location}")
+            lines.append(f"        {f.message}")
+            lines.append(f"        fix: {f.fix}")
+        for n in self.not_checked:
+            lines.append(f"not checked: {n.rule_id} ({n.workload}) needs {', '.join(n.needs)}")
+        lines += [f"note: {n}" for n in self.notes]
+        lines += [f"warning: {w}" for w in self.version_context.warnings]
+        return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# The interpreter
+
+
+@dataclass
+class Evidence:
+    text: str
+    location: Location | None = None
+
+
+@dataclass
+class Outcome:
+    """A condition's answer: True, False or None (unknown, with what is missing)."""
+
+    value: bool | None
+    evidence: list[Evidence] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    items: list[Evidence] = field(default_factory=list)  # one finding each (unknown flags, removed connectors)
+
+
+@dataclass
+class Context:
+    effective: Effective
+    others: list[Effective]
+    knowledge: Knowledge
+    version: Version
+    host: HostFacts
+    p99_context_tokens: int | None
+
+
+def _env_text(use: Any) -> str:
+    return f"{use.name}={use.value}" if use.value is not None else f"{use.name} (from {use.reference})"
+
+
+def _value_test(test: ValueTest, value: str | None) -> bool:
+    return value is not None and re.search(test.matches, value) is not None
+
+
+def _operand(text: str, ctx: Context) -> tuple[float | None, str, str | None]:
+    """An operand's value, its label, and — when unknown for want of an input — that input."""
+    if re.fullmatch(r"\d+(\.\d+)?", text):
+        return float(text), "", None
+    kind, _, name = text.partition(":")
+    e = ctx.effective
+    if kind == "flag":
+        flag = e.flags.get(name)
+        return (parse_number(flag.value) if flag else None), name, None
+    if kind == "env":
+        use = e.env.get(name)
+        if use is not None and use.value is None:
+            return None, name, f"the value of {name} (set from {use.reference})"
+        return (parse_number(use.value) if use else None), name, None
+    if kind == "fact":
+        return e.facts.get(name), name.replace("_", " "), None
+    if kind == "host":
+        if name == "ram_gib":
+            return ctx.host.ram_gib, "host RAM GiB", None if ctx.host.ram_gib else "host.ram_gib"
+        if name == "gpu_hbm_gib":
+            gpu = ctx.knowledge.by_id.get(e.gpu) if e.gpu else None
+            hbm = getattr(gpu, "hbm_gb", None)
+            value = hbm * 1e9 / GIB if hbm else None
+            return value, "GPU memory GiB", None if value else "host.gpu (or a nvidia.com/gpu.product node selector)"
+    if kind == "workload" and name == "p99_context_tokens":
+        p99 = ctx.p99_context_tokens
+        return (float(p99) if p99 else None), "p99 context tokens", None if p99 else "p99_context_tokens"
+    raise ValueError(f"unknown operand {text!r}")
+
+
+def _expression(text: str, ctx: Context) -> tuple[float | None, str, list[str], bool]:
+    """Value, label, missing inputs, and whether an absent config value (not an input) left it empty."""
+    parts = re.split(r"\s+([*/])\s+", text.strip())
+    value, label, missing = _operand(parts[0], ctx)
+    missing_inputs = [missing] if missing else []
+    absent = value is None and not missing
+    labels = [label]
+    for op, operand in zip(parts[1::2], parts[2::2], strict=True):
+        other, other_label, other_missing = _operand(operand, ctx)
+        labels.append(f"{op} {other_label}")
+        if other_missing:
+            missing_inputs.append(other_missing)
+        if other is None:
+            absent = absent or not other_missing
+            value = None
+            continue
+        if value is not None:
+            value = value * other if op == "*" else (value / other if other else None)
+    return value, " ".join(labels), missing_inputs, absent
+
+
+def _shown(label: str, value: float) -> str:
+    label = label.strip()
+    return f"{label} = {value:g}" if label and not re.fullmatch(r"[*/ \d.]+", label) else f"{value:g}"
+
+
+def _compare(left: float, op: str, right: float) -> bool:
+    close = abs(left - right) <= 1e-6 * max(1.0, abs(left), abs(right))
+    return {
+        "<": left < right and not close,
+        "<=": left < right or close,
+        ">": left > right and not close,
+        ">=": left > right or close,
+        "==": close,
+        "!=": not close,
+    }[op]
+
+
+def _flag_items_unknown(ctx: Context, workload_flags: list[Any]) -> Outcome:
+    accepted = ctx.knowledge.cli_inventory.accepted(ctx.version)
+    if not accepted:
+        return Outcome(None, missing=["the CLI inventory for this release (knowledge/cli_inventory.yaml is empty)"])
+    items = []
+    for flag in workload_flags:
+        name = flag.name.split(".", 1)[0]
+        stem = name[5:] if name.startswith("--no-") else None
+        if name in accepted or (stem and "--" + stem in accepted) or _known_lifecycle_flag(ctx, name):
+            continue
+        if name == "--enable-hybrid-kv-cache-manager" and "--disable-hybrid-kv-cache-manager" in accepted:
+            continue
+        close = difflib.get_close_matches(name, sorted(accepted), n=1, cutoff=0.75)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        items.append(Evidence(f"{flag.written} is not an option of vLLM {ctx.version}{hint}", flag.location))
+    return Outcome(bool(items), items=items)
+
+
+def _known_lifecycle_flag(ctx: Context, name: str) -> Gated | None:
+    """A flag the knowledge tracks whose lifecycle excludes this release (reported by flag_unavailable)."""
+    stem = "--" + name[5:] if name.startswith("--no-") else name
+    for entry in ctx.knowledge.find(stem):
+        if entry.name.startswith("-") and status_at(entry, ctx.version) in ("removed", "not_yet"):
+            return entry
+    return None
+
+
+def evaluate(condition: Condition, ctx: Context, workload_flags: list[Any]) -> Outcome:
+    e = ctx.effective
+    c = condition
+    if c.all_ is not None:
+        parts = [evaluate(p, ctx, workload_flags) for p in c.all_]
+        if any(p.value is False for p in parts):
+            return Outcome(False)
+        missing = [m for p in parts for m in p.missing]
+        if any(p.value is None for p in parts):
+            return Outcome(None, missing=missing)
+        return Outcome(True, [ev for p in parts for ev in p.evidence], items=[i for p in parts for i in p.items])
+    if c.any_ is not None:
+        parts = [evaluate(p, ctx, workload_flags) for p in c.any_]
+        true = [p for p in parts if p.value]
+        if true:
+            return Outcome(True, [ev for p in true for ev in p.evidence], items=[i for p in true for i in p.items])
+        if any(p.value is None for p in parts):
+            return Outcome(None, missing=[m for p in parts for m in p.missing])
+        return Outcome(False)
+    if c.not_ is not None:
+        inner = evaluate(c.not_, ctx, workload_flags)
+        return Outcome(None if inner.value is None else not inner.value, inner.evidence, inner.missing)
+    if c.flag is not None or c.flag_on is not None or c.flag_off is not None:
+        name = normalize_flag(c.flag or c.flag_on or c.flag_off or "")
+        flag = e.flags.get(name)
+        state = flag_bool(flag)
+        here = (
+            [Evidence(f"{flag.written}" + (f" {flag.value}" if isinstance(flag.value, str) else ""), flag.location)]
+            if flag
+            else []
+        )
+        absent = [Evidence(f"{name} is not given")]
+        if c.flag is not None:
+            return Outcome(flag is not None, here or absent)
+        wanted = c.flag_on is not None
+        return Outcome(state is wanted, here or absent)
+    if c.flag_value is not None:
+        flag = e.flags.get(normalize_flag(c.flag_value.name))
+        value = flag.value if flag is not None and isinstance(flag.value, str) else None
+        ok = _value_test(c.flag_value, value)
+        return Outcome(ok, [Evidence(f"{c.flag_value.name} {value}", flag.location)] if flag else [])
+    if c.flag_unknown is not None:
+        return _flag_items_unknown(ctx, workload_flags)
+    if c.flag_unavailable is not None:
+        skip = {normalize_flag(n) for n in c.flag_unavailable}
+        items = []
+        for flag in workload_flags:
+            entry = _known_lifecycle_flag(ctx, flag.name)
+            if entry is None or entry.name in skip:
+                continue
+            when = (
+                f"was removed in {entry.removed}"
+                if status_at(entry, ctx.version) == "removed"
+                else f"first appears in {entry.introduced}"
+            )
+            instead = f"; instead: {entry.instead}" if entry.instead else ""
+            items.append(Evidence(f"{flag.written} {when}, so vLLM {ctx.version} rejects it{instead}", flag.location))
+        return Outcome(bool(items), items=items)
+    if c.env is not None:
+        use = e.env.get(c.env)
+        return Outcome(
+            use is not None, [Evidence(_env_text(use), use.location)] if use else [Evidence(f"{c.env} is not set")]
+        )
+    if c.env_value is not None:
+        use = e.env.get(c.env_value.name)
+        if use is None:
+            return Outcome(False, [Evidence(f"{c.env_value.name} is not set")])
+        if use.value is None:
+            return Outcome(None, missing=[f"the value of {use.name} (set from {use.reference})"])
+        return Outcome(_value_test(c.env_value, use.value), [Evidence(_env_text(use), use.location)])
+    if c.env_differs is not None:
+        values = [(other.workload, other.env.get(c.env_differs)) for other in [e, *ctx.others]]
+        distinct = {use.value if use else None for _, use in values}
+        differs = len(values) > 1 and len(distinct) > 1
+        shown = ", ".join(f"{w}: {use.value if use and use.value is not None else 'unset'}" for w, use in values)
+        return Outcome(differs, [Evidence(f"{c.env_differs} differs between workloads ({shown})")])
+    if c.connector is not None:
+        found = [u for u in e.connectors if u.name in c.connector]
+        return Outcome(bool(found), [Evidence(f"connector {u.name} (via {u.via})", u.location) for u in found])
+    if c.connector_hma is not None:
+        found = [u for u in e.connectors if u.hma == c.connector_hma]
+        return Outcome(
+            bool(found), [Evidence(f"{u.name} HMA support in {ctx.version}: {u.hma}", u.location) for u in found]
+        )
+    if c.connector_unavailable is not None:
+        items = []
+        module_path = (e.transfer_config or {}).get("kv_connector_module_path")
+        for conn in e.connectors:
+            if conn.name in c.connector_unavailable:
+                continue
+            known = ctx.knowledge.by_id.get(conn.entry_id) if conn.entry_id else None
+            if isinstance(known, Gated):
+                status = status_at(known, ctx.version)
+                if status == "removed":
+                    items.append(Evidence(f"{conn.name} was removed in {known.removed}", conn.location))
+                elif status == "not_yet":
+                    items.append(Evidence(f"{conn.name} first appears in {known.introduced}", conn.location))
+            elif not module_path:
+                items.append(
+                    Evidence(f"{conn.name} is not a connector any covered vLLM release registers", conn.location)
+                )
+        return Outcome(bool(items), items=items)
+    if c.offload_shorthand is not None:
+        flag = e.flags.get("--kv-offloading-size")
+        here = (
+            [Evidence(f"--kv-offloading-size {flag.value} (backend {e.offload_backend})", flag.location)]
+            if flag
+            else []
+        )
+        return Outcome(e.offload_shorthand is c.offload_shorthand, here)
+    if c.extra_config is not None:
+        test = c.extra_config
+        extras = _extra_configs(e)
+        for extra in extras:
+            if test.name in extra:
+                raw = extra[test.name]
+                text = raw if isinstance(raw, str) else json.dumps(raw)
+                if re.search(test.matches, text):
+                    return Outcome(
+                        True, [Evidence(f"kv_connector_extra_config.{test.name} = {text}", e.transfer_location)]
+                    )
+        return Outcome(False)
+    if c.tier is not None:
+        tiers = [t for t in e.tiers if t in c.tier]
+        return Outcome(bool(tiers), [Evidence(f"secondary tier {t}", e.transfer_location) for t in tiers])
+    if c.model_matches is not None:
+        if e.model is None:
+            return Outcome(None, missing=["the model name (none found in the command)"])
+        return Outcome(re.search(c.model_matches, e.model) is not None, [Evidence(f"model {e.model}")])
+    if c.gpu_segment is not None:
+        gpu = ctx.knowledge.by_id.get(e.gpu) if e.gpu else None
+        segment = getattr(gpu, "segment", None)
+        if segment is None:
+            return Outcome(None, missing=["host.gpu (or a nvidia.com/gpu.product node selector)"])
+        return Outcome(segment in c.gpu_segment, [Evidence(f"GPU {getattr(gpu, 'name', '?')} ({segment})")])
+    if c.compare is not None:
+        left, left_label, left_missing, left_absent = _expression(c.compare.left, ctx)
+        right, right_label, right_missing, right_absent = _expression(c.compare.right, ctx)
+        if left_absent or right_absent:
+            return Outcome(False)
+        if left is None or right is None:
+            return Outcome(None, missing=left_missing + right_missing)
+        ok = _compare(left, c.compare.op, right)
+        text = f"{_shown(left_label, left)} {c.compare.op} {_shown(right_label, right)}"
+        return Outcome(ok, [Evidence(text, _operand_location(c.compare.left, ctx))])
+    if c.entry_unavailable is not None or c.entry_deprecated is not None:
+        gated = ctx.knowledge.by_id.get(c.entry_unavailable or c.entry_deprecated or "")
+        if not isinstance(gated, Gated):
+            raise ValueError(f"{c.entry_unavailable or c.entry_deprecated} is not a gated knowledge entry")
+        status = status_at(gated, ctx.version)
+        if c.entry_unavailable is not None:
+            text = {"removed": f"removed in {gated.removed}", "not_yet": f"first in {gated.introduced}"}.get(status, "")
+            return Outcome(status in ("removed", "not_yet"), [Evidence(f"{gated.name}: {text}")] if text else [])
+        return Outcome(
+            status in ("deprecated", "removed"), [Evidence(f"{gated.name}: deprecated since {gated.deprecated}")]
+        )
+    raise ValueError("a condition with no key")  # the schema makes this unreachable
+
+
+# Where a derived number comes from, to point a finding at the line that set it.
+_FACT_SOURCES = {
+    "max_model_len": ("flag:--max-model-len",),
+    "offload_tier_gib": ("flag:--kv-offloading-size", "env:LMCACHE_MAX_LOCAL_CPU_SIZE"),
+    "host_offload_gib": ("flag:--kv-offloading-size", "env:LMCACHE_MAX_LOCAL_CPU_SIZE", "flag:--cpu-offload-gb"),
+    "world_size": ("flag:--tensor-parallel-size", "flag:--pipeline-parallel-size"),
+}
+
+
+def _operand_location(expression: str, ctx: Context) -> Location | None:
+    operands: list[str] = []
+    for operand in re.split(r"\s+[*/]\s+", expression.strip()):
+        kind, _, name = operand.partition(":")
+        operands += _FACT_SOURCES.get(name, ()) if kind == "fact" else (operand,)
+    for operand in operands:
+        kind, _, name = operand.partition(":")
+        if kind == "flag" and name in ctx.effective.flags:
+            return ctx.effective.flags[name].location
+        if kind == "env" and name in ctx.effective.env:
+            return ctx.effective.env[name].location
+    return None
+
+
+def _extra_configs(e: Effective) -> list[dict[str, Any]]:
+    extras: list[dict[str, Any]] = []
+    root = (e.transfer_config or {}).get("kv_connector_extra_config")
+    if isinstance(root, dict):
+        extras.append(root)
+        for child in root.get("connectors", []) or []:
+            if isinstance(child, dict) and isinstance(child.get("kv_connector_extra_config"), dict):
+                extras.append(child["kv_connector_extra_config"])
+    return extras
+
+
+# ---------------------------------------------------------------------------------------------
+# The tool
+
+
+def rules(knowledge: Knowledge) -> list[Pitfall]:
+    return [p for p in knowledge.pitfalls if p.when is not None]
+
+
+def list_rules(knowledge: Knowledge) -> list[RuleInfo]:
+    """Every review rule, in file order, for `vllm-caching review --list-rules`."""
+    return [
+        RuleInfo(id=p.id, severity=p.severity, title=p.title, versions=p.versions, heuristic=p.heuristic, fix=p.fix)
+        for p in rules(knowledge)
+    ]
+
+
+def _workload_version(
+    knowledge: Knowledge, image_version: str | None, stated: Version, stated_source: bool
+) -> tuple[Version, Literal["image-tag", "stated", "assumed-newest"]]:
+    if image_version is not None:
+        return parse_version(image_version), "image-tag"
+    return stated, "stated" if stated_source else "assumed-newest"
+
+
+def review_deployment(request: ReviewRequest, knowledge: Knowledge) -> ReviewResult:
+    all_rules = rules(knowledge)
+    known_ids = {p.id for p in all_rules}
+    for rule_id in request.disabled_rules:
+        if rule_id not in known_ids:
+            close = difflib.get_close_matches(rule_id, sorted(known_ids), n=1)
+            hint = f" Did you mean {close[0]}?" if close else ""
+            raise AdviceError("disabled_rules", f"no rule has the id {rule_id!r}.{hint} List them with --list-rules.")
+    stated, context = resolve_version(knowledge, request.vllm_version, field="vllm_version")
+    host = request.host or HostFacts()
+    if host.gpu and find_gpu(knowledge, host.gpu) is None:
+        names = ", ".join(g.name for g in knowledge.hardware.gpus)
+        raise AdviceError("host.gpu", f"{host.gpu!r} is not a GPU the knowledge knows; known: {names}")
+    deployment: Deployment = parse_documents(request.documents, knowledge)
+    effectives: list[Effective] = []
+    notes = list(deployment.notes)
+    for workload in deployment.workloads:
+        tag = image_version(workload.image)
+        version, source = _workload_version(knowledge, tag, stated, not context.assumed)
+        if tag is not None and not context.assumed and version != stated:
+            notes.append(
+                f"{workload.name}: the image tag says vLLM {version}, not the stated {stated}; reviewed for {version}"
+            )
+        if tag is not None and version not in knowledge.release_versions():
+            notes.append(f"{workload.name}: vLLM {version} from the image tag is not a release the knowledge covers")
+        effective = resolve(workload, deployment, knowledge, version, source, host.gpu)
+        notes += effective.notes
+        effectives.append(effective)
+    if effectives and all(e.version_source == "image-tag" for e in effectives) and context.assumed:
+        _, context = resolve_version(knowledge, effectives[0].version, field="vllm_version")
+    findings: list[Finding] = []
+    not_checked: list[NotChecked] = []
+    used: dict[str, Pitfall] = {}
+    evaluated = 0
+    for workload, effective in zip(deployment.workloads, effectives, strict=True):
+        version = Version(effective.version)
+        ctx = Context(
+            effective=effective,
+            others=[o for o in effectives if o is not effective],
+            knowledge=knowledge,
+            version=version,
+            host=host,
+            p99_context_tokens=request.p99_context_tokens,
+        )
+        for rule in all_rules:
+            if rule.id in request.disabled_rules or not contains(parse_specifier(rule.versions), version):
+                continue
+            assert rule.when is not None
+            evaluated += 1
+            outcome = evaluate(rule.when, ctx, workload.flags)
+            if outcome.value is None:
+                not_checked.append(
+                    NotChecked(rule_id=rule.id, workload=effective.workload, needs=sorted(set(outcome.missing)))
+                )
+                continue
+            if not outcome.value:
+                continue
+            used[rule.id] = rule
+            groups = [[item, *outcome.evidence] for item in outcome.items] if outcome.items else [outcome.evidence]
+            for group in groups:
+                where = next((ev.location for ev in group if ev.location is not None), workload.location)
+                detail = "; ".join(dict.fromkeys(ev.text for ev in group if ev.text))
+                findings.append(
+                    Finding(
+                        rule_id=rule.id,
+                        severity=rule.severity,
+                        title=rule.title,
+                        message=f"{rule.title}: {detail}" if detail else rule.title,
+                        fix=rule.fix,
+                        location=where,
+                        workload=effective.workload,
+                        heuristic=rule.heuristic,
+                        sources=list(rule.sources),
+                    )
+                )
+    findings.sort(key=lambda f: (-_RANK[f.severity], f.location.file, f.location.line or 0, f.rule_id))
+    reports = [
+        WorkloadReport(
+            name=e.workload,
+            file=w.file,
+            vllm_version=e.version,
+            version_source=e.version_source,
+            model=e.model,
+            image=e.image,
+            connectors=[conn.name for conn in e.connectors],
+            offload_shorthand=e.offload_shorthand,
+            tiers=e.tiers,
+            gpu=e.gpu,
+            facts=e.facts,
+            env_by_reference=[u.name for u in e.env.values() if u.value is None],
+        )
+        for w, e in zip(deployment.workloads, effectives, strict=True)
+    ]
+    return ReviewResult(
+        version_context=context,
+        workloads=reports,
+        findings=findings,
+        not_checked=not_checked,
+        disabled_rules=list(request.disabled_rules),
+        rules_evaluated=evaluated,
+        notes=notes,
+        citations=[cite(p.id, p) for p in used.values()],
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Output for CI
+
+
+def exit_code(result: ReviewResult, fail_on: FailOn = "error") -> int:
+    """1 when a finding is at or above ``fail_on`` (error > warning > info), else 0; 'never' always 0."""
+    if fail_on == "never":
+        return 0
+    return int(any(_RANK[f.severity] >= _RANK[fail_on] for f in result.findings))
+
+
+_LEVEL = {"error": "error", "warning": "warning", "info": "note"}
+
+
+def to_sarif(result: ReviewResult, knowledge: Knowledge) -> dict[str, Any]:
+    """The review as a SARIF 2.1.0 log, for code-scanning UIs (GitHub, GitLab, Azure DevOps)."""
+    all_rules = rules(knowledge)
+    index = {p.id: i for i, p in enumerate(all_rules)}
+    descriptors = [
+        {
+            "id": p.id,
+            "name": "".join(w.capitalize() for w in re.split(r"[^a-z0-9]+", p.id.split(".", 1)[-1])),
+            "shortDescription": {"text": p.title},
+            "fullDescription": {"text": " ".join(p.why.split())},
+            "help": {"text": " ".join(p.fix.split())},
+            "defaultConfiguration": {"level": _LEVEL[p.severity]},
+            "properties": {"versions": p.versions or "all", "sources": list(p.sources)},
+        }
+        for p in all_rules
+    ]
+    results = []
+    for f in result.findings:
+        physical: dict[str, Any] = {"artifactLocation": {"uri": urllib.parse.quote(f.location.file)}}
+        if f.location.line:
+            physical["region"] = {"startLine": f.location.line}
+        location: dict[str, Any] = {"physicalLocation": physical}
+        if f.location.path:
+            location["logicalLocations"] = [{"fullyQualifiedName": f.location.path, "kind": "member"}]
+        results.append(
+            {
+                "ruleId": f.rule_id,
+                "ruleIndex": index[f.rule_id],
+                "level": _LEVEL[f.severity],
+                "message": {"text": f"{f.message}. Fix: {f.fix}"},
+                "locations": [location],
+                "properties": {"workload": f.workload},
+            }
+        )
+    return {
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {"driver": {"name": "vllm-caching", "version": __version__, "rules": descriptors}},
+                "results": results,
+                "properties": {
+                    "vllmVersions": sorted({w.vllm_version for w in result.workloads}),
+                    "notChecked": [n.model_dump() for n in result.not_checked],
+                },
+            }
+        ],
+    }
+
+
+SPEC = ToolSpec(
+    name="review_deployment",
+    title="Review a vLLM deployment for KV-caching mistakes",
+    description=(
+        "Reviews a vLLM deployment — `vllm serve` / api_server command lines, `docker run`, docker-compose, "
+        "Kubernetes manifests (Deployment, StatefulSet, Pod, LeaderWorkerSet), Helm values, LMCache config — "
+        "against rules kept as version-gated data: weight offload used for KV, offload sized per GPU, the "
+        "hybrid-KV-manager flag missing or harmful for the release and connector, LMCacheConnectorV1 with hybrid "
+        "models, prefix caching off, fp8 KV without scales, removed flags and connectors, misspelt flags, LMCache "
+        "and NIXL settings, PYTHONHASHSEED for shared tiers, tiers bigger than host RAM. Each finding has a rule id, "
+        "severity, file and line or YAML path, the fix and sources. The release comes from the image tag, else "
+        "`vllm_version`, else the newest known. Give host RAM, the GPU and the p99 context length to settle the "
+        "rules that need them."
+    ),
+    request=ReviewRequest,
+    result=ReviewResult,
+    run=review_deployment,
+)

@@ -1,0 +1,157 @@
+"""diagnose, asked the way operators ask: "offload is on, why doesn't TTFT get better?"
+
+Metrics dumps are written in the Prometheus text format by hand below; every expected rate is
+worked out in the comment next to it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from vllm_caching_mcp.advice.common import AdviceError
+from vllm_caching_mcp.advice.deployment import Document
+from vllm_caching_mcp.advice.diagnose import DiagnoseRequest, diagnose
+from vllm_caching_mcp.knowledge import Knowledge
+
+DATA = Path(__file__).parent / "data" / "deployments"
+
+
+def dump(**values: float) -> str:
+    """A /metrics page with one engine; keys are metric names without the vllm: prefix."""
+    lines = []
+    for name, value in values.items():
+        kind = "gauge" if name.endswith("_perc") else "counter"
+        family = name.removesuffix("_total")
+        lines += [f"# HELP vllm:{family} test", f"# TYPE vllm:{family} {kind}"]
+        lines.append(f'vllm:{name}{{engine="0",model_name="m"}} {value}')
+    return "\n".join(lines) + "\n"
+
+
+def causes(result: object) -> list[str]:
+    return [c.id for c in result.causes]  # type: ignore[attr-defined]
+
+
+def test_full_gpu_cache_with_preemptions_is_a_memory_wall(knowledge: Knowledge) -> None:
+    before = dump(
+        prefix_cache_queries_total=1e6,
+        prefix_cache_hits_total=5e4,
+        num_preemptions_total=0,
+        kv_cache_usage_perc=0.5,
+        external_prefix_cache_queries_total=9e5,
+        external_prefix_cache_hits_total=9e3,
+    )
+    after = dump(
+        prefix_cache_queries_total=5e6,
+        prefix_cache_hits_total=1.5e5,
+        num_preemptions_total=12,
+        kv_cache_usage_perc=0.97,
+        external_prefix_cache_queries_total=4.9e6,
+        external_prefix_cache_hits_total=2.9e4,
+    )
+    result = diagnose(
+        DiagnoseRequest(
+            symptoms=["offload_does_not_help"], metrics_before=before, metrics_after=after, vllm_version="0.25.0"
+        ),
+        knowledge,
+    )
+    assert result.window == "delta"
+    # GPU: (1.5e5 - 5e4) / (5e6 - 1e6) = 1e5 / 4e6 = 2.5 %; external: 2e4 / 4e6 = 0.5 %
+    assert result.derived["gpu_prefix_hit_rate"] == pytest.approx(0.025)
+    assert result.derived["external_hit_rate"] == pytest.approx(0.005)
+    assert result.derived["preemptions"] == 12
+    assert causes(result) == ["memory_wall", "no_prefix_locality"]
+    assert result.causes[0].evidence == ["GPU KV usage 97%", "12 preemptions in the window"]
+
+
+def test_offload_connector_not_loaded(knowledge: Knowledge) -> None:
+    deployment = [Document(name="serve.sh", text="vllm serve m --kv-offloading-size 100")]
+    metrics = dump(prefix_cache_queries_total=2e7, prefix_cache_hits_total=6e6)
+    result = diagnose(
+        DiagnoseRequest(symptoms=["ttft_high"], deployment=deployment, metrics_before=metrics, vllm_version="0.30.0"),
+        knowledge,
+    )
+    assert causes(result)[0] == "connector_not_loaded"
+    assert result.causes[0].likelihood == "high"
+    assert "the deployment configures OffloadingConnector" in result.causes[0].evidence
+
+
+def test_metric_names_from_another_release(knowledge: Knowledge) -> None:
+    # vllm:gpu_prefix_cache_* are gone from 0.12.0: a dump with them was not taken from 0.30.0.
+    metrics = dump(gpu_prefix_cache_queries_total=1e7, gpu_prefix_cache_hits_total=1e6)
+    result = diagnose(DiagnoseRequest(metrics_before=metrics, vllm_version="0.30.0"), knowledge)
+    assert causes(result)[0] == "wrong_metric_names"
+    assert (
+        result.causes[0].evidence[0]
+        == "vllm:gpu_prefix_cache_queries_total is removed in 0.12.0, so vLLM 0.30.0 does not export it"
+    )
+    # 1e6 / 1e7 = 10 %, read from the old names all the same
+    assert result.derived["gpu_prefix_hit_rate"] == pytest.approx(0.1)
+
+
+def test_tier_too_small_and_in_flight_usage_note(knowledge: Knowledge) -> None:
+    before = dump(
+        prefix_cache_queries_total=1e7,
+        prefix_cache_hits_total=4e6,
+        external_prefix_cache_queries_total=6e6,
+        external_prefix_cache_hits_total=6e5,
+        kv_offload_allocation_failure_total=10,
+        kv_offload_cpu_cache_usage_perc=0.2,
+    )
+    after = dump(
+        prefix_cache_queries_total=2e7,
+        prefix_cache_hits_total=8e6,
+        external_prefix_cache_queries_total=1.2e7,
+        external_prefix_cache_hits_total=1.2e6,
+        kv_offload_allocation_failure_total=510,
+        kv_offload_cpu_cache_usage_perc=0.3,
+    )
+    result = diagnose(DiagnoseRequest(metrics_before=before, metrics_after=after, vllm_version="0.26.0"), knowledge)
+    assert result.derived["offload_allocation_failures"] == 500  # 510 - 10
+    assert result.derived["external_hit_rate"] == pytest.approx(0.1)  # 6e5 / 6e6
+    assert causes(result) == ["tier_too_small"]
+    assert any("in flight" in n for n in result.metric_notes)
+    assert "pitfall.kv-offload-usage-is-in-flight" in {c.id for c in result.citations}
+
+
+def test_thrashing_when_the_tier_stores_far_more_than_it_loads(knowledge: Knowledge) -> None:
+    gib = 1 << 30
+    metrics = dump(
+        prefix_cache_queries_total=5e7,
+        prefix_cache_hits_total=1e7,
+        external_prefix_cache_queries_total=4e7,
+        external_prefix_cache_hits_total=1e6,
+        kv_offload_store_bytes_total=500 * gib,
+        kv_offload_load_bytes_total=10 * gib,
+    )
+    result = diagnose(DiagnoseRequest(metrics_before=metrics, vllm_version="0.28.0"), knowledge)
+    # external 1e6 / 4e7 = 2.5 %; stored 500 GiB vs loaded 10 GiB = 50x
+    assert causes(result) == ["tier_thrashing"]
+    assert result.causes[0].evidence[0] == "stored 500 GiB, loaded 10 GiB"
+
+
+def test_decode_bound_when_prefill_is_already_cached(knowledge: Knowledge) -> None:
+    metrics = dump(prefix_cache_queries_total=1e7, prefix_cache_hits_total=8e6)  # 80 % local hits
+    result = diagnose(DiagnoseRequest(symptoms=["tpot_high"], metrics_before=metrics), knowledge)
+    assert "decode_bound" in causes(result)
+    assert next(c for c in result.causes if c.id == "decode_bound").likelihood == "high"
+
+
+def test_deployment_findings_become_causes(knowledge: Knowledge) -> None:
+    text = (DATA / "production-stack-values.yaml").read_text()
+    result = diagnose(
+        DiagnoseRequest(symptoms=["offload_does_not_help"], deployment=[Document(name="values.yaml", text=text)]),
+        knowledge,
+    )
+    assert result.version_context.version == "0.19.1"  # from the chart's image tag
+    assert causes(result) == ["prefix_caching_off"]
+
+
+def test_bad_input_names_the_field(knowledge: Knowledge) -> None:
+    with pytest.raises(AdviceError, match=r"^symptoms: "):
+        diagnose(DiagnoseRequest(), knowledge)
+    with pytest.raises(AdviceError, match=r"^metrics_before: "):
+        diagnose(DiagnoseRequest(metrics_before="this is not {prometheus"), knowledge)
+    with pytest.raises(AdviceError, match=r"^metrics_before: metrics_after needs"):
+        diagnose(DiagnoseRequest(metrics_after=dump(prefix_cache_queries_total=1)), knowledge)

@@ -1,0 +1,545 @@
+"""review_deployment, asked the way operators ask: "what is wrong with this deployment on vLLM X?"
+
+Every rule (a pitfall with `when:` in knowledge/pitfalls.yaml) has a failing and a passing
+example in RULE_CASES; a test makes sure no rule is left without one. The manifests under
+tests/data/deployments/ are reviewed end to end with the findings written out by hand.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from vllm_caching_mcp.advice.common import AdviceError
+from vllm_caching_mcp.advice.deployment import Document, parse_documents, resolve, tokenize_shell
+from vllm_caching_mcp.advice.review import (
+    Context,
+    HostFacts,
+    ReviewRequest,
+    ReviewResult,
+    _expression,
+    exit_code,
+    list_rules,
+    review_deployment,
+    to_sarif,
+)
+from vllm_caching_mcp.knowledge import Knowledge, load_knowledge
+from vllm_caching_mcp.versions import Version
+
+DATA = Path(__file__).parent / "data" / "deployments"
+M = "meta-llama/Llama-3.1-8B-Instruct"
+NIXL = """--kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'"""
+LMCACHE_V1 = """--kv-transfer-config '{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}'"""
+TIERING_FS = (
+    """--kv-transfer-config '{"kv_connector":"OffloadingConnector","kv_role":"kv_both","kv_connector_extra_config":"""
+    """{"spec_name":"TieringOffloadingSpec","cpu_bytes_to_use":107374182400,"""
+    """"secondary_tiers":[{"type":"fs","root_dir":"/kv"}]}}'"""
+)
+P2P_ALL = (
+    "LMCACHE_ENABLE_P2P=True LMCACHE_TRANSFER_CHANNEL=nixl LMCACHE_ENABLE_CONTROLLER=True "
+    "LMCACHE_CONTROLLER_PULL_URL=ctrl:8300 LMCACHE_CONTROLLER_REPLY_URL=ctrl:8400 "
+    "LMCACHE_LMCACHE_WORKER_PORTS=8500 LMCACHE_P2P_INIT_PORTS=8200 LMCACHE_P2P_LOOKUP_PORTS=8201 "
+    "LMCACHE_P2P_HOST=10.0.0.5 LMCACHE_ENABLE_ASYNC_LOADING=True"
+)
+
+# rule id -> (version, failing command, passing command, request extras). The commands differ in the
+# one thing the rule is about; the comment says why each fails.
+RULE_CASES: dict[str, tuple[str, str, str, dict[str, Any]]] = {
+    # weights offload is not KV offload
+    "pitfall.cpu-offload-gb-is-weights": ("0.33.0", f"vllm serve {M} --cpu-offload-gb 10", f"vllm serve {M}", {}),
+    # 100 GiB over TP 8 = 12.5 GiB a rank, less than one H100's 80 GB (74.5 GiB); 800 / 8 = 100 GiB is not
+    "pitfall.kv-offloading-size-per-rank": (
+        "0.33.0",
+        f"vllm serve {M} -tp 8 --kv-offloading-size 100",
+        f"vllm serve {M} -tp 8 --kv-offloading-size 800",
+        {"host": {"gpu": "H100 SXM"}},
+    ),
+    # 0.22.0+: OffloadingConnector supports HMA, so forcing it off costs hybrid models
+    "pitfall.hma-flag-with-hma-connector": (
+        "0.22.0",
+        f"vllm serve {M} --kv-offloading-size 100 --disable-hybrid-kv-cache-manager",
+        f"vllm serve {M} --kv-offloading-size 100",
+        {},
+    ),
+    # 0.20.2: OffloadingConnector has no HMA support and the shorthand needs the flag
+    "pitfall.hma-flag-missing-with-shorthand": (
+        "0.20.2",
+        f"vllm serve {M} --kv-offloading-backend native --kv-offloading-size 100",
+        f"vllm serve {M} --kv-offloading-backend native --kv-offloading-size 100 --disable-hybrid-kv-cache-manager",
+        {},
+    ),
+    "pitfall.lmcache-v1-hybrid-model": (
+        "0.33.0",
+        f"vllm serve google/gemma-3-27b-it {LMCACHE_V1}",
+        f"vllm serve {M} {LMCACHE_V1}",
+        {},
+    ),
+    # 0.23.0: the lmcache backend means LMCacheMPConnector (a separate server); 0.22.1 still in-process
+    "pitfall.lmcache-backend-means-mp-server": (
+        "0.23.0",
+        f"vllm serve {M} --kv-offloading-backend lmcache --kv-offloading-size 50",
+        f"vllm serve {M} --kv-offloading-backend native --kv-offloading-size 50",
+        {},
+    ),
+    "pitfall.native-backend-before-0.14": (
+        "0.13.0",
+        f"vllm serve {M} --kv-offloading-backend native --kv-offloading-size 10 --disable-hybrid-kv-cache-manager",
+        f"vllm serve {M} --kv-offloading-size 10",  # no backend: the shorthand is off before 0.14.0
+        {},
+    ),
+    "pitfall.prefix-caching-disabled": (
+        "0.33.0",
+        f"vllm serve {M} --kv-offloading-size 100 --no-enable-prefix-caching",
+        f"vllm serve {M} --kv-offloading-size 100 --enable-prefix-caching",
+        {},
+    ),
+    "pitfall.fp8-kv-without-scales": (
+        "0.33.0",
+        f"vllm serve {M} --kv-cache-dtype fp8",
+        "vllm serve nvidia/Llama-3.1-8B-Instruct-FP8 --kv-cache-dtype fp8",
+        {},
+    ),
+    "pitfall.p2p-nccl-removed": (
+        "0.24.0",
+        f"""vllm serve {M} --kv-transfer-config '{{"kv_connector":"P2pNcclConnector","kv_role":"kv_producer"}}'""",
+        f"vllm serve {M} {NIXL}",
+        {},
+    ),
+    "pitfall.tiering-store-threshold": (
+        "0.22.0",
+        f"vllm serve {M} " + TIERING_FS.replace('"cpu_bytes_to_use"', '"store_threshold":2,"cpu_bytes_to_use"'),
+        f"vllm serve {M} {TIERING_FS}",
+        {},
+    ),
+    "pitfall.shared-tier-without-hash-seed": (
+        "0.25.0",
+        f"vllm serve {M} {TIERING_FS}",
+        f"PYTHONHASHSEED=0 vllm serve {M} {TIERING_FS}",
+        {},
+    ),
+    # 0.22.1 passes 100 / 2 = 50 GiB a rank to LMCache, overriding the 40 in the environment
+    "pitfall.lmcache-cpu-size-mismatch": (
+        "0.22.1",
+        f"LMCACHE_MAX_LOCAL_CPU_SIZE=40 vllm serve {M} -tp 2 --kv-offloading-backend lmcache --kv-offloading-size 100",
+        f"LMCACHE_MAX_LOCAL_CPU_SIZE=50 vllm serve {M} -tp 2 --kv-offloading-backend lmcache --kv-offloading-size 100",
+        {},
+    ),
+    "pitfall.lmcache-p2p-incomplete": (
+        "0.33.0",
+        f"LMCACHE_ENABLE_P2P=True LMCACHE_TRANSFER_CHANNEL=nixl vllm serve {M} {LMCACHE_V1}",
+        f"{P2P_ALL} vllm serve {M} {LMCACHE_V1}",
+        {},
+    ),
+    "pitfall.lmcache-local-cpu-false": (
+        "0.33.0",
+        f"LMCACHE_LOCAL_CPU=False vllm serve {M} {LMCACHE_V1}",
+        f"LMCACHE_LOCAL_CPU=True vllm serve {M} {LMCACHE_V1}",
+        {},
+    ),
+    "pitfall.nixl-ucx-without-cuda": (
+        "0.33.0",
+        f"UCX_TLS=tcp vllm serve {M} {NIXL}",
+        f"UCX_TLS=cuda_copy,sm,tcp vllm serve {M} {NIXL}",
+        {},
+    ),
+    "pitfall.nixl-side-channel-service-address": (
+        "0.33.0",
+        f"VLLM_NIXL_SIDE_CHANNEL_HOST=vllm-prefill.default.svc.cluster.local vllm serve {M} {NIXL}",
+        f"VLLM_NIXL_SIDE_CHANNEL_HOST=10.42.0.17 vllm serve {M} {NIXL}",
+        {},
+    ),
+    "pitfall.enforce-eager-on-datacenter-gpu": (
+        "0.33.0",
+        f"vllm serve {M} --enforce-eager",
+        f"vllm serve {M}",
+        {"host": {"gpu": "H200"}},
+    ),
+    # p99 16 000 tokens x 4 = 64 000; 128k = 128 000 (decimal k) is above, 32768 is not
+    "pitfall.max-model-len-far-above-workload": (
+        "0.33.0",
+        f"vllm serve {M} --max-model-len 128k",
+        f"vllm serve {M} --max-model-len 32768",
+        {"p99_context_tokens": 16000},
+    ),
+    # 80 % of 256 GiB = 204.8 GiB; a 400 GiB tier does not fit, 150 GiB does
+    "pitfall.offload-exceeds-host-ram": (
+        "0.33.0",
+        f"vllm serve {M} --kv-offloading-size 400",
+        f"vllm serve {M} --kv-offloading-size 150",
+        {"host": {"ram_gib": 256}},
+    ),
+    "pitfall.lmcache-async-loading-with-disk": (
+        "0.33.0",
+        f"LMCACHE_ENABLE_ASYNC_LOADING=True LMCACHE_LOCAL_DISK=file:///nvme/ vllm serve {M} {LMCACHE_V1}",
+        f"LMCACHE_ENABLE_ASYNC_LOADING=True vllm serve {M} {LMCACHE_V1}",
+        {},
+    ),
+    "pitfall.calculate-kv-scales-removed": (
+        "0.28.0",
+        f"vllm serve {M} --kv-cache-dtype fp8 --calculate-kv-scales",
+        f"vllm serve {M} --kv-cache-dtype auto",
+        {},
+    ),
+    "pitfall.calculate-kv-scales-deprecated": (
+        "0.19.0",
+        f"vllm serve {M} --kv-cache-dtype fp8 --calculate-kv-scales",
+        f"vllm serve {M} --kv-cache-dtype fp8 --no-calculate-kv-scales",
+        {},
+    ),
+    # --swap-space is gone from 0.18.0
+    "pitfall.flag-not-in-release": ("0.18.0", f"vllm serve {M} --swap-space 4", f"vllm serve {M}", {}),
+    "pitfall.connector-not-in-release": (
+        "0.13.0",
+        f"""vllm serve {M} --kv-transfer-config '{{"kv_connector":"SharedStorageConnector","kv_role":"kv_both"}}'""",
+        f"vllm serve {M} {NIXL}",
+        {},
+    ),
+}
+# Checked against a small fake CLI inventory in test_unknown_flag_suggests_the_closest_option.
+SEPARATELY_TESTED = {"pitfall.unknown-flag"}
+
+
+def review(knowledge: Knowledge, *texts: str, version: str | None = None, **extra: Any) -> ReviewResult:
+    docs = [Document(name=f"serve{i}.sh", text=t) for i, t in enumerate(texts)]
+    return review_deployment(ReviewRequest(documents=docs, vllm_version=version, **extra), knowledge)
+
+
+def fired(result: ReviewResult) -> set[str]:
+    return {f.rule_id for f in result.findings}
+
+
+def test_every_rule_has_a_passing_and_a_failing_example(knowledge: Knowledge) -> None:
+    rule_ids = {r.id for r in list_rules(knowledge)}
+    assert rule_ids == set(RULE_CASES) | SEPARATELY_TESTED
+    assert len(rule_ids) == 26
+
+
+@pytest.mark.parametrize("rule_id", sorted(RULE_CASES))
+def test_rule_fires_on_the_failing_example_only(knowledge: Knowledge, rule_id: str) -> None:
+    version, failing, passing, extra = RULE_CASES[rule_id]
+    bad = review(knowledge, failing, version=version, **extra)
+    assert rule_id in fired(bad), bad.summary()
+    good = review(knowledge, passing, version=version, **extra)
+    assert rule_id not in fired(good), good.summary()
+    finding = next(f for f in bad.findings if f.rule_id == rule_id)
+    assert finding.location.file == "serve0.sh" and finding.location.line == 1
+    assert finding.sources and finding.fix
+
+
+def test_version_gate_keeps_a_rule_quiet_outside_its_releases(knowledge: Knowledge) -> None:
+    # The lmcache backend only means the separate LMCache server from 0.23.0.
+    cmd = f"vllm serve {M} --kv-offloading-backend lmcache --kv-offloading-size 50"
+    assert "pitfall.lmcache-backend-means-mp-server" not in fired(review(knowledge, cmd, version="0.22.1"))
+    # OffloadingConnector supports HMA from 0.21.0: the shorthand no longer needs the flag there.
+    native = f"vllm serve {M} --kv-offloading-backend native --kv-offloading-size 100"
+    assert "pitfall.hma-flag-missing-with-shorthand" not in fired(review(knowledge, native, version="0.21.0"))
+
+
+def test_rules_that_need_an_input_say_which(knowledge: Knowledge) -> None:
+    result = review(knowledge, f"vllm serve {M} --kv-offloading-size 400 --enforce-eager", version="0.33.0")
+    needs = {n.rule_id: n.needs for n in result.not_checked}
+    assert needs["pitfall.offload-exceeds-host-ram"] == ["host.ram_gib"]
+    assert needs["pitfall.enforce-eager-on-datacenter-gpu"] == ["host.gpu (or a nvidia.com/gpu.product node selector)"]
+    # No --max-model-len in the command: nothing to compare, so the rule is simply quiet.
+    assert "pitfall.max-model-len-far-above-workload" not in needs
+
+
+def test_hash_seed_must_agree_across_instances(knowledge: Knowledge) -> None:
+    a = f"PYTHONHASHSEED=0 vllm serve {M} {TIERING_FS}"
+    b = f"PYTHONHASHSEED=1 vllm serve {M} {TIERING_FS}"
+    result = review(knowledge, a, b, version="0.25.0")
+    assert [f.workload for f in result.findings if f.rule_id == "pitfall.shared-tier-without-hash-seed"] == [
+        "vllm #1",
+        "vllm #1",
+    ]
+    assert "differs between workloads" in result.findings[0].message
+    assert "pitfall.shared-tier-without-hash-seed" not in fired(review(knowledge, a, a, version="0.25.0"))
+
+
+def test_unknown_flag_suggests_the_closest_option(knowledge_copy: Path) -> None:
+    # A small inventory stands in for knowledge/cli_inventory.yaml, which another change fills.
+    inventory = {
+        "sources": ["pypi:vllm"],
+        "verified_at": "2026-11-30",
+        "flags": [
+            {"flag": "--kv-offloading-size", "introduced": "0.11.1"},
+            {"flag": "--tensor-parallel-size"},
+            {"flag": "--enable-prefix-caching", "takes_value": False},
+            {"flag": "--swap-space", "removed": "0.18.0"},
+        ],
+    }
+    (knowledge_copy / "cli_inventory.yaml").write_text(yaml.safe_dump(inventory))
+    k = load_knowledge(str(knowledge_copy))
+    cmd = f"vllm serve {M} --kv-ofloading-size 10 --tensor_parallel_size 2 --no-enable-prefix-caching --swap-space 4"
+    result = review(k, cmd, version="0.22.1")
+    unknown = [f for f in result.findings if f.rule_id == "pitfall.unknown-flag"]
+    # --tensor_parallel_size (underscores) and --no-enable-prefix-caching are accepted; --swap-space is
+    # reported by pitfall.flag-not-in-release with its removal release instead.
+    assert [f.message for f in unknown] == [
+        "An option `vllm serve` does not accept in this release: --kv-ofloading-size is not an option of "
+        "vLLM 0.22.1; did you mean --kv-offloading-size?"
+    ]
+    assert "pitfall.flag-not-in-release" in fired(result)
+    # Without inventory data the rule is reported as not checked, never as a finding.
+    bare = knowledge_copy.parent / "bare-knowledge"
+    shutil.copytree(knowledge_copy, bare)
+    (bare / "cli_inventory.yaml").write_text(yaml.safe_dump({**inventory, "flags": []}))
+    empty = review(load_knowledge(str(bare)), cmd, version="0.22.1")
+    assert any(n.rule_id == "pitfall.unknown-flag" for n in empty.not_checked)
+    assert "pitfall.unknown-flag" not in fired(empty)
+
+
+def test_disabled_rules_are_skipped_and_unknown_ids_rejected(knowledge: Knowledge) -> None:
+    cmd = f"vllm serve {M} --cpu-offload-gb 10"
+    result = review(knowledge, cmd, disabled_rules=["pitfall.cpu-offload-gb-is-weights"])
+    assert "pitfall.cpu-offload-gb-is-weights" not in fired(result)
+    with pytest.raises(AdviceError, match=r"^disabled_rules: .*Did you mean pitfall.cpu-offload-gb-is-weights"):
+        review(knowledge, cmd, disabled_rules=["pitfall.cpu-offload-gb"])
+
+
+def test_bad_input_names_the_field(knowledge: Knowledge) -> None:
+    with pytest.raises(AdviceError, match=r"^documents: no vLLM server found"):
+        review(knowledge, "echo hello")
+    with pytest.raises(AdviceError, match=r"^documents\[0\]\.text: "):
+        review_deployment(ReviewRequest(documents=[Document(name="x.yaml", text="a: [b")]), knowledge)
+    with pytest.raises(AdviceError, match=r"^vllm_version: "):
+        review(knowledge, f"vllm serve {M}", version="latest")
+    with pytest.raises(AdviceError, match=r"^host\.gpu: 'TPU v5' is not a GPU"):
+        review(knowledge, f"vllm serve {M}", host={"gpu": "TPU v5"})
+
+
+# ------------------------------------------------------------------------------------ parsing
+
+
+def test_flags_with_equals_space_negation_dotted_json_and_env(knowledge: Knowledge) -> None:
+    text = (
+        "export PYTHONHASHSEED=0\n"
+        "VLLM_USE_SIMPLE_KV_OFFLOAD=1 vllm serve Qwen/Qwen3-8B \\\n"
+        "  --max_model_len=32k --no-enable-prefix-caching \\\n"
+        "  --kv-transfer-config.kv_connector OffloadingConnector\n"
+    )
+    deployment = parse_documents([Document(name="run.sh", text=text)], knowledge)
+    (w,) = deployment.workloads
+    assert w.model == "Qwen/Qwen3-8B"
+    assert [(f.name, f.value, f.location.line) for f in w.flags] == [
+        ("--max-model-len", "32k", 3),
+        ("--no-enable-prefix-caching", True, 3),
+        ("--kv-transfer-config.kv_connector", "OffloadingConnector", 4),
+    ]
+    assert [(e.name, e.value) for e in w.env] == [("PYTHONHASHSEED", "0"), ("VLLM_USE_SIMPLE_KV_OFFLOAD", "1")]
+    result = review(knowledge, text, version="0.33.0")
+    assert result.workloads[0].connectors == ["OffloadingConnector"]
+    assert result.workloads[0].facts["max_model_len"] == 32_000  # k is decimal in vLLM's parser
+
+
+def test_native_shorthand_picks_the_simple_connector_when_the_env_says_so(knowledge: Knowledge) -> None:
+    cmd = f"vllm serve {M} --kv-offloading-size 100"
+    assert review(knowledge, cmd, version="0.33.0").workloads[0].connectors == ["OffloadingConnector"]
+    simple = review(knowledge, "VLLM_USE_SIMPLE_KV_OFFLOAD=1 " + cmd, version="0.33.0")
+    assert simple.workloads[0].connectors == ["SimpleCPUOffloadConnector"]
+    assert review(knowledge, "VLLM_USE_SIMPLE_KV_OFFLOAD=1 " + cmd, version="0.18.1").workloads[0].connectors == [
+        "OffloadingConnector"
+    ]
+
+
+def test_shell_tokens_keep_their_lines() -> None:
+    tokens = tokenize_shell('a \'b c\' \\\n  "d\\"e" # note\nf')
+    assert [(t.text, t.line, t.separator) for t in tokens] == [
+        ("a", 1, False),
+        ("b c", 1, False),
+        ('d"e', 2, False),
+        ("\n", 2, True),
+        ("f", 3, False),
+    ]
+
+
+def test_image_tag_decides_the_version_and_says_so(knowledge: Knowledge) -> None:
+    cmd = "docker run --gpus all vllm/vllm-openai:v0.22.1-cu130 --model m --kv-offloading-size 10"
+    result = review(knowledge, cmd, version="0.30.0")
+    w = result.workloads[0]
+    assert (w.vllm_version, w.version_source) == ("0.22.1", "image-tag")
+    assert any("image tag says vLLM 0.22.1, not the stated 0.30.0" in n for n in result.notes)
+    other = review(knowledge, "docker run lmcache/vllm-openai:v0.3.9 --model m")
+    assert (other.workloads[0].vllm_version, other.workloads[0].version_source) == ("0.33.0", "assumed-newest")
+
+
+# ------------------------------------------------------------------- real-looking manifests
+
+
+def review_file(knowledge: Knowledge, name: str, **extra: Any) -> ReviewResult:
+    doc = Document(name=name, text=(DATA / name).read_text())
+    return review_deployment(ReviewRequest(documents=[doc], **extra), knowledge)
+
+
+def brief(result: ReviewResult) -> list[tuple[str, int | None, str | None]]:
+    return [(f.rule_id, f.location.line, f.location.path) for f in result.findings]
+
+
+def test_vllm_serve_script_on_0_20_2(knowledge: Knowledge) -> None:
+    result = review_file(
+        knowledge, "serve-llama70b-h100.sh", vllm_version="0.20.2", host={"ram_gib": 256, "gpu": "H100 SXM"}
+    )
+    # 400 GiB native tier > 0.8 x 256 = 204.8 GiB; 0.20.2 shorthand without the HMA flag fails at start-up.
+    # 400 / TP 4 = 100 GiB a rank is more than one H100's 74.5 GiB, so no per-rank warning.
+    assert brief(result) == [
+        ("pitfall.hma-flag-missing-with-shorthand", 12, None),
+        ("pitfall.offload-exceeds-host-ram", 12, None),
+    ]
+
+
+def test_api_server_module_on_0_28(knowledge: Knowledge) -> None:
+    result = review_file(knowledge, "api-server-fp8.sh", vllm_version="0.28.0", host={"ram_gib": 1024})
+    # --cpu-offload-gb 80 per GPU x TP 8 = 640 GiB pinned, within 0.8 x 1024 = 819.2 GiB.
+    assert brief(result) == [
+        ("pitfall.calculate-kv-scales-removed", 7, None),
+        ("pitfall.cpu-offload-gb-is-weights", 8, None),
+    ]
+    assert result.workloads[0].facts["host_offload_gib"] == 640
+
+
+def test_docker_run_with_lmcache_backend(knowledge: Knowledge) -> None:
+    result = review_file(knowledge, "docker-run-lmcache.sh")
+    assert result.workloads[0].vllm_version == "0.21.0"
+    assert result.workloads[0].env_by_reference == ["HF_TOKEN"]
+    # 20 GiB x TP 2 = 40 GiB in the environment against 80 GiB on the flag; Qwen3-Next is hybrid.
+    assert brief(result) == [
+        ("pitfall.lmcache-v1-hybrid-model", 10, None),
+        ("pitfall.lmcache-cpu-size-mismatch", 5, None),
+    ]
+    assert not any("No vLLM version was given" in w for w in result.version_context.warnings)
+
+
+def test_docker_compose_with_a_removed_connector(knowledge: Knowledge) -> None:
+    result = review_file(knowledge, "docker-compose.yaml")
+    assert [w.name for w in result.workloads] == ["service vllm-prefill"]
+    assert brief(result) == [("pitfall.p2p-nccl-removed", 12, "services.vllm-prefill.command[5]")]
+
+
+def test_kubernetes_nixl_prefill_decode(knowledge: Knowledge) -> None:
+    result = review_file(knowledge, "k8s-nixl-pd.yaml")
+    assert [w.gpu for w in result.workloads] == ["gpu.h100-sxm", "gpu.h100-sxm"]
+    assert brief(result) == [
+        ("pitfall.nixl-ucx-without-cuda", 39, "spec.template.spec.containers[0].env[0]"),
+        ("pitfall.nixl-side-channel-service-address", 41, "spec.template.spec.containers[0].env[1]"),
+        ("pitfall.enforce-eager-on-datacenter-gpu", 35, "spec.template.spec.containers[0].args[3]"),
+    ]
+    # The decode pod takes the side-channel host from the downward API: unknown, so not checked.
+    assert [(n.rule_id, n.workload) for n in result.not_checked] == [
+        ("pitfall.nixl-side-channel-service-address", "Deployment/vllm-decode container vllm")
+    ]
+
+
+def test_leaderworkerset_with_lmcache_config_map(knowledge: Knowledge) -> None:
+    result = review_file(knowledge, "lws-lmcache-p2p.yaml", host={"ram_gib": 512})
+    (w,) = result.workloads
+    assert w.name == "LeaderWorkerSet/vllm-dsv3 leaderTemplate container vllm-leader"
+    # LMCache 40 GiB a rank x TP 8 x PP 2 = 640 GiB over 2 hosts = 320 GiB a host <= 0.8 x 512 = 409.6.
+    assert w.facts["host_offload_gib"] == 320
+    assert brief(result) == [
+        ("pitfall.lmcache-local-cpu-false", 9, "local_cpu"),
+        ("pitfall.lmcache-p2p-incomplete", 11, "enable_p2p"),
+    ]
+    p2p = result.findings[1].message
+    assert "LMCACHE_CONTROLLER_PULL_URL is not set" in p2p and "LMCACHE_TRANSFER_CHANNEL" not in p2p
+
+
+def test_tiered_fs_deployment(knowledge: Knowledge) -> None:
+    result = review_file(knowledge, "tiered-fs-deployment.yaml")
+    assert result.workloads[0].tiers == ["fs"]
+    assert result.workloads[0].facts["offload_tier_gib"] == 200  # 214748364800 bytes / 2^30
+    path = "spec.template.spec.containers[0].args[2]"
+    assert brief(result) == [
+        ("pitfall.tiering-store-threshold", 20, path),
+        ("pitfall.shared-tier-without-hash-seed", 20, path),
+    ]
+
+
+def test_production_stack_helm_values(knowledge: Knowledge) -> None:
+    result = review_file(knowledge, "production-stack-values.yaml")
+    (w,) = result.workloads
+    assert (w.model, w.vllm_version, w.connectors) == (
+        "meta-llama/Llama-3.1-8B-Instruct",
+        "0.19.1",
+        ["LMCacheConnectorV1"],
+    )
+    assert brief(result) == [
+        ("pitfall.prefix-caching-disabled", 14, "servingEngineSpec.modelSpec[0].vllmConfig.enablePrefixCaching")
+    ]
+
+
+def test_lmcache_config_alone(knowledge: Knowledge) -> None:
+    result = review_file(knowledge, "lmcache-config.yaml")
+    assert brief(result) == [
+        ("pitfall.lmcache-local-cpu-false", 3, "local_cpu"),
+        ("pitfall.lmcache-async-loading-with-disk", 7, "enable_async_loading"),
+    ]
+
+
+# ------------------------------------------------------------------------- outputs for CI
+
+
+def test_exit_code_gates_on_severity(knowledge: Knowledge) -> None:
+    result = review_file(knowledge, "k8s-nixl-pd.yaml")  # errors and a warning
+    assert [exit_code(result, level) for level in ("error", "warning", "info", "never")] == [1, 1, 1, 0]
+    warning_only = review(knowledge, f"vllm serve {M} --kv-cache-dtype fp8")
+    assert [exit_code(warning_only, level) for level in ("error", "warning")] == [0, 1]
+
+
+def test_sarif_has_the_structure_code_scanning_needs(knowledge: Knowledge) -> None:
+    result = review_file(knowledge, "k8s-nixl-pd.yaml")
+    sarif = json.loads(json.dumps(to_sarif(result, knowledge)))
+    assert sarif["version"] == "2.1.0"
+    (run,) = sarif["runs"]
+    rules = run["tool"]["driver"]["rules"]
+    assert [r["id"] for r in rules] == [r.id for r in list_rules(knowledge)]
+    first = run["results"][0]
+    assert rules[first["ruleIndex"]]["id"] == first["ruleId"] == "pitfall.nixl-ucx-without-cuda"
+    assert first["level"] == "error"
+    assert first["locations"][0]["physicalLocation"] == {
+        "artifactLocation": {"uri": "k8s-nixl-pd.yaml"},
+        "region": {"startLine": 39},
+    }
+    assert first["locations"][0]["logicalLocations"] == [
+        {"fullyQualifiedName": "spec.template.spec.containers[0].env[0]", "kind": "member"}
+    ]
+    assert {r["level"] for r in run["results"]} <= {"error", "warning", "note"}
+
+
+def test_sarif_validates_against_the_published_schema(knowledge: Knowledge) -> None:
+    schema_file = Path(__file__).parent / "data" / "sarif-schema-2.1.0.json"
+    if not schema_file.exists():
+        pytest.skip("the SARIF 2.1.0 schema is not vendored in tests/data")
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads(schema_file.read_text())
+    for name in ("k8s-nixl-pd.yaml", "docker-compose.yaml", "lmcache-config.yaml"):
+        jsonschema.validate(to_sarif(review_file(knowledge, name), knowledge), schema)
+
+
+def test_summary_reads_like_a_linter(knowledge: Knowledge) -> None:
+    text = review_file(knowledge, "docker-compose.yaml").summary()
+    assert "service vllm-prefill (docker-compose.yaml): vLLM 0.24.0 (from the image tag); P2pNcclConnector" in text
+    assert "error   pitfall.p2p-nccl-removed  docker-compose.yaml:12 (services.vllm-prefill.command[5])" in text
+
+
+def test_rule_conditions_only_name_facts_the_interpreter_knows(knowledge: Knowledge) -> None:
+    # Every operand of every comparison in pitfalls.yaml must evaluate (a typo would raise).
+    deployment = parse_documents([Document(name="s.sh", text=f"vllm serve {M} --kv-offloading-size 1")], knowledge)
+    effective = resolve(deployment.workloads[0], deployment, knowledge, Version("0.33.0"), "stated")
+    ctx = Context(effective, [], knowledge, Version("0.33.0"), HostFacts(ram_gib=1, gpu="L40S"), 1000)
+
+    def walk(condition: Any) -> None:
+        if condition.compare is not None:
+            _expression(condition.compare.left, ctx)
+            _expression(condition.compare.right, ctx)
+        for child in (*(condition.all_ or ()), *(condition.any_ or ()), condition.not_):
+            if child is not None:
+                walk(child)
+
+    for rule in knowledge.pitfalls:
+        if rule.when is not None:
+            walk(rule.when)
