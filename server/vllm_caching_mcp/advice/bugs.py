@@ -1,0 +1,595 @@
+"""check_bug_status: an upstream issue's live state, interpreted for the user's versions.
+
+For each tracked bug (or any ``owner/repo#N`` / issue URL) the answer gives the tracker's state,
+who closed it and whether that was a bot, the pull requests linked to it and whether they
+merged, the first release containing the fix where that can be established, and the verdict
+for the user's vLLM / LMCache release, with the knowledge's avoidance.
+
+How the verdict is reached, strongest evidence first:
+
+1. the knowledge's ``fixed_in`` (read from the released code): your release is at or past it,
+   or it is not;
+2. the knowledge's ``affected_versions``: your release is inside the range (affected), past a
+   range that ends before a later known release (fixed, in the first release after the range),
+   or before the range (not affected);
+3. the tracker alone: open means it still affects you; closed as not planned or as a duplicate,
+   or closed by a bot with no merged fix, means closed without a fix; closed with a merged fix
+   whose merge came after your release was published means your release cannot contain it.
+   A merge *before* your release does not prove the release has it (releases are cut from
+   branches, days before publication), so that stays ``unknown`` and says why.
+
+The live state comes from `..github` (cache first, then the network); when that fails the
+stored snapshot from ``bugs.yaml`` answers, marked with its date and the reason.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, Field
+
+from ..github import (
+    ConfigError,
+    Deadline,
+    FailureReason,
+    GitHubClient,
+    GitHubError,
+    InvalidReference,
+    IssueRef,
+    IssueStatus,
+    is_bot_login,
+    parse_issue_ref,
+)
+from ..knowledge import Bug, BugSnapshot, Knowledge
+from ..versions import Version, contains, parse_specifier
+from .common import AdviceError, Citation, Package, Result, ToolSpec, VersionContext, cite, resolve_version
+
+# Tests replace this with a factory that points at a stand-in server; it reads the token itself,
+# so the token never travels through a request field.
+client_factory: Callable[[], GitHubClient] = GitHubClient.from_env
+
+Verdict = Literal["still_affects_you", "fixed_in_your_version", "closed_without_fix", "not_affected", "unknown"]
+Source = Literal["live", "cache", "snapshot", "none"]
+Relation = Literal["closes", "closed_it", "connected", "mentioned", "stored"]
+# Pull requests that say "this fixed it": GitHub's closing reference, the merge that closed the
+# issue, a sidebar link, or a link the knowledge curated. A mere mention is not enough.
+_FIX_RELATIONS = {"closes", "closed_it", "connected", "stored"}
+
+
+class CheckBugStatusRequest(BaseModel):
+    bugs: list[Annotated[str, Field(min_length=3, max_length=300)]] | None = Field(
+        default=None,
+        max_length=50,
+        description="Issues to check, as 'owner/repo#N' (e.g. 'vllm-project/vllm#39702') or issue URLs "
+        "('https://github.com/LMCache/LMCache/issues/2942'). Leave it out to check every bug the knowledge tracks.",
+    )
+    vllm_version: str | None = Field(
+        default=None,
+        max_length=40,
+        description="The vLLM release in use, e.g. '0.22.1'. Left out, the newest release the knowledge covers "
+        "is assumed and the answer says so.",
+    )
+    lmcache_version: str | None = Field(
+        default=None, max_length=40, description="The LMCache release in use, e.g. '0.5.6'; left out, the newest."
+    )
+    offline: bool = Field(
+        default=False,
+        description="Do not contact GitHub: answer from the local cache or the stored snapshot.",
+    )
+    deadline_seconds: float = Field(
+        default=20.0,
+        ge=1.0,
+        le=120.0,
+        description="Time allowed for asking GitHub; what is not answered by then comes from the cache or snapshot.",
+    )
+
+
+class ClosedBy(BaseModel):
+    login: str
+    is_bot: bool = Field(description="a GitHub App ('[bot]') or a known stale bot: closing by a bot is not a fix")
+
+
+class PullStatus(BaseModel):
+    ref: str = Field(description="pr:OWNER/REPO#N")
+    relation: Relation = Field(
+        description="closes: GitHub's closing reference; closed_it: merged when the issue closed; connected: linked "
+        "in the sidebar; mentioned: cross-referenced only; stored: listed in the knowledge snapshot"
+    )
+    merged: bool | None = Field(description="null when not known")
+    merged_at: str | None = None
+
+
+class FixRelease(BaseModel):
+    package: str
+    version: str
+    basis: Literal["knowledge_fixed_in", "affected_range"] = Field(
+        description="knowledge_fixed_in: recorded from the released code; affected_range: the first release after "
+        "the knowledge's affected range"
+    )
+
+
+class Provenance(BaseModel):
+    source: Source = Field(
+        description="live: from GitHub now (or revalidated now); cache: the local cache; snapshot: the copy stored "
+        "in bugs.yaml; none: nothing known"
+    )
+    cache_age_seconds: float | None = None
+    snapshot_checked_at: dt.date | None = None
+    fallback_reason: FailureReason | None = Field(
+        default=None, description="why GitHub was not used: dns_failure, connection_refused, timeout, rate_limited, …"
+    )
+    detail: str | None = None
+
+
+class SnapshotChange(BaseModel):
+    what: str
+    stored: str | None
+    now: str | None
+
+
+class BugStatus(BaseModel):
+    id: str = Field(description="OWNER/REPO#N")
+    url: str
+    tracked: bool = Field(description="whether the knowledge tracks this issue (and has an avoidance for it)")
+    title: str | None
+    state: Literal["open", "closed"] | None
+    state_reason: str | None
+    closed_at: str | None
+    closed_by: ClosedBy | None
+    linked_pulls: list[PullStatus]
+    unnamed_links: int = Field(
+        default=0, description="pull requests linked in the sidebar that the REST API does not name"
+    )
+    package: str | None = Field(description="the package whose release the verdict is for")
+    your_version: str | None
+    fixed_in: FixRelease | None
+    fix_merged_at: str | None = Field(default=None, description="when the latest merged fix PR merged, if known")
+    first_release_after_merge: str | None = Field(
+        default=None,
+        description="the first release published after that merge: the fix cannot be in any earlier release; "
+        "whether this one contains it is not established",
+    )
+    verdict: Verdict
+    verdict_reason: str
+    affects: str | None
+    avoidance: str | None
+    changes_since_snapshot: list[SnapshotChange]
+    provenance: Provenance
+    notes: list[str] = Field(default_factory=list)
+    citation: Citation | None
+
+
+class CheckBugStatusResult(Result):
+    version_context: VersionContext
+    lmcache_context: VersionContext
+    bugs: list[BugStatus]
+    requests_made: int = Field(description="HTTP requests sent to GitHub for this answer")
+    api_mode: Literal["graphql", "rest", "offline"]
+
+    def summary(self) -> str:
+        ctx, lm = self.version_context, self.lmcache_context
+        lines = [
+            f"vLLM {ctx.version}{' (assumed)' if ctx.assumed else ''}, "
+            f"LMCache {lm.version}{' (assumed)' if lm.assumed else ''}; "
+            f"{len(self.bugs)} issue(s), {self.requests_made} request(s) to GitHub"
+        ]
+        for b in self.bugs:
+            lines.append("")
+            lines.append(f"{b.id}  {b.verdict.upper().replace('_', ' ')}  [{_provenance_text(b.provenance)}]")
+            if b.title:
+                lines.append(f"  {b.title}")
+            state: str = b.state or "state unknown"
+            if b.state == "closed":
+                state += f" ({b.state_reason or 'no reason given'})"
+                if b.closed_at:
+                    state += f" on {b.closed_at[:10]}"
+                if b.closed_by:
+                    state += f" by {b.closed_by.login}" + (" — a bot" if b.closed_by.is_bot else "")
+            lines.append(f"  {state}")
+            if b.linked_pulls:
+                pulls = ", ".join(
+                    f"{p.ref[3:]} ({'merged' if p.merged else 'not merged' if p.merged is False else 'merge unknown'}"
+                    f", {p.relation})"
+                    for p in b.linked_pulls
+                )
+                lines.append(f"  pull requests: {pulls}")
+            lines.append(f"  {b.verdict_reason}")
+            if b.avoidance and b.verdict != "fixed_in_your_version" and b.verdict != "not_affected":
+                lines.append(f"  avoidance: {b.avoidance}")
+            lines += [f"  changed since the snapshot: {c.what}: {c.stored} → {c.now}" for c in b.changes_since_snapshot]
+            lines += [f"  note: {n}" for n in b.notes]
+        for context in (ctx, lm):
+            lines += [f"warning: {w}" for w in context.warnings]
+        return "\n".join(lines)
+
+
+def _provenance_text(p: Provenance) -> str:
+    if p.source == "live":
+        return "live"
+    why = f"; {p.fallback_reason.replace('_', ' ')}" if p.fallback_reason else ""
+    if p.source == "cache":
+        return f"cache, {_age_text(p.cache_age_seconds or 0.0)} old{why}"
+    if p.source == "snapshot":
+        return f"stored snapshot of {p.snapshot_checked_at}{why}"
+    return f"nothing known{why}"
+
+
+def _age_text(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+# ---------------------------------------------------------------------------------------------
+# What is known about one issue, from GitHub or from the snapshot
+
+
+@dataclass
+class _Observed:
+    title: str | None
+    state: Literal["open", "closed"] | None
+    state_reason: str | None
+    closed_at: str | None
+    closed_by: ClosedBy | None
+    pulls: list[PullStatus]
+    unnamed_links: int
+    url: str | None
+    notes: list[str] = field(default_factory=list)
+
+
+def _from_live(status: IssueStatus) -> _Observed:
+    return _Observed(
+        title=status.title or None,
+        state=status.state,
+        state_reason=status.state_reason,
+        closed_at=status.closed_at.isoformat() if status.closed_at else None,
+        closed_by=ClosedBy(login=status.closed_by, is_bot=status.closed_by_is_bot) if status.closed_by else None,
+        pulls=[
+            PullStatus(
+                ref=p.ref,
+                relation=p.relation,
+                merged=p.merged,
+                merged_at=p.merged_at.isoformat() if p.merged_at else None,
+            )
+            for p in status.pulls
+        ],
+        unnamed_links=status.unnamed_links,
+        url=status.html_url or None,
+        notes=list(status.notes),
+    )
+
+
+def _snapshot_closer(text: str | None) -> ClosedBy | None:
+    if not text:
+        return None
+    login = text.split()[0]
+    # The snapshot may describe the closer in words ("stale bot (as stated in #48224)").
+    described_as_bot = " " in text.strip() and "bot" in text.lower().split(" (")[0]
+    return ClosedBy(login=text, is_bot=is_bot_login(login) or described_as_bot)
+
+
+def _from_snapshot(bug: Bug) -> _Observed:
+    s = bug.snapshot
+    return _Observed(
+        title=bug.title,
+        state=s.state,
+        state_reason=s.state_reason,
+        closed_at=s.closed_at.isoformat() if s.closed_at else None,
+        closed_by=_snapshot_closer(s.closed_by),
+        pulls=[PullStatus(ref=p.ref, relation="stored", merged=p.merged) for p in s.linked_pulls],
+        unnamed_links=0,
+        url=None,
+    )
+
+
+def _changes(snapshot: BugSnapshot, now: _Observed) -> list[SnapshotChange]:
+    changes: list[SnapshotChange] = []
+
+    def compare(what: str, stored: str | None, current: str | None) -> None:
+        if stored != current:
+            changes.append(SnapshotChange(what=what, stored=stored, now=current))
+
+    compare("state", snapshot.state, now.state)
+    if now.state == "closed" or snapshot.state == "closed":
+        compare("state_reason", snapshot.state_reason, now.state_reason)
+        compare(
+            "closed_at",
+            snapshot.closed_at.isoformat() if snapshot.closed_at else None,
+            (now.closed_at or "")[:10] or None,
+        )
+        if now.closed_by is not None:
+            compare("closed_by", snapshot.closed_by, now.closed_by.login)
+    stored = {p.ref: p.merged for p in snapshot.linked_pulls}
+    for pull in now.pulls:
+        if pull.ref not in stored:
+            merged = "merged" if pull.merged else "not merged" if pull.merged is False else "merge unknown"
+            changes.append(SnapshotChange(what="new linked pull request", stored=None, now=f"{pull.ref} ({merged})"))
+        elif pull.merged is not None and stored[pull.ref] != pull.merged:
+            changes.append(
+                SnapshotChange(what=f"{pull.ref} merged", stored=str(stored[pull.ref]), now=str(pull.merged))
+            )
+    return changes
+
+
+# ---------------------------------------------------------------------------------------------
+# The verdict
+
+
+@dataclass(frozen=True)
+class _VersionFacts:
+    package: Package | None
+    version: Version | None
+    releases: list[tuple[Version, dt.date | None]]
+
+
+def _package_of(bug: Bug | None, repo: str, knowledge: Knowledge) -> Package | None:
+    """The package a bug's releases are counted in: its fixed_in or affected range, else its repo's."""
+    candidates: list[Bug] = [bug] if bug is not None else []
+    candidates += [b for b in knowledge.bugs if b.repo.lower() == repo.lower()]
+    for candidate in candidates:
+        packages = set(candidate.affected_versions) | ({candidate.fixed_in.package} if candidate.fixed_in else set())
+        packages &= {"vllm", "lmcache"}
+        if len(packages) == 1:
+            return packages.pop()  # type: ignore[return-value]
+    return None
+
+
+def _fix_after_range(spec_text: str, releases: list[Version]) -> Version | None:
+    """The first known release after an affected range that ends before the newest release."""
+    spec = parse_specifier(spec_text)
+    affected = [v for v in releases if contains(spec, v)]
+    if not affected:
+        return None
+    later = [v for v in releases if v > max(affected)]
+    return later[0] if later else None
+
+
+@dataclass
+class _Verdict:
+    verdict: Verdict
+    reason: str
+    fixed_in: FixRelease | None = None
+    fix_merged_at: str | None = None
+    first_release_after_merge: str | None = None
+
+
+def _judge(bug: Bug | None, seen: _Observed, facts: _VersionFacts, stored_refs: set[str]) -> _Verdict:
+    package, version = facts.package, facts.version
+    label = {"vllm": "vLLM", "lmcache": "LMCache"}.get(package or "", package or "")
+    known = [v for v, _ in facts.releases]
+    fix_pulls = [p for p in seen.pulls if p.merged and (p.relation in _FIX_RELATIONS or p.ref in stored_refs)]
+    closed_without_fix = (
+        seen.state == "closed"
+        and not fix_pulls
+        and (
+            seen.state_reason in ("not_planned", "duplicate") or (seen.closed_by is not None and seen.closed_by.is_bot)
+        )
+    )
+    why_no_fix = (
+        f"closed as {seen.state_reason.replace('_', ' ')}"
+        if seen.state_reason in ("not_planned", "duplicate")
+        else f"closed by {seen.closed_by.login}, a bot"
+        if seen.closed_by
+        else "closed"
+    ) + " with no merged fix"
+
+    # 1. The knowledge's fixed_in, read from released code.
+    if bug is not None and bug.fixed_in is not None and version is not None and bug.fixed_in.package == package:
+        fixed = FixRelease(package=package, version=bug.fixed_in.version, basis="knowledge_fixed_in")
+        if version >= Version(bug.fixed_in.version):
+            reason = f"fixed in {label} {fixed.version}; you run {version}"
+            if seen.state == "open":
+                reason += " (the issue is open upstream again: check that the fix covers your case)"
+            return _Verdict("fixed_in_your_version", reason, fixed)
+        spec_text = bug.affected_versions.get(package)
+        if spec_text and not contains(parse_specifier(spec_text), version):
+            return _Verdict("not_affected", f"affects {label} {spec_text} only; you run {version}", fixed)
+        return _Verdict("still_affects_you", f"fixed in {label} {fixed.version}; you run {version}: upgrade", fixed)
+
+    # 2. The knowledge's affected range.
+    spec_text = bug.affected_versions.get(package) if bug is not None and package is not None else None
+    if spec_text and version is not None:
+        if contains(parse_specifier(spec_text), version):
+            beyond = (
+                " (the range is open-ended: no release known to the knowledge fixes it)"
+                if not any(v > version and not contains(parse_specifier(spec_text), v) for v in known)
+                else ""
+            )
+            if closed_without_fix:
+                return _Verdict(
+                    "closed_without_fix",
+                    f"{why_no_fix}; {label} {version} is in the affected range {spec_text}{beyond}",
+                )
+            return _Verdict("still_affects_you", f"{label} {version} is in the affected range {spec_text}{beyond}")
+        after = _fix_after_range(spec_text, known)
+        if after is not None and version >= after:
+            return _Verdict(
+                "fixed_in_your_version",
+                f"affects {label} {spec_text}: fixed from {after}, the first release past that range; "
+                f"you run {version}",
+                FixRelease(package=package or "", version=str(after), basis="affected_range"),
+            )
+        return _Verdict("not_affected", f"affects {label} {spec_text} only; you run {version}")
+
+    # 3. The tracker alone.
+    if seen.state is None:
+        return _Verdict(
+            "unknown", "the issue's state is not known (GitHub could not be asked and there is no snapshot)"
+        )
+    if seen.state == "open":
+        return _Verdict("still_affects_you", "open upstream, with no fixed release recorded in the knowledge")
+    if closed_without_fix:
+        return _Verdict("closed_without_fix", f"{why_no_fix}: the problem is not fixed, keep the avoidance")
+    merged_times = [dt.datetime.fromisoformat(p.merged_at) for p in fix_pulls if p.merged_at]
+    if not fix_pulls:
+        mentioned = [p.ref for p in seen.pulls if p.merged]
+        extra = f"; merged pull requests that only mention it: {', '.join(mentioned)}" if mentioned else ""
+        return _Verdict("unknown", f"closed as {seen.state_reason or 'closed'} but no merged fix is linked{extra}")
+    pulls = ", ".join(p.ref for p in fix_pulls)
+    if not merged_times or package is None or version is None:
+        what = "no release line for this repository in the knowledge" if package is None else "merge date unknown"
+        return _Verdict(
+            "unknown", f"fixed upstream by {pulls}; the release that contains it is not established ({what})"
+        )
+    merged_at = max(merged_times)
+    after_merge = next((str(v) for v, d in facts.releases if d is not None and d > merged_at.date()), None)
+    published = next((d for v, d in facts.releases if v == version), None)
+    if published is not None and published < merged_at.date():
+        return _Verdict(
+            "still_affects_you",
+            f"the fix ({pulls}) merged on {merged_at.date()}, after {label} {version} was published "
+            f"({published}), so your release cannot contain it"
+            + (f"; the earliest release that can is {after_merge}" if after_merge else ""),
+            fix_merged_at=merged_at.isoformat(),
+            first_release_after_merge=after_merge,
+        )
+    return _Verdict(
+        "unknown",
+        f"the fix ({pulls}) merged on {merged_at.date()}; whether {label} {version} contains it is not established "
+        "(releases are cut from branches before they are published): check the release notes",
+        fix_merged_at=merged_at.isoformat(),
+        first_release_after_merge=after_merge,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# The tool
+
+
+def _requested_refs(request: CheckBugStatusRequest, knowledge: Knowledge, web_hosts: list[str]) -> list[IssueRef]:
+    if not request.bugs:
+        return [IssueRef(b.repo.split("/")[0], b.repo.split("/")[1], b.number) for b in knowledge.bugs]
+    refs: list[IssueRef] = []
+    for index, text in enumerate(request.bugs):
+        try:
+            ref = parse_issue_ref(text, web_hosts=web_hosts)
+        except InvalidReference as exc:
+            raise AdviceError(
+                f"bugs[{index}]", f"{exc}; write 'owner/repo#N' or https://{web_hosts[0]}/OWNER/REPO/issues/N"
+            ) from None
+        if ref not in refs:
+            refs.append(ref)
+    return refs
+
+
+def check_bug_status(request: CheckBugStatusRequest, knowledge: Knowledge) -> CheckBugStatusResult:
+    vllm_version, vllm_context = resolve_version(knowledge, request.vllm_version, field="vllm_version")
+    lmcache_version, lmcache_context = resolve_version(
+        knowledge, request.lmcache_version, package="lmcache", field="lmcache_version"
+    )
+    try:
+        client = client_factory()
+    except ConfigError as exc:
+        name, _, message = str(exc).partition(": ")
+        raise AdviceError(name, message) from None
+    with client:
+        web_hosts = list(dict.fromkeys([client.settings.web_host, "github.com"]))
+        refs = _requested_refs(request, knowledge, web_hosts)
+        tracked = {(b.repo.lower(), b.number): b for b in knowledge.bugs}
+        client.offline = client.offline or request.offline
+        mode: Literal["graphql", "rest", "offline"] = (
+            "offline" if request.offline else "graphql" if client.has_token else "rest"
+        )
+        statuses = client.issue_statuses(refs, Deadline(request.deadline_seconds))
+        requests_made = client.requests_made
+        answers = []
+        for ref in refs:
+            bug = tracked.get((ref.full_repo.lower(), ref.number))
+            package = _package_of(bug, ref.full_repo, knowledge)
+            version = {"vllm": vllm_version, "lmcache": lmcache_version}.get(package or "")
+            releases = [(Version(r.version), r.date) for r in knowledge.releases[package].releases] if package else []
+            answers.append(
+                _answer(ref, bug, statuses[ref], _VersionFacts(package, version, releases), client.settings.web_host)
+            )
+    return CheckBugStatusResult(
+        version_context=vllm_context,
+        lmcache_context=lmcache_context,
+        bugs=answers,
+        requests_made=requests_made,
+        api_mode=mode,
+    )
+
+
+def _answer(
+    ref: IssueRef, bug: Bug | None, status: IssueStatus | GitHubError, facts: _VersionFacts, host: str
+) -> BugStatus:
+    stored_refs = {p.ref for p in bug.snapshot.linked_pulls} if bug else set()
+    if isinstance(status, IssueStatus):
+        seen = _from_live(status)
+        provenance = Provenance(
+            source=status.origin,
+            cache_age_seconds=round(status.age_seconds, 1) if status.origin == "cache" else None,
+            fallback_reason=status.fallback.reason if status.fallback else None,
+            detail=status.fallback.detail if status.fallback else None,
+        )
+        changes = _changes(bug.snapshot, seen) if bug else []
+    elif bug is not None:
+        seen = _from_snapshot(bug)
+        provenance = Provenance(
+            source="snapshot",
+            snapshot_checked_at=bug.snapshot.checked_at,
+            fallback_reason=status.reason,
+            detail=status.detail,
+        )
+        changes = []
+    else:
+        seen = _Observed(None, None, None, None, None, [], 0, None)
+        provenance = Provenance(source="none", fallback_reason=status.reason, detail=status.detail)
+        changes = []
+    verdict = _judge(bug, seen, facts, stored_refs)
+    notes = list(seen.notes)
+    if seen.unnamed_links:
+        notes.append(
+            f"{seen.unnamed_links} pull request link(s) made in the sidebar are not named by the REST API; "
+            "set GITHUB_TOKEN to read them through GraphQL"
+        )
+    if bug is None:
+        notes.append("not tracked in the knowledge: there is no recorded avoidance or affected range")
+    return BugStatus(
+        id=str(ref),
+        url=seen.url or f"https://{host}/{ref.owner}/{ref.repo}/issues/{ref.number}",
+        tracked=bug is not None,
+        title=seen.title or (bug.title if bug else None),
+        state=seen.state,
+        state_reason=seen.state_reason,
+        closed_at=seen.closed_at,
+        closed_by=seen.closed_by,
+        linked_pulls=seen.pulls,
+        unnamed_links=seen.unnamed_links,
+        package=facts.package,
+        your_version=str(facts.version) if facts.version is not None else None,
+        fixed_in=verdict.fixed_in,
+        fix_merged_at=verdict.fix_merged_at,
+        first_release_after_merge=verdict.first_release_after_merge,
+        verdict=verdict.verdict,
+        verdict_reason=verdict.reason,
+        affects=bug.affects if bug else None,
+        avoidance=bug.avoidance if bug else None,
+        changes_since_snapshot=changes,
+        provenance=provenance,
+        notes=notes,
+        citation=cite(bug.id, bug) if bug else None,
+    )
+
+
+SPEC = ToolSpec(
+    name="check_bug_status",
+    title="Check upstream bug status",
+    description=(
+        "Live state of upstream vLLM / LMCache / SGLang issues that bite tiered KV caching, interpreted for the "
+        "user's release: still affects you, fixed in your version, closed without a fix (a stale bot closing an "
+        "issue is not a fix), not affected, or unknown — with who closed it, linked pull requests and whether they "
+        "merged, the first release with the fix where known, the avoidance to apply, and what changed since the "
+        "stored snapshot. Give no `bugs` to check every tracked issue, or a list of 'owner/repo#N' or issue URLs. "
+        "Reads GitHub (cached); offline or rate-limited, it answers from the stored snapshot and says so."
+    ),
+    request=CheckBugStatusRequest,
+    result=CheckBugStatusResult,
+    run=check_bug_status,
+    open_world=True,
+)
