@@ -29,7 +29,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from .versions import Version, parse_specifier, parse_version
+from .versions import Version, contains, parse_specifier, parse_version
 
 Component = Literal["vllm", "lmcache", "nixl", "mooncake", "sglang"]
 Evidence = Literal["wheel", "primary", "reference"]
@@ -103,12 +103,45 @@ class Change(Sourced):
     summary: str
 
 
+ProbeKind = Literal[
+    "registered", "flag", "metric", "env_read", "config_key", "spec_key", "text",
+    "subclass", "default", "env_default", "config_default", "literal",
+]  # fmt: skip
+PRESENCE_PROBES: frozenset[str] = frozenset(
+    {"registered", "flag", "metric", "env_read", "config_key", "spec_key", "text"}
+)
+
+
+class Probe(Frozen):
+    """A static check of released source that backs a fact; `scripts/verify_knowledge.py` runs it.
+
+    Presence kinds (``registered``: a connector name in KVConnectorFactory; ``flag``: an
+    ``add_argument`` option; ``metric``: a metric name string; ``env_read``: an environment
+    variable read; ``config_key``: an LMCache config key; ``spec_key``: an extra_config key, keyword
+    or field; ``text``: a regex) must hold in every release where the entry exists and, unless
+    ``absent_outside`` is false, fail in the others. Value kinds (``subclass``: the class
+    ``target`` subclasses ``base``; ``default``: the default of ``Class.field``; ``env_default``;
+    ``config_default``; ``literal``: the values a ``Literal`` type accepts) are compared with the
+    entry's ``hma``, ``defaults`` or ``accepted_values`` in each range. Most entries need no
+    probe written out: the verifier implies one from the entry's kind.
+    """
+
+    kind: ProbeKind
+    target: str = ""
+    files: tuple[str, ...] = Field(default=(), description="package paths or globs; empty = the kind's usual files")
+    base: str = "SupportsHMA"
+    absent_outside: bool = True
+    unchecked: str | None = Field(default=None, description="why this cannot be checked statically")
+
+
 class Ranged(Frozen):
     """A value that holds for the releases in ``versions`` (a PEP 440 range; empty means all)."""
 
     versions: SpecifierText = ""
     value: str | int | float | bool | tuple[str, ...] | None
     note: str | None = None
+    # A probe here replaces the entry's (written or implied) probe of the same kind in this range.
+    probes: tuple[Probe, ...] = ()
 
 
 class Gated(Sourced):
@@ -128,6 +161,7 @@ class Gated(Sourced):
     replaced_by: EntryId | None = None
     changes: tuple[Change, ...] = ()
     related: tuple[EntryId, ...] = ()
+    probes: tuple[Probe, ...] = ()
 
     @model_validator(mode="after")
     def _lifecycle_in_order(self) -> Gated:
@@ -198,8 +232,107 @@ class Metric(Gated):
 Severity = Literal["error", "warning", "info"]
 
 
+class ValueTest(Frozen):
+    """A named value (flag, environment variable, connector extra-config key) tested with a regex."""
+
+    name: str
+    matches: str
+
+    @model_validator(mode="after")
+    def _regex_compiles(self) -> ValueTest:
+        try:
+            re.compile(self.matches)
+        except re.error as exc:
+            raise ValueError(f"matches: {self.matches!r} is not a regular expression ({exc})") from None
+        return self
+
+
+_OPERAND = re.compile(r"^((flag|env|fact|host|workload):[\w.-]+|\d+(\.\d+)?)$")
+
+
+class Comparison(Frozen):
+    """``left op right``; each side is a product or quotient of operands such as
+    ``flag:--kv-offloading-size / fact:world_size`` or ``host:ram_gib * 0.8``."""
+
+    left: str
+    op: Literal["<", "<=", ">", ">=", "==", "!="]
+    right: str
+
+    @model_validator(mode="after")
+    def _operands(self) -> Comparison:
+        for side in (self.left, self.right):
+            for operand in re.split(r"\s+[*/]\s+", side.strip()):
+                if not _OPERAND.match(operand):
+                    raise ValueError(
+                        f"{operand!r} is not an operand: write flag:--NAME, env:NAME, fact:NAME, host:NAME, "
+                        "workload:NAME or a number, joined by ' * ' or ' / '"
+                    )
+        return self
+
+
+class Condition(Frozen):
+    """One test on a deployment's effective configuration; exactly one key is set.
+
+    Evaluated by `advice.review` with three values: true, false, or unknown when an input
+    the test needs (host RAM, the GPU, the model) was not given; a rule fires only on true.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    all_: tuple[Condition, ...] | None = Field(default=None, alias="all")
+    any_: tuple[Condition, ...] | None = Field(default=None, alias="any")
+    not_: Condition | None = Field(default=None, alias="not")
+    flag: str | None = Field(default=None, description="the flag is given, with any value")
+    flag_on: str | None = Field(default=None, description="given bare, true or non-zero")
+    flag_off: str | None = Field(default=None, description="given as --no-X, false or 0")
+    flag_value: ValueTest | None = None
+    flag_unknown: bool | None = Field(default=None, description="each flag the release's CLI does not accept")
+    flag_unavailable: tuple[str, ...] | None = Field(
+        default=None, description="each known flag whose lifecycle excludes the release, except those listed"
+    )
+    env: str | None = Field(default=None, description="the variable is set (literal or by reference)")
+    env_value: ValueTest | None = Field(default=None, description="set to a literal that matches")
+    env_differs: str | None = Field(default=None, description="workloads reviewed together disagree on its value")
+    connector: tuple[str, ...] | None = Field(default=None, description="an effective connector is one of these")
+    connector_hma: HmaSupport | None = Field(default=None, description="an effective connector has this HMA support")
+    connector_unavailable: tuple[str, ...] | None = Field(
+        default=None, description="each effective connector not registered in the release, except those listed"
+    )
+    offload_shorthand: bool | None = Field(default=None, description="--kv-offloading-size/-backend is in effect")
+    extra_config: ValueTest | None = Field(default=None, description="a kv_connector_extra_config key matches")
+    tier: tuple[str, ...] | None = Field(default=None, description="a native secondary tier of one of these types")
+    model_matches: str | None = Field(default=None, description="the served model's name matches this regex")
+    gpu_segment: tuple[Literal["datacenter", "workstation", "consumer"], ...] | None = None
+    compare: Comparison | None = None
+    entry_unavailable: EntryId | None = Field(default=None, description="the entry's lifecycle excludes the release")
+    entry_deprecated: EntryId | None = Field(default=None, description="the entry is deprecated in the release")
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> Condition:
+        given = [name for name in type(self).model_fields if getattr(self, name) is not None]
+        if len(given) != 1:
+            raise ValueError(f"a condition has exactly one key; got {', '.join(given) or 'none'}")
+        if self.model_matches is not None:
+            ValueTest(name="model", matches=self.model_matches)
+        return self
+
+
+class OffloadShorthand(Sourced):
+    """Which connector ``--kv-offloading-backend BACKEND`` configures in the releases in ``versions``;
+    an entry with ``when_env`` applies instead when that variable is set to a matching value."""
+
+    backend: str
+    versions: SpecifierText = ""
+    connector: EntryId
+    when_env: ValueTest | None = None
+
+
 class Pitfall(Sourced):
-    """A configuration mistake worth warning about, for the releases in ``versions``."""
+    """A configuration mistake worth warning about, for the releases in ``versions``.
+
+    With ``when`` it is also a review rule: `review_deployment` reports it where the condition
+    holds; ``heuristic`` says how the rule guesses when the configuration cannot say for sure.
+    """
 
     id: EntryId
     title: str
@@ -209,6 +342,8 @@ class Pitfall(Sourced):
     why: str
     fix: str
     related: tuple[EntryId, ...] = ()
+    when: Condition | None = None
+    heuristic: str | None = None
 
 
 BugState = Literal["open", "closed"]
@@ -283,6 +418,8 @@ class Gpu(Sourced):
     host_link_gb_s: float = Field(gt=0, description="theoretical one-direction host link bandwidth, GB/s")
     host_link_practical_gb_s: float = Field(gt=0, description="pinned-memory copy rate to plan with, GB/s")
     nvlink_gb_s: float | None = None
+    bf16_dense_tflops: float | None = Field(default=None, gt=0, description="vendor peak dense BF16 tensor TFLOPS")
+    fp8_dense_tflops: float | None = Field(default=None, gt=0, description="vendor peak dense FP8 tensor TFLOPS")
 
 
 class HostMemory(Sourced):
@@ -305,11 +442,29 @@ class Hardware(Frozen):
     host_memory: tuple[HostMemory, ...] = ()
     nvme: tuple[Nvme, ...] = ()
 
+    def find_gpu(self, text: str) -> Gpu | None:
+        """The GPU meant by an id, a name or a node label: 'gpu.h200-sxm', 'H200', 'H100 PCIe',
+        'NVIDIA-H100-80GB-HBM3', 'rtx 4090'. The model number (h100, l40s, 4090) must match; among GPUs that share it
+        the one sharing most other words wins, ties going to the first listed."""
+        words = set(re.findall(r"[a-z0-9]+", text.lower()))
+        best: tuple[int, Gpu] | None = None
+        for gpu in self.gpus:
+            if text.strip().lower() == gpu.id:
+                return gpu
+            own = set(re.findall(r"[a-z0-9]+", f"{gpu.id.split('.', 1)[-1]} {gpu.name}".lower()))
+            model_numbers = {w for w in own if re.fullmatch(r"[a-z]{1,2}\d{2,}[a-z]?|\d{4,}", w)}
+            if not words & model_numbers:
+                continue
+            score = len(words & own)
+            if best is None or score > best[0]:
+                best = (score, gpu)
+        return best[1] if best else None
+
 
 class InventoryFlag(Frozen):
     """One `vllm serve` option: the first release that accepts it and the first that no longer does."""
 
-    flag: str = Field(pattern=r"^--?[a-z0-9][a-z0-9-]*$")
+    flag: str = Field(pattern=r"^--?[A-Za-z0-9][A-Za-z0-9-]*$")
     introduced: VersionText | None = None
     removed: VersionText | None = None
     takes_value: bool = True
@@ -328,12 +483,68 @@ class CliInventory(Sourced):
             and (f.removed is None or version < Version(f.removed))
         }
 
+    def entries(self, flag: str) -> tuple[InventoryFlag, ...]:
+        """The entries for one spelling; more than one when an option left and later came back."""
+        return tuple(f for f in self.flags if f.flag == flag)
+
+
+class LinearAttentionState(Frozen):
+    """Gated DeltaNet (linear attention) state sizes from config.json, as vLLM shapes its state."""
+
+    conv_kernel_dim: int = Field(gt=0, description="linear_conv_kernel_dim")
+    num_key_heads: int = Field(gt=0, description="linear_num_key_heads")
+    num_value_heads: int = Field(gt=0, description="linear_num_value_heads")
+    key_head_dim: int = Field(gt=0, description="linear_key_head_dim")
+    value_head_dim: int = Field(gt=0, description="linear_value_head_dim")
+
 
 class ModelArch(Sourced):
-    """A model's architecture, as KV-cache sizing needs it (owned by size_offload)."""
+    """A model's architecture, as KV-cache sizing needs it (owned by size_offload).
+
+    Layer counts split ``num_layers`` by attention kind; full-attention layers are the rest.
+    Each value is read from the model's config.json on huggingface.co (the first source);
+    ``note`` says which values were not re-read.
+    """
 
     id: EntryId
     name: str
+    hf_repo: str = Field(pattern=r"^[\w.-]+/[\w.-]+$")
+    aliases: tuple[str, ...] = ()
+    architecture: str
+    num_layers: int = Field(gt=0, description="num_hidden_layers (decoder layers that hold KV; MTP layers excluded)")
+    num_attention_heads: int = Field(gt=0)
+    num_kv_heads: int = Field(gt=0, description="num_key_value_heads (MLA: not used for the cache)")
+    head_dim: int = Field(gt=0)
+    attention: Literal["gqa", "mla"] = "gqa"
+    kv_lora_rank: int | None = Field(default=None, gt=0)
+    qk_rope_head_dim: int | None = Field(default=None, gt=0)
+    sliding_window: int | None = Field(default=None, gt=0)
+    sliding_window_layers: int = Field(default=0, ge=0)
+    attention_chunk_size: int | None = Field(default=None, gt=0)
+    chunked_local_layers: int = Field(default=0, ge=0)
+    linear_attention_layers: int = Field(default=0, ge=0)
+    linear_attention: LinearAttentionState | None = None
+    params_total_b: float = Field(gt=0, description="total parameters, billions")
+    params_active_b: float = Field(gt=0, description="parameters active per token, billions (MoE)")
+    weights_dtype: Literal["bfloat16", "float16", "fp8", "mxfp4"] = "bfloat16"
+    default_dtype: Literal["bfloat16", "float16", "float32"] = "bfloat16"
+    max_position_embeddings: int = Field(gt=0)
+    note: str | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ModelArch:
+        special = self.sliding_window_layers + self.chunked_local_layers + self.linear_attention_layers
+        if special > self.num_layers:
+            raise ValueError("sliding, chunked and linear layers add up to more than num_layers")
+        if self.attention == "mla" and (self.kv_lora_rank is None or self.qk_rope_head_dim is None):
+            raise ValueError("an MLA model needs kv_lora_rank and qk_rope_head_dim")
+        if self.sliding_window_layers and self.sliding_window is None:
+            raise ValueError("sliding_window_layers needs sliding_window")
+        if self.chunked_local_layers and self.attention_chunk_size is None:
+            raise ValueError("chunked_local_layers needs attention_chunk_size")
+        if self.linear_attention_layers and self.linear_attention is None:
+            raise ValueError("linear_attention_layers needs linear_attention")
+        return self
 
 
 class CompatPin(Sourced):
@@ -344,6 +555,101 @@ class CompatPin(Sourced):
     package: str
     requirement: str
     note: str | None = None
+
+
+VerificationStatus = Literal["verified", "contradicted", "not_checkable"]
+
+
+class FactVerification(Frozen):
+    """How one fact fared when its probes ran against the released wheels."""
+
+    id: str = Field(description="an entry id, or OWNER/REPO#N for a bug")
+    status: VerificationStatus
+    versions: tuple[VersionText, ...] = Field(default=(), description="the releases its probes ran on")
+    evidence: str | None = Field(default=None, description="the wheel file and line of the newest passing check")
+    detail: str | None = None
+
+
+class Verification(Frozen):
+    """`knowledge/verification.yaml`: the last run of `scripts/verify_knowledge.py` (read by verification.py)."""
+
+    checked_at: dt.date
+    vllm: VersionText = Field(description="the newest vLLM release the knowledge was verified against")
+    lmcache: VersionText | None = Field(default=None, description="the newest LMCache release verified against")
+    facts: tuple[FactVerification, ...] = ()
+
+
+# Recipes: how each backend is assembled from the parts above (used by choose_backend
+# and render_config).
+
+Backend = Literal[
+    "none",
+    "native_cpu",
+    "native_tiering",
+    "lmcache",
+    "lmcache_p2p",
+    "lmcache_mp",
+    "nixl_pd",
+    "mooncake_pd",
+    "multi_nixl_offload",
+]
+Service = Literal["controller", "peer-headless", "lmcache-server", "side-channel-headless", "proxy"]
+TierKind = Literal["fs", "obj", "p2p"]
+
+
+class RequiredEnv(Frozen):
+    name: str
+    value: str
+    setting: EntryId
+
+
+class Recipe(Sourced):
+    id: EntryId
+    backend: Backend
+    title: str
+    summary: str
+    connector: EntryId | None = None
+    spec: str | None = None
+    roles: tuple[str, ...] = ()
+    packages: tuple[str, ...] = ()
+    services: tuple[Service, ...] = ()
+    required_env: tuple[RequiredEnv, ...] = ()
+    gates: tuple[EntryId, ...] = ()
+    avoid: tuple[EntryId, ...] = ()
+
+
+class TierTypeNames(Sourced):
+    kind: TierKind
+    names: tuple[Ranged, ...]
+
+
+class Fact(Sourced):
+    id: EntryId
+    summary: str
+    value: Any
+
+
+class Recipes(Frozen):
+    recipes: tuple[Recipe, ...]
+    tier_types: tuple[TierTypeNames, ...]
+    facts: tuple[Fact, ...]
+
+    def recipe(self, backend: Backend) -> Recipe:
+        return next(r for r in self.recipes if r.backend == backend)
+
+    def fact(self, fact_id: str) -> Fact:
+        return next(f for f in self.facts if f.id == fact_id)
+
+    def tier_type(self, kind: TierKind, version: Version) -> str | None:
+        """The secondary_tiers[].type name of ``kind`` in ``version``; None when the tier is not there."""
+        entry = next(t for t in self.tier_types if t.kind == kind)
+        for ranged in entry.names:
+            if contains(parse_specifier(ranged.versions), version):
+                return str(ranged.value)
+        return None
+
+    def tier_names_entry(self, kind: TierKind) -> TierTypeNames:
+        return next(t for t in self.tier_types if t.kind == kind)
 
 
 # ---------------------------------------------------------------------------
@@ -376,6 +682,7 @@ class _MetricsFile(Frozen):
 
 class _PitfallsFile(Frozen):
     pitfalls: tuple[Pitfall, ...]
+    offload_shorthand: tuple[OffloadShorthand, ...] = ()
 
 
 class _BugsFile(Frozen):
@@ -404,6 +711,7 @@ FILES: dict[str, type[Frozen]] = {
     "compat.yaml": _CompatFile,
     "models.yaml": _ModelsFile,
     "cli_inventory.yaml": CliInventory,
+    "recipes.yaml": Recipes,
 }
 
 
@@ -416,11 +724,13 @@ class Knowledge(Frozen):
     connectors: tuple[Connector, ...]
     metrics: tuple[Metric, ...]
     pitfalls: tuple[Pitfall, ...]
+    offload_shorthand: tuple[OffloadShorthand, ...] = ()
     bugs: tuple[Bug, ...]
     hardware: Hardware
     pins: tuple[CompatPin, ...]
     models: tuple[ModelArch, ...]
     cli_inventory: CliInventory
+    recipes: Recipes
     directory: str
 
     def gated(self) -> Iterator[Gated]:
@@ -594,6 +904,36 @@ def _cross_check(k: Knowledge) -> list[str]:
     return problems
 
 
+def _cross_check_recipes(recipes: Recipes, knowledge: Knowledge) -> list[str]:
+    problems: list[str] = []
+    known = set(knowledge.by_id)
+    for r in recipes.recipes:
+        refs = [r.connector, *r.gates, *r.avoid, *(e.setting for e in r.required_env)]
+        problems += [
+            f"recipes.yaml: entry {r.id!r}: no knowledge entry has the id {ref!r}"
+            for ref in refs
+            if ref and ref not in known
+        ]
+    backends = [r.backend for r in recipes.recipes]
+    if len(set(backends)) != len(backends):
+        problems.append("recipes.yaml: each backend must have exactly one recipe")
+    tier_setting = knowledge.by_id.get("spec.tier.type")
+    if isinstance(tier_setting, Setting):
+        # The names here must be ones the tier factory of that release registers.
+        for release in knowledge.release_versions():
+            accepted = next(
+                (a.value for a in tier_setting.accepted_values if contains(parse_specifier(a.versions), release)),
+                (),
+            )
+            for entry in recipes.tier_types:
+                name = recipes.tier_type(entry.kind, release)
+                if name is not None and (not isinstance(accepted, tuple) or name not in accepted):
+                    problems.append(
+                        f"recipes.yaml: tier_types {entry.kind!r}: {name!r} is not a registered tier type in {release}"
+                    )
+    return problems
+
+
 @functools.cache
 def load_knowledge(directory: str | None = None) -> Knowledge:
     """Load and validate every knowledge file; cached, so the work happens once per process."""
@@ -613,18 +953,20 @@ def load_knowledge(directory: str | None = None) -> Knowledge:
             connectors=parts["connectors.yaml"].connectors,  # type: ignore[attr-defined]
             metrics=parts["metrics.yaml"].metrics,  # type: ignore[attr-defined]
             pitfalls=parts["pitfalls.yaml"].pitfalls,  # type: ignore[attr-defined]
+            offload_shorthand=parts["pitfalls.yaml"].offload_shorthand,  # type: ignore[attr-defined]
             bugs=parts["bugs.yaml"].bugs,  # type: ignore[attr-defined]
             hardware=parts["hardware.yaml"],
             pins=parts["compat.yaml"].pins,  # type: ignore[attr-defined]
             models=parts["models.yaml"].models,  # type: ignore[attr-defined]
             cli_inventory=parts["cli_inventory.yaml"],
+            recipes=parts["recipes.yaml"],
             directory=str(root),
         )
     except ValidationError as exc:  # pragma: no cover - each part was validated above
         raise KnowledgeError(str(exc)) from None
     if "vllm" not in k.releases:
         raise KnowledgeError("knowledge/releases.yaml: the vllm release line is missing")
-    problems = _cross_check(k)
+    problems = _cross_check(k) + _cross_check_recipes(k.recipes, k)
     if problems:
         raise KnowledgeError("; ".join(problems))
     return k

@@ -10,12 +10,20 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .advice import check_version
+from .advice import backend, bugs, check_version, diagnose, render, review, sizing
 from .advice.common import AdviceError, Result, ToolSpec
 from .knowledge import load_knowledge
 
 # One line per tool; each module defines its SPEC next to its function.
-TOOLS: tuple[ToolSpec, ...] = (check_version.SPEC,)
+TOOLS: tuple[ToolSpec, ...] = (
+    check_version.SPEC,
+    backend.SPEC,
+    sizing.SPEC,
+    render.SPEC,
+    review.SPEC,
+    diagnose.SPEC,
+    bugs.SPEC,
+)
 
 BY_NAME = {spec.name: spec for spec in TOOLS}
 

@@ -7,9 +7,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..knowledge import Evidence, Knowledge, Sourced
+from ..knowledge import Evidence, Knowledge, Sourced, load_knowledge
+from ..verification import VerificationState, newest_verified, verification_state
 from ..versions import Version, parse_version
 
 Package = Literal["vllm", "lmcache"]
@@ -56,10 +57,29 @@ class Citation(BaseModel):
         description="wheel: checked in released code; primary: an issue, release or vendor page; "
         "reference: carried over from the founding reference text, not yet confirmed"
     )
+    verification: VerificationState = Field(
+        default_factory=lambda: VerificationState(status="not_yet_run"),
+        description="what scripts/verify_knowledge.py found when it checked the fact against the released wheels",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _look_up_verification(cls, data: Any) -> Any:
+        """A citation built without its verdict gets it from knowledge/verification.yaml."""
+        if isinstance(data, dict) and "verification" not in data and isinstance(data.get("id"), str):
+            data = {**data, "verification": verification_state(data["id"], load_knowledge().directory)}
+        return data
 
 
 def cite(entry_id: str, fact: Sourced) -> Citation:
-    return Citation(id=entry_id, sources=list(fact.sources), verified_at=fact.verified_at, evidence=fact.evidence)
+    package = getattr(fact, "component", "vllm")
+    return Citation(
+        id=entry_id,
+        sources=list(fact.sources),
+        verified_at=fact.verified_at,
+        evidence=fact.evidence,
+        verification=verification_state(entry_id, load_knowledge().directory, package),
+    )
 
 
 class VersionContext(BaseModel):
@@ -109,6 +129,17 @@ def resolve_version(
         warnings.append(
             f"{label} {version} is older than {oldest}, the oldest release the knowledge covers; "
             "features that predate it are reported as present, which may not hold for your release."
+        )
+    verified = newest_verified(package, knowledge.directory)
+    if verified is None:
+        warnings.append(
+            f"The knowledge has no record of a run of scripts/verify_knowledge.py against the {label} wheels; "
+            "its facts were read from them by hand."
+        )
+    elif version > verified[0] and not (version > newest and verified[0] == newest):
+        warnings.append(
+            f"{label} {version} is newer than {verified[0]}, the newest release the knowledge was machine-verified "
+            f"against ({verified[1]}); facts about later releases have not been re-checked against their code."
         )
     known = version in releases
     if not known and oldest <= version <= newest:

@@ -1,0 +1,422 @@
+"""scripts/verify_knowledge.py on small released-source trees built here (no download, no GPU).
+
+Three fake vLLM releases (0.1.0, 0.2.0, 0.3.0) and one LMCache release, each with the files the
+probes read: the flag definitions, a config class with a Literal alias, the connector factory, a
+connector that gains SupportsHMA in 0.3.0, envs.py and a metrics logger. The knowledge written
+next to them states most facts right and two wrong: a default port of 5601 (the code says 5600)
+and a metric introduced in 0.3.0 (the code has it from 0.2.0).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib.util
+import subprocess
+import sys
+import typing
+import zipfile
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import yaml
+
+from conftest import REPO
+from vllm_caching_mcp.advice.common import cite, resolve_version
+from vllm_caching_mcp.knowledge import FILES, Verification, load_knowledge
+from vllm_caching_mcp.verification import load_verification, newest_verified, verification_state
+
+SCRIPT = REPO / "scripts" / "verify_knowledge.py"
+
+
+def _script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("verify_knowledge", SCRIPT)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["verify_knowledge"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+verify_knowledge = _script()
+
+ARG_UTILS = {
+    "0.1.0": 'parser.add_argument("--old-flag", type=int)\n',
+    "0.2.0": (
+        "class EngineArgs:\n"
+        "    kv_offloading_size: float | None = None\n"
+        "    kv_offloading_backend: KVOffloadingBackend | None = CacheConfig.kv_offloading_backend\n"
+        "\n"
+        'cache_group.add_argument("--kv-offloading-size", type=float)\n'
+        'cache_group.add_argument("--kv-offloading-backend", **cache_kwargs["kv_offloading_backend"])\n'
+    ),
+}
+ARG_UTILS["0.3.0"] = ARG_UTILS["0.2.0"]
+CACHE_CONFIG = {
+    "0.1.0": "class CacheConfig:\n    block_size: int = 16\n",
+    "0.2.0": (
+        'KVOffloadingBackend = Literal["native", "lmcache"]\n\n'
+        "class CacheConfig:\n    block_size: int = 16\n"
+        "    kv_offloading_backend: KVOffloadingBackend | None = None\n"
+    ),
+    "0.3.0": (
+        'KVOffloadingBackend = Literal["native", "lmcache"]\n\n'
+        "class CacheConfig:\n    block_size: int = 16\n"
+        '    kv_offloading_backend: KVOffloadingBackend = "native"\n'
+    ),
+}
+CONNECTOR = {
+    "0.1.0": "class OffloadingConnector(KVConnectorBase_V1):\n    pass\n",
+    "0.2.0": "class OffloadingConnector(KVConnectorBase_V1):\n    pass\n",
+    "0.3.0": "class OffloadingConnector(KVConnectorBase_V1, SupportsHMA):\n    pass\n",
+}
+METRICS = {
+    "0.1.0": "",
+    "0.2.0": 'gauge = Gauge(name="vllm:kv_offload_usage", documentation="x")\n',
+    "0.3.0": 'gauge = Gauge(name="vllm:kv_offload_usage", documentation="x")\n',
+}
+
+
+def build_vllm(root: Path, version: str) -> Path:
+    tree = root / f"vllm-{version}"
+    files = {
+        "vllm/engine/arg_utils.py": ARG_UTILS[version],
+        "vllm/config/cache.py": "from typing import Literal\n\n" + CACHE_CONFIG[version],
+        "vllm/distributed/kv_transfer/kv_connector/factory.py": (
+            "KVConnectorFactory.register_connector(\n"
+            '    "OffloadingConnector",\n'
+            '    "vllm.distributed.kv_transfer.kv_connector.v1.offloading_connector",\n'
+            '    "OffloadingConnector",\n'
+            ")\n"
+        ),
+        "vllm/distributed/kv_transfer/kv_connector/v1/base.py": (
+            "class KVConnectorBase_V1:\n    pass\n\nclass SupportsHMA:\n    pass\n"
+        ),
+        "vllm/distributed/kv_transfer/kv_connector/v1/offloading_connector.py": (
+            "from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorBase_V1, SupportsHMA\n\n"
+            + CONNECTOR[version]
+        ),
+        "vllm/envs.py": (
+            "import os\n\nenvironment_variables = {\n"
+            '    "VLLM_SIDE_PORT": lambda: int(os.getenv("VLLM_SIDE_PORT", "5600")),\n'
+            "}\n"
+        ),
+        "vllm/v1/metrics/loggers.py": METRICS[version],
+    }
+    for path, text in files.items():
+        (tree / path).parent.mkdir(parents=True, exist_ok=True)
+        (tree / path).write_text(text)
+    return tree
+
+
+def build_lmcache(root: Path, version: str) -> None:
+    path = root / f"lmcache-{version}" / "lmcache" / "v1" / "config.py"
+    path.parent.mkdir(parents=True)
+    path.write_text('_CONFIG_DEFINITIONS = {\n    "chunk_size": {"type": int, "default": 256},\n}\n')
+
+
+FACTS = {
+    "releases.yaml": """
+lines:
+  - package: vllm
+    sources: ['pypi:vllm']
+    verified_at: 2026-11-30
+    releases: [{version: '0.1.0'}, {version: '0.2.0'}, {version: '0.3.0'}]
+  - package: lmcache
+    sources: ['pypi:lmcache']
+    verified_at: 2026-11-30
+    releases: [{version: '0.5.6'}]
+""",
+    "flags.yaml": """
+# CLI flags (a comment the update must keep)
+settings:
+  - id: flag.kv-offloading-size
+    kind: cli_flag
+    name: '--kv-offloading-size'
+    config_path: CacheConfig.kv_offloading_size
+    summary: Offload buffer size.
+    introduced: '0.2.0'
+    defaults:
+      - {versions: '>=0.2.0', value: null}
+    sources:
+      - wheel:vllm==0.2.0:vllm/engine/arg_utils.py:5
+    verified_at: 2026-11-01
+
+  - id: flag.kv-offloading-backend
+    kind: cli_flag
+    name: '--kv-offloading-backend'
+    config_path: CacheConfig.kv_offloading_backend
+    summary: Which backend.
+    introduced: '0.2.0'
+    defaults:
+      - {versions: '<0.3.0', value: null}
+      - {versions: '>=0.3.0', value: native}
+    accepted_values:
+      - {versions: '', value: [native, lmcache]}
+    sources:
+      - wheel:vllm==0.2.0:vllm/config/cache.py:7
+    verified_at: 2026-11-01
+
+  - id: flag.old-flag
+    kind: cli_flag
+    name: '--old-flag'
+    summary: Gone in 0.2.0.
+    removed: '0.2.0'
+    sources:
+      - wheel:vllm==0.1.0:vllm/engine/arg_utils.py:1
+    verified_at: 2026-11-01
+""",
+    "offloading.yaml": """
+settings:
+  - id: env.vllm-side-port
+    kind: env_var
+    name: VLLM_SIDE_PORT
+    summary: Side channel port.
+    defaults:
+      - {versions: '', value: 5601}
+    sources:
+      - wheel:vllm==0.3.0:vllm/envs.py:4
+    verified_at: 2026-11-01
+""",
+    "lmcache.yaml": """
+settings:
+  - id: lmcache.chunk_size
+    name: LMCACHE_CHUNK_SIZE
+    aliases: [chunk_size]
+    kind: env_var
+    component: lmcache
+    summary: Tokens per chunk.
+    defaults:
+      - {versions: '', value: 256}
+    sources:
+      - wheel:lmcache==0.5.6:lmcache/v1/config.py:2
+    verified_at: 2026-11-01
+""",
+    "connectors.yaml": """
+connectors:
+- id: connector.offloading
+  name: OffloadingConnector
+  summary: Native offload.
+  hma:
+  - {versions: '<0.3.0', value: 'no'}
+  - {versions: '>=0.3.0', value: 'yes'}
+  sources:
+  - wheel:vllm==0.1.0:vllm/distributed/kv_transfer/kv_connector/factory.py:1
+  verified_at: 2026-11-01
+""",
+    "metrics.yaml": """
+metrics:
+- id: metric.kv_offload_usage
+  name: vllm:kv_offload_usage
+  type: gauge
+  summary: Stated wrongly as new in 0.3.0.
+  introduced: '0.3.0'
+  sources:
+  - wheel:vllm==0.3.0:vllm/v1/metrics/loggers.py:1
+  verified_at: 2026-11-01
+""",
+    "features.yaml": """
+features:
+- id: feature.unprobed
+  name: Something no probe covers
+  summary: A capability without a probe.
+  sources:
+  - wheel:vllm==0.3.0:vllm/envs.py
+  verified_at: 2026-11-01
+- id: feature.hma-offload
+  name: HMA with native offload
+  summary: Checked by a text probe.
+  introduced: '0.3.0'
+  probes:
+  - {kind: text, target: 'class OffloadingConnector\\([^)]*SupportsHMA', files: ['vllm/distributed/*.py']}
+  sources:
+  - wheel:vllm==0.3.0:vllm/distributed/kv_transfer/kv_connector/v1/offloading_connector.py:3
+  verified_at: 2026-11-01
+""",
+}
+
+
+def _empty(model: type) -> dict[str, object]:
+    """The smallest valid content of a knowledge file the test does not care about."""
+    content: dict[str, object] = {}
+    for name, info in model.model_fields.items():
+        if not info.is_required():
+            continue
+        if name == "sources":
+            content[name] = ["pypi:vllm"]
+        elif name == "verified_at":
+            content[name] = "2026-11-30"
+        elif typing.get_origin(info.annotation) is dict:
+            content[name] = {}
+        else:
+            content[name] = []
+    return content
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> tuple[Path, Path]:
+    """(knowledge directory, source directory) for the fake releases."""
+    knowledge = tmp_path / "knowledge"
+    knowledge.mkdir()
+    for name, model in FILES.items():
+        text = FACTS.get(name)
+        (knowledge / name).write_text(text if text is not None else yaml.safe_dump(_empty(model)))
+    src = tmp_path / "src"
+    for version in ("0.1.0", "0.2.0", "0.3.0"):
+        build_vllm(src, version)
+    build_lmcache(src, "0.5.6")
+    return knowledge, src
+
+
+def run(knowledge: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), "--knowledge", str(knowledge), "--no-download", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def verdicts(knowledge: Path, src: Path) -> dict[str, typing.Any]:
+    k = load_knowledge(str(knowledge))
+    found, missing = verify_knowledge.verify(
+        k, {"vllm": verify_knowledge.Version("0.3.0"), "lmcache": verify_knowledge.Version("0.5.6")}, [src], fetch=False
+    )
+    assert not missing
+    return {v.entry.id: v for v in found}
+
+
+def test_a_wrong_default_and_a_wrong_introduction_are_contradicted_with_file_and_line(
+    world: tuple[Path, Path],
+) -> None:
+    knowledge, src = world
+    out = run(knowledge, "--vllm", "0.3.0", "--lmcache", "0.5.6", "--wheel-dir", str(src))
+    assert out.returncode == 1, out.stdout + out.stderr
+    lines = [line for line in out.stdout.splitlines() if line.startswith("CONTRADICTED")]
+    assert len(lines) == 2, out.stdout
+    port = next(line for line in lines if "env.vllm-side-port" in line)
+    assert "the knowledge says 5601, the wheel has 5600" in port
+    metric = next(line for line in lines if "metric.kv_offload_usage" in line)
+    # the last release before the stated introduction already has it
+    assert "on vllm 0.2.0: the knowledge says absent, the wheel has present" in metric
+    assert "9 facts: 6 verified, 2 contradicted, 1 not checkable" in out.stdout
+
+
+def test_each_probe_runs_on_both_sides_of_every_boundary(world: tuple[Path, Path]) -> None:
+    knowledge, src = world
+    found = verdicts(knowledge, src)
+
+    size = found["flag.kv-offloading-size"]
+    assert size.status == "verified"
+    flag_runs = {(str(c.version), c.expected) for c in size.checks if c.probe.kind == "flag"}
+    # absent in 0.1.0 (last release before), present in 0.2.0 (first inside) and 0.3.0 (newest)
+    assert flag_runs == {("0.1.0", False), ("0.2.0", True), ("0.3.0", True)}
+    assert size.newest_evidence().observed.where == "vllm/engine/arg_utils.py:5"
+
+    backend = found["flag.kv-offloading-backend"]
+    assert backend.status == "verified"
+    defaults = {(str(c.version), c.expected) for c in backend.checks if c.probe.kind == "default"}
+    assert defaults == {("0.2.0", None), ("0.3.0", "native")}  # EngineArgs copies CacheConfig's default
+    literal = [c for c in backend.checks if c.probe.kind == "literal"]
+    assert {c.observed.value for c in literal} == {("native", "lmcache")}  # through the Literal alias
+
+    hma = [c for c in found["connector.offloading"].checks if c.probe.kind == "subclass"]
+    assert {(str(c.version), c.observed.value) for c in hma} == {("0.1.0", False), ("0.2.0", False), ("0.3.0", True)}
+
+    assert found["flag.old-flag"].status == "verified"
+    assert found["lmcache.chunk_size"].status == "verified"
+    assert found["feature.hma-offload"].status == "verified"
+    assert found["feature.unprobed"].status == "not_checkable"
+
+
+def test_wheels_are_read_in_place_without_extracting(world: tuple[Path, Path], tmp_path: Path) -> None:
+    knowledge, src = world
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    for version in ("0.1.0", "0.2.0", "0.3.0"):
+        tree = src / f"vllm-{version}"
+        with zipfile.ZipFile(wheels / f"vllm-{version}-cp38-abi3-manylinux1_x86_64.whl", "w") as archive:
+            for path in tree.rglob("*.py"):
+                archive.write(path, str(path.relative_to(tree)))
+    out = run(knowledge, "--vllm", "0.3.0", "--wheel-dir", str(wheels))
+    # without --lmcache the LMCache fact is not checkable
+    assert "9 facts: 5 verified, 2 contradicted, 2 not checkable" in out.stdout, out.stdout + out.stderr
+
+
+def test_missing_wheels_without_download_are_reported_not_guessed(world: tuple[Path, Path], tmp_path: Path) -> None:
+    knowledge, _ = world
+    out = run(knowledge, "--vllm", "0.3.0", "--wheel-dir", str(tmp_path / "empty"))
+    assert out.returncode == 2
+    assert "missing vllm wheels (their checks are not checkable): 0.1.0, 0.2.0, 0.3.0" in out.stdout
+
+
+def test_update_refreshes_verified_facts_only_and_keeps_the_layout(world: tuple[Path, Path], tmp_path: Path) -> None:
+    knowledge, src = world
+    report = tmp_path / "VERIFICATION.md"
+    report.write_text("# Verification\n\nHand-written fixes.\n\n" + verify_knowledge.REPORT_MARKER + "\nold body\n")
+    out = run(
+        knowledge, "--vllm", "0.3.0", "--lmcache", "0.5.6", "--wheel-dir", str(src),
+        "--update", "--report", str(report), "--date", "2026-12-24",
+    )  # fmt: skip
+    assert out.returncode == 1
+
+    flags = (knowledge / "flags.yaml").read_text()
+    assert flags.startswith("\n# CLI flags (a comment the update must keep)\n")
+    assert flags.count("verified_at: 2026-12-24") == 3
+    # the size flag cited only 0.2.0, a boundary witness: the 0.3.0 pointer is added, the old one kept
+    assert (
+        "      - wheel:vllm==0.2.0:vllm/engine/arg_utils.py:5\n      - wheel:vllm==0.3.0:vllm/engine/arg_utils.py:5\n"
+        in flags
+    )
+    offloading = (knowledge / "offloading.yaml").read_text()
+    assert "verified_at: 2026-11-01" in offloading  # the contradicted port keeps its date
+
+    load_knowledge.cache_clear()
+    assert load_knowledge(str(knowledge)).by_id["flag.old-flag"].verified_at == dt.date(2026, 12, 24)
+
+    record = Verification.model_validate(yaml.safe_load((knowledge / "verification.yaml").read_text()))
+    assert (record.vllm, record.lmcache, record.checked_at) == ("0.3.0", "0.5.6", dt.date(2026, 12, 24))
+    status = {f.id: f.status for f in record.facts}
+    assert status["env.vllm-side-port"] == "contradicted"
+    assert status["connector.offloading"] == "verified"
+
+    text = report.read_text()
+    assert text.startswith("# Verification\n\nHand-written fixes.\n")
+    assert "old body" not in text
+    assert "### Contradicted (2)" in text and "`env.vllm-side-port`" in text
+
+
+def test_the_server_reports_verification_state_and_warns_past_the_newest_verified(
+    world: tuple[Path, Path],
+) -> None:
+    knowledge, _ = world
+    (knowledge / "verification.yaml").write_text(
+        "checked_at: 2026-12-24\nvllm: '0.2.0'\nlmcache: '0.5.6'\nfacts:\n"
+        "- {id: flag.kv-offloading-size, status: verified, versions: ['0.1.0', '0.2.0'],"
+        " evidence: 'wheel:vllm==0.2.0:vllm/engine/arg_utils.py:5'}\n"
+        "- {id: env.vllm-side-port, status: contradicted, detail: 'the wheel has 5600'}\n"
+    )
+    directory = str(knowledge)
+    load_verification.cache_clear()
+    state = verification_state("flag.kv-offloading-size", directory)
+    assert (state.status, state.newest_verified, state.checked_at) == ("verified", "0.2.0", dt.date(2026, 12, 24))
+    assert verification_state("env.vllm-side-port", directory).status == "contradicted"
+    assert verification_state("metric.kv_offload_usage", directory).status == "not_yet_run"
+    assert newest_verified("vllm", directory) == (verify_knowledge.Version("0.2.0"), dt.date(2026, 12, 24))
+
+    k = load_knowledge(directory)
+    _, context = resolve_version(k, "0.3.0")
+    assert any("newer than 0.2.0, the newest release the knowledge was machine-verified" in w for w in context.warnings)
+    _, context = resolve_version(k, "0.2.0")
+    assert not any("machine-verified" in w for w in context.warnings)
+
+
+def test_answers_from_the_real_knowledge_carry_the_verdict() -> None:
+    k = load_knowledge()
+    citation = cite("flag.kv-offloading-size", k.by_id["flag.kv-offloading-size"])
+    record = load_verification(k.directory)
+    if record is None:
+        assert citation.verification.status == "not_yet_run"
+    else:
+        assert citation.verification.status == "verified"
+        assert citation.verification.newest_verified == record.vllm
