@@ -276,12 +276,11 @@ def _entry(knowledge: Knowledge, entry_id: str) -> Gated:
     return entry
 
 
-def _change_version(entry: Gated, keyword: str) -> Version:
-    """The release of the entry's recorded change whose summary mentions ``keyword``."""
-    for change in entry.changes:
-        if keyword in change.summary:
-            return Version(change.version)
-    raise LookupError(f"knowledge entry {entry.id!r} records no change mentioning {keyword!r}")  # pragma: no cover
+def _feature_since(knowledge: Knowledge, feature_id: str) -> Version:
+    """The first release with a feature the arithmetic depends on (a knowledge entry by id)."""
+    entry = knowledge.by_id[feature_id]
+    assert isinstance(entry, Gated) and entry.introduced is not None, feature_id
+    return Version(entry.introduced)
 
 
 def _hma_supported(connector: Connector, version: Version) -> bool:
@@ -662,7 +661,7 @@ def size_offload(request: SizeOffloadRequest, knowledge: Knowledge) -> SizeOfflo
         blocks_per_chunk = request.offload_block_size // block
     gpus_on_node = min(world, request.gpus_per_node)
     single_node = world <= request.gpus_per_node
-    replicated_from = _change_version(bytes_key, "MLA")
+    replicated_from = _feature_since(knowledge, "feature.offload-mla-replicated-layout")
     replicated = (
         request.offload_backend == "native"
         and mla
@@ -674,11 +673,8 @@ def size_offload(request: SizeOffloadRequest, knowledge: Knowledge) -> SizeOfflo
     )
     copies = 1 if replicated else world
     chunk_bytes = block_bytes * copies * blocks_per_chunk
-    alignment_entry = knowledge.by_id.get("feature.offload-chunk-page-alignment")
-    if isinstance(alignment_entry, Gated) and (
-        alignment_entry.introduced is None or version >= Version(alignment_entry.introduced)
-    ):
-        use(alignment_entry.id)
+    if version >= _feature_since(knowledge, "feature.offload-chunk-page-alignment"):
+        use("feature.offload-chunk-page-alignment")
         chunk_bytes = _cdiv(chunk_bytes, 4096) * 4096
     note(
         "offloaded chunk bytes",
@@ -723,7 +719,7 @@ def size_offload(request: SizeOffloadRequest, knowledge: Knowledge) -> SizeOfflo
         else:
             per_rank_session = typical_blocks * block_bytes
             warm_held = int(per_process * GIB) // per_rank_session
-        mp_from = _change_version(size_flag, "LMCacheMPConnector")
+        mp_from = _feature_since(knowledge, "feature.lmcache-backend-selects-mp")
         rule = (
             "--kv-offloading-size is the total for one engine: native writes it as cpu_bytes_to_use = size × 2^30 "
             "and splits it over the TP × PP workers"
