@@ -242,6 +242,7 @@ def _docker_run(words: list[tuple[str, Location]], env: list[EnvUse]) -> _Launch
     if start is None:
         return None
     i = start
+    entrypoint: tuple[str, Location] | None = None
     while i < len(words):
         w, loc = words[i]
         if not w.startswith("-"):
@@ -251,6 +252,8 @@ def _docker_run(words: list[tuple[str, Location]], env: list[EnvUse]) -> _Launch
         if value is None and name not in _DOCKER_SWITCHES:
             i += 1
             value = words[i][0] if i < len(words) else ""
+        if name == "--entrypoint" and value is not None:
+            entrypoint = (value, loc)
         if name in ("-e", "--env") and value is not None:
             key, eq, val = value.partition("=")
             env.append(
@@ -263,6 +266,10 @@ def _docker_run(words: list[tuple[str, Location]], env: list[EnvUse]) -> _Launch
         return None
     image = words[i]
     rest = words[i + 1 :]
+    if entrypoint is not None:
+        # An overridden entrypoint runs something else (an LMCache server, a proxy) unless it starts vLLM.
+        inner = _vllm_args([entrypoint, *rest])
+        return None if inner is None else _Launch(args=inner, env=env, image=image, source="docker-run")
     inner = _vllm_args(rest)
     if inner is None and not _is_vllm_image(image[0]):
         return None

@@ -474,8 +474,9 @@ class _Planner:
             "vllm", "vLLM with native multi-tier KV offload", self.ktc("connector.offloading", "kv_both", spec)
         )
         c.mounts = list(self.r.paths.disk) if "fs" in kinds else []
-        shared = "p2p" in kinds or self.r.format == "kubernetes"
-        if shared and not self.available("feature.prefix-hash-fixed-default-seed"):
+        # Blocks in a secondary tier outlive the process: finding them again after a restart, or from
+        # another instance, needs the same block hashes, i.e. one fixed seed where vLLM has none.
+        if kinds and not self.available("feature.prefix-hash-fixed-default-seed"):
             c.env.append(Env("PYTHONHASHSEED", "0"))
             self.note(
                 "PYTHONHASHSEED", "0", "knowledge", "pitfall.shared-tier-without-hash-seed: same on every instance"
