@@ -52,6 +52,7 @@ def _is_scalar_list(annotation: Any) -> bool:
     if typing.get_origin(annotation) not in (list, tuple, set):
         return False
     items = [a for a in typing.get_args(annotation) if a is not Ellipsis]
+    items = [typing.get_args(a)[0] if typing.get_origin(a) is typing.Annotated else a for a in items]
     return all(a is str or typing.get_origin(a) is typing.Literal for a in items)
 
 
