@@ -203,7 +203,7 @@ def _value_test(test: ValueTest, value: str | None) -> bool:
 def _operand(text: str, ctx: Context) -> tuple[float | None, str, str | None]:
     """An operand's value, its label, and — when unknown for want of an input — that input."""
     if re.fullmatch(r"\d+(\.\d+)?", text):
-        return float(text), "", None
+        return float(text), text, None
     kind, _, name = text.partition(":")
     e = ctx.effective
     if kind == "flag":
