@@ -32,15 +32,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
-import errno
-import hashlib
 import json
 import logging
 import os
-import random
 import re
-import socket
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -50,35 +45,28 @@ import httpx
 
 from . import __version__
 
+# Re-exported: callers (advice/bugs.py, scripts, tests) have always imported these from here.
+from .http_client import (
+    LOOPBACK_HOSTS,
+    NETWORK_DOWN,
+    HttpError,
+    RawResponse,
+    RetryingClient,
+    Secret,
+)
+from .http_client import CacheEntry as CacheEntry
+from .http_client import Deadline as Deadline
+from .http_client import DiskCache as DiskCache
+from .http_client import FailureReason as FailureReason
+from .http_client import default_cache_dir as default_cache_dir
+
 log = logging.getLogger(__name__)
 
 API_BASE_ENV = "VLLM_CACHING_MCP_GITHUB_API"
-CACHE_DIR_ENV = "VLLM_CACHING_MCP_CACHE_DIR"
 CACHE_TTL_ENV = "VLLM_CACHING_MCP_CACHE_TTL"
 TOKEN_ENVS = ("GITHUB_TOKEN", "GH_TOKEN")
 DEFAULT_API_BASE = "https://api.github.com"
 DEFAULT_TTL_SECONDS = 3600.0
-
-FailureReason = Literal[
-    "offline_requested",
-    "dns_failure",
-    "connection_refused",
-    "timeout",
-    "network_error",
-    "rate_limited",
-    "deadline",
-    "server_error",
-    "bad_response",
-    "not_found",
-    "unauthorized",
-    "forbidden",
-    "http_error",
-]
-# Failures that say the network (or our allowance on it) is gone, not that one resource is bad:
-# after one of these, the client stops trying for the rest of its life.
-_NETWORK_DOWN: frozenset[str] = frozenset(
-    {"dns_failure", "connection_refused", "timeout", "network_error", "rate_limited", "deadline"}
-)
 
 # GitHub logins: letters, digits and single hyphens, at most 39 characters; apps end in "[bot]".
 _OWNER = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9]|-(?=[A-Za-z0-9])){0,38}$")
@@ -87,7 +75,6 @@ _SHORT_REF = re.compile(r"^(?P<owner>[^/#\s]+)/(?P<repo>[^/#\s]+)#(?P<number>\d{
 _ISSUE_PATH = re.compile(r"^/(?P<owner>[^/]+)/(?P<repo>[^/]+)/issues/(?P<number>\d{1,10})/?$")
 _TOKEN_SHAPES = re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{16,}|github_pat_[A-Za-z0-9_]{20,})\b")
 _MAX_ISSUE_NUMBER = 2_000_000_000
-_LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1", "[::1]"}
 
 # Known accounts that close stale issues without being GitHub Apps (apps carry "[bot]" already).
 KNOWN_STALE_BOTS = frozenset({"stale-bot", "k8s-triage-robot", "fejta-bot", "issue-janitor"})
@@ -100,13 +87,8 @@ def is_bot_login(login: str | None, account_type: str | None = None) -> bool:
     return login.endswith("[bot]") or account_type == "Bot" or login.lower() in KNOWN_STALE_BOTS
 
 
-class GitHubError(Exception):
+class GitHubError(HttpError):
     """A request that could not be answered; ``reason`` is machine-readable, the text is token-free."""
-
-    def __init__(self, reason: FailureReason, detail: str) -> None:
-        super().__init__(detail)
-        self.reason: FailureReason = reason
-        self.detail = detail
 
 
 class InvalidReference(ValueError):
@@ -166,21 +148,10 @@ def parse_issue_ref(text: str, *, web_hosts: Iterable[str] = ("github.com",)) ->
     return IssueRef(path["owner"], path["repo"], int(path["number"]))
 
 
-class Token:
+class Token(Secret):
     """The API token; its text leaves this object only for the Authorization header."""
 
-    __slots__ = ("_value",)
-
-    def __init__(self, value: str) -> None:
-        self._value = value
-
-    def reveal(self) -> str:
-        return self._value
-
-    def __repr__(self) -> str:
-        return "Token(***)"
-
-    __str__ = __repr__
+    __slots__ = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -243,7 +214,7 @@ def validate_api_base(text: str) -> str:
         url = httpx.URL(text.strip().rstrip("/"))
     except httpx.InvalidURL:
         raise ConfigError(f"{API_BASE_ENV}: {text!r} is not a URL") from None
-    loopback = (url.host or "") in _LOOPBACK_HOSTS
+    loopback = (url.host or "") in LOOPBACK_HOSTS
     if url.scheme not in ("https", "http") or (url.scheme == "http" and not loopback) or not url.host:
         raise ConfigError(
             f"{API_BASE_ENV}: {text!r} must be an https:// address (plain http is allowed only for 127.0.0.1)"
@@ -251,89 +222,6 @@ def validate_api_base(text: str) -> str:
     if url.userinfo or url.query or url.fragment:
         raise ConfigError(f"{API_BASE_ENV}: {text!r} must not carry credentials, a query or a fragment")
     return str(url).rstrip("/")
-
-
-def default_cache_dir(env: Mapping[str, str] | None = None) -> Path:
-    env = os.environ if env is None else env
-    if env.get(CACHE_DIR_ENV):
-        return Path(env[CACHE_DIR_ENV]).expanduser()
-    base = env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base).expanduser() / "vllm-caching-mcp"
-
-
-class Deadline:
-    """A point in monotonic time by which the caller wants an answer."""
-
-    def __init__(self, seconds: float) -> None:
-        self.at = time.monotonic() + seconds
-
-    def remaining(self) -> float:
-        return self.at - time.monotonic()
-
-
-# ---------------------------------------------------------------------------------------------
-# Disk cache
-
-
-@dataclasses.dataclass
-class CacheEntry:
-    body: Any
-    etag: str | None
-    stored_at: float
-    next_url: str | None = None
-
-    def age(self) -> float:
-        return max(0.0, time.time() - self.stored_at)
-
-
-class DiskCache:
-    """One JSON file per request, named by a hash of it; atomic writes, corrupt files are misses."""
-
-    def __init__(self, directory: Path | None, scrub: Callable[[str], str] = str) -> None:
-        self.directory = directory
-        self._scrub = scrub  # a server that echoes the token must not get it written to disk
-        self._warned = False
-
-    @staticmethod
-    def key(method: str, url: str, body: bytes = b"") -> str:
-        return hashlib.sha256(method.encode() + b" " + url.encode() + b"\n" + body).hexdigest()
-
-    def get(self, key: str) -> CacheEntry | None:
-        if self.directory is None:
-            return None
-        try:
-            raw = json.loads((self.directory / f"{key}.json").read_text(encoding="utf-8"))
-            return CacheEntry(
-                body=raw["body"],
-                etag=raw.get("etag"),
-                stored_at=float(raw["stored_at"]),
-                next_url=raw.get("next_url"),
-            )
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
-
-    def put(self, key: str, entry: CacheEntry) -> None:
-        if self.directory is None:
-            return
-        payload = self._scrub(json.dumps(dataclasses.asdict(entry), separators=(",", ":")))
-        try:
-            self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-            fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-", suffix=".json")
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8") as out:
-                    out.write(payload)
-                    out.flush()
-                    os.fsync(out.fileno())
-                os.replace(tmp, self.directory / f"{key}.json")
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
-                raise
-        except OSError as exc:
-            # A read-only or full disk costs the cache, never the answer.
-            if not self._warned:
-                log.warning("GitHub response cache disabled: cannot write to the cache directory (%s)", exc.strerror)
-                self._warned = True
 
 
 # ---------------------------------------------------------------------------------------------
@@ -394,16 +282,10 @@ class IssueStatus:
 # The client
 
 
-@dataclasses.dataclass
-class _Response:
-    status: int
-    headers: httpx.Headers
-    body: bytes
-    next_url: str | None
-
-
-class GitHubClient:
+class GitHubClient(RetryingClient):
     """Issue status from GitHub; one instance per tool call (it remembers that the network is down)."""
+
+    service = "GitHub"
 
     def __init__(
         self,
@@ -413,12 +295,6 @@ class GitHubClient:
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.settings = settings
-        self.cache = DiskCache(settings.cache_dir, self.scrub)
-        self.requests_made = 0
-        self.offline = settings.offline
-        self._sleep = sleep
-        self._down: GitHubError | None = None
-        self._blocked_until = 0.0  # wall-clock time until which the rate limit is known to be spent
         self._api = httpx.URL(settings.api_base)
         headers = {
             "Accept": "application/vnd.github+json",
@@ -427,14 +303,13 @@ class GitHubClient:
         }
         if settings.token is not None:
             headers["Authorization"] = f"Bearer {settings.token.reveal()}"
-        self._http = httpx.Client(headers=headers, follow_redirects=False, transport=transport, trust_env=False)
+        http = httpx.Client(headers=headers, follow_redirects=False, transport=transport, trust_env=False)
+        super().__init__(settings, http, offline=settings.offline, sleep=sleep)
+        self.cache = DiskCache(settings.cache_dir, self.scrub, label="GitHub")
 
     @classmethod
     def from_env(cls, **overrides: Any) -> GitHubClient:
         return cls(GitHubSettings.from_env(**overrides))
-
-    def close(self) -> None:
-        self._http.close()
 
     def __enter__(self) -> GitHubClient:
         return self
@@ -461,6 +336,9 @@ class GitHubClient:
             closed_by=self.scrub(status.closed_by) if status.closed_by else None,
         )
 
+    def _error(self, reason: FailureReason, detail: str) -> GitHubError:
+        return GitHubError(reason, detail)
+
     def _fail(self, reason: FailureReason, detail: str) -> GitHubError:
         return GitHubError(reason, self.scrub(detail))
 
@@ -476,19 +354,9 @@ class GitHubClient:
             raise self._fail("bad_response", f"refusing to follow a link outside the API base ({url.host})")
         return str(url)
 
-    # -- one HTTP exchange, with retries ---------------------------------------------------------
+    # -- how GitHub speaks: rate limits, redirects, statuses ------------------------------------
 
-    def _backoff(self, attempt: int) -> float:
-        # Full jitter: a random wait in [0, base * 2^attempt], capped.
-        return random.uniform(0, min(self.settings.backoff_cap, self.settings.backoff_base * 2**attempt))
-
-    def _wait(self, seconds: float, deadline: Deadline, reason: FailureReason, why: str) -> None:
-        """Sleep ``seconds`` if that leaves time to try again, else give up with ``reason``."""
-        if seconds >= deadline.remaining() - 0.05:
-            raise self._fail(reason, f"{why}; waiting {seconds:.1f} s would pass the deadline")
-        self._sleep(max(0.0, seconds))
-
-    def _rate_limit_wait(self, response: _Response) -> float | None:
+    def _rate_limit_wait(self, response: RawResponse) -> float | None:
         """How long GitHub asks us to wait, or None when a 403/429 is not about rate limits."""
         headers = response.headers
         retry_after = headers.get("retry-after")
@@ -513,118 +381,18 @@ class GitHubClient:
                 reset = float(headers.get("x-ratelimit-reset", "0")) + 1.0
                 self._blocked_until = max(self._blocked_until, reset)
 
-    def _read_bounded(self, response: httpx.Response, deadline: Deadline) -> bytes:
-        limit = self.settings.max_body_bytes
-        declared = response.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > limit:
-            raise self._fail("bad_response", f"the response body ({declared} bytes) is larger than {limit} bytes")
-        chunks: list[bytes] = []
-        size = 0
-        for chunk in response.iter_bytes():
-            size += len(chunk)
-            if size > limit:
-                raise self._fail("bad_response", f"the response body is larger than {limit} bytes")
-            if deadline.remaining() <= 0:
-                raise self._fail("timeout", "the response was still arriving when the deadline passed")
-            chunks.append(chunk)
-        return b"".join(chunks)
+    def _redirect(self, url: str, location: str, headers: dict[str, str]) -> tuple[str, dict[str, str]]:
+        # A renamed or transferred repository answers with a redirect inside the API.
+        return self._url(str(httpx.URL(url).join(location))), headers
 
-    def _send_once(
-        self, method: str, url: str, headers: dict[str, str], body: bytes | None, deadline: Deadline
-    ) -> _Response:
-        timeout = min(self.settings.timeout, deadline.remaining())
-        if timeout <= 0.05:
-            raise self._fail("deadline", "no time left before the deadline to ask GitHub")
-        self.requests_made += 1
-        request = self._http.build_request(method, url, headers=headers, content=body, timeout=httpx.Timeout(timeout))
-        try:
-            response = self._http.send(request, stream=True)
-            try:
-                data = self._read_bounded(response, deadline)
-            finally:
-                response.close()
-        except httpx.TimeoutException:
-            raise self._fail("timeout", f"GitHub did not answer within {timeout:.1f} s") from None
-        except httpx.ConnectError as exc:
-            reason, what = _classify_connect_error(exc)
-            raise self._fail(reason, f"cannot connect to {self._api.host}: {what}") from None
-        except httpx.HTTPError as exc:
-            raise self._fail(
-                "network_error", f"network error talking to {self._api.host}: {type(exc).__name__}"
-            ) from None
-        next_link = response.links.get("next", {}).get("url")
-        return _Response(response.status_code, response.headers, data, next_link)
-
-    def _request(
-        self,
-        method: str,
-        url: str,
-        deadline: Deadline,
-        *,
-        headers: dict[str, str] | None = None,
-        body: bytes | None = None,
-    ) -> _Response:
-        """Send with retries; returns a 2xx or 304, raises GitHubError for anything else."""
-        if self.offline:
-            raise self._fail("offline_requested", "offline mode: GitHub was not asked")
-        if self._down is not None:
-            raise self._down
-        try:
-            return self._request_with_retries(method, url, deadline, headers or {}, body)
-        except GitHubError as exc:
-            if exc.reason in _NETWORK_DOWN:
-                self._down = exc
-            raise
-
-    def _request_with_retries(
-        self, method: str, url: str, deadline: Deadline, headers: dict[str, str], body: bytes | None
-    ) -> _Response:
-        redirects = 0
-        attempt = 0
-        while True:
-            blocked_for = self._blocked_until - time.time()
-            if blocked_for > 0:
-                self._wait(blocked_for, deadline, "rate_limited", "GitHub's rate limit is spent")
-            try:
-                response = self._send_once(method, url, headers, body, deadline)
-            except GitHubError as exc:
-                if exc.reason not in ("timeout", "connection_refused", "network_error", "dns_failure"):
-                    raise
-                if attempt >= self.settings.max_retries:
-                    raise
-                self._wait(self._backoff(attempt), deadline, exc.reason, exc.detail)
-                attempt += 1
-                continue
-            status = response.status
-            self._note_rate_limit(response.headers)
-            if 200 <= status < 300 or status == 304:
-                return response
-            if status in (301, 302, 307, 308) and redirects < 3 and method == "GET":
-                # A renamed or transferred repository answers with a redirect inside the API.
-                url = self._url(str(httpx.URL(url).join(response.headers.get("location", ""))))
-                redirects += 1
-                continue
-            if status in (403, 429):
-                wait = self._rate_limit_wait(response)
-                if wait is None:
-                    raise self._fail("forbidden", f"GitHub refused the request (HTTP {status})")
-                if attempt >= self.settings.max_retries:
-                    raise self._fail("rate_limited", f"still rate-limited after {attempt + 1} attempts")
-                # The wait happens once, at the top of the loop, for this and every later request.
-                self._blocked_until = max(self._blocked_until, time.time() + wait)
-                attempt += 1
-                continue
-            if status >= 500:
-                if attempt >= self.settings.max_retries:
-                    raise self._fail("server_error", f"GitHub answered HTTP {status} {attempt + 1} times")
-                self._wait(self._backoff(attempt), deadline, "server_error", f"GitHub answered HTTP {status}")
-                attempt += 1
-                continue
-            if status == 401:
-                raise self._fail("unauthorized", "GitHub rejected the token (HTTP 401); check GITHUB_TOKEN / GH_TOKEN")
-            if status in (404, 410):
-                raise self._fail("not_found", f"GitHub has no such resource (HTTP {status})")
-            raise self._fail("http_error", f"GitHub answered HTTP {status}")
+    def _status_error(self, status: int, response: RawResponse) -> GitHubError:
+        if status in (403, 429):
+            return self._fail("forbidden", f"GitHub refused the request (HTTP {status})")
+        if status == 401:
+            return self._fail("unauthorized", "GitHub rejected the token (HTTP 401); check GITHUB_TOKEN / GH_TOKEN")
+        if status in (404, 410):
+            return self._fail("not_found", f"GitHub has no such resource (HTTP {status})")
+        return self._fail("http_error", f"GitHub answered HTTP {status}")
 
     # -- cached JSON -----------------------------------------------------------------------------
 
@@ -692,7 +460,7 @@ class GitHubClient:
             try:
                 return self._graphql_statuses(refs, deadline, max_age=max_age)
             except GitHubError as exc:
-                if exc.reason in _NETWORK_DOWN:
+                if exc.reason in NETWORK_DOWN:
                     return dict.fromkeys(refs, exc)
                 log.info("GraphQL batch failed (%s); asking REST instead", exc.reason)
         for ref in refs:
@@ -755,25 +523,6 @@ class GitHubClient:
                 continue
             results[ref] = self._clean(_with_origin(status, [fetched]))
         return results
-
-
-def _classify_connect_error(exc: httpx.ConnectError) -> tuple[FailureReason, str]:
-    """Tell a DNS failure from a refused connection by the OS error underneath httpx's."""
-    seen: set[int] = set()
-    cause: BaseException | None = exc
-    while cause is not None and id(cause) not in seen:
-        seen.add(id(cause))
-        if isinstance(cause, socket.gaierror):
-            return "dns_failure", "the host name does not resolve"
-        if isinstance(cause, ConnectionRefusedError) or getattr(cause, "errno", None) == errno.ECONNREFUSED:
-            return "connection_refused", "connection refused"
-        cause = cause.__cause__ or cause.__context__
-    text = str(exc).lower()
-    if "name or service not known" in text or "nodename nor servname" in text or "getaddrinfo" in text:
-        return "dns_failure", "the host name does not resolve"
-    if "refused" in text:
-        return "connection_refused", "connection refused"
-    return "network_error", "connection failed"
 
 
 def _with_origin(status: IssueStatus, parts: list[Fetched]) -> IssueStatus:

@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .advice import backend, bugs, check_version, diagnose, render, review, sizing
+from .advice import backend, bugs, check_version, diagnose, image, render, review, sizing
 from .advice.common import AdviceError, Result, ToolSpec
 from .knowledge import load_knowledge
 
@@ -23,6 +23,7 @@ TOOLS: tuple[ToolSpec, ...] = (
     review.SPEC,
     diagnose.SPEC,
     bugs.SPEC,
+    image.SPEC,
 )
 
 BY_NAME = {spec.name: spec for spec in TOOLS}

@@ -1,0 +1,752 @@
+"""inspect_image: what a vllm/vllm-openai tag (or any image) contains, from registry metadata only.
+
+The registry gives three small JSON documents — the tag's index, the platform's manifest and the
+image config — and no layer is ever pulled. From the config this reads the CUDA and Python
+versions (environment, labels, build history), entrypoint and cmd, the vLLM version (environment
+or labels; else the tag, said so), and whether the KV-connector extras were installed at build
+time, from the build history's ``created_by`` lines. The knowledge then adds the compatibility
+pins for that vLLM release and what LMCacheMPConnector's HMA support depends on.
+
+What metadata cannot prove (that ``import lmcache`` works in the image, which connectors the
+installed vLLM registers) is left to the optional runtime check script, which the user runs on a
+machine with Docker.
+
+When the registry cannot be reached and nothing is cached, the answer is still a result, with
+``source: unavailable`` and the reason: a network outage is not a wrong argument (tool errors are
+kept for input the caller must change), and the parts that need no registry — the vLLM version a
+``vX.Y.Z`` tag names, its pins, the runtime script — remain useful. An unknown tag, a missing
+platform or refused credentials are the caller's to fix, so they are errors naming the field.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from ..http_client import Deadline, FailureReason
+from ..knowledge import Connector, Knowledge
+from ..registry import (
+    ConfigError,
+    ImageMetadata,
+    ImageRef,
+    InvalidImageReference,
+    PlatformMissing,
+    RegistryClient,
+    RegistryError,
+    parse_image_reference,
+)
+from ..versions import Version, contains, parse_specifier
+from .common import AdviceError, Citation, Result, ToolSpec, VersionContext, cite, resolve_version
+
+# Tests replace this with a factory pointing at a stand-in registry; it reads credentials itself,
+# so no credential ever travels through a request field.
+client_factory: Callable[[], RegistryClient] = RegistryClient.from_env
+
+Arch = Literal["amd64", "arm64", "ppc64le", "s390x"]
+Source = Literal["live", "cache", "unavailable"]
+ExtrasVerdict = Literal["installed", "not_installed", "unknown", "no_evidence"]
+
+# How vLLM's Dockerfile installs the extras (docker/Dockerfile, vllm-openai stage): a build arg
+# INSTALL_KV_CONNECTORS, default false, gating `uv pip install --system -r requirements/kv_connectors.txt`.
+# BuildKit records the arg values a RUN saw at the head of its created_by ("RUN |3 A=1 B=2 /bin/sh -c ...").
+_KV_ARG = "INSTALL_KV_CONNECTORS"
+_KV_REQUIREMENTS = "kv_connectors.txt"
+_RUN_ARGS = re.compile(r"^RUN \|(?P<n>\d+) (?P<args>.*?)(?= /bin/(?:ba)?sh -c |$)")
+_ARG_DEFAULT = re.compile(rf"^ARG {_KV_ARG}=(?P<value>\S*)")
+_INSTALL = re.compile(r"\bpip3? install\b|\buv pip install\b|\bpip3? sync\b")
+_CONDITIONAL = re.compile(rf"\$\{{?{_KV_ARG}\}}?")
+# Direct installs of the extras, outside the requirements file (e.g. a cuXX NIXL wheel forced over it).
+_EXTRA_PACKAGES: dict[str, re.Pattern[str]] = {
+    "lmcache": re.compile(r"(?<![\w-])lmcache(?:[=<>~!\[ ]|$)", re.IGNORECASE),
+    "nixl": re.compile(r"(?<![\w-])nixl(?:-cu\d+)?(?:[=<>~!\[ ]|$)", re.IGNORECASE),
+    "mooncake": re.compile(r"(?<![\w-])mooncake-transfer-engine(?:-cuda\d+)?(?:[=<>~!\[ ]|$)", re.IGNORECASE),
+}
+_VERSION_TAG = re.compile(r"^v?(?P<version>\d+\.\d+\.\d+(?:\.post\d+|rc\d+)?)(?:[-+].*)?$")
+_VLLM_IN_HISTORY = re.compile(r"\bvllm(?:==|-)(?P<version>\d+\.\d+\.\d+(?:\.post\d+|rc\d+)?)(?=[+\s\-_]|\.whl|$)")
+_PYTHON_IN_HISTORY = re.compile(r"\bPYTHON_VERSION=(?P<version>3\.\d+(?:\.\d+)?)\b")
+_PYTHON_PATH = re.compile(r"\bpython(?P<version>3\.\d+)\b")
+_CUDA_IN_HISTORY = re.compile(r"\bCUDA_VERSION=(?P<version>\d+\.\d+(?:\.\d+)?)\b")
+
+
+class InspectImageRequest(BaseModel):
+    image: str = Field(
+        min_length=1,
+        max_length=512,
+        description="A tag of vllm/vllm-openai ('v0.22.1', 'v0.19.0-cu130', 'latest') or any image reference "
+        "('registry.example.com/team/vllm:v1', 'vllm/vllm-openai@sha256:<64 hex>').",
+    )
+    arch: Arch = Field(default="amd64", description="CPU architecture of the manifest to read (os is linux).")
+    runtime_check_script: bool = Field(
+        default=False,
+        description="Also return a bash script that starts the image with Docker and reports what imports and "
+        "which KV connectors its vLLM registers, with their HMA support.",
+    )
+    offline: bool = Field(default=False, description="Do not contact the registry: answer from the local cache.")
+    deadline_seconds: float = Field(default=20.0, ge=1.0, le=120.0, description="Time allowed for asking the registry.")
+
+
+class Found(BaseModel):
+    """A value read from the image, and exactly where."""
+
+    value: str | None
+    source: Literal["env", "label", "history", "tag", "none"]
+    detail: str = Field(description="the variable, label or history step it was read from")
+
+
+class HistoryMatch(BaseModel):
+    step: int = Field(description="index in the config's history[]")
+    created: str | None
+    matched: str = Field(description="what was recognised in the step")
+    text: str = Field(description="the step's created_by, shortened")
+
+
+class ExtraPackage(BaseModel):
+    package: Literal["lmcache", "nixl", "mooncake"]
+    installed_at_build: ExtrasVerdict
+    how: str
+
+
+class KvConnectorExtras(BaseModel):
+    verdict: ExtrasVerdict = Field(
+        description="installed / not_installed: the history says so; unknown: an install step exists but whether it "
+        "ran is not visible; no_evidence: no step mentions the extras (an older or custom build)"
+    )
+    reason: str
+    build_arg: str | None = Field(description=f"the value of {_KV_ARG} the install step ran with, if recorded")
+    build_arg_default: str | None = Field(description=f"the Dockerfile's default for {_KV_ARG} (ARG line), if recorded")
+    packages: list[ExtraPackage]
+    matches: list[HistoryMatch]
+
+
+class CompatPinInfo(BaseModel):
+    id: str
+    package: str
+    requirement: str
+    applies_to: str = Field(description="the vLLM releases the pin applies to")
+    note: str | None
+
+
+class LmcacheMpHma(BaseModel):
+    value: str = Field(description="yes, no or conditional, for the vLLM version of this answer")
+    depends_on_bundled_lmcache: bool
+    requirement: str | None = Field(description="the lmcache requirement for HMA support, when it depends on it")
+    explanation: str
+
+
+class Provenance(BaseModel):
+    source: Source = Field(
+        description="live: asked now; cache: the local cache (age given); unavailable: the registry could not be "
+        "reached and nothing was cached"
+    )
+    cache_age_seconds: float | None = None
+    failure_reason: FailureReason | None = None
+    detail: str | None = None
+
+
+class InspectImageResult(Result):
+    version_context: VersionContext
+    image: str = Field(description="the reference as understood, e.g. vllm/vllm-openai:v0.22.1")
+    registry: str
+    repository: str
+    endpoint: str | None = Field(description="the registry API path asked (a mirror when configured)")
+    platform: str
+    provenance: Provenance
+    digest: str | None = Field(description="digest of what the tag points at (index or manifest): pin with it")
+    manifest_digest: str | None = Field(description="digest of the platform's image manifest")
+    media_type: str | None
+    platforms_available: list[str]
+    config_digest: str | None
+    created: str | None
+    compressed_size_bytes: int | None = Field(description="sum of the layer sizes in the manifest (download size)")
+    layers: int | None
+    cuda_version: Found
+    python_version: Found
+    vllm_version: Found
+    entrypoint: list[str] | None
+    cmd: list[str] | None
+    kv_connector_extras: KvConnectorExtras | None
+    compat_pins: list[CompatPinInfo]
+    lmcache_mp_hma: LmcacheMpHma | None
+    runtime_check_script: str | None
+    credentials_source: str | None = Field(description="where credentials came from (never the credentials)")
+    requests_made: int
+    notes: list[str]
+    citations: list[Citation]
+
+    def summary(self) -> str:
+        p = self.provenance
+        lines = [f"{self.image} ({self.platform})"]
+        if p.source == "unavailable":
+            lines.append(f"could not reach the registry ({(p.failure_reason or '').replace('_', ' ')}): {p.detail}")
+        else:
+            where = "live" if p.source == "live" else f"cache, {p.cache_age_seconds or 0:.0f} s old"
+            if p.failure_reason:
+                where += f"; registry unreachable: {p.failure_reason.replace('_', ' ')}"
+            lines.append(f"digest {self.digest}  [{where}]")
+            size = f"{self.compressed_size_bytes / 2**30:.2f} GiB" if self.compressed_size_bytes is not None else "?"
+            lines.append(f"created {self.created or 'unknown'}, {size} compressed in {self.layers} layers")
+            lines.append(f"CUDA {self.cuda_version.value or 'unknown'} ({self.cuda_version.detail})")
+            lines.append(f"Python {self.python_version.value or 'unknown'} ({self.python_version.detail})")
+            lines.append(f"entrypoint {self.entrypoint}, cmd {self.cmd}")
+        lines.append(f"vLLM {self.vllm_version.value or 'unknown'} ({self.vllm_version.detail})")
+        if self.kv_connector_extras is not None:
+            extras = self.kv_connector_extras
+            lines.append(f"KV-connector extras: {extras.verdict.replace('_', ' ').upper()} — {extras.reason}")
+        for pin in self.compat_pins:
+            lines.append(f"pin: {pin.requirement} ({pin.id})")
+        if self.lmcache_mp_hma is not None:
+            lines.append(f"LMCacheMPConnector HMA: {self.lmcache_mp_hma.value} — {self.lmcache_mp_hma.explanation}")
+        lines += [f"note: {n}" for n in self.notes]
+        lines += [f"warning: {w}" for w in self.version_context.warnings]
+        if self.runtime_check_script:
+            lines.append("runtime check script: in the runtime_check_script field (--json)")
+        return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading the config
+
+
+def _env(config: dict[str, Any]) -> dict[str, str]:
+    inner = config.get("config") if isinstance(config.get("config"), dict) else {}
+    pairs = inner.get("Env") if isinstance(inner, dict) else None
+    env: dict[str, str] = {}
+    for item in pairs if isinstance(pairs, list) else []:
+        if isinstance(item, str) and "=" in item:
+            key, _, value = item.partition("=")
+            env[key] = value
+    return env
+
+
+def _labels(config: dict[str, Any]) -> dict[str, str]:
+    inner = config.get("config") if isinstance(config.get("config"), dict) else {}
+    labels = inner.get("Labels") if isinstance(inner, dict) else None
+    return {str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else {}
+
+
+def _string_list(value: Any) -> list[str] | None:
+    return [str(v) for v in value] if isinstance(value, list) else None
+
+
+@dataclass(frozen=True)
+class _Step:
+    index: int
+    created: str | None
+    text: str
+
+
+def _history(config: dict[str, Any]) -> list[_Step]:
+    history: list[Any] = config["history"] if isinstance(config.get("history"), list) else []
+    steps = []
+    for index, entry in enumerate(history):
+        if isinstance(entry, dict) and isinstance(entry.get("created_by"), str):
+            created = entry.get("created") if isinstance(entry.get("created"), str) else None
+            # Classic builders wrap steps as "/bin/sh -c #(nop) ENV ..." ; read them like BuildKit's.
+            text = re.sub(r"^/bin/sh -c #\(nop\)\s+", "", entry["created_by"].strip())
+            steps.append(_Step(index, created, text))
+    return steps
+
+
+def _short(text: str, limit: int = 240) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _from_history(steps: list[_Step], pattern: re.Pattern[str]) -> tuple[str, int] | None:
+    for step in reversed(steps):  # the last step wins, as a later ARG/ENV would
+        match = pattern.search(step.text)
+        if match:
+            return match["version"], step.index
+    return None
+
+
+def _cuda(env: dict[str, str], labels: dict[str, str], steps: list[_Step]) -> Found:
+    if env.get("CUDA_VERSION"):
+        return Found(value=env["CUDA_VERSION"], source="env", detail="ENV CUDA_VERSION")
+    for label in ("com.nvidia.cuda.version", "cuda.version"):
+        if labels.get(label):
+            return Found(value=labels[label], source="label", detail=f"label {label}")
+    hit = _from_history(steps, _CUDA_IN_HISTORY)
+    if hit:
+        return Found(value=hit[0], source="history", detail=f"CUDA_VERSION in history step {hit[1]}")
+    return Found(value=None, source="none", detail="no CUDA_VERSION in env, labels or history")
+
+
+def _python(env: dict[str, str], steps: list[_Step]) -> Found:
+    if env.get("PYTHON_VERSION"):
+        return Found(value=env["PYTHON_VERSION"], source="env", detail="ENV PYTHON_VERSION")
+    hit = _from_history(steps, _PYTHON_IN_HISTORY)
+    if hit:
+        return Found(value=hit[0], source="history", detail=f"PYTHON_VERSION in history step {hit[1]}")
+    path = _PYTHON_PATH.search(env.get("PATH", ""))
+    if path:
+        return Found(value=path["version"], source="env", detail="a python3.X directory on PATH")
+    hit = _from_history(steps, _PYTHON_PATH)
+    if hit:
+        return Found(value=hit[0], source="history", detail=f"python{hit[0]} named in history step {hit[1]}")
+    return Found(value=None, source="none", detail="not visible in env or history")
+
+
+def _vllm_version(env: dict[str, str], labels: dict[str, str], steps: list[_Step], ref: ImageRef) -> Found:
+    if env.get("VLLM_VERSION"):
+        return Found(value=env["VLLM_VERSION"], source="env", detail="ENV VLLM_VERSION")
+    for label in ("org.opencontainers.image.version", "vllm.version"):
+        if labels.get(label) and _VERSION_TAG.match(labels[label]):
+            return Found(value=_VERSION_TAG.match(labels[label])["version"], source="label", detail=f"label {label}")  # type: ignore[index]
+    hit = _from_history(steps, _VLLM_IN_HISTORY)
+    if hit:
+        return Found(value=hit[0], source="history", detail=f"a vllm {hit[0]} install in history step {hit[1]}")
+    return _version_from_tag(ref, "the image's env, labels and history do not state it")
+
+
+def _version_from_tag(ref: ImageRef, why: str) -> Found:
+    match = _VERSION_TAG.match(ref.tag or "")
+    if match:
+        return Found(
+            value=match["version"],
+            source="tag",
+            detail=f"from the tag {ref.tag!r}, not from the image: {why}",
+        )
+    return Found(value=None, source="none", detail="neither the image nor the tag states it")
+
+
+def _kv_extras(steps: list[_Step]) -> KvConnectorExtras:
+    matches: list[HistoryMatch] = []
+    arg_default: str | None = None
+    install_steps: list[tuple[_Step, str | None, bool]] = []  # step, arg value it ran with, conditional on it
+    direct: dict[str, _Step] = {}
+    for step in steps:
+        default = _ARG_DEFAULT.match(step.text)
+        if default:
+            arg_default = default["value"]
+            matches.append(
+                HistoryMatch(
+                    step=step.index, created=step.created, matched=f"ARG {_KV_ARG} default", text=_short(step.text)
+                )
+            )
+            continue
+        if not _INSTALL.search(step.text):
+            continue
+        run_args = _RUN_ARGS.match(step.text)
+        ran_with = None
+        if run_args:
+            found = re.search(rf"(?:^|\s){_KV_ARG}=(\S*)", run_args["args"])
+            ran_with = found.group(1) if found else None
+        if _KV_REQUIREMENTS in step.text:
+            conditional = bool(_CONDITIONAL.search(step.text))
+            install_steps.append((step, ran_with, conditional))
+            what = f"install of requirements/{_KV_REQUIREMENTS}"
+            what += f", conditional on ${_KV_ARG}" if conditional else ", unconditional"
+            if ran_with is not None:
+                what += f"; the step ran with {_KV_ARG}={ran_with}"
+            matches.append(HistoryMatch(step=step.index, created=step.created, matched=what, text=_short(step.text)))
+        for package, pattern in _EXTRA_PACKAGES.items():
+            if pattern.search(step.text.split(" -c ", 1)[-1]):
+                direct.setdefault(package, step)
+                matches.append(
+                    HistoryMatch(
+                        step=step.index,
+                        created=step.created,
+                        matched=f"direct install of {package}",
+                        text=_short(step.text),
+                    )
+                )
+    verdict: ExtrasVerdict
+    ran_with = next((r for _, r, _ in reversed(install_steps) if r is not None), None)
+    if install_steps:
+        step, value, conditional = install_steps[-1]
+        if not conditional:
+            verdict, reason = "installed", f"history step {step.index} installs requirements/{_KV_REQUIREMENTS}"
+        elif value is not None and value.lower() == "true":
+            verdict = "installed"
+            reason = (
+                f"history step {step.index} installs requirements/{_KV_REQUIREMENTS} and ran with {_KV_ARG}={value}"
+            )
+        elif value is not None:
+            verdict = "not_installed"
+            reason = (
+                f"history step {step.index} would install requirements/{_KV_REQUIREMENTS} "
+                f"but ran with {_KV_ARG}={value}"
+            )
+        else:
+            verdict = "unknown"
+            reason = (
+                f"history step {step.index} installs requirements/{_KV_REQUIREMENTS} only if {_KV_ARG} is true, "
+                "and the history does not record the value it ran with"
+                + (f" (the Dockerfile default is {arg_default})" if arg_default is not None else "")
+            )
+    elif direct:
+        verdict = "installed"
+        reason = f"no requirements/{_KV_REQUIREMENTS} step, but direct installs of {', '.join(direct)}"
+    else:
+        verdict = "no_evidence"
+        reason = (
+            f"no history step installs requirements/{_KV_REQUIREMENTS}, LMCache, NIXL or Mooncake; the image may "
+            "predate bundling, be a custom build, or have been squashed (run the runtime check to be sure)"
+        )
+    packages = []
+    for package in ("lmcache", "nixl", "mooncake"):
+        if package in direct:
+            packages.append(
+                ExtraPackage(
+                    package=package,
+                    installed_at_build="installed",
+                    how=f"named in history step {direct[package].index}",
+                )
+            )
+        elif install_steps:
+            packages.append(
+                ExtraPackage(
+                    package=package,
+                    installed_at_build=verdict,
+                    how=f"through requirements/{_KV_REQUIREMENTS}, which lists LMCache, NIXL and Mooncake in vLLM's "
+                    "source tree; the file's contents are not part of the image metadata",
+                )
+            )
+        else:
+            packages.append(
+                ExtraPackage(package=package, installed_at_build="no_evidence", how="not named in the history")
+            )
+    return KvConnectorExtras(
+        verdict=verdict,
+        reason=reason,
+        build_arg=ran_with,
+        build_arg_default=arg_default,
+        packages=packages,
+        matches=matches,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# What the knowledge adds
+
+
+def _pins(knowledge: Knowledge, version: Version) -> tuple[list[CompatPinInfo], list[Citation]]:
+    pins, citations = [], []
+    for pin in knowledge.pins:
+        if contains(parse_specifier(pin.vllm_versions), version):
+            pins.append(
+                CompatPinInfo(
+                    id=pin.id,
+                    package=pin.package,
+                    requirement=pin.requirement,
+                    applies_to=pin.vllm_versions,
+                    note=pin.note,
+                )
+            )
+            citations.append(cite(pin.id, pin))
+    return pins, citations
+
+
+def _lmcache_mp_hma(knowledge: Knowledge, version: Version) -> tuple[LmcacheMpHma | None, list[Citation]]:
+    connector = next((c for c in knowledge.connectors if c.id == "connector.lmcache-mp"), None)
+    if not isinstance(connector, Connector):
+        return None, []
+    citations = [cite(connector.id, connector)]
+    if connector.introduced and version < Version(connector.introduced):
+        return (
+            LmcacheMpHma(
+                value="no",
+                depends_on_bundled_lmcache=False,
+                requirement=None,
+                explanation=f"{connector.name} is not in vLLM {version} (it arrives in {connector.introduced})",
+            ),
+            citations,
+        )
+    ranged = next((r for r in connector.hma if contains(parse_specifier(r.versions), version)), None)
+    if ranged is None:
+        return None, citations
+    value = str(ranged.value)
+    requirement = None
+    if value == "conditional":
+        # The related pin on lmcache that carries HMA support (pin.lmcache-mp-hma).
+        pin = next(
+            (
+                p
+                for p in knowledge.pins
+                if p.id in connector.related
+                and p.package == "lmcache"
+                and "hma" in p.id
+                and contains(parse_specifier(p.vllm_versions), version)
+            ),
+            None,
+        )
+        if pin is not None:
+            requirement = pin.requirement
+            citations.append(cite(pin.id, pin))
+    explanation = ranged.note or ""
+    if value == "conditional":
+        explanation = (
+            f"depends on the lmcache bundled in the image ({requirement or 'see the connector entry'} for HMA); "
+            "the runtime check shows which class vLLM resolves and whether it subclasses SupportsHMA. " + explanation
+        )
+    return (
+        LmcacheMpHma(
+            value=value,
+            depends_on_bundled_lmcache=value == "conditional",
+            requirement=requirement,
+            explanation=explanation,
+        ),
+        citations,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# The runtime check script
+
+_RUNTIME_PROBE = r"""
+import importlib
+import importlib.metadata as metadata
+import sys
+
+print(f"python {sys.version.split()[0]}")
+DISTRIBUTIONS = {
+    "vllm": ["vllm"],
+    "lmcache": ["lmcache"],
+    "nixl": ["nixl", "nixl-cu12", "nixl-cu13"],
+    "mooncake": ["mooncake-transfer-engine", "mooncake-transfer-engine-cuda13"],
+}
+MODULES = {"vllm": "vllm", "lmcache": "lmcache", "nixl": "nixl", "mooncake": "mooncake.engine"}
+for key, module in MODULES.items():
+    found = []
+    for dist in DISTRIBUTIONS[key]:
+        try:
+            found.append(f"{dist}=={metadata.version(dist)}")
+        except metadata.PackageNotFoundError:
+            pass
+    try:
+        importlib.import_module(module)
+        state = "imports"
+    except Exception as exc:  # report every failure: that is the point of the check
+        state = f"IMPORT FAILED: {type(exc).__name__}: {str(exc)[:200]}"
+    print(f"package {key}: {', '.join(found) or 'not installed'}; import {module}: {state}")
+
+from vllm.distributed.kv_transfer.kv_connector.factory import KVConnectorFactory
+
+try:
+    from vllm.distributed.kv_transfer.kv_connector.v1.base import SupportsHMA
+except ImportError:
+    SupportsHMA = None
+registry = KVConnectorFactory._registry
+print(f"registered KV connectors: {len(registry)}")
+for name in sorted(registry):
+    try:
+        cls = registry[name]()
+    except Exception as exc:
+        print(f"connector {name}: LOAD FAILED: {type(exc).__name__}: {str(exc)[:200]}")
+        continue
+    if SupportsHMA is None:
+        hma = "unknown (this vLLM has no SupportsHMA)"
+    else:
+        hma = "yes" if isinstance(cls, type) and issubclass(cls, SupportsHMA) else "no"
+    print(f"connector {name}: {cls.__module__}.{cls.__qualname__}; SupportsHMA: {hma}")
+"""
+
+
+def runtime_check_script(image: str, platform: str) -> str:
+    """A bash script that pulls ``image`` and reports its KV-connector packages and connectors.
+
+    ``image`` must come from `parse_image_reference` (validated); it is still shell-quoted.
+    """
+    quoted_image, quoted_platform = shlex.quote(image), shlex.quote(platform)
+    return "\n".join(
+        [
+            "#!/usr/bin/env bash",
+            "# Runtime check generated by vllm-caching-mcp inspect_image: which KV-connector packages import in the",
+            "# image, and which connectors its vLLM registers with their SupportsHMA declaration. Needs Docker; it",
+            "# pulls the image (several GB). No GPU is needed for the imports; if one fails on libcuda, add",
+            "# --gpus all to the docker run line.",
+            "set -euo pipefail",
+            f"IMAGE={quoted_image}",
+            f"PLATFORM={quoted_platform}",
+            'docker pull --platform "$PLATFORM" "$IMAGE"',
+            "# The entrypoint (vllm serve) is replaced by the Python interpreter reading the probe from stdin.",
+            'docker run --rm -i --platform "$PLATFORM" --entrypoint python3 "$IMAGE" - <<\'PROBE\'',
+            _RUNTIME_PROBE.strip("\n"),
+            "PROBE",
+            "",
+        ]
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# The tool
+
+
+def _parse(request: InspectImageRequest) -> ImageRef:
+    try:
+        return parse_image_reference(request.image)
+    except InvalidImageReference as exc:
+        raise AdviceError(
+            "image",
+            f"{exc}; give a vllm/vllm-openai tag ('v0.22.1'), 'repo:tag', 'host[:port]/repo:tag' "
+            "or 'repo@sha256:<64 hex>'",
+        ) from None
+
+
+def _created(config: dict[str, Any]) -> str | None:
+    created = config.get("created")
+    if not isinstance(created, str):
+        return None
+    try:
+        return dt.datetime.fromisoformat(created.replace("Z", "+00:00")).isoformat()
+    except ValueError:
+        return created[:40]
+
+
+def inspect_image(request: InspectImageRequest, knowledge: Knowledge) -> InspectImageResult:
+    ref = _parse(request)
+    platform = f"linux/{request.arch}"
+    try:
+        client = client_factory()
+    except ConfigError as exc:
+        name, _, message = str(exc).partition(": ")
+        raise AdviceError(name, message) from None
+    metadata: ImageMetadata | None = None
+    failure: RegistryError | None = None
+    with client:
+        client.offline = client.offline or request.offline
+        try:
+            metadata = client.inspect(ref, Deadline(request.deadline_seconds), arch=request.arch)
+        except PlatformMissing as exc:
+            raise AdviceError(
+                "arch",
+                f"{ref} has no {exc.wanted} image; it is published for {', '.join(exc.available) or 'no platform'}",
+            ) from None
+        except RegistryError as exc:
+            if exc.reason == "not_found":
+                raise AdviceError("image", f"{ref}: {exc.detail}; check the tag (e.g. 'v0.22.1', 'latest')") from None
+            if exc.reason in ("unauthorized", "forbidden"):
+                raise AdviceError("image", f"{ref}: {exc.detail}") from None
+            failure = exc
+        requests_made = client.requests_made
+        endpoint = client.endpoint(ref)
+        notes = list(metadata.notes if metadata else dict.fromkeys(client.notes))
+
+    if metadata is None:
+        vllm_found = _version_from_tag(ref, "the image's metadata could not be read")
+        config: dict[str, Any] = {}
+    else:
+        config = metadata.config
+        env, labels, steps = _env(config), _labels(config), _history(config)
+        vllm_found = _vllm_version(env, labels, steps, ref)
+    version_text = vllm_found.value
+    try:
+        version, context = resolve_version(knowledge, version_text, field="image")
+    except AdviceError:
+        version, context = resolve_version(knowledge, None, field="image")
+        notes.append(
+            f"the vLLM version {version_text!r} the image states is not a release number; pins are for the newest"
+        )
+    if version_text is None:
+        context.warnings.insert(
+            0, "The image does not say which vLLM it carries; the pins below are for the newest release."
+        )
+    pins, citations = _pins(knowledge, version)
+    hma, hma_citations = _lmcache_mp_hma(knowledge, version)
+    citations += hma_citations
+    script_ref = str(ref)
+    if metadata is not None and not ref.digest:
+        script_ref = f"{ref}@{metadata.top_digest}"  # run exactly the image that was inspected
+    script = runtime_check_script(script_ref, platform) if request.runtime_check_script else None
+
+    if metadata is None:
+        assert failure is not None
+        provenance = Provenance(source="unavailable", failure_reason=failure.reason, detail=failure.detail)
+        notes.append(
+            "no image metadata: nothing about this image is cached locally; the vLLM version, pins and HMA note "
+            "come from the tag and the knowledge only"
+        )
+        return InspectImageResult(
+            version_context=context,
+            image=str(ref),
+            registry=ref.registry,
+            repository=ref.repository,
+            endpoint=f"{endpoint[0]}/v2/{endpoint[1]}",
+            platform=platform,
+            provenance=provenance,
+            digest=ref.digest,
+            manifest_digest=None,
+            media_type=None,
+            platforms_available=[],
+            config_digest=None,
+            created=None,
+            compressed_size_bytes=None,
+            layers=None,
+            cuda_version=Found(value=None, source="none", detail="registry not reached"),
+            python_version=Found(value=None, source="none", detail="registry not reached"),
+            vllm_version=vllm_found,
+            entrypoint=None,
+            cmd=None,
+            kv_connector_extras=None,
+            compat_pins=pins,
+            lmcache_mp_hma=hma,
+            runtime_check_script=script,
+            credentials_source=None,
+            requests_made=requests_made,
+            notes=notes,
+            citations=citations,
+        )
+
+    inner = config.get("config") if isinstance(config.get("config"), dict) else {}
+    provenance = Provenance(
+        source=metadata.origin,
+        cache_age_seconds=round(metadata.age_seconds, 1) if metadata.origin == "cache" else None,
+        failure_reason=metadata.fallback.reason if metadata.fallback else None,
+        detail=metadata.fallback.detail if metadata.fallback else None,
+    )
+    return InspectImageResult(
+        version_context=context,
+        image=str(ref),
+        registry=ref.registry,
+        repository=ref.repository,
+        endpoint=metadata.endpoint,
+        platform=metadata.platform,
+        provenance=provenance,
+        digest=metadata.top_digest,
+        manifest_digest=metadata.manifest_digest,
+        media_type=metadata.top_media_type,
+        platforms_available=list(metadata.platforms),
+        config_digest=metadata.config_digest,
+        created=_created(config),
+        compressed_size_bytes=sum(metadata.layer_sizes),
+        layers=len(metadata.layer_sizes),
+        cuda_version=_cuda(env, labels, steps),
+        python_version=_python(env, steps),
+        vllm_version=vllm_found,
+        entrypoint=_string_list(inner.get("Entrypoint")) if isinstance(inner, dict) else None,
+        cmd=_string_list(inner.get("Cmd")) if isinstance(inner, dict) else None,
+        kv_connector_extras=_kv_extras(steps),
+        compat_pins=pins,
+        lmcache_mp_hma=hma,
+        runtime_check_script=script,
+        credentials_source=metadata.credentials_source,
+        requests_made=requests_made,
+        notes=notes,
+        citations=citations,
+    )
+
+
+SPEC = ToolSpec(
+    name="inspect_image",
+    title="Inspect a vLLM container image",
+    description=(
+        "What a vllm/vllm-openai tag (e.g. 'v0.22.1', 'v0.19.0-cu130', 'latest') or any image reference contains, "
+        "read from registry metadata only (manifest and config; no layer is pulled): digest, creation date, "
+        "compressed size, CUDA and Python versions, entrypoint and cmd, the vLLM version (from the image, else from "
+        "the tag, said so), whether LMCache / NIXL / Mooncake were installed at build time (from the build history, "
+        "with the matched steps), the knowledge's version pins for that vLLM release and whether LMCacheMPConnector's "
+        "HMA support depends on the bundled lmcache. arch defaults to amd64. With runtime_check_script, also a bash "
+        "script to run on a Docker host that imports the packages and lists the registered KV connectors with their "
+        "HMA support. Reads the registry (Docker Hub, or a configured mirror); unreachable, it says so."
+    ),
+    request=InspectImageRequest,
+    result=InspectImageResult,
+    run=inspect_image,
+    open_world=True,
+)

@@ -1,0 +1,414 @@
+"""What every HTTP client of this project shares: never hang, retry what is worth retrying, keep secrets out.
+
+`github.py` (issue status) and `registry.py` (image metadata) are built on this module; each adds
+only what its service needs (URLs, authentication, how to read a rate limit, what a status means).
+What lives here:
+
+- `Deadline`: the caller's time allowance; every request's timeout is bounded by it.
+- `RetryingClient`: one exchange with bounded reads, then retries with exponential backoff and
+  full jitter on connection errors, timeouts and 5xx; rate limits (``Retry-After`` by default, a
+  subclass may read more headers) are waited out only when the wait fits in the deadline; once the
+  network is found down, later requests of the same client fail at once instead of each paying the
+  timeout. A failure raises `HttpError` with a machine-readable `reason` (`FailureReason`) and a
+  text passed through the client's `scrub`, so a secret never reaches an error, a log or a result.
+- `DiskCache`: one JSON file per key under ``$XDG_CACHE_HOME/vllm-caching-mcp``, written atomically.
+- `Secret`: a credential whose text leaves it only for a request header.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import errno
+import hashlib
+import json
+import logging
+import os
+import random
+import socket
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+import httpx
+
+log = logging.getLogger(__name__)
+
+CACHE_DIR_ENV = "VLLM_CACHING_MCP_CACHE_DIR"
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+
+FailureReason = Literal[
+    "offline_requested",
+    "dns_failure",
+    "connection_refused",
+    "timeout",
+    "network_error",
+    "rate_limited",
+    "deadline",
+    "server_error",
+    "bad_response",
+    "not_found",
+    "unauthorized",
+    "forbidden",
+    "http_error",
+]
+# Failures that say the network (or our allowance on it) is gone, not that one resource is bad:
+# after one of these, a client stops trying for the rest of its life.
+NETWORK_DOWN: frozenset[str] = frozenset(
+    {"dns_failure", "connection_refused", "timeout", "network_error", "rate_limited", "deadline"}
+)
+# Transport failures that a second attempt may cure.
+_RETRYABLE_TRANSPORT = frozenset({"timeout", "connection_refused", "network_error", "dns_failure"})
+
+
+class HttpError(Exception):
+    """A request that could not be answered; ``reason`` is machine-readable, the text is secret-free."""
+
+    def __init__(self, reason: FailureReason, detail: str) -> None:
+        super().__init__(detail)
+        self.reason: FailureReason = reason
+        self.detail = detail
+
+
+class Secret:
+    """A credential; its text leaves this object only through `reveal`, for a request header."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(***)"
+
+    __str__ = __repr__
+
+
+class Deadline:
+    """A point in monotonic time by which the caller wants an answer."""
+
+    def __init__(self, seconds: float) -> None:
+        self.at = time.monotonic() + seconds
+
+    def remaining(self) -> float:
+        return self.at - time.monotonic()
+
+
+def is_loopback(host: str | None) -> bool:
+    return (host or "") in LOOPBACK_HOSTS
+
+
+def default_cache_dir(env: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
+    if env.get(CACHE_DIR_ENV):
+        return Path(env[CACHE_DIR_ENV]).expanduser()
+    base = env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base).expanduser() / "vllm-caching-mcp"
+
+
+# ---------------------------------------------------------------------------------------------
+# Disk cache
+
+
+@dataclasses.dataclass
+class CacheEntry:
+    body: Any
+    etag: str | None
+    stored_at: float
+    next_url: str | None = None
+
+    def age(self) -> float:
+        return max(0.0, time.time() - self.stored_at)
+
+
+class DiskCache:
+    """One JSON file per request, named by a hash of it; atomic writes, corrupt files are misses."""
+
+    def __init__(self, directory: Path | None, scrub: Callable[[str], str] = str, *, label: str = "HTTP") -> None:
+        self.directory = directory
+        self._scrub = scrub  # a server that echoes a secret must not get it written to disk
+        self._label = label
+        self._warned = False
+
+    @staticmethod
+    def key(method: str, url: str, body: bytes = b"") -> str:
+        return hashlib.sha256(method.encode() + b" " + url.encode() + b"\n" + body).hexdigest()
+
+    def get(self, key: str) -> CacheEntry | None:
+        if self.directory is None:
+            return None
+        try:
+            raw = json.loads((self.directory / f"{key}.json").read_text(encoding="utf-8"))
+            return CacheEntry(
+                body=raw["body"],
+                etag=raw.get("etag"),
+                stored_at=float(raw["stored_at"]),
+                next_url=raw.get("next_url"),
+            )
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def put(self, key: str, entry: CacheEntry) -> None:
+        if self.directory is None:
+            return
+        payload = self._scrub(json.dumps(dataclasses.asdict(entry), separators=(",", ":")))
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+            fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-", suffix=".json")
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as out:
+                    out.write(payload)
+                    out.flush()
+                    os.fsync(out.fileno())
+                os.replace(tmp, self.directory / f"{key}.json")
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+                raise
+        except OSError as exc:
+            # A read-only or full disk costs the cache, never the answer.
+            if not self._warned:
+                log.warning(
+                    "%s response cache disabled: cannot write to the cache directory (%s)", self._label, exc.strerror
+                )
+                self._warned = True
+
+
+# ---------------------------------------------------------------------------------------------
+# The retrying client
+
+
+class RetryPolicy(Protocol):
+    """The settings a `RetryingClient` reads; GitHubSettings and RegistrySettings both have them."""
+
+    @property
+    def timeout(self) -> float: ...
+    @property
+    def max_retries(self) -> int: ...
+    @property
+    def backoff_base(self) -> float: ...
+    @property
+    def backoff_cap(self) -> float: ...
+    @property
+    def max_body_bytes(self) -> int: ...
+
+
+@dataclasses.dataclass
+class RawResponse:
+    status: int
+    headers: httpx.Headers
+    body: bytes
+    next_url: str | None
+    url: str
+
+
+def classify_connect_error(exc: httpx.ConnectError) -> tuple[FailureReason, str]:
+    """Tell a DNS failure from a refused connection by the OS error underneath httpx's."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, socket.gaierror):
+            return "dns_failure", "the host name does not resolve"
+        if isinstance(cause, ConnectionRefusedError) or getattr(cause, "errno", None) == errno.ECONNREFUSED:
+            return "connection_refused", "connection refused"
+        cause = cause.__cause__ or cause.__context__
+    text = str(exc).lower()
+    if "name or service not known" in text or "nodename nor servname" in text or "getaddrinfo" in text:
+        return "dns_failure", "the host name does not resolve"
+    if "refused" in text:
+        return "connection_refused", "connection refused"
+    if "certificate" in text or "ssl" in text:
+        return "network_error", "TLS handshake failed (certificate not trusted?)"
+    return "network_error", "connection failed"
+
+
+class RetryingClient:
+    """One service's HTTP exchanges with deadlines, retries and bounded reads.
+
+    Subclasses name the service (``service``, used in messages), build the `httpx.Client`, and
+    may override the hooks: `scrub` (secrets out of text), `_error` (their exception type),
+    `_rate_limit_wait` / `_note_rate_limit` (how the service signals limits), `_redirect` (which
+    redirects may be followed, with which headers) and `_status_error` (what a 4xx means).
+    """
+
+    service = "the server"
+
+    def __init__(
+        self, policy: RetryPolicy, http: httpx.Client, *, offline: bool = False, sleep: Callable[[float], None]
+    ) -> None:
+        self._policy = policy
+        self._http = http
+        self._sleep = sleep
+        self.offline = offline
+        self.requests_made = 0
+        self._down: HttpError | None = None
+        self._blocked_until = 0.0  # wall-clock time until which the rate limit is known to be spent
+
+    def close(self) -> None:
+        self._http.close()
+
+    # -- hooks -------------------------------------------------------------------------------------
+
+    def scrub(self, text: str) -> str:
+        return text
+
+    def _error(self, reason: FailureReason, detail: str) -> HttpError:
+        return HttpError(reason, detail)
+
+    def _fail(self, reason: FailureReason, detail: str) -> HttpError:
+        return self._error(reason, self.scrub(detail))
+
+    def _rate_limit_wait(self, response: RawResponse) -> float | None:
+        """How long the service asks us to wait, or None when a 403/429 is not about a limit."""
+        retry_after = response.headers.get("retry-after")
+        if retry_after is not None:
+            try:
+                return max(0.0, float(retry_after))
+            except ValueError:
+                return 60.0
+        return 60.0 if response.status == 429 else None
+
+    def _note_rate_limit(self, headers: httpx.Headers) -> None:
+        """A success may say the allowance is spent; by default nothing is read."""
+
+    def _redirect(self, url: str, location: str, headers: dict[str, str]) -> tuple[str, dict[str, str]]:
+        raise self._fail("bad_response", f"{self.service} answered with a redirect, which is not followed")
+
+    def _status_error(self, status: int, response: RawResponse) -> HttpError:
+        if status == 401:
+            return self._fail("unauthorized", f"{self.service} asks for credentials (HTTP 401)")
+        if status == 403:
+            return self._fail("forbidden", f"{self.service} refused the request (HTTP {status})")
+        if status in (404, 410):
+            return self._fail("not_found", f"{self.service} has no such resource (HTTP {status})")
+        return self._fail("http_error", f"{self.service} answered HTTP {status}")
+
+    # -- one exchange --------------------------------------------------------------------------------
+
+    def _backoff(self, attempt: int) -> float:
+        # Full jitter: a random wait in [0, base * 2^attempt], capped.
+        return random.uniform(0, min(self._policy.backoff_cap, self._policy.backoff_base * 2**attempt))
+
+    def _wait(self, seconds: float, deadline: Deadline, reason: FailureReason, why: str) -> None:
+        """Sleep ``seconds`` if that leaves time to try again, else give up with ``reason``."""
+        if seconds >= deadline.remaining() - 0.05:
+            raise self._fail(reason, f"{why}; waiting {seconds:.1f} s would pass the deadline")
+        self._sleep(max(0.0, seconds))
+
+    def _read_bounded(self, response: httpx.Response, deadline: Deadline) -> bytes:
+        limit = self._policy.max_body_bytes
+        declared = response.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            raise self._fail("bad_response", f"the response body ({declared} bytes) is larger than {limit} bytes")
+        chunks: list[bytes] = []
+        size = 0
+        for chunk in response.iter_bytes():
+            size += len(chunk)
+            if size > limit:
+                raise self._fail("bad_response", f"the response body is larger than {limit} bytes")
+            if deadline.remaining() <= 0:
+                raise self._fail("timeout", "the response was still arriving when the deadline passed")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def _send_once(
+        self, method: str, url: str, headers: dict[str, str], body: bytes | None, deadline: Deadline
+    ) -> RawResponse:
+        timeout = min(self._policy.timeout, deadline.remaining())
+        if timeout <= 0.05:
+            raise self._fail("deadline", f"no time left before the deadline to ask {self.service}")
+        self.requests_made += 1
+        host = httpx.URL(url).host
+        request = self._http.build_request(method, url, headers=headers, content=body, timeout=httpx.Timeout(timeout))
+        try:
+            response = self._http.send(request, stream=True)
+            try:
+                data = self._read_bounded(response, deadline)
+            finally:
+                response.close()
+        except httpx.TimeoutException:
+            raise self._fail("timeout", f"{self.service} did not answer within {timeout:.1f} s") from None
+        except httpx.ConnectError as exc:
+            reason, what = classify_connect_error(exc)
+            raise self._fail(reason, f"cannot connect to {host}: {what}") from None
+        except httpx.HTTPError as exc:
+            raise self._fail("network_error", f"network error talking to {host}: {type(exc).__name__}") from None
+        next_link = response.links.get("next", {}).get("url")
+        return RawResponse(response.status_code, response.headers, data, next_link, url)
+
+    def _request(
+        self,
+        method: str,
+        url: str,
+        deadline: Deadline,
+        *,
+        headers: dict[str, str] | None = None,
+        body: bytes | None = None,
+        passthrough: frozenset[int] = frozenset(),
+    ) -> RawResponse:
+        """Send with retries; returns a 2xx, a 304 or a status in ``passthrough``, raises otherwise."""
+        if self.offline:
+            raise self._fail("offline_requested", f"offline mode: {self.service} was not asked")
+        if self._down is not None:
+            raise self._down
+        try:
+            return self._request_with_retries(method, url, deadline, dict(headers or {}), body, passthrough)
+        except HttpError as exc:
+            if exc.reason in NETWORK_DOWN:
+                self._down = exc
+            raise
+
+    def _request_with_retries(
+        self,
+        method: str,
+        url: str,
+        deadline: Deadline,
+        headers: dict[str, str],
+        body: bytes | None,
+        passthrough: frozenset[int],
+    ) -> RawResponse:
+        redirects = 0
+        attempt = 0
+        while True:
+            blocked_for = self._blocked_until - time.time()
+            if blocked_for > 0:
+                self._wait(blocked_for, deadline, "rate_limited", f"{self.service}'s rate limit is spent")
+            try:
+                response = self._send_once(method, url, headers, body, deadline)
+            except HttpError as exc:
+                if exc.reason not in _RETRYABLE_TRANSPORT or attempt >= self._policy.max_retries:
+                    raise
+                self._wait(self._backoff(attempt), deadline, exc.reason, exc.detail)
+                attempt += 1
+                continue
+            status = response.status
+            self._note_rate_limit(response.headers)
+            if 200 <= status < 300 or status == 304 or status in passthrough:
+                return response
+            if status in (301, 302, 303, 307, 308) and redirects < 3 and method == "GET":
+                url, headers = self._redirect(url, response.headers.get("location", ""), headers)
+                redirects += 1
+                continue
+            if status in (403, 429):
+                wait = self._rate_limit_wait(response)
+                if wait is None:
+                    raise self._status_error(status, response)
+                if attempt >= self._policy.max_retries:
+                    raise self._fail("rate_limited", f"still rate-limited after {attempt + 1} attempts")
+                # The wait happens once, at the top of the loop, for this and every later request.
+                self._blocked_until = max(self._blocked_until, time.time() + wait)
+                attempt += 1
+                continue
+            if status >= 500:
+                if attempt >= self._policy.max_retries:
+                    raise self._fail("server_error", f"{self.service} answered HTTP {status} {attempt + 1} times")
+                self._wait(self._backoff(attempt), deadline, "server_error", f"{self.service} answered HTTP {status}")
+                attempt += 1
+                continue
+            raise self._status_error(status, response)
