@@ -132,8 +132,10 @@ def test_a_duplicate_with_an_affected_range_is_fixed_from_the_first_release_past
     bug = ask_one("vllm-project/vllm#36463", vllm_version="0.22.1")
     assert bug.verdict == "fixed_in_your_version"
     assert bug.fixed_in is not None and (bug.fixed_in.version, bug.fixed_in.basis) == ("0.21.0", "affected_range")
-    # on 0.20.2, inside the range, closing it as a duplicate fixed nothing: keep the avoidance
-    assert ask_one("vllm-project/vllm#36463", vllm_version="0.20.2").verdict == "closed_without_fix"
+    # on 0.20.2, inside the range: still affected, and the range's end says which release to move to
+    inside = ask_one("vllm-project/vllm#36463", vllm_version="0.20.2")
+    assert inside.verdict == "still_affects_you"
+    assert inside.fixed_in is not None and inside.fixed_in.version == "0.21.0"
 
 
 def add_fixed_upstream_issue(github: FakeGitHub) -> None:

@@ -67,7 +67,8 @@ def test_full_gpu_cache_with_preemptions_is_a_memory_wall(knowledge: Knowledge) 
 
 def test_offload_connector_not_loaded(knowledge: Knowledge) -> None:
     deployment = [Document(name="serve.sh", text="vllm serve m --kv-offloading-size 100")]
-    metrics = dump(prefix_cache_queries_total=2e7, prefix_cache_hits_total=6e6)
+    # The engine exports the external counter with or without a connector; at 0 no tier was asked.
+    metrics = dump(prefix_cache_queries_total=2e7, prefix_cache_hits_total=6e6, external_prefix_cache_queries_total=0)
     result = diagnose(
         DiagnoseRequest(symptoms=["ttft_high"], deployment=deployment, metrics_before=metrics, vllm_version="0.30.0"),
         knowledge,
@@ -75,6 +76,10 @@ def test_offload_connector_not_loaded(knowledge: Knowledge) -> None:
     assert causes(result)[0] == "connector_not_loaded"
     assert result.causes[0].likelihood == "high"
     assert "the deployment configures OffloadingConnector" in result.causes[0].evidence
+    # A dump without the series at all is a partial dump, not evidence about the connector.
+    partial = dump(prefix_cache_queries_total=2e7, prefix_cache_hits_total=6e6)
+    result = diagnose(DiagnoseRequest(symptoms=["ttft_high"], metrics_before=partial, vllm_version="0.30.0"), knowledge)
+    assert "connector_not_loaded" not in causes(result)
 
 
 def test_metric_names_from_another_release(knowledge: Knowledge) -> None:

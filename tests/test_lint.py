@@ -13,8 +13,8 @@ from conftest import REPO
 @pytest.mark.parametrize(
     "command",
     [
-        [sys.executable, "-m", "ruff", "check", "server", "tests", "scripts", "benchmarks"],
-        [sys.executable, "-m", "ruff", "format", "--check", "server", "tests", "scripts", "benchmarks"],
+        [sys.executable, "-m", "ruff", "check", "server", "tests", "scripts", "benchmarks", "evals"],
+        [sys.executable, "-m", "ruff", "format", "--check", "server", "tests", "scripts", "benchmarks", "evals"],
         [sys.executable, "-m", "mypy"],
     ],
     ids=["ruff-check", "ruff-format", "mypy"],

@@ -102,3 +102,29 @@ async def test_every_knowledge_file_is_a_readable_resource(transport: str, url: 
         text = read.contents[0].text  # type: ignore[union-attr]
         lines = yaml.safe_load(text)["lines"]
         assert {line["package"] for line in lines} >= {"vllm", "lmcache"}
+
+
+MINIMAL_CALLS: dict[str, dict[str, Any]] = {
+    "check_version": {"name": "OffloadingConnector", "version": "0.22.1"},
+    "choose_backend": {"version": "0.33.0", "tiers": ["cpu"]},
+    "size_offload": {"model": "llama-3.1-8b", "version": "0.33.0", "kv_offloading_size_gib": 64},
+    "render_config": {
+        "backend": "native_cpu",
+        "version": "0.33.0",
+        "model": "m",
+        "sizes": {"kv_offloading_size_gib": 64},
+    },
+    "review_deployment": {"documents": [{"name": "serve.sh", "text": "vllm serve m --kv-offloading-size 64"}]},
+    "diagnose": {"symptoms": ["ttft_high"], "vllm_version": "0.33.0"},
+    "check_bug_status": {"offline": True, "bugs": ["LMCache/LMCache#2942"]},
+    "inspect_image": {"image": "v0.22.1", "offline": True},
+}
+
+
+async def test_every_tool_answers_over_the_protocol(transport: str, url: str | None) -> None:
+    assert set(MINIMAL_CALLS) == {spec.name for spec in TOOLS}
+    async with connect(transport, url) as client:
+        for name, arguments in MINIMAL_CALLS.items():
+            result = await client.call_tool(name, arguments)
+            assert not result.is_error, (name, result.content)
+            assert result.structured_content is not None and result.content[0].text, name

@@ -67,7 +67,7 @@ def _add_tool_parser(subparsers: Any, spec: ToolSpec) -> None:
     parser = subparsers.add_parser(command, help=spec.title, description=spec.description)
     for name, field in spec.request.model_fields.items():
         flag = "--" + name.replace("_", "-")
-        help_text = field.description or ""
+        help_text = (field.description or "").replace("%", "%%")  # argparse formats help with %
         if _is_bool(field.annotation):
             parser.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, default=None, help=help_text)
         elif _is_scalar_list(field.annotation):

@@ -394,7 +394,15 @@ def _judge(bug: Bug | None, seen: _Observed, facts: _VersionFacts, stored_refs: 
     # 2. The knowledge's affected range.
     spec_text = bug.affected_versions.get(package) if bug is not None and package is not None else None
     if spec_text and version is not None:
+        after = _fix_after_range(spec_text, known)
         if contains(parse_specifier(spec_text), version):
+            if after is not None and after > version:
+                # The range ends: the first release past it no longer has the problem, however the issue closed.
+                return _Verdict(
+                    "still_affects_you",
+                    f"{label} {version} is in the affected range {spec_text}; fixed from {after}: upgrade",
+                    FixRelease(package=package or "", version=str(after), basis="affected_range"),
+                )
             beyond = (
                 " (the range is open-ended: no release known to the knowledge fixes it)"
                 if not any(v > version and not contains(parse_specifier(spec_text), v) for v in known)
@@ -406,7 +414,6 @@ def _judge(bug: Bug | None, seen: _Observed, facts: _VersionFacts, stored_refs: 
                     f"{why_no_fix}; {label} {version} is in the affected range {spec_text}{beyond}",
                 )
             return _Verdict("still_affects_you", f"{label} {version} is in the affected range {spec_text}{beyond}")
-        after = _fix_after_range(spec_text, known)
         if after is not None and version >= after:
             return _Verdict(
                 "fixed_in_your_version",

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from prometheus_client.parser import text_string_to_metric_families
 from pydantic import BaseModel, Field
 
 from ..knowledge import Knowledge, Metric, normalize_name
@@ -137,6 +136,9 @@ class DiagnoseResult(Result):
 
 def parse_metrics(text: str, field: str) -> dict[str, dict[str, Any]]:
     """Family name (normalised) → {'type', 'samples': [(name, labels, value)]}."""
+    # Imported here: only this tool needs the parser, and the server should start without it.
+    from prometheus_client.parser import text_string_to_metric_families
+
     families: dict[str, dict[str, Any]] = {}
     try:
         for family in text_string_to_metric_families(text):
@@ -176,15 +178,21 @@ def diagnose(request: DiagnoseRequest, knowledge: Knowledge) -> DiagnoseResult:
     version, context = resolve_version(knowledge, request.vllm_version, field="vllm_version")
     review = None
     if request.deployment:
-        review = review_deployment(
-            ReviewRequest(
-                documents=request.deployment,
-                vllm_version=request.vllm_version,
-                host=request.host,
-                p99_context_tokens=request.p99_context_tokens,
-            ),
-            knowledge,
-        )
+        try:
+            review = review_deployment(
+                ReviewRequest(
+                    documents=request.deployment,
+                    vllm_version=request.vllm_version,
+                    host=request.host,
+                    p99_context_tokens=request.p99_context_tokens,
+                ),
+                knowledge,
+            )
+        except AdviceError as exc:
+            if exc.field != "documents":
+                raise
+            # review_deployment calls them documents; this tool's field is deployment.
+            raise AdviceError("deployment", str(exc).removeprefix("documents: ")) from None
         if request.vllm_version is None and review.workloads and review.workloads[0].version_source == "image-tag":
             version, context = resolve_version(knowledge, review.workloads[0].vllm_version, field="vllm_version")
     before = parse_metrics(request.metrics_before, "metrics_before") if request.metrics_before else None
@@ -313,11 +321,10 @@ def diagnose(request: DiagnoseRequest, knowledge: Knowledge) -> DiagnoseResult:
         "metric.external_prefix_cache_queries" in readings
         and readings["metric.external_prefix_cache_queries"].available_in_version
     )
-    if latest is not None and ext_available and (queries or 0) > 0 and not ext_q:
-        evidence = [
-            f"vllm:prefix_cache_queries = {queries:g} tokens but vllm:external_prefix_cache_queries is "
-            + ("absent" if ext_q is None else "0")
-        ]
+    # The engine exports the external counter whether or not a connector runs (it stays at 0 without
+    # one), so only a present zero says "no connector"; an absent series means a partial dump.
+    if latest is not None and ext_available and (queries or 0) > 0 and ext_q == 0:
+        evidence = [f"vllm:prefix_cache_queries = {queries:g} tokens but vllm:external_prefix_cache_queries is 0"]
         if connectors:
             evidence.append(f"the deployment configures {', '.join(sorted(set(connectors)))}")
         causes.append(

@@ -1080,6 +1080,9 @@ def _merge_size_offload(request: RenderConfigRequest) -> None:
     data = request.size_offload
     if not data:
         return
+    if isinstance(data.get("offload"), dict):
+        # A whole size_offload result, as the tool returns it: the tier values sit under `offload`.
+        data = data["offload"]
     sizes = request.sizes
     allowed = {"kv_offloading_size_gib", "cpu_bytes_to_use", "lmcache_max_local_cpu_size_gib"}
     for key in allowed:
