@@ -837,9 +837,13 @@ def _describe(error: Any, raw: Any) -> str:
     return f"field {'.'.join(map(str, loc)) or '(top level)'!r}: {message}"
 
 
+_SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def _load_file(path: Path, model: type[Frozen]) -> Frozen:
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        # libyaml's loader when PyYAML was built with it: the same safe constructors, ten times faster.
+        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_SAFE_LOADER)
     except FileNotFoundError:
         raise KnowledgeError(f"knowledge/{path.name}: file is missing") from None
     except yaml.YAMLError as exc:

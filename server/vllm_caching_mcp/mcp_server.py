@@ -10,11 +10,17 @@ the server does not have is a protocol error. Nothing else lives here.
 from __future__ import annotations
 
 import argparse
+import hashlib
+import hmac
 import inspect
+import ipaddress
 import operator
+import os
+import re
+import socket
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NamedTuple, NoReturn
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.context import Context
@@ -26,7 +32,12 @@ from pydantic import Field
 from . import __version__
 from .advice.common import ToolSpec
 from .knowledge import FILES, KnowledgeError, load_knowledge
+from .prompts import add_prompts
 from .tools import TOOLS, ToolInputError, run_tool
+
+if TYPE_CHECKING:  # the HTTP stack is imported only when serving HTTP
+    from mcp.server.transport_security import TransportSecuritySettings
+    from starlette.types import ASGIApp, Receive, Scope, Send
 
 INSTRUCTIONS = (
     "Answers about vLLM tiered KV caching (CPU/NVMe/object-store/peer offload, LMCache, NIXL, Mooncake) "
@@ -65,11 +76,14 @@ def _tool_function(spec: ToolSpec) -> Any:
 
     parameters = []
     for field_name, field in spec.request.model_fields.items():
-        # Annotated[...] built at run time from the model's own type, bounds and description.
-        annotation = operator.getitem(
-            Annotated, (field.annotation, *field.metadata, Field(description=field.description))
-        )
+        # Annotated[...] built at run time from the model's own type, bounds, description and default
+        # (a default factory stays a factory, so no call shares a mutable default with another).
+        extra = Field(description=field.description)
         default = inspect.Parameter.empty if field.is_required() else field.default
+        if field.default_factory is not None:
+            extra = Field(description=field.description, default_factory=field.default_factory)
+            default = inspect.Parameter.empty
+        annotation = operator.getitem(Annotated, (field.annotation, *field.metadata, extra))
         parameters.append(
             inspect.Parameter(field_name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=default)
         )
@@ -101,6 +115,7 @@ def build_server() -> MCPServer:
     root = knowledge.directory
     for file_name in FILES:
         _add_knowledge_resource(server, root, file_name)
+    add_prompts(server)
     return server
 
 
@@ -117,29 +132,245 @@ def _add_knowledge_resource(server: MCPServer, root: str, file_name: str) -> Non
         return path.read_text(encoding="utf-8")
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="vllm-caching-mcp", description="MCP server for vLLM tiered KV caching (stdio by default)."
+# -- start-up and the HTTP transport --------------------------------------------------------------
+
+_LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
+# Host header patterns the SDK matches: exact, or "name:*" for any port.
+_HOST_PATTERN = re.compile(r"(\*|[A-Za-z0-9](?:[A-Za-z0-9.-]{0,252})|\[[0-9A-Fa-f:.]+\])(?::(?:\*|\d{1,5}))?")
+_ORIGIN_PATTERN = re.compile(r"https?://(?:[A-Za-z0-9][A-Za-z0-9.-]{0,252}|\[[0-9A-Fa-f:.]+\])(?::(?:\*|\d{1,5}))?")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+MIN_TOKEN_LENGTH = 16
+HEALTH_PATH = "/healthz"
+
+
+class StartupError(Exception):
+    """A start-up option that cannot work; the message is one line for the operator."""
+
+
+class HttpOptions(NamedTuple):
+    host: str
+    port: int
+    path: str
+    allowed_hosts: tuple[str, ...]  # ("*",) means any Host header
+    allowed_origins: tuple[str, ...]
+    token: str | None
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        # One line, no usage dump: start-up errors are read in service logs.
+        self.exit(2, f"{self.prog}: {message}\n")
+
+
+def _is_loopback(host: str) -> bool:
+    if host in _LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def http_options(args: argparse.Namespace, environ: dict[str, str]) -> HttpOptions:
+    """Check the streamable-http options together; raises StartupError with one line."""
+    if not 0 < args.port < 65536:
+        raise StartupError(f"--port: {args.port} is not a TCP port (1-65535)")
+    if not args.path.startswith("/") or args.path == HEALTH_PATH or any(c.isspace() for c in args.path):
+        raise StartupError(f"--path: {args.path!r} must start with '/', contain no spaces and not be {HEALTH_PATH}")
+    for value in args.allowed_host:
+        if not _HOST_PATTERN.fullmatch(value):
+            raise StartupError(f"--allowed-host: {value!r} is not HOST, HOST:PORT, HOST:* or *")
+    for value in args.allowed_origin:
+        if not _ORIGIN_PATTERN.fullmatch(value):
+            raise StartupError(f"--allowed-origin: {value!r} is not http(s)://HOST[:PORT|:*]")
+    hosts = tuple(args.allowed_host)
+    origins = tuple(args.allowed_origin)
+    if not hosts:
+        if not _is_loopback(args.host):
+            raise StartupError(
+                f"--host {args.host} accepts connections from other machines: name the Host header values "
+                "clients use with --allowed-host (e.g. --allowed-host 'mcp.example.internal:*'), "
+                "or --allowed-host '*' behind a proxy that checks Host"
+            )
+        hosts = ("127.0.0.1", "127.0.0.1:*", "localhost", "localhost:*", "[::1]", "[::1]:*")
+        if not origins:
+            origins = ("http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*")
+    if "*" in hosts and len(hosts) > 1:
+        raise StartupError("--allowed-host: '*' accepts any Host header and cannot be combined with other values")
+    token = None
+    if args.auth_token_env is not None:
+        name = args.auth_token_env
+        if not _ENV_NAME.fullmatch(name):
+            raise StartupError(f"--auth-token-env: {name!r} is not an environment variable name")
+        token = environ.get(name, "")
+        if not token:
+            raise StartupError(f"--auth-token-env: the environment variable {name} is not set or empty")
+        if len(token) < MIN_TOKEN_LENGTH or any(c.isspace() or not c.isprintable() for c in token):
+            raise StartupError(
+                f"--auth-token-env: the token in {name} must be at least {MIN_TOKEN_LENGTH} printable "
+                "characters without spaces"
+            )
+    return HttpOptions(args.host, args.port, args.path, hosts, origins, token)
+
+
+def _origin_allowed(origin: str, allowed: tuple[str, ...]) -> bool:
+    return origin in allowed or any(a.endswith(":*") and origin.startswith(a[:-1]) for a in allowed)
+
+
+class _Gate:
+    """ASGI wrapper: bearer token and (when every Host is accepted) Origin checks; health is always open.
+
+    The token is compared as SHA-256 digests with `hmac.compare_digest`, so neither its content
+    nor its length leaks through timing; it is never logged or echoed.
+    """
+
+    def __init__(self, app: ASGIApp, options: HttpOptions) -> None:
+        self.app = app
+        self.token_digest = hashlib.sha256(options.token.encode()).digest() if options.token else None
+        self.check_origin = options.allowed_hosts == ("*",)  # otherwise the SDK checks Host and Origin
+        self.allowed_origins = options.allowed_origins
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] == HEALTH_PATH:
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v for k, v in scope.get("headers", [])}
+        if self.token_digest is not None:
+            scheme, _, supplied = headers.get("authorization", b"").partition(b" ")
+            supplied_digest = hashlib.sha256(supplied.strip()).digest()
+            if scheme.lower() != b"bearer" or not hmac.compare_digest(supplied_digest, self.token_digest):
+                await _reply(
+                    send, 401, b'{"error": "a valid bearer token is required"}', [(b"www-authenticate", b"Bearer")]
+                )
+                return
+        origin = headers.get("origin")
+        if (
+            self.check_origin
+            and origin is not None
+            and not _origin_allowed(origin.decode("latin-1"), self.allowed_origins)
+        ):
+            await _reply(send, 403, b'{"error": "origin not allowed"}', [])
+            return
+        await self.app(scope, receive, send)
+
+
+async def _reply(send: Send, status: int, body: bytes, extra_headers: list[tuple[bytes, bytes]]) -> None:
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *extra_headers]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def http_app(server: MCPServer, options: HttpOptions) -> ASGIApp:
+    """The streamable HTTP app: stateless (any replica can answer any request), guarded, with /healthz."""
+    from mcp.server.transport_security import TransportSecuritySettings
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response
+
+    async def health(request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    server.custom_route(HEALTH_PATH, methods=["GET"], include_in_schema=False)(health)
+
+    security: TransportSecuritySettings
+    if options.allowed_hosts == ("*",):
+        security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    else:
+        security = TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=list(options.allowed_hosts),
+            allowed_origins=list(options.allowed_origins),
+        )
+    app = server.streamable_http_app(
+        streamable_http_path=options.path, stateless_http=True, transport_security=security, host=options.host
     )
+    return _Gate(app, options)
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A listening socket, so that a bad address or a busy port is one clear line, not a traceback."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except (socket.gaierror, UnicodeError):
+        raise StartupError(f"--host: {host!r} is not an address this machine can bind") from None
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(1024)
+    except OSError as exc:
+        sock.close()
+        raise StartupError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def serve_http(server: MCPServer, options: HttpOptions, sock: socket.socket) -> None:
+    import anyio
+    import uvicorn
+
+    config = uvicorn.Config(
+        http_app(server, options),
+        host=options.host,
+        port=options.port,
+        log_level=server.settings.log_level.lower(),
+        server_header=False,
+    )
+    anyio.run(uvicorn.Server(config).serve, [sock])
+
+
+def argument_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="vllm-caching-mcp", description="MCP server for vLLM tiered KV caching (stdio by default).")
     parser.add_argument("--transport", choices=["stdio", "streamable-http"], default="stdio")
     parser.add_argument("--host", default="127.0.0.1", help="streamable-http: address to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="streamable-http: port (default 8000)")
     parser.add_argument("--path", default="/mcp", help="streamable-http: endpoint path (default /mcp)")
+    parser.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="HOST[:PORT|:*]",
+        help="streamable-http: a Host header value to accept (repeatable; DNS-rebinding protection). Default: the "
+        "loopback names when bound to loopback; required otherwise ('*' accepts any Host)",
+    )
+    parser.add_argument(
+        "--allowed-origin",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="streamable-http: an Origin to accept from browsers (repeatable; e.g. https://ide.example.com). "
+        "Requests without Origin (non-browser clients) are unaffected",
+    )
+    parser.add_argument(
+        "--auth-token-env",
+        metavar="NAME",
+        help="streamable-http: require 'Authorization: Bearer <token>', the token read from environment variable "
+        f"NAME (at least {MIN_TOKEN_LENGTH} characters); {HEALTH_PATH} stays open",
+    )
     parser.add_argument("--version", action="version", version=f"vllm-caching-mcp {__version__}")
-    args = parser.parse_args(argv)
-    if not 0 < args.port < 65536:
-        parser.error(f"--port: {args.port} is not a TCP port (1-65535)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = argument_parser().parse_args(argv)
     try:
+        options = http_options(args, dict(os.environ)) if args.transport == "streamable-http" else None
+        if options is None and (args.auth_token_env or args.allowed_host or args.allowed_origin):
+            raise StartupError("--auth-token-env, --allowed-host and --allowed-origin apply to streamable-http only")
         server = build_server()
+        if options is None:
+            server.run("stdio")
+        else:
+            serve_http(server, options, listen(options.host, options.port))
+    except StartupError as exc:
+        print(f"vllm-caching-mcp: {exc}", file=sys.stderr)
+        return 2
     except KnowledgeError as exc:
         print(f"vllm-caching-mcp: the knowledge base is broken: {exc}", file=sys.stderr)
         return 2
-    if args.transport == "stdio":
-        server.run("stdio")
-    else:
-        server.run(
-            "streamable-http", host=args.host, port=args.port, streamable_http_path=args.path, stateless_http=True
-        )
+    except KeyboardInterrupt:
+        return 130
     return 0
 
 

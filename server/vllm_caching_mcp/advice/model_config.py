@@ -18,6 +18,7 @@ from .common import AdviceError
 
 DType = Literal["bfloat16", "float16", "float32"]
 WeightsDType = Literal["bfloat16", "float16", "fp8", "mxfp4"]
+MAX_CONFIG_BYTES = 4 * 2**20  # a config.json is tens of KiB; the bound is for the wrong file
 
 
 class Architecture(BaseModel):
@@ -205,8 +206,15 @@ def read_hf_config(path_text: str) -> Architecture:
     path = Path(path_text).expanduser()
     if path.is_dir():
         path = path / "config.json"
+    # Only a regular file, read with a bound: /dev/zero, a FIFO or a huge file must not hang or fill memory.
+    if path.exists() and not path.is_file():
+        raise AdviceError("config_path", f"{path_text!r} is not a regular file or a directory holding config.json")
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        with path.open("rb") as stream:
+            data = stream.read(MAX_CONFIG_BYTES + 1)
+        if len(data) > MAX_CONFIG_BYTES:
+            raise AdviceError("config_path", f"{path_text!r} is larger than {MAX_CONFIG_BYTES // 2**20} MiB")
+        raw = json.loads(data.decode("utf-8"))
     except FileNotFoundError:
         raise AdviceError("config_path", f"no config.json at {path_text!r}") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:

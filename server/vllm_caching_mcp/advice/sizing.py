@@ -112,11 +112,15 @@ class SizeOffloadRequest(BaseModel):
     )
     nvme_drives_per_node: int = Field(default=1, ge=1, le=64)
     gds: bool = Field(default=False, description="GPUDirect Storage: NVMe reads skip the host bounce")
-    remote_gb_s: float = Field(default=25.0, gt=0, description="network rate to a remote tier, GB/s (200 Gb/s)")
-    prefill_tokens_per_s: float | None = Field(default=None, gt=0, description="measured prefill rate per engine")
-    mfu: float = Field(default=0.4, gt=0, le=1, description="ESTIMATED model FLOPs utilisation during prefill")
-    sglang_hicache_size_gb: float | None = Field(default=None, gt=0, description="convert SGLang → vLLM")
-    sglang_hicache_ratio: float | None = Field(default=None, gt=0, description="convert SGLang → vLLM")
+    remote_gb_s: float = Field(
+        default=25.0, ge=0.001, le=100_000, description="network rate to a remote tier, GB/s (200 Gb/s)"
+    )
+    prefill_tokens_per_s: float | None = Field(
+        default=None, ge=1, le=1e9, description="measured prefill rate per engine"
+    )
+    mfu: float = Field(default=0.4, ge=0.01, le=1, description="ESTIMATED model FLOPs utilisation during prefill")
+    sglang_hicache_size_gb: float | None = Field(default=None, gt=0, le=1e7, description="convert SGLang → vLLM")
+    sglang_hicache_ratio: float | None = Field(default=None, gt=0, le=1000, description="convert SGLang → vLLM")
 
 
 class LayerKind(BaseModel):
@@ -234,9 +238,10 @@ class SizeOffloadResult(Result):
             lines.append(f"host RAM left per node: {self.host_ram_left_gib:.1f} GiB")
         lines += [f"load {e.tier}: {e.seconds:.2f} s" for e in self.load_estimates]
         if self.sglang.hicache_size_gb_per_rank is not None:
+            ratio = self.sglang.hicache_ratio
             lines.append(
-                f"SGLang: --hicache-size {self.sglang.hicache_size_gb_per_rank:g} (per rank) or "
-                f"--hicache-ratio {self.sglang.hicache_ratio:g}"
+                f"SGLang: --hicache-size {self.sglang.hicache_size_gb_per_rank:g} (per rank)"
+                + (f" or --hicache-ratio {ratio:g}" if ratio is not None else "")
             )
         if self.benchmark is not None:
             lines.append(f"benchmark: {self.benchmark.command}")

@@ -1,0 +1,122 @@
+"""Soak over streamable HTTP: 50 concurrent clients, 10,000 mixed calls, zero errors, memory before/after.
+
+    python benchmarks/bench_http_load.py [--clients 50] [--calls 10000]
+
+Starts `vllm-caching-mcp --transport streamable-http` on a free 127.0.0.1 port, warms it with one
+round of the mix (tests/http_load.py: every offline tool, check_bug_status offline, tools/list),
+records RSS, runs the load, records RSS again, then runs the load a second time: memory that
+keeps growing between the two rounds is a leak, memory that settles after the first is caches
+and allocator arenas. Baseline, in the same run: the bare server (benchmarks/bare_server.py
+--http) answering its trivial `echo` tool under the same clients and call count.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tests"))
+
+import http_load  # noqa: E402
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def start(command: list[str], port: int) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return proc
+        except OSError:
+            time.sleep(0.1)
+    proc.kill()
+    raise SystemExit(f"{command[0]} did not listen on {port} within 60 s")
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def line(label: str, report: http_load.LoadReport, baseline: http_load.LoadReport | None) -> str:
+    rate = report.calls / report.seconds
+    ratio = f"{(baseline.calls / baseline.seconds) / rate:6.2f}×" if baseline else "  1.00×"
+    return (
+        f"{label:28} {report.calls:6d} calls {len(report.errors):4d} errors {rate:8.0f} calls/s "
+        f"p50 {report.percentile(0.5) * 1000:6.1f} ms p99 {report.percentile(0.99) * 1000:7.1f} ms  "
+        f"time × bare {ratio}"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--clients", type=int, default=50)
+    parser.add_argument("--calls", type=int, default=10_000)
+    args = parser.parse_args()
+
+    port = free_port()
+    bare = start([sys.executable, str(HERE / "bare_server.py"), "--http", str(port)], port)
+    saved_mix = http_load.MIX
+    http_load.MIX = [("echo", {"text": "x"})]
+    try:
+        baseline = asyncio.run(
+            http_load.run_load(f"http://127.0.0.1:{port}/mcp", clients=args.clients, calls=args.calls)
+        )
+    finally:
+        http_load.MIX = saved_mix
+        stop(bare)
+
+    port = free_port()
+    command = [sys.executable, "-m", "vllm_caching_mcp.mcp_server", "--transport", "streamable-http"]
+    ours = start([*command, "--port", str(port)], port)
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        assert httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200
+        asyncio.run(http_load.run_load(url, clients=len(http_load.MIX), calls=len(http_load.MIX) * 4))
+        rss_start = rss_mib(ours.pid)
+        first = asyncio.run(http_load.run_load(url, clients=args.clients, calls=args.calls))
+        rss_first = rss_mib(ours.pid)
+        second = asyncio.run(http_load.run_load(url, clients=args.clients, calls=args.calls))
+        rss_second = rss_mib(ours.pid)
+    finally:
+        stop(ours)
+
+    print(f"streamable HTTP, {args.clients} concurrent clients, 127.0.0.1 (Python {sys.version.split()[0]})")
+    print(line("bare echo (baseline)", baseline, None))
+    print(line("vllm-caching-mcp, round 1", first, baseline))
+    print(line("vllm-caching-mcp, round 2", second, baseline))
+    print(
+        f"RSS after warm-up {rss_start:.1f} MiB → after round 1 {rss_first:.1f} MiB "
+        f"→ after round 2 {rss_second:.1f} MiB"
+    )
+    for error in (first.errors + second.errors)[:10]:
+        print(f"error: {error}")
+    return 1 if first.errors or second.errors or baseline.errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
