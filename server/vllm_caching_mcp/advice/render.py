@@ -821,29 +821,35 @@ def _environment(directory: str) -> SandboxedEnvironment:
     env.filters["tojson"] = lambda v: json.dumps(v, indent=2, ensure_ascii=False)
     env.filters["yq"] = _yaml_scalar
     env.filters["comment"] = _comment
+    env.filters["k8s"] = _k8s
     return env
 
 
-def _k8s_filter(pod_ip: str, host_ip: str) -> Any:
-    def k8s(value: Any) -> str:
-        # Kubernetes expands $(VAR) in args and env values; $$ is a literal $.
-        text = str(value).replace("$", "$$").replace(pod_ip, "$(POD_IP)").replace(host_ip, "$(HOST_IP)")
-        return _yaml_scalar(text)
-
-    return k8s
+@jinja2.pass_context
+def _k8s(context: Any, value: Any) -> str:
+    """A value for a Kubernetes manifest: Kubernetes expands $(VAR) in args and env, and $$ is a literal $;
+    the planner's placeholder addresses become the downward-API variables."""
+    text = str(value).replace("$", "$$")
+    text = text.replace(context["pod_ip"], "$(POD_IP)").replace(context["host_ip"], "$(HOST_IP)")
+    return _yaml_scalar(text)
 
 
 def _render(planner: _Planner, directory: str) -> list[RenderedFile]:
     r, plan = planner.r, planner.plan
-    env = _environment(directory).overlay()
-    env.filters["k8s"] = _k8s_filter(planner.pod_ip, planner.host_ip)
-    template = env.get_template(_TEMPLATES[r.format])
+    # One environment per directory, so each template is compiled once per process.
+    template = _environment(directory).get_template(_TEMPLATES[r.format])
     common = {"title": planner.recipes.recipe(planner.backend).title, "version": str(planner.version)}
     if r.format == "kubernetes":
         for c in plan.components:
             c.pod_ip = c.pod_ip or any(planner.pod_ip in a for a in c.argv)
         text = template.render(
-            components=plan.components, base=r.name, namespace=r.namespace, notes=plan.notes, **common
+            components=plan.components,
+            base=r.name,
+            namespace=r.namespace,
+            notes=plan.notes,
+            pod_ip=planner.pod_ip,
+            host_ip=planner.host_ip,
+            **common,
         )
         return [RenderedFile(name=f"{r.name}.yaml", format=r.format, content=text)]
     chosen = plan.components
