@@ -475,13 +475,27 @@ class CliInventory(Sourced):
 
     flags: tuple[InventoryFlag, ...]
 
-    def accepted(self, version: Version) -> set[str]:
-        return {
-            f.flag
+    def accepted(self, version: Version) -> frozenset[str]:
+        """The options ``version`` accepts; computed once per release, since reviews ask on every call."""
+        cache = self._accepted_by_version
+        if version not in cache:
+            cache[version] = frozenset(
+                flag
+                for flag, since, until in self._lifecycles
+                if (since is None or since <= version) and (until is None or version < until)
+            )
+        return cache[version]
+
+    @functools.cached_property
+    def _lifecycles(self) -> tuple[tuple[str, Version | None, Version | None], ...]:
+        return tuple(
+            (f.flag, Version(f.introduced) if f.introduced else None, Version(f.removed) if f.removed else None)
             for f in self.flags
-            if (f.introduced is None or Version(f.introduced) <= version)
-            and (f.removed is None or version < Version(f.removed))
-        }
+        )
+
+    @functools.cached_property
+    def _accepted_by_version(self) -> dict[Version, frozenset[str]]:
+        return {}
 
     def entries(self, flag: str) -> tuple[InventoryFlag, ...]:
         """The entries for one spelling; more than one when an option left and later came back."""

@@ -913,7 +913,7 @@ def shell_words(text: str) -> list[str]:
     return shlex.split("".join(out), comments=True, posix=True)
 
 
-def _accepted_flags(planner: _Planner) -> tuple[set[str], str]:
+def _accepted_flags(planner: _Planner) -> tuple[frozenset[str] | set[str], str]:
     inventory = planner.k.cli_inventory
     if inventory.flags:
         return inventory.accepted(planner.version), "cli_inventory.yaml"
