@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 import sysconfig
 import venv
 from pathlib import Path
@@ -60,4 +59,25 @@ def test_wheel_install_ships_the_knowledge(tmp_path: Path) -> None:
         cwd=tmp_path,
     )
     assert "available in vLLM 0.11.1" in answer.stdout
-    assert sys.version_info >= (3, 11)
+    # The README's first command, after its install step, run as a newcomer would run it.
+    first = README_COMMANDS[0].split(" && ", 1)[1].split()
+    assert first[0] == "vllm-caching"
+    main_job = subprocess.run(
+        [str(env_dir / "bin" / first[0]), *first[1:]], check=True, capture_output=True, text=True, cwd=tmp_path
+    )
+    assert "KV-caching changes between 0.22.1 and 0.23.0" in main_job.stdout
+    assert "--kv-offloading-backend" in main_job.stdout
+
+
+README_COMMANDS = [
+    block.strip().splitlines()[0] for block in (REPO / "README.md").read_text().split("```bash")[1:3] if block.strip()
+]
+
+
+def test_readme_starts_with_the_install_and_run_and_the_test_commands() -> None:
+    assert README_COMMANDS[0].startswith("python -m pip install . && vllm-caching ")
+    assert README_COMMANDS[1] == "python -m pip install -e '.[test]' && python -m pytest -q"
+    ci = (REPO / ".ci" / "run").read_text()
+    # CI installs, then runs exactly the README's test command.
+    assert "python -m pip install -q -e '.[test]'" in ci
+    assert ci.strip().splitlines()[-1] == README_COMMANDS[1].split(" && ", 1)[1]
