@@ -7,7 +7,9 @@ import shutil
 import socket
 import subprocess
 import sys
+import sysconfig
 import time
+import venv
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -71,3 +73,38 @@ def http_server() -> Iterator[str]:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+@pytest.fixture(scope="session")
+def fresh_install(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A new virtual environment holding a non-editable install of this checkout, built once.
+
+    The dependencies (and the build backend) come from the test runner's own site-packages, added as
+    plain paths so nothing is downloaded; a plain path does not run the .pth files in it, so the
+    editable install of this checkout stays invisible and only the wheel built here can be imported.
+    """
+    root = tmp_path_factory.mktemp("fresh-install")
+    source = root / "src"
+    for part in ("server", "knowledge", "pyproject.toml", "README.md"):
+        item = REPO / part
+        if item.is_dir():
+            shutil.copytree(item, source / part, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(item, source / part)
+    env_dir = root / "venv"
+    venv.create(env_dir, with_pip=True)
+    python = env_dir / "bin" / "python"
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    outer = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+    Path(site, "test-runner-deps.pth").write_text("\n".join(sorted(outer)) + "\n")
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--no-index", str(source)],
+        check=True,
+        capture_output=True,
+    )
+    return env_dir

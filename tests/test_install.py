@@ -3,42 +3,15 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
-import sysconfig
-import venv
 from pathlib import Path
 
 from conftest import REPO
 
 
-def test_wheel_install_ships_the_knowledge(tmp_path: Path) -> None:
-    source = tmp_path / "src"
-    for part in ("server", "knowledge", "pyproject.toml", "README.md"):
-        item = REPO / part
-        if item.is_dir():
-            shutil.copytree(item, source / part, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy2(item, source / part)
-    env_dir = tmp_path / "venv"
-    venv.create(env_dir, with_pip=True)
+def test_wheel_install_ships_the_knowledge(fresh_install: Path, tmp_path: Path) -> None:
+    env_dir = fresh_install
     python = env_dir / "bin" / "python"
-    # The dependencies (and the build backend) come from the test runner's own site-packages, added
-    # as plain paths so nothing is downloaded. A plain path does not run the .pth files in it, so the
-    # editable install of this checkout stays invisible: only the wheel built below can be imported.
-    venv_site = subprocess.run(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    outer = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
-    Path(venv_site, "test-runner-deps.pth").write_text("\n".join(sorted(outer)) + "\n")
-    subprocess.run(
-        [str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--no-index", str(source)],
-        check=True,
-        capture_output=True,
-    )
     probe = (
         "import json, vllm_caching_mcp, vllm_caching_mcp.knowledge as k;"
         "kn = k.load_knowledge();"

@@ -15,10 +15,7 @@ import re
 import shlex
 import shutil
 import subprocess
-import sysconfig
 import tomllib
-import venv
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,35 +33,9 @@ TOOL_NAMES = {spec.name for spec in TOOLS}
 
 
 @pytest.fixture(scope="module")
-def fresh_bin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+def fresh_bin(fresh_install: Path) -> Path:
     """The `bin` directory of a new venv holding a non-editable install of this checkout."""
-    root = tmp_path_factory.mktemp("integration")
-    source = root / "src"
-    for part in ("server", "knowledge", "pyproject.toml", "README.md"):
-        item = REPO / part
-        if item.is_dir():
-            shutil.copytree(item, source / part, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy2(item, source / part)
-    env_dir = root / "venv"
-    venv.create(env_dir, with_pip=True)
-    python = env_dir / "bin" / "python"
-    site = subprocess.run(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    # Dependencies come from the test runner's site-packages as plain paths (no .pth processing, so the
-    # editable install of this checkout stays invisible); only the wheel built here provides the package.
-    outer = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
-    Path(site, "test-runner-deps.pth").write_text("\n".join(sorted(outer)) + "\n")
-    subprocess.run(
-        [str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--no-index", str(source)],
-        check=True,
-        capture_output=True,
-    )
-    yield env_dir / "bin"
+    return fresh_install / "bin"
 
 
 def server_env(bin_dir: Path) -> dict[str, str]:
