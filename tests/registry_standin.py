@@ -133,6 +133,7 @@ class Reply:
     body: bytes = b"{}"
     headers: dict[str, str] = dataclasses.field(default_factory=dict)
     delay: float = 0.0
+    no_length: bool = False  # close-delimited body without Content-Length
 
 
 @dataclasses.dataclass
@@ -230,7 +231,8 @@ class FakeRegistry:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self.port = self._server.server_address[1]
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        # a short poll interval: stop() waits for serve_forever to notice, once per test
+        threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True).start()
         return f"127.0.0.1:{self.port}"
 
     def stop(self) -> None:
@@ -254,7 +256,11 @@ class FakeRegistry:
             h.send_response(reply.status)
             for k, v in reply.headers.items():
                 h.send_header(k, v)
-            h.send_header("Content-Length", str(len(reply.body)))
+            if reply.no_length:
+                h.send_header("Connection", "close")
+                h.close_connection = True
+            else:
+                h.send_header("Content-Length", str(len(reply.body)))
             h.end_headers()
             h.wfile.write(reply.body)
         except (BrokenPipeError, ConnectionResetError):

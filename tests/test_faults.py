@@ -1,4 +1,4 @@
-"""A flaky or hostile GitHub never stalls an agent or leaks its token.
+"""A flaky or hostile GitHub or registry never stalls an agent or leaks its credentials.
 
 check_bug_status is called the way the server calls it (`tools.run_tool`, settings from the
 environment), against the stand-in GitHub on 127.0.0.1 scripted to misbehave on every request:
@@ -6,10 +6,19 @@ slow replies, connection resets, a storm of 5xx, 403 and 429 rate limits whose r
 away, malformed JSON and bodies larger than the client reads. Every call must return within its
 deadline (plus a little for Python) with the tracked bug's stored snapshot, and the planted
 token must appear in no result, summary or log line — even when the server echoes it back.
+
+inspect_image gets the same treatment from the stand-in registry (tests/registry_standin.py), with
+a password planted in the environment and a token service that demands it: each fault is served
+at the tag's manifest (before any credential is used) and at the config blob (after the token is
+issued), plus connection resets and a body that trickles in past the deadline. The answer is the
+documented "could not reach the registry (reason)" result, or an error naming `image` when the
+registry refuses access; neither the password, its Basic form nor an issued token shows anywhere.
 """
 
 from __future__ import annotations
 
+import base64
+import json
 import logging
 import socket
 import struct
@@ -21,8 +30,10 @@ from pathlib import Path
 import pytest
 
 from github_standin import FakeGitHub, Reply
+from registry_standin import FakeRegistry, canonical, digest_of, vllm_openai_config
+from registry_standin import Reply as RegistryReply
 from vllm_caching_mcp.knowledge import Knowledge
-from vllm_caching_mcp.tools import run_tool
+from vllm_caching_mcp.tools import ToolInputError, run_tool
 
 TOKEN = "ghp_PLANTEDfaultTOKEN0123456789abcdefXYZ"
 BUG = "vllm-project/vllm#40259"
@@ -120,3 +131,188 @@ def test_connection_resets_give_the_snapshot_within_the_deadline(
     data, summary, elapsed = ask_within_deadline()
     assert elapsed < DEADLINE + SLACK, f"{elapsed:.1f} s"
     assert_snapshot_without_token(data, summary, caplog.text)
+
+
+# --- inspect_image against a misbehaving registry ------------------------------------------------
+
+REGISTRY_USER = "svc-puller"
+REGISTRY_PASSWORD = "PLANTED-registry-password-7f3a9c0e"
+REPO = "vllm/vllm-openai"
+TAG_PATH = f"/v2/{REPO}/manifests/v0.22.1"
+CONFIG = canonical(vllm_openai_config())
+BLOB_PATH = f"/v2/{REPO}/blobs/{digest_of(CONFIG)}"
+# The tag's index is fetched before any credential is used; the config blob last, with the token.
+STAGES = {"tag manifest": TAG_PATH, "config blob": BLOB_PATH}
+REGISTRY_DEADLINE = 2.0
+MANY = 20  # more replies than the client will ever ask for
+
+
+def registry_fault(fault: str, genuine: bytes, realm: str) -> list[RegistryReply]:
+    """What the stand-in answers, on every request to the faulty path, for ``fault``."""
+    challenge = {
+        "WWW-Authenticate": f'Bearer realm="{realm}",service="registry.docker.io",scope="repository:{REPO}:pull"'
+    }
+    denied = b'{"errors": [{"code": "DENIED", "message": "requested access to the resource is denied"}]}'
+    too_many = b'{"errors": [{"code": "TOOMANYREQUESTS", "message": "pull rate limit exceeded"}]}'
+    docker_hub_limit = {"ratelimit-limit": "100;w=21600", "ratelimit-remaining": "0;w=21600"}
+    replies = {
+        "slow": [RegistryReply(200, genuine, delay=REGISTRY_DEADLINE + 5)],
+        "5xx storm": [RegistryReply(503, b"<html>503 Service Unavailable</html>")],
+        "401 after the token": [RegistryReply(401, b'{"errors": [{"code": "UNAUTHORIZED"}]}', challenge)],
+        "403 denied": [RegistryReply(403, denied)],
+        "403 retry-after": [RegistryReply(403, b"{}", {"retry-after": "3600"})],
+        "429 retry-after": [RegistryReply(429, too_many, {"retry-after": "3600"})],
+        "429 docker hub limit": [RegistryReply(429, too_many, docker_hub_limit)],
+        "malformed JSON": [RegistryReply(200, b'{"schemaVersion": 2, "manifests": [')],
+        "oversized body": [RegistryReply(200, b'{"pad": "' + b"x" * (5 * 1024 * 1024) + b'"}')],
+        "oversized, no length": [RegistryReply(200, b" " * (5 * 1024 * 1024) + b"{}", no_length=True)],
+        # the genuine bytes plus one space: still valid JSON, but not what the digest names
+        "digest mismatch": [RegistryReply(200, genuine + b" ", {"Docker-Content-Digest": digest_of(genuine)})],
+    }[fault]
+    return replies * MANY
+
+
+# fault -> the failure_reason of the "could not reach the registry" answer, or None for an error on `image`
+REGISTRY_FAULTS: dict[str, str | None] = {
+    "slow": "timeout",
+    "5xx storm": "server_error",
+    "401 after the token": None,
+    "403 denied": None,
+    "403 retry-after": "rate_limited",
+    "429 retry-after": "rate_limited",
+    "429 docker hub limit": "rate_limited",
+    "malformed JSON": "bad_response",
+    "oversized body": "bad_response",
+    "oversized, no length": "bad_response",
+    "digest mismatch": "bad_response",
+}
+
+
+@pytest.fixture
+def registry_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Registry credentials planted in the environment, as an operator sets them; yields the cache dir."""
+    monkeypatch.setenv("VLLM_CACHING_MCP_REGISTRY_USER", REGISTRY_USER)
+    monkeypatch.setenv("VLLM_CACHING_MCP_REGISTRY_PASSWORD", REGISTRY_PASSWORD)
+    monkeypatch.setenv("VLLM_CACHING_MCP_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path / "no-docker-config"))
+    yield tmp_path / "cache"
+
+
+def inspect_within_deadline() -> tuple[str, str, float]:
+    """(result JSON or '', summary or the tool error's text, seconds taken)."""
+    start = time.monotonic()
+    try:
+        result = run_tool("inspect_image", {"image": "v0.22.1", "deadline_seconds": REGISTRY_DEADLINE})
+    except ToolInputError as exc:
+        return "", str(exc), time.monotonic() - start
+    return result.model_dump_json(), result.summary(), time.monotonic() - start
+
+
+def assert_no_registry_secret(texts: list[str], issued_tokens: set[str]) -> None:
+    basic = base64.b64encode(f"{REGISTRY_USER}:{REGISTRY_PASSWORD}".encode()).decode()
+    for text in texts:
+        for secret in (REGISTRY_PASSWORD, basic, *issued_tokens):
+            assert secret not in text
+
+
+@pytest.mark.parametrize("stage", STAGES, ids=list(STAGES))
+@pytest.mark.parametrize("fault", REGISTRY_FAULTS, ids=list(REGISTRY_FAULTS))
+def test_a_misbehaving_registry_gives_a_clear_answer_within_the_deadline(
+    fault: str,
+    stage: str,
+    registry_environment: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    with FakeRegistry(user=REGISTRY_USER, password=REGISTRY_PASSWORD) as registry:
+        registry.add_image(REPO, "v0.22.1", {"amd64": vllm_openai_config()})
+        genuine = registry.tags[(REPO, "v0.22.1")] if stage == "tag manifest" else CONFIG
+        registry.script(STAGES[stage], *registry_fault(fault, genuine, f"http://127.0.0.1:{registry.port}/token"))
+        monkeypatch.setenv("VLLM_CACHING_MCP_REGISTRY_MIRROR", f"http://127.0.0.1:{registry.port}")
+        result_json, text, elapsed = inspect_within_deadline()
+    assert registry.seen(STAGES[stage]), "the fault was never reached"
+    if stage == "config blob":
+        assert registry.tokens, "the blob was asked before any token was issued"
+    assert elapsed < REGISTRY_DEADLINE + SLACK, f"{fault} at the {stage}: {elapsed:.1f} s"
+    reason = REGISTRY_FAULTS[fault]
+    if reason is None:
+        assert not result_json and text.startswith("image: vllm/vllm-openai:v0.22.1: the registry refused access")
+    else:
+        assert json.loads(result_json)["provenance"] == {
+            "source": "unavailable",
+            "cache_age_seconds": None,
+            "failure_reason": reason,
+            "detail": json.loads(result_json)["provenance"]["detail"],
+        }
+        assert text.splitlines()[1].startswith(f"could not reach the registry ({reason.replace('_', ' ')}): ")
+        assert "Traceback" not in text
+    cached = [p.read_text() for p in registry_environment.rglob("*.json")]
+    assert_no_registry_secret([result_json, text, caplog.text, *cached], registry.tokens)
+
+
+def test_a_reset_registry_connection_gives_a_clear_answer_within_the_deadline(
+    resetting_server: str,
+    registry_environment: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    monkeypatch.setenv("VLLM_CACHING_MCP_REGISTRY_MIRROR", resetting_server)
+    result_json, text, elapsed = inspect_within_deadline()
+    assert elapsed < REGISTRY_DEADLINE + SLACK, f"{elapsed:.1f} s"
+    assert json.loads(result_json)["provenance"]["failure_reason"] == "network_error"
+    assert text.splitlines()[1].startswith("could not reach the registry (network error): ")
+    assert_no_registry_secret([result_json, text, caplog.text], set())
+
+
+@pytest.fixture
+def dripping_server() -> Iterator[str]:
+    """Sends a manifest's headers at once, then its body one byte at a time, each just inside the read timeout."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    listener.settimeout(0.2)
+    stop = threading.Event()
+
+    def drip(conn: socket.socket) -> None:
+        with conn:
+            try:
+                conn.recv(65536)
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n")
+                for _ in range(100):
+                    if stop.wait(REGISTRY_DEADLINE * 0.9):
+                        return
+                    conn.sendall(b" ")
+            except OSError:
+                return
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                continue
+            threading.Thread(target=drip, args=(conn,), daemon=True).start()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    stop.set()
+    thread.join(timeout=2)
+    listener.close()
+
+
+def test_a_body_that_trickles_in_past_the_deadline_is_cut_off(
+    dripping_server: str,
+    registry_environment: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    monkeypatch.setenv("VLLM_CACHING_MCP_REGISTRY_MIRROR", dripping_server)
+    result_json, text, elapsed = inspect_within_deadline()
+    assert elapsed < REGISTRY_DEADLINE + SLACK, f"{elapsed:.1f} s"
+    assert json.loads(result_json)["provenance"]["failure_reason"] == "timeout"
+    assert text.splitlines()[1].startswith("could not reach the registry (timeout): ")
+    assert_no_registry_secret([result_json, text, caplog.text], set())

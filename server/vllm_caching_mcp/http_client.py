@@ -27,6 +27,7 @@ import os
 import random
 import socket
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -228,6 +229,34 @@ def classify_connect_error(exc: httpx.ConnectError) -> tuple[FailureReason, str]
     return "network_error", "connection failed"
 
 
+class _BodyWatchdog:
+    """Ends a body read still going at the deadline.
+
+    httpx's read timeout restarts with every chunk, so a server dripping one byte per timeout
+    window could hold a read far past the deadline; shutting the socket ends the blocked read.
+    """
+
+    def __init__(self, response: httpx.Response, seconds: float) -> None:
+        self.fired = False
+        stream = response.extensions.get("network_stream")
+        self._socket = stream.get_extra_info("socket") if stream is not None else None
+        self._timer: threading.Timer | None = None
+        if isinstance(self._socket, socket.socket):
+            self._timer = threading.Timer(max(0.0, seconds), self._fire)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _fire(self) -> None:
+        self.fired = True
+        # The plain socket's shutdown: an SSLSocket's own would unwrap TLS under the reading thread.
+        with contextlib.suppress(OSError):
+            socket.socket.shutdown(self._socket, socket.SHUT_RDWR)  # type: ignore[arg-type]
+
+    def cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+
+
 class RetryingClient:
     """One service's HTTP exchanges with deadlines, retries and bounded reads.
 
@@ -328,10 +357,18 @@ class RetryingClient:
         request = self._http.build_request(method, url, headers=headers, content=body, timeout=httpx.Timeout(timeout))
         try:
             response = self._http.send(request, stream=True)
+            watchdog = _BodyWatchdog(response, deadline.remaining())
             try:
                 data = self._read_bounded(response, deadline)
+            except httpx.HTTPError:
+                if watchdog.fired:
+                    raise self._fail("timeout", "the response was still arriving when the deadline passed") from None
+                raise
             finally:
+                watchdog.cancel()
                 response.close()
+            if watchdog.fired:  # a close-delimited body cut at the deadline looks complete: it is not
+                raise self._fail("timeout", "the response was still arriving when the deadline passed")
         except httpx.TimeoutException:
             raise self._fail("timeout", f"{self.service} did not answer within {timeout:.1f} s") from None
         except httpx.ConnectError as exc:
