@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import time
 import venv
 from collections.abc import Iterator
@@ -18,6 +19,12 @@ import pytest
 from vllm_caching_mcp.knowledge import Knowledge, knowledge_dir, load_knowledge
 
 REPO = Path(__file__).resolve().parents[1]
+
+# Nothing the suite runs (the knowledge start-up cache, the HTTP clients' caches, servers spawned as
+# subprocesses) writes into the real user cache: it all goes to one throwaway directory.
+_CACHE = tempfile.mkdtemp(prefix="vllm-caching-mcp-tests-")
+os.environ["XDG_CACHE_HOME"] = _CACHE
+os.environ.pop("VLLM_CACHING_MCP_CACHE_DIR", None)
 
 
 @pytest.fixture(scope="session")

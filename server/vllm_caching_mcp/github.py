@@ -39,9 +39,7 @@ import re
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Literal
-
-import httpx
+from typing import TYPE_CHECKING, Any, Literal
 
 from . import __version__
 
@@ -59,6 +57,12 @@ from .http_client import Deadline as Deadline
 from .http_client import DiskCache as DiskCache
 from .http_client import FailureReason as FailureReason
 from .http_client import default_cache_dir as default_cache_dir
+from .lazy_import import lazy_import
+
+if TYPE_CHECKING:
+    import httpx
+else:  # loaded on the first network call, not at server start-up
+    httpx = lazy_import("httpx")
 
 log = logging.getLogger(__name__)
 

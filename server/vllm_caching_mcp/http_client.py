@@ -31,9 +31,14 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-import httpx
+from .lazy_import import lazy_import
+
+if TYPE_CHECKING:
+    import httpx
+else:  # loaded on the first network call, not at server start-up
+    httpx = lazy_import("httpx")
 
 log = logging.getLogger(__name__)
 

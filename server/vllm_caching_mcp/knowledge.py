@@ -21,14 +21,18 @@ import datetime as dt
 import functools
 import itertools
 import re
+import sys
 from collections.abc import Iterable, Iterator
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+import packaging
+import pydantic
 import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from . import __version__, startup_cache, versions
 from .versions import Version, contains, parse_specifier, parse_version
 
 Component = Literal["vllm", "lmcache", "nixl", "mooncake", "sglang"]
@@ -76,7 +80,7 @@ EntryId = Annotated[str, AfterValidator(_check_id)]
 
 
 class Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class Sourced(Frozen):
@@ -954,8 +958,33 @@ def _cross_check_recipes(recipes: Recipes, knowledge: Knowledge) -> list[str]:
 
 @functools.cache
 def load_knowledge(directory: str | None = None) -> Knowledge:
-    """Load and validate every knowledge file; cached, so the work happens once per process."""
+    """Load and validate every knowledge file; cached, so the work happens once per process.
+
+    The installed knowledge (no ``directory``) is also cached across processes, keyed by every
+    byte it is built from: start-up reuses the copy the last start-up validated (see startup_cache).
+    """
     root = Path(directory) if directory else knowledge_dir()
+    if directory:
+        return _load_and_check(root)
+    try:
+        inputs = _cache_inputs(root)
+    except OSError:  # a file is missing or unreadable: the normal load says which
+        return _load_and_check(root)
+    return startup_cache.load_or_build("knowledge", inputs, Knowledge, lambda: _load_and_check(root))
+
+
+def _cache_inputs(root: Path) -> list[bytes]:
+    """Everything a loaded `Knowledge` depends on: the files, where they are, and the code that reads them."""
+    code = [Path(__file__), Path(versions.__file__)]
+    return [
+        f"{__version__} {pydantic.VERSION} {yaml.__version__} {packaging.__version__} {sys.version}".encode(),
+        str(root).encode(),
+        *(path.read_bytes() for path in code),
+        *(part for name in FILES for part in (name.encode(), (root / name).read_bytes())),
+    ]
+
+
+def _load_and_check(root: Path) -> Knowledge:
     parts = {name: _load_file(root / name, model) for name, model in FILES.items()}
     releases_file = parts["releases.yaml"]
     assert isinstance(releases_file, _ReleasesFile)

@@ -10,6 +10,7 @@ the server does not have is a protocol error. Nothing else lives here.
 from __future__ import annotations
 
 import argparse
+import gc
 import hashlib
 import hmac
 import inspect
@@ -96,6 +97,9 @@ def _tool_function(spec: ToolSpec) -> Any:
 def build_server() -> MCPServer:
     """The server with every tool and knowledge resource registered; loads the knowledge once."""
     knowledge = load_knowledge()
+    # The knowledge and the imported modules live as long as the process: moved out of the collector's
+    # sight, so each full collection no longer walks them (a third of tool registration's time otherwise).
+    gc.freeze()
     server = _Server(name="vllm-caching-mcp", version=__version__, instructions=INSTRUCTIONS)
     for spec in TOOLS:
         server.add_tool(

@@ -42,9 +42,7 @@ import ssl
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Literal
-
-import httpx
+from typing import TYPE_CHECKING, Any, Literal
 
 from . import __version__
 from .http_client import (
@@ -60,6 +58,12 @@ from .http_client import (
     default_cache_dir,
     is_loopback,
 )
+from .lazy_import import lazy_import
+
+if TYPE_CHECKING:
+    import httpx
+else:  # loaded on the first network call, not at server start-up
+    httpx = lazy_import("httpx")
 
 MIRROR_ENV = "VLLM_CACHING_MCP_REGISTRY_MIRROR"
 USER_ENV = "VLLM_CACHING_MCP_REGISTRY_USER"

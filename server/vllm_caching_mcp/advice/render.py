@@ -22,11 +22,9 @@ import shlex
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import jinja2
 import yaml
-from jinja2.sandbox import SandboxedEnvironment
 from pydantic import BaseModel, Field, model_validator
 
 from ..knowledge import Backend, Connector, Knowledge, Pitfall, Recipes, Setting, TierKind
@@ -34,6 +32,9 @@ from ..versions import Version, contains, parse_specifier
 from .backend import Fabric
 from .check_version import ranged_at, status_at
 from .common import AdviceError, Citation, Result, ToolSpec, VersionContext, cite, resolve_version
+
+if TYPE_CHECKING:  # jinja2 is imported on the first render, not at server start-up
+    from jinja2.sandbox import SandboxedEnvironment
 
 Format = Literal["vllm_serve", "docker_run", "kubernetes", "kv_transfer_config", "lmcache_yaml", "env_file"]
 Origin = Literal["user", "default", "computed", "knowledge"]
@@ -810,6 +811,9 @@ def _comment(value: Any) -> str:
 
 @functools.cache
 def _environment(directory: str) -> SandboxedEnvironment:
+    import jinja2
+    from jinja2.sandbox import SandboxedEnvironment
+
     env = SandboxedEnvironment(
         loader=jinja2.FileSystemLoader(directory),
         undefined=jinja2.StrictUndefined,
@@ -821,14 +825,14 @@ def _environment(directory: str) -> SandboxedEnvironment:
     env.filters["tojson"] = lambda v: json.dumps(v, indent=2, ensure_ascii=False)
     env.filters["yq"] = _yaml_scalar
     env.filters["comment"] = _comment
-    env.filters["k8s"] = _k8s
+    env.filters["k8s"] = jinja2.pass_context(_k8s)
     return env
 
 
-@jinja2.pass_context
 def _k8s(context: Any, value: Any) -> str:
     """A value for a Kubernetes manifest: Kubernetes expands $(VAR) in args and env, and $$ is a literal $;
-    the planner's placeholder addresses become the downward-API variables."""
+    the planner's placeholder addresses become the downward-API variables. Registered with the template's
+    context as first argument (jinja2.pass_context, in `_environment`)."""
     text = str(value).replace("$", "$$")
     text = text.replace(context["pod_ip"], "$(POD_IP)").replace(context["host_ip"], "$(HOST_IP)")
     return _yaml_scalar(text)

@@ -1,0 +1,109 @@
+"""A per-user cache of an object that is slow to build and fully determined by some input bytes.
+
+The server loads and validates the whole knowledge base at every start-up (so a broken file
+fails there, with one line). Parsing the YAML is most of that time; unpickling the object a
+previous start-up already validated is an order of magnitude faster. The cache file is used only
+when its key — a hash of every input it was built from — matches, and its payload hash checks
+out; anything else (missing, stale, corrupt, written by another user, an unwritable directory)
+falls back to building, silently. It can make start-up slower by one hash, never an answer wrong.
+
+File layout: MAGIC, then the SHA-256 of the inputs, then the SHA-256 of the payload, then the
+pickle. The directory is the one the HTTP clients cache in (``$VLLM_CACHING_MCP_CACHE_DIR``, else
+``$XDG_CACHE_HOME/vllm-caching-mcp``, else ``~/.cache/vllm-caching-mcp``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import tempfile
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
+
+MAGIC = b"vllm-caching-mcp startup cache 1\n"
+_DIGEST_SIZE = hashlib.sha256().digest_size
+
+# The same variable http_client.default_cache_dir honours; not imported from there, because that
+# module imports httpx, which start-up does not otherwise need.
+CACHE_DIR_ENV = "VLLM_CACHING_MCP_CACHE_DIR"
+
+
+def cache_dir() -> Path | None:
+    """The per-user cache directory, or None when there is no home to put it in."""
+    if os.environ.get(CACHE_DIR_ENV):
+        return Path(os.environ[CACHE_DIR_ENV]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME")
+    if not base:
+        try:
+            base = str(Path.home() / ".cache")
+        except RuntimeError:  # no HOME and no passwd entry
+            return None
+    return Path(base).expanduser() / "vllm-caching-mcp"
+
+
+def inputs_digest(parts: Iterable[bytes]) -> bytes:
+    """One hash over several inputs; each is length-prefixed, so no two lists hash alike by concatenation."""
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(len(part).to_bytes(8, "big"))
+        digest.update(part)
+    return digest.digest()
+
+
+def _read(path: Path, key: bytes, expected: type[T]) -> T | None:
+    try:
+        with path.open("rb") as file:
+            if hasattr(os, "getuid") and os.fstat(file.fileno()).st_uid != os.getuid():
+                return None  # only unpickle what this user wrote
+            data = file.read()
+    except OSError:
+        return None
+    header = len(MAGIC) + 2 * _DIGEST_SIZE
+    if len(data) < header or not data.startswith(MAGIC):
+        return None
+    stored_key = data[len(MAGIC) : len(MAGIC) + _DIGEST_SIZE]
+    payload_digest = data[len(MAGIC) + _DIGEST_SIZE : header]
+    payload = data[header:]
+    if stored_key != key or hashlib.sha256(payload).digest() != payload_digest:
+        return None
+    try:
+        value = pickle.loads(payload)
+    except Exception:  # any unpickling failure means "build it again"
+        return None
+    return value if isinstance(value, expected) else None
+
+
+def _write(path: Path, key: bytes, value: object) -> None:
+    try:
+        payload = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # Written aside and renamed, so a concurrent start-up reads the old file or the new one, never half.
+        fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+        try:
+            with os.fdopen(fd, "wb") as file:
+                file.write(MAGIC + key + hashlib.sha256(payload).digest() + payload)
+            os.replace(temporary, path)
+        except BaseException:
+            os.unlink(temporary)
+            raise
+    except (OSError, pickle.PicklingError, TypeError, AttributeError):
+        pass  # an unwritable cache costs the next start-up time, nothing else
+
+
+def load_or_build(name: str, inputs: Iterable[bytes], expected: type[T], build: Callable[[], T]) -> T:
+    """The object cached under ``name`` if it was built from exactly ``inputs``; else ``build()``, stored."""
+    directory = cache_dir()
+    if directory is None:
+        return build()
+    key = inputs_digest(inputs)
+    path = directory / f"{name}.pickle"
+    cached = _read(path, key, expected)
+    if cached is not None:
+        return cached
+    value = build()
+    _write(path, key, value)
+    return value
