@@ -29,19 +29,34 @@ from stdio_session import StdioSession
 HERE = Path(__file__).resolve().parent
 
 
-def measure(command: list[str], runs: int) -> tuple[float, float, float, int]:
-    """Median seconds to initialize and to tools/list, median peak RSS MiB, and the number of tools."""
-    init, listed, rss = [], [], []
-    tools = 0
+def start_once(command: list[str]) -> tuple[float, float, float, int]:
+    """Seconds to initialize and to tools/list, peak RSS MiB, and the number of tools, for one spawn."""
+    session = StdioSession(command)
+    session.initialize()
+    init = time.perf_counter() - session.started
+    tools = len(session.request("tools/list")["tools"])
+    listed = time.perf_counter() - session.started
+    rss = session.peak_rss_mib()
+    session.close()
+    return init, listed, rss, tools
+
+
+def measure(servers: dict[str, list[str]], runs: int) -> dict[str, tuple[float, float, float, int]]:
+    """Median figures per server. The servers take turns within each round, so a busy spell on a
+    shared machine slows all of them alike instead of landing on one side of the comparison."""
+    samples: dict[str, list[tuple[float, float, float, int]]] = {name: [] for name in servers}
     for _ in range(runs):
-        session = StdioSession(command)
-        session.initialize()
-        init.append(time.perf_counter() - session.started)
-        tools = len(session.request("tools/list")["tools"])
-        listed.append(time.perf_counter() - session.started)
-        rss.append(session.peak_rss_mib())
-        session.close()
-    return statistics.median(init), statistics.median(listed), statistics.median(rss), tools
+        for name, command in servers.items():
+            samples[name].append(start_once(command))
+    return {
+        name: (
+            statistics.median(s[0] for s in rows),
+            statistics.median(s[1] for s in rows),
+            statistics.median(s[2] for s in rows),
+            rows[-1][3],
+        )
+        for name, rows in samples.items()
+    }
 
 
 def main() -> int:
@@ -58,9 +73,9 @@ def main() -> int:
         servers["mcp-server-time (reference)"] = [time_server]
     else:
         print("mcp-server-time: not installed, skipped (pip install mcp-server-time, or pass --time-server)")
-    results = {name: measure(cmd, args.runs) for name, cmd in servers.items()}
+    results = measure(servers, args.runs)
     bare = results["bare MCPServer (1 tool)"]
-    print(f"cold start, median of {args.runs} runs (Python {sys.version.split()[0]})")
+    print(f"cold start, median of {args.runs} alternating runs (Python {sys.version.split()[0]})")
     print(
         f"{'server':30} {'tools':>5} {'initialize':>11} {'tools/list':>11} {'× bare':>7} {'peak RSS':>9} {'× bare':>7}"
     )
