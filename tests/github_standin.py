@@ -24,6 +24,7 @@ from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from standin_http import Reply, send_reply
 from vllm_caching_mcp.knowledge import Knowledge
 
 
@@ -47,15 +48,6 @@ class FakeIssue:
     closed_at: str | None = None
     closed_by: str | None = None
     pulls: list[FakePull] = dataclasses.field(default_factory=list)
-
-
-@dataclasses.dataclass
-class Reply:
-    status: int = 200
-    body: bytes = b"{}"
-    headers: dict[str, str] = dataclasses.field(default_factory=dict)
-    delay: float = 0.0
-    no_length: bool = False  # close-delimited body without Content-Length
 
 
 @dataclasses.dataclass
@@ -171,21 +163,7 @@ class FakeGitHub:
             time.sleep(self.latency)
         if reply is None:
             reply = self._answer(method, path, handler, request_body)
-        if reply.delay:
-            time.sleep(reply.delay)
-        try:
-            handler.send_response(reply.status)
-            for key, value in reply.headers.items():
-                handler.send_header(key, value)
-            if reply.no_length:
-                handler.send_header("Connection", "close")
-                handler.close_connection = True
-            else:
-                handler.send_header("Content-Length", str(len(reply.body)))
-            handler.end_headers()
-            handler.wfile.write(reply.body)
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the client gave up (timeout, oversized body): that is what the test wanted
+        send_reply(handler, reply)
 
     def _json(self, handler: BaseHTTPRequestHandler, data: Any) -> Reply:
         body = json.dumps(data).encode()

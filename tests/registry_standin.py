@@ -21,11 +21,12 @@ import hashlib
 import json
 import secrets
 import threading
-import time
 from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from standin_http import Reply, send_reply
 
 MANIFEST_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
@@ -125,15 +126,6 @@ def vllm_openai_config(
         "rootfs": {"type": "layers", "diff_ids": [digest_of(str(i).encode()) for i in range(5)]},
         "history": history,
     }
-
-
-@dataclasses.dataclass
-class Reply:
-    status: int = 200
-    body: bytes = b"{}"
-    headers: dict[str, str] = dataclasses.field(default_factory=dict)
-    delay: float = 0.0
-    no_length: bool = False  # close-delimited body without Content-Length
 
 
 @dataclasses.dataclass
@@ -250,21 +242,7 @@ class FakeRegistry:
     # -- serving -----------------------------------------------------------------------------------
 
     def _send(self, h: BaseHTTPRequestHandler, reply: Reply) -> None:
-        if reply.delay:
-            time.sleep(reply.delay)
-        try:
-            h.send_response(reply.status)
-            for k, v in reply.headers.items():
-                h.send_header(k, v)
-            if reply.no_length:
-                h.send_header("Connection", "close")
-                h.close_connection = True
-            else:
-                h.send_header("Content-Length", str(len(reply.body)))
-            h.end_headers()
-            h.wfile.write(reply.body)
-        except (BrokenPipeError, ConnectionResetError):
-            pass
+        send_reply(h, reply)
 
     def _error(self, status: int, code: str, headers: dict[str, str] | None = None) -> Reply:
         body = json.dumps({"errors": [{"code": code, "message": code.lower().replace("_", " ")}]}).encode()
