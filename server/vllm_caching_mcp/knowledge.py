@@ -855,13 +855,15 @@ def _describe(error: Any, raw: Any) -> str:
     return f"field {'.'.join(map(str, loc)) or '(top level)'!r}: {message}"
 
 
-_SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+# libyaml's safe loader and dumper where PyYAML was built with it: the same safe behaviour, ten times
+# faster. Everything in the package that reads or writes YAML uses these two.
+SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+SAFE_DUMPER: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
 def _load_file(path: Path, model: type[Frozen]) -> Frozen:
     try:
-        # libyaml's loader when PyYAML was built with it: the same safe constructors, ten times faster.
-        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_SAFE_LOADER)
+        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=SAFE_LOADER)
     except FileNotFoundError:
         raise KnowledgeError(f"knowledge/{path.name}: file is missing") from None
     except yaml.YAMLError as exc:

@@ -28,7 +28,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, Field
 
-from ..knowledge import Connector, Gpu, Knowledge, Setting
+from ..knowledge import SAFE_LOADER, Connector, Gpu, Knowledge, Setting
 from ..versions import Version, contains, parse_specifier
 from .common import AdviceError
 
@@ -354,10 +354,6 @@ class _Located:
         return self.value
 
 
-# libyaml's composer when PyYAML has it: the same nodes and line marks, several times faster.
-_COMPOSER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
 def _located(node: yaml.Node, path: str, constructor: yaml.constructor.SafeConstructor) -> _Located:
     line = node.start_mark.line + 1
     if isinstance(node, yaml.MappingNode):
@@ -374,7 +370,7 @@ def _located(node: yaml.Node, path: str, constructor: yaml.constructor.SafeConst
 
 def _load_yaml(doc: Document) -> list[_Located]:
     try:
-        nodes = list(yaml.compose_all(doc.text, Loader=_COMPOSER))
+        nodes = list(yaml.compose_all(doc.text, Loader=SAFE_LOADER))
     except yaml.YAMLError as exc:
         raise AdviceError("documents", f"{doc.name} is not valid YAML: {exc}") from None
     # A constructor per call: it remembers every node it built, so a shared one grows without end

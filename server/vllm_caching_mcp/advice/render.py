@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import yaml
 from pydantic import BaseModel, Field, model_validator
 
-from ..knowledge import Backend, Connector, Knowledge, Pitfall, Recipes, Setting, TierKind
+from ..knowledge import SAFE_DUMPER, SAFE_LOADER, Backend, Connector, Knowledge, Pitfall, Recipes, Setting, TierKind
 from ..versions import Version, contains, parse_specifier
 from .backend import Fabric
 from .check_version import ranged_at, status_at
@@ -799,10 +799,13 @@ def _typed(text: str) -> Any:
     return {"True": True, "False": False}.get(text, text)
 
 
+_NO_WRAP = 1 << 30  # the emitter's line width: never fold a value
+
+
 def _yaml_scalar(value: Any) -> str:
     if isinstance(value, bool | int | float) and not isinstance(value, str):
-        return yaml.safe_dump(value, width=math.inf).split("\n", 1)[0]
-    return yaml.safe_dump(str(value), default_style='"', width=math.inf, allow_unicode=False).strip()
+        return yaml.dump(value, Dumper=SAFE_DUMPER, width=_NO_WRAP).split("\n", 1)[0]
+    return yaml.dump(str(value), Dumper=SAFE_DUMPER, default_style='"', width=_NO_WRAP, allow_unicode=False).strip()
 
 
 def _comment(value: Any) -> str:
@@ -1008,7 +1011,7 @@ def _validate(planner: _Planner, files: list[RenderedFile]) -> list[str]:
             _check_ktc(planner, config, f.name)
         elif fmt == "lmcache_yaml":
             assert c is not None and c.lmcache_config is not None
-            if yaml.safe_load(f.content) != c.lmcache_config:
+            if yaml.load(f.content, Loader=SAFE_LOADER) != c.lmcache_config:
                 raise RenderCheckError("format", f"{f.name}: the LMCache YAML does not read back as planned")
         elif fmt == "env_file":
             assert c is not None
@@ -1047,7 +1050,7 @@ def _unk8s(planner: _Planner, value: str) -> str:
 
 
 def _validate_kubernetes(planner: _Planner, text: str) -> None:
-    docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    docs = [d for d in yaml.load_all(text, Loader=SAFE_LOADER) if d is not None]
     by_name = {f"{planner.r.name}-{c.name}": c for c in planner.plan.components}
     seen = set()
     for doc in docs:
