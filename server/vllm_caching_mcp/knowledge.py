@@ -148,6 +148,14 @@ class Ranged(Frozen):
     probes: tuple[Probe, ...] = ()
 
 
+def ranged_at(values: tuple[Ranged, ...], version: Version) -> Ranged | None:
+    """The value among ``values`` whose range holds ``version``; None when none does."""
+    for r in values:
+        if contains(parse_specifier(r.versions), version):
+            return r
+    return None
+
+
 class Gated(Sourced):
     """Something that exists in some releases and not others: a flag, a connector, a metric."""
 
@@ -660,11 +668,8 @@ class Recipes(Frozen):
 
     def tier_type(self, kind: TierKind, version: Version) -> str | None:
         """The secondary_tiers[].type name of ``kind`` in ``version``; None when the tier is not there."""
-        entry = next(t for t in self.tier_types if t.kind == kind)
-        for ranged in entry.names:
-            if contains(parse_specifier(ranged.versions), version):
-                return str(ranged.value)
-        return None
+        ranged = ranged_at(next(t for t in self.tier_types if t.kind == kind).names, version)
+        return None if ranged is None else str(ranged.value)
 
     def tier_names_entry(self, kind: TierKind) -> TierTypeNames:
         return next(t for t in self.tier_types if t.kind == kind)
@@ -945,10 +950,8 @@ def _cross_check_recipes(recipes: Recipes, knowledge: Knowledge) -> list[str]:
     if isinstance(tier_setting, Setting):
         # The names here must be ones the tier factory of that release registers.
         for release in knowledge.release_versions():
-            accepted = next(
-                (a.value for a in tier_setting.accepted_values if contains(parse_specifier(a.versions), release)),
-                (),
-            )
+            found = ranged_at(tier_setting.accepted_values, release)
+            accepted = found.value if found is not None else ()
             for entry in recipes.tier_types:
                 name = recipes.tier_type(entry.kind, release)
                 if name is not None and (not isinstance(accepted, tuple) or name not in accepted):

@@ -30,9 +30,10 @@ from ..knowledge import (
     Setting,
     TierKind,
     normalize_name,
+    ranged_at,
 )
 from ..versions import Version, contains, parse_specifier
-from .check_version import ranged_at, status_at
+from .check_version import status_at
 from .common import AdviceError, Citation, Result, ToolSpec, VersionContext, cite, resolve_version
 
 Tier = Literal["cpu", "nvme", "object_store", "peers"]

@@ -15,8 +15,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from ..knowledge import Connector, Gated, Knowledge, Metric, Ranged, Setting, normalize_name
-from ..versions import Version, contains, parse_specifier
+from ..knowledge import Connector, Gated, Knowledge, Metric, Setting, normalize_name, ranged_at
+from ..versions import Version
 from .common import AdviceError, Citation, Result, ToolSpec, VersionContext, cite, resolve_version
 
 Status = Literal["available", "deprecated", "removed", "not_yet"]
@@ -169,13 +169,6 @@ def status_at(entry: Gated, version: Version) -> Status:
     if entry.deprecated is not None and version >= Version(entry.deprecated):
         return "deprecated"
     return "available"
-
-
-def ranged_at(values: tuple[Ranged, ...], version: Version) -> Ranged | None:
-    for r in values:
-        if contains(parse_specifier(r.versions), version):
-            return r
-    return None
 
 
 _LABEL = {"vllm": "vLLM", "lmcache": "LMCache", "nixl": "NIXL", "mooncake": "Mooncake", "sglang": "SGLang"}

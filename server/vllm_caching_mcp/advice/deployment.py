@@ -28,7 +28,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, Field
 
-from ..knowledge import SAFE_LOADER, Connector, Gpu, Knowledge, Setting
+from ..knowledge import SAFE_LOADER, Connector, Gpu, Knowledge, Setting, ranged_at
 from ..versions import Version, contains, parse_specifier
 from .common import AdviceError
 
@@ -971,13 +971,6 @@ def _connector_entry(knowledge: Knowledge, name: str) -> Connector | None:
     return None
 
 
-def _ranged(values: tuple[Any, ...], version: Version) -> Any:
-    for r in values:
-        if contains(parse_specifier(r.versions), version):
-            return r
-    return None
-
-
 def _env_literal(env: dict[str, EnvUse], name: str) -> str | None:
     use = env.get(name)
     return use.value if use is not None else None
@@ -1044,7 +1037,7 @@ def resolve(
         backend = backend_flag.value
     else:
         setting = next((s for s in knowledge.settings if s.id == "flag.kv-offloading-backend"), None)
-        default = _ranged(setting.defaults, version) if isinstance(setting, Setting) else None
+        default = ranged_at(setting.defaults, version) if isinstance(setting, Setting) else None
         backend = str(default.value) if default is not None and default.value is not None else None
     size = parse_number(flags["--kv-offloading-size"].value) if "--kv-offloading-size" in flags else None
     shorthand = size is not None and backend is not None
@@ -1054,7 +1047,7 @@ def resolve(
         name: str, via: Literal["kv-transfer-config", "offload-shorthand", "multi-connector"], loc: Location
     ) -> None:
         entry = _connector_entry(knowledge, name)
-        hma = _ranged(entry.hma, version) if entry is not None else None
+        hma = ranged_at(entry.hma, version) if entry is not None else None
         connectors.append(
             ConnectorUse(
                 name=name,

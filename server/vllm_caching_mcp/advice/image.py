@@ -30,7 +30,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from ..http_client import Deadline, FailureReason
-from ..knowledge import Connector, Knowledge
+from ..knowledge import Connector, Knowledge, ranged_at
 from ..registry import (
     ConfigError,
     ImageMetadata,
@@ -458,7 +458,7 @@ def _lmcache_mp_hma(knowledge: Knowledge, version: Version) -> tuple[LmcacheMpHm
             ),
             citations,
         )
-    ranged = next((r for r in connector.hma if contains(parse_specifier(r.versions), version)), None)
+    ranged = ranged_at(connector.hma, version)
     if ranged is None:
         return None, citations
     value = str(ranged.value)

@@ -27,10 +27,21 @@ from typing import TYPE_CHECKING, Any, Literal
 import yaml
 from pydantic import BaseModel, Field, model_validator
 
-from ..knowledge import SAFE_DUMPER, SAFE_LOADER, Backend, Connector, Knowledge, Pitfall, Recipes, Setting, TierKind
+from ..knowledge import (
+    SAFE_DUMPER,
+    SAFE_LOADER,
+    Backend,
+    Connector,
+    Knowledge,
+    Pitfall,
+    Recipes,
+    Setting,
+    TierKind,
+    ranged_at,
+)
 from ..versions import Version, contains, parse_specifier
 from .backend import Fabric
-from .check_version import ranged_at, status_at
+from .check_version import status_at
 from .common import AdviceError, Citation, Result, ToolSpec, VersionContext, cite, resolve_version
 
 if TYPE_CHECKING:  # jinja2 is imported on the first render, not at server start-up

@@ -30,8 +30,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from ..knowledge import Connector, Gated, Gpu, Knowledge, ModelArch, Nvme, Sourced, normalize_name
-from ..versions import Version, contains, parse_specifier
+from ..knowledge import Connector, Gated, Gpu, Knowledge, ModelArch, Nvme, Sourced, normalize_name, ranged_at
+from ..versions import Version
 from .common import AdviceError, Citation, Result, ToolSpec, VersionContext, cite, resolve_version
 from .model_config import Architecture, from_knowledge, read_hf_config
 
@@ -289,10 +289,8 @@ def _feature_since(knowledge: Knowledge, feature_id: str) -> Version:
 
 
 def _hma_supported(connector: Connector, version: Version) -> bool:
-    for r in connector.hma:
-        if contains(parse_specifier(r.versions), version):
-            return r.value != "no"
-    return False
+    found = ranged_at(connector.hma, version)
+    return found is not None and found.value != "no"
 
 
 # ---------------------------------------------------------------------------- arithmetic
