@@ -6,6 +6,7 @@ the last step that the first ones were wrong.
 
 from __future__ import annotations
 
+import typing
 from typing import Any
 
 import pytest
@@ -14,18 +15,11 @@ from vllm_caching_mcp.advice.backend import ChooseBackendResult
 from vllm_caching_mcp.advice.render import RenderConfigResult
 from vllm_caching_mcp.advice.review import ReviewResult
 from vllm_caching_mcp.advice.sizing import SizeOffloadResult
+from vllm_caching_mcp.knowledge import Backend
 from vllm_caching_mcp.tools import ToolInputError, run_tool
 
-BACKENDS = [
-    "native_cpu",
-    "native_tiering",
-    "lmcache",
-    "lmcache_p2p",
-    "lmcache_mp",
-    "nixl_pd",
-    "mooncake_pd",
-    "multi_nixl_offload",
-]
+# Every backend render_config knows, straight from the knowledge's type ("none" renders nothing).
+BACKENDS = [b for b in typing.get_args(Backend) if b != "none"]
 
 
 def render(**arguments: Any) -> RenderConfigResult:
