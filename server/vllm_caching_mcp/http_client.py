@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from . import startup_cache
 from .lazy_import import lazy_import
 
 if TYPE_CHECKING:
@@ -42,7 +43,7 @@ else:  # loaded on the first network call, not at server start-up
 
 log = logging.getLogger(__name__)
 
-CACHE_DIR_ENV = "VLLM_CACHING_MCP_CACHE_DIR"
+CACHE_DIR_ENV = startup_cache.CACHE_DIR_ENV
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 
 FailureReason = Literal[
@@ -110,11 +111,9 @@ def is_loopback(host: str | None) -> bool:
 
 
 def default_cache_dir(env: Mapping[str, str] | None = None) -> Path:
-    env = os.environ if env is None else env
-    if env.get(CACHE_DIR_ENV):
-        return Path(env[CACHE_DIR_ENV]).expanduser()
-    base = env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base).expanduser() / "vllm-caching-mcp"
+    found = startup_cache.cache_dir(env)
+    # No home at all: let Path.home() raise, as before, rather than cache nowhere.
+    return found if found is not None else Path.home() / ".cache" / "vllm-caching-mcp"
 
 
 # ---------------------------------------------------------------------------------------------

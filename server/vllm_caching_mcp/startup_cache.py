@@ -18,7 +18,7 @@ import hashlib
 import os
 import pickle
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TypeVar
 
@@ -27,16 +27,16 @@ T = TypeVar("T")
 MAGIC = b"vllm-caching-mcp startup cache 1\n"
 _DIGEST_SIZE = hashlib.sha256().digest_size
 
-# The same variable http_client.default_cache_dir honours; not imported from there, because that
-# module imports httpx, which start-up does not otherwise need.
+# http_client.default_cache_dir delegates here, so start-up does not import httpx to find the directory.
 CACHE_DIR_ENV = "VLLM_CACHING_MCP_CACHE_DIR"
 
 
-def cache_dir() -> Path | None:
-    """The per-user cache directory, or None when there is no home to put it in."""
-    if os.environ.get(CACHE_DIR_ENV):
-        return Path(os.environ[CACHE_DIR_ENV]).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME")
+def cache_dir(env: Mapping[str, str] | None = None) -> Path | None:
+    """The per-user cache directory (also the HTTP clients'), or None when there is no home to put it in."""
+    env = os.environ if env is None else env
+    if env.get(CACHE_DIR_ENV):
+        return Path(env[CACHE_DIR_ENV]).expanduser()
+    base = env.get("XDG_CACHE_HOME")
     if not base:
         try:
             base = str(Path.home() / ".cache")
