@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from vllm_caching_mcp.knowledge import FILES, Knowledge, KnowledgeError, load_knowledge
+from vllm_caching_mcp.knowledge import FILES, Knowledge, KnowledgeError, load_knowledge, model_key
 from vllm_caching_mcp.versions import Version, parse_specifier
 
 
@@ -42,6 +42,18 @@ def test_ranged_values_do_not_overlap(knowledge: Knowledge) -> None:
             for release in knowledge.release_versions(setting.component):
                 hits = [r for r in values if parse_specifier(r.versions).contains(release, prereleases=True)]
                 assert len(hits) <= 1, (setting.id, str(release), hits)
+
+
+def test_each_model_spelling_names_one_model(knowledge: Knowledge) -> None:
+    owners: dict[str, set[str]] = {}
+    for m in knowledge.models:
+        for spelling in (m.id, m.id.split(".", 1)[-1], m.name, m.hf_repo, *m.aliases):
+            owners.setdefault(model_key(spelling), set()).add(m.id)
+    assert {key: ids for key, ids in owners.items() if len(ids) > 1} == {}
+    for m in knowledge.models:
+        assert knowledge.find_model(m.hf_repo) is m
+        assert knowledge.find_model(m.hf_repo.upper().replace("-", "_")) is m
+    assert knowledge.find_model("no-such/model") is None
 
 
 def _break(directory: Path, file: str, mutate: object) -> None:

@@ -800,6 +800,22 @@ class Knowledge(Frozen):
             found = self._name_index.get(key[3:])
         return list(found or [])
 
+    @functools.cached_property
+    def _model_index(self) -> dict[str, ModelArch]:
+        index: dict[str, ModelArch] = {}
+        for m in self.models:
+            for spelling in (m.id, m.id.split(".", 1)[-1], m.name, m.hf_repo, *m.aliases):
+                index.setdefault(model_key(spelling), m)
+        return index
+
+    def find_model(self, name: str) -> ModelArch | None:
+        """The model called ``name``: its id, name, alias or Hugging Face repo, with or without the org."""
+        return self._model_index.get(model_key(name))
+
+    def model_spellings(self) -> list[str]:
+        """Every (normalised) spelling `find_model` accepts, for suggestions."""
+        return list(self._model_index)
+
     def known_names(self) -> list[str]:
         """Every spelling `find` accepts, for suggestions."""
         return sorted(self._name_index)
@@ -824,6 +840,11 @@ def normalize_name(name: str) -> str:
     if key.endswith("-total"):
         key = key[: -len("-total")]
     return key
+
+
+def model_key(name: str) -> str:
+    # "Qwen/Qwen3-32B", "qwen3-32b" and "model.qwen3-32b" name one model: the org is dropped.
+    return normalize_name(name.rsplit("/", 1)[-1])
 
 
 def knowledge_dir() -> Path:

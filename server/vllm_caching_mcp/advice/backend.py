@@ -29,7 +29,6 @@ from ..knowledge import (
     Recipes,
     Setting,
     TierKind,
-    normalize_name,
     ranged_at,
 )
 from ..versions import Version, contains, parse_specifier
@@ -189,20 +188,15 @@ class ChooseBackendResult(Result):
 
 def resolve_model(knowledge: Knowledge, name: str) -> tuple[str, ModelTraits]:
     """Find ``name`` among the knowledge's models (id, name, repo, aliases) and read its traits."""
-    key = normalize_name(name)
-    for m in knowledge.models:
-        spellings = {m.id, m.id.split(".", 1)[-1], m.name, getattr(m, "hf_repo", ""), *getattr(m, "aliases", ())}
-        if key in {normalize_name(s) for s in spellings if s}:
-            linear = getattr(m, "linear_attention_layers", 0) or 0
-            chunked = getattr(m, "chunked_local_layers", 0) or 0
-            sliding = getattr(m, "sliding_window_layers", 0) or 0
-            layers = getattr(m, "num_layers", 0) or 0
-            return m.id, ModelTraits(
-                hybrid_attention=bool(linear or chunked),
-                # A model whose every layer slides has one KV group; only a mix needs HMA.
-                sliding_window=bool(sliding) and sliding < layers,
-                mla=getattr(m, "attention", "gqa") == "mla",
-            )
+    m = knowledge.find_model(name)
+    if m is not None:
+        sliding = m.sliding_window_layers
+        return m.id, ModelTraits(
+            hybrid_attention=bool(m.linear_attention_layers or m.chunked_local_layers),
+            # A model whose every layer slides has one KV group; only a mix needs HMA.
+            sliding_window=bool(sliding) and sliding < m.num_layers,
+            mla=m.attention == "mla",
+        )
     known = ", ".join(m.id for m in knowledge.models[:12]) or "none yet"
     raise AdviceError(
         "model",

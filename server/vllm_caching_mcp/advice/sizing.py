@@ -30,7 +30,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from ..knowledge import Connector, Gated, Gpu, Knowledge, ModelArch, Nvme, Sourced, normalize_name, ranged_at
+from ..knowledge import Connector, Gated, Gpu, Knowledge, ModelArch, Nvme, Sourced, model_key, ranged_at
 from ..versions import Version
 from .common import AdviceError, Citation, Result, ToolSpec, VersionContext, cite, resolve_version
 from .model_config import Architecture, from_knowledge, read_hf_config
@@ -253,15 +253,12 @@ class SizeOffloadResult(Result):
 
 
 def _find_model(knowledge: Knowledge, text: str) -> ModelArch:
-    key = normalize_name(text.split("/")[-1] if "/" in text else text)
-    names: dict[str, ModelArch] = {}
-    for m in knowledge.models:
-        for spelling in (m.id, m.id.split(".", 1)[-1], m.name, m.hf_repo, m.hf_repo.split("/")[-1], *m.aliases):
-            names[normalize_name(spelling.split("/")[-1] if "/" in spelling else spelling)] = m
-    if key in names:
-        return names[key]
-    close = difflib.get_close_matches(key, list(names), n=4, cutoff=0.5)
-    hint = f" Did you mean: {', '.join(dict.fromkeys(names[c].id for c in close))}?" if close else ""
+    model = knowledge.find_model(text)
+    if model is not None:
+        return model
+    close = difflib.get_close_matches(model_key(text), knowledge.model_spellings(), n=4, cutoff=0.5)
+    suggestions = dict.fromkeys(m.id for c in close if (m := knowledge.find_model(c)) is not None)
+    hint = f" Did you mean: {', '.join(suggestions)}?" if suggestions else ""
     known = ", ".join(m.id.split(".", 1)[-1] for m in knowledge.models)
     raise AdviceError("model", f"no model called {text!r} in the knowledge.{hint} Known: {known}.")
 
