@@ -33,7 +33,7 @@ import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from . import __version__, startup_cache, versions
-from .versions import Version, contains, parse_specifier, parse_version
+from .versions import Version, in_range, parse_specifier, parse_version
 
 Component = Literal["vllm", "lmcache", "nixl", "mooncake", "sglang"]
 Evidence = Literal["wheel", "primary", "reference"]
@@ -151,7 +151,7 @@ class Ranged(Frozen):
 def ranged_at(values: tuple[Ranged, ...], version: Version) -> Ranged | None:
     """The value among ``values`` whose range holds ``version``; None when none does."""
     for r in values:
-        if contains(parse_specifier(r.versions), version):
+        if in_range(r.versions, version):
             return r
     return None
 
@@ -820,9 +820,12 @@ class Knowledge(Frozen):
         """Every spelling `find` accepts, for suggestions."""
         return sorted(self._name_index)
 
+    @functools.cached_property
+    def _release_versions(self) -> dict[str, tuple[Version, ...]]:
+        return {package: tuple(Version(r.version) for r in line.releases) for package, line in self.releases.items()}
+
     def release_versions(self, package: str = "vllm") -> list[Version]:
-        line = self.releases.get(package)
-        return [Version(r.version) for r in line.releases] if line else []
+        return list(self._release_versions.get(package, ()))
 
     def newest(self, package: str = "vllm") -> Version:
         return self.release_versions(package)[-1]

@@ -65,7 +65,7 @@ _TOOL_NAMES = {spec.name for spec in TOOLS}
 def _tool_function(spec: ToolSpec) -> Any:
     """A function whose signature is the request model's fields, for the SDK to derive the schema from."""
 
-    def tool(**arguments: Any) -> CallToolResult:
+    def call(arguments: dict[str, Any]) -> CallToolResult:
         try:
             result = run_tool(spec.name, arguments)
         except ToolInputError as exc:
@@ -74,6 +74,16 @@ def _tool_function(spec: ToolSpec) -> Any:
             content=[TextContent(type="text", text=result.summary())],
             structured_content=result.model_dump(mode="json"),
         )
+
+    tool: Any
+    if spec.open_world:
+        # Network tools block on I/O: the SDK runs a plain function on a worker thread.
+        def tool(**arguments: Any) -> CallToolResult:
+            return call(arguments)
+    else:
+        # Offline tools are a few milliseconds of CPU: a thread hop would cost more than it frees.
+        async def tool(**arguments: Any) -> CallToolResult:
+            return call(arguments)
 
     parameters = []
     for field_name, field in spec.request.model_fields.items():
@@ -88,7 +98,7 @@ def _tool_function(spec: ToolSpec) -> Any:
         parameters.append(
             inspect.Parameter(field_name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=default)
         )
-    tool.__signature__ = inspect.Signature(parameters, return_annotation=spec.result)  # type: ignore[attr-defined]
+    tool.__signature__ = inspect.Signature(parameters, return_annotation=spec.result)
     tool.__name__ = spec.name
     tool.__doc__ = spec.description
     return tool

@@ -8,10 +8,12 @@ so a malformed version is rejected with the same message everywhere.
 
 from __future__ import annotations
 
+import functools
+
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-__all__ = ["InvalidSpecifier", "SpecifierSet", "Version", "parse_specifier", "parse_version"]
+__all__ = ["InvalidSpecifier", "SpecifierSet", "Version", "contains", "in_range", "parse_specifier", "parse_version"]
 
 
 def parse_version(text: str, *, field: str = "version") -> Version:
@@ -30,6 +32,7 @@ def parse_version(text: str, *, field: str = "version") -> Version:
         ) from None
 
 
+@functools.lru_cache(maxsize=4096)  # a few hundred distinct ranges in the knowledge, asked on every call
 def parse_specifier(text: str, *, field: str = "versions") -> SpecifierSet:
     """Parse a PEP 440 range such as ``">=0.22.0,<0.23.0"``; raises ``ValueError`` naming ``field``."""
     try:
@@ -41,3 +44,9 @@ def parse_specifier(text: str, *, field: str = "versions") -> SpecifierSet:
 def contains(spec: SpecifierSet, version: Version) -> bool:
     """Whether ``version`` is in ``spec``; pre-releases count, since nightly builds are common."""
     return spec.contains(version, prereleases=True)
+
+
+@functools.lru_cache(maxsize=16384)
+def in_range(text: str, version: Version) -> bool:
+    """Whether ``version`` is in the range written ``text`` (pre-releases count); raises like `parse_specifier`."""
+    return contains(parse_specifier(text), version)

@@ -31,7 +31,7 @@ from ..knowledge import (
     TierKind,
     ranged_at,
 )
-from ..versions import Version, contains, parse_specifier
+from ..versions import Version, contains, in_range, parse_specifier
 from .check_version import status_at
 from .common import AdviceError, Citation, Result, ToolSpec, VersionContext, cite, resolve_version
 
@@ -621,7 +621,7 @@ def _requirements(ch: _Chooser, recipe: Recipe) -> list[Requirement]:
             )
             pitfall = k.by_id["pitfall.hma-flag-missing-with-shorthand"]
             assert isinstance(pitfall, Pitfall)
-            if contains(parse_specifier(pitfall.versions), v) and ch.hma("connector.offloading") == "no":
+            if in_range(pitfall.versions, v) and ch.hma("connector.offloading") == "no":
                 req.append(
                     Requirement(
                         kind="flag", name="--disable-hybrid-kv-cache-manager", why=pitfall.why, source=pitfall.id
@@ -897,7 +897,7 @@ def _requirements(ch: _Chooser, recipe: Recipe) -> list[Requirement]:
     if backend in ("multi_nixl_offload", "lmcache_p2p"):
         pin_ids |= set(ch.gated("connector.nixl").related)
     for pin in k.pins:
-        if pin.id in pin_ids and contains(parse_specifier(pin.vllm_versions), v):
+        if pin.id in pin_ids and in_range(pin.vllm_versions, v):
             req.append(Requirement(kind="package", name=pin.requirement, why=pin.note or "", source=pin.id))
             ch.cite(pin.id)
     if backend == "lmcache_mp" and ch.needs_hma:
@@ -912,7 +912,7 @@ def _avoid(ch: _Chooser, recipe: Recipe, requirements: list[Requirement]) -> lis
     for pid in recipe.avoid:
         p = ch.k.by_id[pid]
         assert isinstance(p, Pitfall)
-        if not contains(parse_specifier(p.versions), ch.version):
+        if not in_range(p.versions, ch.version):
             continue
         if pid == "pitfall.lmcache-v1-hybrid-model" and not ch.needs_hma:
             continue
@@ -934,7 +934,7 @@ def _bugs(ch: _Chooser, ids: set[str]) -> list[BugNote]:
         if "flag.disable-hybrid-kv-cache-manager" in bug.related and not ch.needs_hma:
             continue
         affected = bug.affected_versions.get("vllm")
-        if affected is not None and not contains(parse_specifier(affected), ch.version):
+        if affected is not None and not in_range(affected, ch.version):
             continue
         if bug.snapshot.state == "open":
             status: Literal["open", "closed_without_fix", "fixed_in_later_release"] = "open"
@@ -991,7 +991,7 @@ def choose_backend(request: ChooseBackendRequest, knowledge: Knowledge) -> Choos
     if ch.needs_hma and backend not in ("none",):
         flag = knowledge.by_id["pitfall.hma-flag-with-hma-connector"]
         assert isinstance(flag, Pitfall)
-        if contains(parse_specifier(flag.versions), ch.version) and flag.id not in {a.id for a in avoid}:
+        if in_range(flag.versions, ch.version) and flag.id not in {a.id for a in avoid}:
             avoid.append(AvoidNote(id=flag.id, title=flag.title, severity=flag.severity, fix=flag.fix))
     path_ids = {recipe.connector or "", *recipe.gates, *(q.source or "" for q in requirements), *ch.gates}
     if backend == "multi_nixl_offload":

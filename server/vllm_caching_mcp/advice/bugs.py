@@ -44,7 +44,7 @@ from ..github import (
     parse_issue_ref,
 )
 from ..knowledge import Bug, BugSnapshot, Knowledge
-from ..versions import Version, contains, parse_specifier
+from ..versions import Version, contains, in_range, parse_specifier
 from .common import AdviceError, Citation, Package, Result, ToolSpec, VersionContext, cite, resolve_version
 
 # Tests replace this with a factory that points at a stand-in server; it reads the token itself,
@@ -387,7 +387,7 @@ def _judge(bug: Bug | None, seen: _Observed, facts: _VersionFacts, stored_refs: 
                 reason += " (the issue is open upstream again: check that the fix covers your case)"
             return _Verdict("fixed_in_your_version", reason, fixed)
         spec_text = bug.affected_versions.get(package)
-        if spec_text and not contains(parse_specifier(spec_text), version):
+        if spec_text and not in_range(spec_text, version):
             return _Verdict("not_affected", f"affects {label} {spec_text} only; you run {version}", fixed)
         return _Verdict("still_affects_you", f"fixed in {label} {fixed.version}; you run {version}: upgrade", fixed)
 
@@ -395,7 +395,7 @@ def _judge(bug: Bug | None, seen: _Observed, facts: _VersionFacts, stored_refs: 
     spec_text = bug.affected_versions.get(package) if bug is not None and package is not None else None
     if spec_text and version is not None:
         after = _fix_after_range(spec_text, known)
-        if contains(parse_specifier(spec_text), version):
+        if in_range(spec_text, version):
             if after is not None and after > version:
                 # The range ends: the first release past it no longer has the problem, however the issue closed.
                 return _Verdict(
@@ -405,7 +405,7 @@ def _judge(bug: Bug | None, seen: _Observed, facts: _VersionFacts, stored_refs: 
                 )
             beyond = (
                 " (the range is open-ended: no release known to the knowledge fixes it)"
-                if not any(v > version and not contains(parse_specifier(spec_text), v) for v in known)
+                if not any(v > version and not in_range(spec_text, v) for v in known)
                 else ""
             )
             if closed_without_fix:

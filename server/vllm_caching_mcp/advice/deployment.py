@@ -29,7 +29,7 @@ import yaml
 from pydantic import BaseModel, Field
 
 from ..knowledge import SAFE_LOADER, Connector, Gpu, Knowledge, Setting, ranged_at
-from ..versions import Version, contains, parse_specifier
+from ..versions import Version, in_range
 from .common import AdviceError
 
 GIB = 1 << 30
@@ -1061,7 +1061,7 @@ def resolve(
     if shorthand:
         mapping = None
         for m in knowledge.offload_shorthand:
-            if m.backend != backend or not contains(parse_specifier(m.versions), version):
+            if m.backend != backend or not in_range(m.versions, version):
                 continue
             if m.when_env is not None:
                 value = _env_literal(env, m.when_env.name)

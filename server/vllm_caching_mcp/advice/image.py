@@ -41,7 +41,7 @@ from ..registry import (
     RegistryError,
     parse_image_reference,
 )
-from ..versions import Version, contains, parse_specifier
+from ..versions import Version, in_range
 from .common import AdviceError, Citation, Result, ToolSpec, VersionContext, cite, resolve_version
 
 # Tests replace this with a factory pointing at a stand-in registry; it reads credentials itself,
@@ -429,7 +429,7 @@ def _kv_extras(steps: list[_Step]) -> KvConnectorExtras:
 def _pins(knowledge: Knowledge, version: Version) -> tuple[list[CompatPinInfo], list[Citation]]:
     pins, citations = [], []
     for pin in knowledge.pins:
-        if contains(parse_specifier(pin.vllm_versions), version):
+        if in_range(pin.vllm_versions, version):
             pins.append(
                 CompatPinInfo(
                     id=pin.id,
@@ -472,7 +472,7 @@ def _lmcache_mp_hma(knowledge: Knowledge, version: Version) -> tuple[LmcacheMpHm
                 if p.id in connector.related
                 and p.package == "lmcache"
                 and "hma" in p.id
-                and contains(parse_specifier(p.vllm_versions), version)
+                and in_range(p.vllm_versions, version)
             ),
             None,
         )

@@ -39,7 +39,7 @@ from ..knowledge import (
     TierKind,
     ranged_at,
 )
-from ..versions import Version, contains, parse_specifier
+from ..versions import Version, in_range
 from .backend import Fabric
 from .check_version import status_at
 from .common import AdviceError, Citation, Result, ToolSpec, VersionContext, cite, resolve_version
@@ -299,7 +299,7 @@ class _Planner:
         p = self.k.by_id[pitfall_id]
         assert isinstance(p, Pitfall)
         self.cite(pitfall_id)
-        return contains(parse_specifier(p.versions), self.version)
+        return in_range(p.versions, self.version)
 
     def hma(self, connector_id: str) -> str:
         c = self.k.by_id[connector_id]

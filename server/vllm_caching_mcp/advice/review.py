@@ -25,7 +25,7 @@ from pydantic import BaseModel, Field
 
 from .. import __version__
 from ..knowledge import Condition, Gated, Knowledge, Pitfall, ValueTest
-from ..versions import Version, contains, parse_specifier, parse_version
+from ..versions import Version, in_range, parse_version
 from .check_version import status_at
 from .common import AdviceError, Citation, Result, ToolSpec, VersionContext, cite, resolve_version
 from .deployment import (
@@ -557,7 +557,7 @@ def review_deployment(request: ReviewRequest, knowledge: Knowledge) -> ReviewRes
             p99_context_tokens=request.p99_context_tokens,
         )
         for rule in all_rules:
-            if rule.id in request.disabled_rules or not contains(parse_specifier(rule.versions), version):
+            if rule.id in request.disabled_rules or not in_range(rule.versions, version):
                 continue
             assert rule.when is not None
             evaluated += 1
