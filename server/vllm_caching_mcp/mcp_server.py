@@ -28,6 +28,7 @@ from mcp.server.mcpserver.context import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
+from mcp_types import Tool as MCPTool
 from pydantic import Field
 
 from . import __version__
@@ -49,7 +50,20 @@ INSTRUCTIONS = (
 
 
 class _Server(MCPServer):
-    """MCPServer whose unknown tool names are protocol errors rather than tool results."""
+    """MCPServer whose unknown tool names are protocol errors rather than tool results, and whose
+    tool list is built once: the SDK re-validates every tool's schemas on each `tools/list`
+    (~4 ms for ours), though the tools never change after start-up."""
+
+    _listed: list[MCPTool] | None = None
+
+    def add_tool(self, *args: Any, **kwargs: Any) -> None:
+        self._listed = None
+        super().add_tool(*args, **kwargs)
+
+    async def list_tools(self) -> list[MCPTool]:
+        if self._listed is None:
+            self._listed = await super().list_tools()
+        return list(self._listed)
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None

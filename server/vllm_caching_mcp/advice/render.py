@@ -814,6 +814,19 @@ _NO_WRAP = 1 << 30  # the emitter's line width: never fold a value
 
 
 def _yaml_scalar(value: Any) -> str:
+    try:
+        return _cached_yaml_scalar(value)
+    except TypeError:  # unhashable: never cached
+        return _dump_yaml_scalar(value)
+
+
+# typed: True, 1 and 1.0 are equal keys to a plain cache, but dump as three different scalars.
+@functools.lru_cache(maxsize=4096, typed=True)
+def _cached_yaml_scalar(value: Any) -> str:
+    return _dump_yaml_scalar(value)
+
+
+def _dump_yaml_scalar(value: Any) -> str:
     if isinstance(value, bool | int | float) and not isinstance(value, str):
         return yaml.dump(value, Dumper=SAFE_DUMPER, width=_NO_WRAP).split("\n", 1)[0]
     return yaml.dump(str(value), Dumper=SAFE_DUMPER, default_style='"', width=_NO_WRAP, allow_unicode=False).strip()
