@@ -13,16 +13,17 @@ def test_wheel_install_ships_the_knowledge(fresh_install: Path, tmp_path: Path) 
     env_dir = fresh_install
     python = env_dir / "bin" / "python"
     probe = (
-        "import json, vllm_caching_mcp, vllm_caching_mcp.knowledge as k;"
+        "import importlib.metadata, json, vllm_caching_mcp, vllm_caching_mcp.knowledge as k;"
         "kn = k.load_knowledge();"
         "print(json.dumps({'module': vllm_caching_mcp.__file__, 'dir': kn.directory,"
-        " 'newest': str(kn.newest()), 'version': vllm_caching_mcp.__version__}))"
+        " 'newest': str(kn.newest()), 'version': vllm_caching_mcp.__version__,"
+        " 'installed': importlib.metadata.version('vllm-caching-mcp')}))"
     )
     out = subprocess.run([str(python), "-c", probe], check=True, capture_output=True, text=True, cwd=tmp_path)
     found = json.loads(out.stdout)
     assert found["module"].startswith(str(env_dir)), found
     assert found["dir"].startswith(str(env_dir)), found
-    assert found["version"] != "0.0.0+unknown"
+    assert found["version"] == found["installed"]  # the wheel's metadata is read from __init__.py
     cli = env_dir / "bin" / "vllm-caching"
     answer = subprocess.run(
         [str(cli), "check-version", "--name", "--kv-offloading-size", "--version", "0.11.1"],

@@ -1,8 +1,5 @@
 """Verified, version-gated answers about vLLM tiered KV caching."""
 
-from importlib.metadata import PackageNotFoundError, version
-
-try:
-    __version__ = version("vllm-caching-mcp")
-except PackageNotFoundError:  # running from a checkout without installing
-    __version__ = "0.0.0+unknown"
+# The one place the version is written (pyproject.toml reads it from here): a literal, because asking
+# importlib.metadata costs ~50 ms at every start-up.
+__version__ = "0.1.0"
