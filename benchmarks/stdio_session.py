@@ -1,11 +1,12 @@
 """A minimal MCP client over stdio for benchmarks: raw JSON-RPC lines, so the client adds no cost.
 
-Used by bench_cold_start.py and bench_latency.py. Reads the child's peak RSS (VmHWM) from /proc.
+Used by bench_cold_start.py and bench_latency.py. Reads the child's peak RSS (VmHWM) and CPU time from /proc.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -15,9 +16,11 @@ PROTOCOL = "2025-06-18"
 
 
 class StdioSession:
-    def __init__(self, command: list[str]) -> None:
+    def __init__(self, command: list[str], env: dict[str, str] | None = None) -> None:
         self.started = time.perf_counter()
-        self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env
+        )
         self._next_id = 0
 
     def request(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -54,6 +57,11 @@ class StdioSession:
             if line.startswith("VmHWM:"):
                 return int(line.split()[1]) / 1024
         return float("nan")
+
+    def cpu_seconds(self) -> float:
+        """User plus system CPU the child has used so far (clock ticks, usually 10 ms each)."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def rss_mib(self) -> float:
         for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():

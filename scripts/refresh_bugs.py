@@ -39,7 +39,8 @@ from vllm_caching_mcp.github import (
     IssueStatus,
     parse_issue_ref,
 )
-from vllm_caching_mcp.knowledge import FILES, Bug, knowledge_dir
+from vllm_caching_mcp.knowledge import FILES, Bug
+from vllm_caching_mcp.knowledge_files import knowledge_dir
 
 _PLAIN = re.compile(r"^[A-Za-z0-9][\w.\-\[\]]*$")
 

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from vllm_caching_mcp.knowledge import Knowledge, knowledge_dir, load_knowledge
+from vllm_caching_mcp.knowledge import Knowledge, load_knowledge
+from vllm_caching_mcp.knowledge_files import knowledge_dir
 
 REPO = Path(__file__).resolve().parents[1]
 

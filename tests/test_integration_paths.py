@@ -26,10 +26,10 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from conftest import REPO
-from vllm_caching_mcp.tools import TOOLS
+from vllm_caching_mcp import __version__
+from vllm_caching_mcp.tools import TOOL_NAMES, all_tools
 
 INTEGRATIONS = REPO / "integrations"
-TOOL_NAMES = {spec.name for spec in TOOLS}
 
 
 @pytest.fixture(scope="module")
@@ -82,14 +82,11 @@ def test_pipx_and_uv_tool_get_both_console_scripts(fresh_bin: Path) -> None:
         [resolve("vllm-caching", fresh_bin), "tools"], capture_output=True, text=True, env=server_env(fresh_bin)
     )
     assert out.returncode == 0, out.stderr
-    assert {line.split()[0] for line in out.stdout.splitlines()} == TOOL_NAMES
+    assert {line.split()[0] for line in out.stdout.splitlines()} == set(TOOL_NAMES)
     version = subprocess.run(
         [resolve("vllm-caching-mcp", fresh_bin), "--version"], capture_output=True, text=True, check=True
     )
-    assert (
-        version.stdout.strip()
-        == f"vllm-caching-mcp {tomllib.loads((REPO / 'pyproject.toml').read_text())['project']['version']}"
-    )
+    assert version.stdout.strip() == f"vllm-caching-mcp {__version__}"
 
 
 def test_claude_mcp_add_lines_name_a_server_that_answers(fresh_bin: Path) -> None:
@@ -102,7 +99,7 @@ def test_claude_mcp_add_lines_name_a_server_that_answers(fresh_bin: Path) -> Non
         assert argv[separator - 1] == "vllm-caching"
         command, *args = argv[separator + 1 :]
         names, answer = list_tools_and_ask(command, args, fresh_bin)
-        assert names == TOOL_NAMES
+        assert names == set(TOOL_NAMES)
         assert answer["matches"][0]["status"] == "not_yet"
 
 
@@ -116,7 +113,7 @@ def test_mcp_json_files_start_the_server(config: str, fresh_bin: Path) -> None:
     entry = servers["vllm-caching"]
     assert entry.get("type", "stdio") == "stdio"
     names, answer = list_tools_and_ask(entry["command"], entry.get("args", []), fresh_bin)
-    assert names == TOOL_NAMES
+    assert names == set(TOOL_NAMES)
     assert answer["matches"][0]["introduced"] == "0.11.1"
 
 
@@ -138,7 +135,7 @@ def test_skill_front_matter_follows_the_agent_skills_format() -> None:
     for trigger in ("--kv-offloading-size", "LMCache", "NixlConnector", "TTFT still bad", "SGLang"):
         assert trigger in meta["description"], trigger
     body = (REPO / "SKILL.md").read_text(encoding="utf-8")
-    for spec in TOOLS:
+    for spec in all_tools():
         assert f"`{spec.name}`" in body, spec.name
     assert "vllm-caching call TOOL" in body and "vllm-caching tools" in body
 
@@ -146,8 +143,7 @@ def test_skill_front_matter_follows_the_agent_skills_format() -> None:
 def test_plugin_layout_bundles_the_skill_and_the_server() -> None:
     plugin = INTEGRATIONS / "claude-plugin"
     manifest = json.loads((plugin / ".claude-plugin" / "plugin.json").read_text())
-    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    assert manifest["name"] == "vllm-caching" and manifest["version"] == project["version"]
+    assert manifest["name"] == "vllm-caching" and manifest["version"] == __version__
     skill = plugin / "skills" / manifest["name"] / "SKILL.md"
     # The plugin carries a copy of the skill; it must not drift from the repository's SKILL.md.
     assert skill.read_text(encoding="utf-8") == (REPO / "SKILL.md").read_text(encoding="utf-8")

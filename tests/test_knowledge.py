@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from vllm_caching_mcp.knowledge import FILES, Knowledge, KnowledgeError, load_knowledge, model_key
+from vllm_caching_mcp.knowledge import FILES, Knowledge, load_knowledge, model_key
+from vllm_caching_mcp.knowledge_files import KnowledgeError
 from vllm_caching_mcp.versions import Version, parse_specifier
 
 

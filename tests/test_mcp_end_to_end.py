@@ -14,8 +14,8 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
 from vllm_caching_mcp import __version__
-from vllm_caching_mcp.knowledge import FILES
-from vllm_caching_mcp.tools import TOOLS
+from vllm_caching_mcp.knowledge_files import FILE_NAMES
+from vllm_caching_mcp.tools import TOOL_NAMES
 
 pytestmark = pytest.mark.anyio
 
@@ -48,7 +48,7 @@ def url(transport: str, request: pytest.FixtureRequest) -> str | None:
 async def test_lists_every_tool_with_schemas_and_annotations(transport: str, url: str | None) -> None:
     async with connect(transport, url) as client:
         listed = {t.name: t for t in (await client.list_tools()).tools}
-        assert set(listed) == {spec.name for spec in TOOLS}
+        assert set(listed) == set(TOOL_NAMES)
         tool = listed["check_version"]
         assert tool.output_schema is not None and "version_context" in tool.output_schema["properties"]
         props = tool.input_schema["properties"]
@@ -97,7 +97,7 @@ async def test_unknown_tool_is_a_protocol_error(transport: str, url: str | None)
 async def test_every_knowledge_file_is_a_readable_resource(transport: str, url: str | None) -> None:
     async with connect(transport, url) as client:
         uris = {str(r.uri) for r in (await client.list_resources()).resources}
-        assert uris == {f"knowledge://{name}" for name in FILES}
+        assert uris == {f"knowledge://{name}" for name in FILE_NAMES}
         read = await client.read_resource("knowledge://releases.yaml")
         text = read.contents[0].text  # type: ignore[union-attr]
         lines = yaml.safe_load(text)["lines"]
@@ -122,7 +122,7 @@ MINIMAL_CALLS: dict[str, dict[str, Any]] = {
 
 
 async def test_every_tool_answers_over_the_protocol(transport: str, url: str | None) -> None:
-    assert set(MINIMAL_CALLS) == {spec.name for spec in TOOLS}
+    assert set(MINIMAL_CALLS) == set(TOOL_NAMES)
     async with connect(transport, url) as client:
         for name, arguments in MINIMAL_CALLS.items():
             result = await client.call_tool(name, arguments)

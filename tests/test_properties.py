@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from conftest import REPO
 from vllm_caching_mcp.advice.common import ToolSpec
 from vllm_caching_mcp.knowledge import load_knowledge
-from vllm_caching_mcp.tools import TOOLS, ToolInputError, run_tool
+from vllm_caching_mcp.tools import ToolInputError, all_tools, run_tool
 
 EXAMPLES = int(os.environ.get("PROPERTY_EXAMPLES", "80"))  # raise it to hunt: PROPERTY_EXAMPLES=2000
 PROFILE = settings(
@@ -252,7 +252,7 @@ def _network_bounded(spec: ToolSpec, arguments: dict[str, Any]) -> dict[str, Any
     return arguments
 
 
-@pytest.mark.parametrize("spec", TOOLS, ids=[s.name for s in TOOLS])
+@pytest.mark.parametrize("spec", all_tools(), ids=[s.name for s in all_tools()])
 def test_arguments_within_the_schema_answer_or_name_a_field(spec: ToolSpec) -> None:
     @PROFILE
     @given(valid_arguments(spec))
@@ -262,7 +262,7 @@ def test_arguments_within_the_schema_answer_or_name_a_field(spec: ToolSpec) -> N
     check()
 
 
-@pytest.mark.parametrize("spec", TOOLS, ids=[s.name for s in TOOLS])
+@pytest.mark.parametrize("spec", all_tools(), ids=[s.name for s in all_tools()])
 def test_arguments_outside_the_schema_are_a_tool_error_naming_a_field(spec: ToolSpec) -> None:
     @PROFILE
     @given(broken_arguments(spec))

@@ -27,8 +27,9 @@ from pydantic import BaseModel
 from . import __version__
 from .advice.common import ToolSpec
 from .advice.review import ReviewResult, exit_code, list_rules, to_sarif
-from .knowledge import KnowledgeError, load_knowledge
-from .tools import TOOLS, ToolInputError, run_tool
+from .knowledge import load_knowledge
+from .knowledge_files import KnowledgeError
+from .tools import TOOL_NAMES, ToolInputError, all_tools, run_tool
 
 _SCALARS = (str, int, float)
 
@@ -114,10 +115,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"vllm-caching {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for spec in TOOLS:
+    for spec in all_tools():
         _add_tool_parser(sub, spec)
     call = sub.add_parser("call", help="run a tool with JSON arguments and print its structured result")
-    call.add_argument("tool", help="tool name: " + ", ".join(s.name for s in TOOLS))
+    call.add_argument("tool", help="tool name: " + ", ".join(TOOL_NAMES))
     call.add_argument("arguments", nargs="?", default="{}", help="the arguments as one JSON object")
     sub.add_parser("tools", help="list the tools")
     _add_review_parser(sub)
@@ -176,7 +177,7 @@ def _review(args: argparse.Namespace) -> int:
 
 def _glue_option_values(argv: list[str]) -> list[str]:
     """Join each tool option with its value, so ``--name --block-size`` reads as a value, not a flag."""
-    spec = next((s for s in TOOLS if argv and argv[0] == s.name.replace("_", "-")), None)
+    spec = next((s for s in all_tools() if argv and argv[0] == s.name.replace("_", "-")), None)
     if spec is None:
         return argv
     takes_value = {
@@ -197,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(_glue_option_values(list(sys.argv[1:] if argv is None else argv)))
     try:
         if args.command == "tools":
-            for tool in TOOLS:
+            for tool in all_tools():
                 print(f"{tool.name:<20} {tool.title}")
             return 0
         if args.command == "review":

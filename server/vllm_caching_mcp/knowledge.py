@@ -23,7 +23,6 @@ import itertools
 import re
 import sys
 from collections.abc import Iterable, Iterator
-from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -33,6 +32,7 @@ import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from . import __version__, startup_cache, versions
+from .knowledge_files import FILE_NAMES, KnowledgeError, knowledge_dir
 from .versions import Version, in_range, parse_specifier, parse_version
 
 Component = Literal["vllm", "lmcache", "nixl", "mooncake", "sglang"]
@@ -679,10 +679,6 @@ class Recipes(Frozen):
 # Files and the loaded whole
 
 
-class KnowledgeError(Exception):
-    """A knowledge file is missing, malformed, or refers to something that does not exist."""
-
-
 class _ReleasesFile(Frozen):
     lines: tuple[ReleaseLine, ...]
 
@@ -736,6 +732,8 @@ FILES: dict[str, type[Frozen]] = {
     "cli_inventory.yaml": CliInventory,
     "recipes.yaml": Recipes,
 }
+if tuple(FILES) != FILE_NAMES:  # pragma: no cover - a module that cannot import fails every test
+    raise KnowledgeError("knowledge.FILES and knowledge_files.FILE_NAMES name different files")
 
 
 class Knowledge(Frozen):
@@ -848,17 +846,6 @@ def normalize_name(name: str) -> str:
 def model_key(name: str) -> str:
     # "Qwen/Qwen3-32B", "qwen3-32b" and "model.qwen3-32b" name one model: the org is dropped.
     return normalize_name(name.rsplit("/", 1)[-1])
-
-
-def knowledge_dir() -> Path:
-    """Where the knowledge files are: inside the installed package, or at the checkout root."""
-    packaged = resources.files("vllm_caching_mcp") / "knowledge"
-    if packaged.is_dir():
-        return Path(str(packaged))
-    checkout = Path(__file__).resolve().parents[2] / "knowledge"
-    if checkout.is_dir():
-        return checkout
-    raise KnowledgeError("the knowledge files are missing from this installation; reinstall the package")
 
 
 def _label(item: Any) -> str | None:

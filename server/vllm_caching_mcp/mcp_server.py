@@ -1,4 +1,4 @@
-"""The MCP server: every tool in `tools.TOOLS` and every knowledge file, over stdio or streamable HTTP.
+"""The MCP server: every tool in `tools.TOOL_NAMES` and every knowledge file, over stdio or streamable HTTP.
 
 Built on the official SDK's `MCPServer` (mcp 2.x). Each tool's input schema is the tool's
 request model, flattened into typed parameters with their `Field` descriptions and bounds;
@@ -13,13 +13,17 @@ import argparse
 import gc
 import hashlib
 import hmac
+import importlib
+import importlib.util
 import inspect
 import ipaddress
+import logging
 import operator
 import os
 import re
 import socket
 import sys
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NamedTuple, NoReturn
 
@@ -31,15 +35,18 @@ from mcp_types import INVALID_PARAMS, CallToolResult, InputRequiredResult, TextC
 from mcp_types import Tool as MCPTool
 from pydantic import Field
 
-from . import __version__
-from .advice.common import ToolSpec
-from .knowledge import FILES, KnowledgeError, load_knowledge
+from . import __version__, startup_cache
+from .knowledge_files import FILE_NAMES, KnowledgeError, knowledge_dir
 from .prompts import add_prompts
-from .tools import TOOLS, ToolInputError, run_tool
+from .tools import TOOL_NAMES, ToolInputError, run_tool, tool_spec
 
-if TYPE_CHECKING:  # the HTTP stack is imported only when serving HTTP
+if TYPE_CHECKING:  # the HTTP stack is imported only when serving HTTP, the tools' models on first use
     from mcp.server.transport_security import TransportSecuritySettings
     from starlette.types import ASGIApp, Receive, Scope, Send
+
+    from .advice.common import ToolSpec
+
+logger = logging.getLogger(__name__)
 
 INSTRUCTIONS = (
     "Answers about vLLM tiered KV caching (CPU/NVMe/object-store/peer offload, LMCache, NIXL, Mooncake) "
@@ -50,30 +57,119 @@ INSTRUCTIONS = (
 
 
 class _Server(MCPServer):
-    """MCPServer whose unknown tool names are protocol errors rather than tool results, and whose
-    tool list is built once: the SDK re-validates every tool's schemas on each `tools/list`
-    (~4 ms for ours), though the tools never change after start-up."""
+    """MCPServer that registers each tool with the SDK only when it is first needed.
 
-    _listed: list[MCPTool] | None = None
+    Start-up lists the tools from the start-up cache (the listing the last start-up built from
+    the same code), so it builds no tool's pydantic models and imports no tool module. A tool is
+    registered, with the SDK doing all argument validation as usual, on its first call, and every
+    tool shortly after the first `tools/list` (on a thread, while the agent reads the list).
+    Unknown tool names are protocol errors rather than tool results. The listing is built once:
+    the SDK would otherwise re-validate every tool's schemas (~4 ms) on each `tools/list`.
+    """
 
-    def add_tool(self, *args: Any, **kwargs: Any) -> None:
-        self._listed = None
-        super().add_tool(*args, **kwargs)
+    def __init__(self, listing: list[MCPTool] | None, **settings: Any) -> None:
+        super().__init__(**settings)
+        self._registered: set[str] = set()
+        self._registering = threading.Lock()
+        self._listed = listing
+        self._warm_up: threading.Timer | None = None
+
+    def register(self, name: str) -> None:
+        """Register tool ``name`` with the SDK (importing its module) unless it already is."""
+        if name in self._registered:
+            return
+        with self._registering:
+            if name not in self._registered:
+                _add_tool(self, tool_spec(name))
+                self._registered.add(name)
+
+    def register_all(self) -> None:
+        for name in TOOL_NAMES:
+            self.register(name)
+
+    def load(self) -> None:
+        """Load the knowledge and register every tool: what a start-up without the cached listing does."""
+        from .knowledge import load_knowledge  # the models and YAML: not needed to list the tools
+
+        load_knowledge()
+        self.register_all()
+        # All of it lives as long as the process: moved out of the collector's sight, so full
+        # collections stop walking it (a third of tool registration's time otherwise).
+        gc.freeze()
+
+    def _warm(self) -> None:
+        try:
+            self.load()
+        except Exception:  # a tool that cannot load reports it on its own call
+            logger.exception("loading the tools in the background failed")
 
     async def list_tools(self) -> list[MCPTool]:
         if self._listed is None:
+            self.load()
             self._listed = await super().list_tools()
+            startup_cache.write(LISTING_CACHE, listing_cache_inputs(), self._listed)
+        elif self._warm_up is None and len(self._registered) < len(TOOL_NAMES):
+            self._warm_up = threading.Timer(WARM_UP_DELAY_S, self._warm)
+            self._warm_up.daemon = True
+            self._warm_up.start()
         return list(self._listed)
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
-        if name not in _TOOL_NAMES:
+        if name not in TOOL_NAMES:
             raise MCPError(INVALID_PARAMS, f"Unknown tool: {name}")
+        self.register(name)
         return await super().call_tool(name, arguments, context)
 
 
-_TOOL_NAMES = {spec.name for spec in TOOLS}
+# The listing is answered first; the tools register this long after, off the event loop.
+WARM_UP_DELAY_S = 0.2
+LISTING_CACHE = "tool-listing"
+# Third-party code that shapes the listing or the knowledge it rests on, fingerprinted by file.
+_DEPENDENCIES = (
+    "mcp.server.mcpserver.server",
+    "mcp.server.mcpserver.tools.base",
+    "mcp.server.mcpserver.utilities.func_metadata",
+    "mcp_types._types",
+    "pydantic.version",
+    "pydantic.json_schema",
+    "pydantic_core",
+    "yaml",
+    "packaging.version",
+)
+
+
+def listing_cache_inputs() -> list[bytes]:
+    """What the cached tool listing stands for: this package's source, the knowledge files, and the
+    dependencies above (each by path, size and modification time). A listing stored under these
+    inputs was written by a start-up that loaded and validated exactly this knowledge."""
+    package = Path(__file__).resolve().parent
+    root = knowledge_dir()
+    parts = [f"{__version__} {sys.version}".encode(), str(root).encode()]
+    for path in sorted(package.rglob("*.py")):
+        parts += [str(path.relative_to(package)).encode(), path.read_bytes()]
+    for name in FILE_NAMES:
+        parts += [name.encode(), (root / name).read_bytes()]
+    for module_name in _DEPENDENCIES:
+        spec = importlib.util.find_spec(module_name)
+        if spec is None or spec.origin is None:
+            raise OSError(f"{module_name} has no source file")
+        stat = os.stat(spec.origin)
+        parts.append(f"{spec.origin} {stat.st_size} {stat.st_mtime_ns}".encode())
+    return parts
+
+
+def _cached_listing() -> list[MCPTool] | None:
+    try:
+        listing = startup_cache.read(LISTING_CACHE, listing_cache_inputs(), list)
+    except OSError:
+        return None
+    if listing is None or [getattr(t, "name", None) for t in listing] != list(TOOL_NAMES):
+        return None
+    if not all(isinstance(t, MCPTool) for t in listing):
+        return None
+    return listing
 
 
 def _tool_function(spec: ToolSpec) -> Any:
@@ -118,30 +214,36 @@ def _tool_function(spec: ToolSpec) -> Any:
     return tool
 
 
-def build_server() -> MCPServer:
-    """The server with every tool and knowledge resource registered; loads the knowledge once."""
-    knowledge = load_knowledge()
-    # The knowledge and the imported modules live as long as the process: moved out of the collector's
-    # sight, so each full collection no longer walks them (a third of tool registration's time otherwise).
-    gc.freeze()
-    server = _Server(name="vllm-caching-mcp", version=__version__, instructions=INSTRUCTIONS)
-    for spec in TOOLS:
-        server.add_tool(
-            _tool_function(spec),
-            name=spec.name,
+def _add_tool(server: MCPServer, spec: ToolSpec) -> None:
+    server.add_tool(
+        _tool_function(spec),
+        name=spec.name,
+        title=spec.title,
+        description=spec.description,
+        annotations=ToolAnnotations(
             title=spec.title,
-            description=spec.description,
-            annotations=ToolAnnotations(
-                title=spec.title,
-                read_only_hint=True,
-                destructive_hint=False,
-                idempotent_hint=True,
-                open_world_hint=spec.open_world,
-            ),
-            structured_output=True,
-        )
-    root = knowledge.directory
-    for file_name in FILES:
+            read_only_hint=True,
+            destructive_hint=False,
+            idempotent_hint=True,
+            open_world_hint=spec.open_world,
+        ),
+        structured_output=True,
+    )
+
+
+def build_server() -> MCPServer:
+    """The server with every tool and knowledge resource.
+
+    A start-up that finds its tool listing in the start-up cache (stored by an earlier start-up
+    from the same code and knowledge, after validating it) answers `tools/list` from it and loads
+    the rest later (see _Server). Any other start-up loads and validates the knowledge now, so a
+    broken file stops it with one line, and registers every tool.
+    """
+    server = _Server(_cached_listing(), name="vllm-caching-mcp", version=__version__, instructions=INSTRUCTIONS)
+    if server._listed is None:
+        server.load()
+    root = str(knowledge_dir())
+    for file_name in FILE_NAMES:
         _add_knowledge_resource(server, root, file_name)
     add_prompts(server)
     return server

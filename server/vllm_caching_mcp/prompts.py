@@ -19,7 +19,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, InputRequiredResult
 from pydantic import Field, ValidationError
 
-from .tools import BY_NAME, describe_validation_error
+from .tools import describe_validation_error, tool_spec
 
 _ISSUE = re.compile(r"^[\w.-]+/[\w.-]+#\d+$|^https://github\.com/[\w.-]+/[\w.-]+/(issues|pull)/\d+/?$")
 
@@ -55,7 +55,7 @@ Version = Annotated[str | None, Field(max_length=40, description="vLLM release i
 
 def _call(tool: str, arguments: dict[str, Any]) -> str:
     """One tool call as the agent should make it; validated against the tool's request model first."""
-    BY_NAME[tool].request.model_validate(arguments)
+    tool_spec(tool).request.model_validate(arguments)
     return f"`{tool}` with arguments:\n```json\n{json.dumps(arguments, indent=2)}\n```"
 
 

@@ -94,16 +94,25 @@ def _write(path: Path, key: bytes, value: object) -> None:
         pass  # an unwritable cache costs the next start-up time, nothing else
 
 
+def read(name: str, inputs: Iterable[bytes], expected: type[T]) -> T | None:
+    """The object cached under ``name`` if it was built from exactly ``inputs``, else None."""
+    directory = cache_dir()
+    return None if directory is None else _read(directory / f"{name}.pickle", inputs_digest(inputs), expected)
+
+
+def write(name: str, inputs: Iterable[bytes], value: object) -> None:
+    """Cache ``value`` under ``name`` as built from ``inputs``; a failure to write is silent."""
+    directory = cache_dir()
+    if directory is not None:
+        _write(directory / f"{name}.pickle", inputs_digest(inputs), value)
+
+
 def load_or_build(name: str, inputs: Iterable[bytes], expected: type[T], build: Callable[[], T]) -> T:
     """The object cached under ``name`` if it was built from exactly ``inputs``; else ``build()``, stored."""
-    directory = cache_dir()
-    if directory is None:
-        return build()
-    key = inputs_digest(inputs)
-    path = directory / f"{name}.pickle"
-    cached = _read(path, key, expected)
+    inputs = list(inputs)
+    cached = read(name, inputs, expected)
     if cached is not None:
         return cached
     value = build()
-    _write(path, key, value)
+    write(name, inputs, value)
     return value

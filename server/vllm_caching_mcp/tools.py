@@ -1,32 +1,60 @@
 """The tool registry: each tool is a request model, a result model and one pure function.
 
 Both adapters — the MCP server and the CLI — read this table and nothing else, so adding a
-tool is writing its module in `advice/` (with its `SPEC`) and adding it to `TOOLS` here.
+tool is writing its module in `advice/` (with its `SPEC`) and naming it in `_MODULES` here.
+A tool's module is imported the first time its spec is asked for: the server can start and
+list its tools (from the start-up cache) without building eight tools' pydantic models.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from .advice import backend, bugs, check_version, diagnose, image, render, review, sizing
-from .advice.common import AdviceError, Result, ToolSpec
-from .knowledge import load_knowledge
+if TYPE_CHECKING:
+    from .advice.common import Result, ToolSpec
 
-# One line per tool; each module defines its SPEC next to its function.
-TOOLS: tuple[ToolSpec, ...] = (
-    check_version.SPEC,
-    backend.SPEC,
-    sizing.SPEC,
-    render.SPEC,
-    review.SPEC,
-    diagnose.SPEC,
-    bugs.SPEC,
-    image.SPEC,
-)
+# advice.common and knowledge (pydantic models, YAML) are imported when a tool is first used, not
+# with this module: the server lists its tools without them.
 
-BY_NAME = {spec.name: spec for spec in TOOLS}
+# Tool name -> the module in advice/ that defines its SPEC, in the order the tools are listed.
+_MODULES = {
+    "check_version": "check_version",
+    "choose_backend": "backend",
+    "size_offload": "sizing",
+    "render_config": "render",
+    "review_deployment": "review",
+    "diagnose": "diagnose",
+    "check_bug_status": "bugs",
+    "inspect_image": "image",
+}
+
+TOOL_NAMES: tuple[str, ...] = tuple(_MODULES)
+
+
+def tool_spec(name: str) -> ToolSpec:
+    """The spec of tool ``name``, importing its module on first use; raises ToolInputError for an unknown name."""
+    if name not in _MODULES:
+        raise ToolInputError(f"tool: no tool is called {name!r}; the tools are {', '.join(TOOL_NAMES)}")
+    return _import_spec(name)
+
+
+@functools.cache
+def _import_spec(name: str) -> ToolSpec:
+    from .advice.common import ToolSpec
+
+    spec = importlib.import_module(f"{__package__}.advice.{_MODULES[name]}").SPEC
+    if not isinstance(spec, ToolSpec) or spec.name != name:  # pragma: no cover - tests import every tool
+        raise LookupError(f"advice.{_MODULES[name]}.SPEC is not the spec of {name}")
+    return spec
+
+
+def all_tools() -> tuple[ToolSpec, ...]:
+    """Every tool's spec, in listing order (imports every tool module)."""
+    return tuple(tool_spec(name) for name in TOOL_NAMES)
 
 
 class ToolInputError(ValueError):
@@ -44,9 +72,10 @@ def describe_validation_error(error: ValidationError) -> str:
 
 def run_tool(name: str, arguments: dict[str, Any]) -> Result:
     """Validate ``arguments`` for tool ``name`` and answer; raises ToolInputError on bad input."""
-    spec = BY_NAME.get(name)
-    if spec is None:
-        raise ToolInputError(f"tool: no tool is called {name!r}; the tools are {', '.join(BY_NAME)}")
+    from .advice.common import AdviceError
+    from .knowledge import load_knowledge
+
+    spec = tool_spec(name)
     try:
         request = spec.request.model_validate(arguments)
     except ValidationError as exc:

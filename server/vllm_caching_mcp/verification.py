@@ -17,7 +17,8 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, Field, ValidationError
 
-from .knowledge import FactVerification, KnowledgeError, Verification, load_knowledge
+from .knowledge import FactVerification, Verification, load_knowledge
+from .knowledge_files import KnowledgeError
 from .versions import Version
 
 FILE = "verification.yaml"

@@ -1,0 +1,96 @@
+"""A start-up that finds its tool listing in the start-up cache lists the tools without loading them,
+answers every tool as a full start-up does, and loads the rest in the background."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+from test_mcp_end_to_end import MINIMAL_CALLS
+from vllm_caching_mcp import mcp_server, startup_cache
+from vllm_caching_mcp.tools import TOOL_NAMES
+
+# Modules a listing-only start-up must not import: every tool's module, the knowledge models, YAML.
+_DEFERRED = sorted(
+    {*(f"vllm_caching_mcp.advice.{m}" for m in ("common", "sizing", "review")), "vllm_caching_mcp.knowledge", "yaml"}
+)
+
+_PROBE = (
+    "import asyncio, json, sys, vllm_caching_mcp.mcp_server as m;"
+    "s = m.build_server(); listed = asyncio.run(s.list_tools());"
+    "print(json.dumps({'cached': s._listed is not None and sys.modules.get('vllm_caching_mcp.knowledge') is None,"
+    f" 'loaded': sorted(n for n in {_DEFERRED!r} if n in sys.modules),"
+    " 'tools': [t.model_dump(mode='json', by_alias=True) for t in listed]}))"
+)
+
+
+def _start(cache: Path) -> dict[str, Any]:
+    env = {**os.environ, "VLLM_CACHING_MCP_CACHE_DIR": str(cache)}
+    out = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, check=True, env=env)
+    return dict(json.loads(out.stdout))
+
+
+def test_second_start_lists_the_same_tools_without_importing_them(tmp_path: Path) -> None:
+    first = _start(tmp_path)
+    second = _start(tmp_path)
+    assert first["loaded"] == _DEFERRED and not first["cached"]
+    assert second["loaded"] == [] and second["cached"]
+    assert second["tools"] == first["tools"]
+    assert [t["name"] for t in second["tools"]] == list(TOOL_NAMES)
+
+
+def test_a_listing_from_other_inputs_or_naming_other_tools_is_not_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("VLLM_CACHING_MCP_CACHE_DIR", str(tmp_path))
+    inputs = mcp_server.listing_cache_inputs()
+    listing = anyio.run(mcp_server.build_server().list_tools)
+    assert mcp_server._cached_listing() == listing
+    startup_cache.write(mcp_server.LISTING_CACHE, inputs, listing[:-1])  # a tool short
+    assert mcp_server._cached_listing() is None
+    startup_cache.write(mcp_server.LISTING_CACHE, [*inputs[:-1], b"another pydantic"], listing)
+    assert mcp_server._cached_listing() is None
+
+
+def test_tools_register_in_the_background_after_the_first_listing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("VLLM_CACHING_MCP_CACHE_DIR", str(tmp_path))
+    anyio.run(mcp_server.build_server().list_tools)  # stores the listing
+    server = mcp_server.build_server()
+    assert isinstance(server, mcp_server._Server) and server._registered == set()
+    anyio.run(server.list_tools)
+    deadline = time.monotonic() + 30
+    while server._registered != set(TOOL_NAMES) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert server._registered == set(TOOL_NAMES)
+
+
+def test_a_deferred_start_answers_every_tool_as_a_full_one(tmp_path: Path) -> None:
+    env = {**os.environ, "VLLM_CACHING_MCP_CACHE_DIR": str(tmp_path)}
+    params = StdioServerParameters(command=sys.executable, args=["-m", "vllm_caching_mcp.mcp_server"], env=env)
+
+    async def answers() -> dict[str, Any]:
+        async with Client(params) as client:
+            await client.list_tools()
+            out = {}
+            for name, arguments in MINIMAL_CALLS.items():
+                result = await client.call_tool(name, arguments)
+                assert not result.is_error, (name, result.content)
+                out[name] = result.structured_content
+            return out
+
+    full = anyio.run(answers)
+    assert (tmp_path / f"{mcp_server.LISTING_CACHE}.pickle").is_file()
+    deferred = anyio.run(answers)
+    assert deferred == full
