@@ -22,6 +22,8 @@ COPY --from=build /dist/*.whl /tmp/wheels/
 RUN pip install --no-cache-dir /tmp/wheels/*.whl && rm -rf /tmp/wheels \
     && useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin mcp
 USER 10001:10001
+# Validates the knowledge at build time and stores the start-up cache the server user will read.
+RUN vllm-caching-mcp --prepare
 EXPOSE 8000
 HEALTHCHECK --interval=30s --timeout=3s CMD python -c "import urllib.request as u; u.urlopen('http://127.0.0.1:8000/healthz', timeout=2)"
 ENTRYPOINT ["vllm-caching-mcp"]

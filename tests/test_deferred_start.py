@@ -94,3 +94,27 @@ def test_a_deferred_start_answers_every_tool_as_a_full_one(tmp_path: Path) -> No
     assert (tmp_path / f"{mcp_server.LISTING_CACHE}.pickle").is_file()
     deferred = anyio.run(answers)
     assert deferred == full
+
+
+def test_prepare_validates_and_stores_the_cache_so_the_next_start_is_deferred(tmp_path: Path) -> None:
+    env = {**os.environ, "VLLM_CACHING_MCP_CACHE_DIR": str(tmp_path)}
+    out = subprocess.run(
+        [sys.executable, "-m", "vllm_caching_mcp.mcp_server", "--prepare"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+    )
+    assert out.stdout.strip() == f"knowledge and tools are valid; start-up cache written to {tmp_path}"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["knowledge.pickle", f"{mcp_server.LISTING_CACHE}.pickle"]
+    assert _start(tmp_path)["cached"]
+
+
+def test_a_server_built_not_to_defer_loads_everything_despite_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What streamable HTTP does: a shared, long-lived server is fully loaded before it takes a request.
+    monkeypatch.setenv("VLLM_CACHING_MCP_CACHE_DIR", str(tmp_path))
+    anyio.run(mcp_server.build_server().list_tools)
+    server = mcp_server.build_server(defer=False)
+    assert isinstance(server, mcp_server._Server) and server._registered == set(TOOL_NAMES)

@@ -231,15 +231,17 @@ def _add_tool(server: MCPServer, spec: ToolSpec) -> None:
     )
 
 
-def build_server() -> MCPServer:
+def build_server(*, defer: bool = True) -> MCPServer:
     """The server with every tool and knowledge resource.
 
-    A start-up that finds its tool listing in the start-up cache (stored by an earlier start-up
-    from the same code and knowledge, after validating it) answers `tools/list` from it and loads
-    the rest later (see _Server). Any other start-up loads and validates the knowledge now, so a
-    broken file stops it with one line, and registers every tool.
+    With ``defer``, a start-up that finds its tool listing in the start-up cache (stored by an
+    earlier start-up from the same code and knowledge, after validating it) answers `tools/list`
+    from it and loads the rest later (see _Server). Any other start-up loads and validates the
+    knowledge now, so a broken file stops it with one line, and registers every tool.
     """
-    server = _Server(_cached_listing(), name="vllm-caching-mcp", version=__version__, instructions=INSTRUCTIONS)
+    server = _Server(
+        _cached_listing() if defer else None, name="vllm-caching-mcp", version=__version__, instructions=INSTRUCTIONS
+    )
     if server._listed is None:
         server.load()
     root = str(knowledge_dir())
@@ -247,6 +249,18 @@ def build_server() -> MCPServer:
         _add_knowledge_resource(server, root, file_name)
     add_prompts(server)
     return server
+
+
+def prepare() -> str:
+    """Load and validate everything and store the start-up cache: what the first start-up would do."""
+    import anyio
+
+    server = build_server(defer=False)
+    anyio.run(server.list_tools)
+    directory = startup_cache.cache_dir()
+    if directory is None or _cached_listing() is None:
+        return "knowledge and tools are valid; no writable cache directory, so every start-up loads them in full"
+    return f"knowledge and tools are valid; start-up cache written to {directory}"
 
 
 def _add_knowledge_resource(server: MCPServer, root: str, file_name: str) -> None:
@@ -478,6 +492,11 @@ def argument_parser() -> argparse.ArgumentParser:
         help="streamable-http: require 'Authorization: Bearer <token>', the token read from environment variable "
         f"NAME (at least {MIN_TOKEN_LENGTH} characters); {HEALTH_PATH} stays open",
     )
+    parser.add_argument(
+        "--prepare",
+        action="store_true",
+        help="load and validate the knowledge and tools, store the start-up cache, and exit (run after installing)",
+    )
     parser.add_argument("--version", action="version", version=f"vllm-caching-mcp {__version__}")
     return parser
 
@@ -488,11 +507,13 @@ def main(argv: list[str] | None = None) -> int:
         options = http_options(args, dict(os.environ)) if args.transport == "streamable-http" else None
         if options is None and (args.auth_token_env or args.allowed_host or args.allowed_origin):
             raise StartupError("--auth-token-env, --allowed-host and --allowed-origin apply to streamable-http only")
-        server = build_server()
-        if options is None:
-            server.run("stdio")
+        if args.prepare:
+            print(prepare())
+        elif options is None:
+            build_server().run("stdio")
         else:
-            serve_http(server, options, listen(options.host, options.port))
+            # A long-lived shared server loads everything before it accepts a connection.
+            serve_http(build_server(defer=False), options, listen(options.host, options.port))
     except StartupError as exc:
         print(f"vllm-caching-mcp: {exc}", file=sys.stderr)
         return 2
