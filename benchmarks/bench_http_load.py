@@ -1,12 +1,12 @@
 """Soak over streamable HTTP: 50 concurrent clients, 10,000 mixed calls, zero errors, memory before/after.
 
-    python benchmarks/bench_http_load.py [--clients 50] [--calls 10000]
+    python benchmarks/bench_http_load.py [--clients 50] [--calls 10000] [--rounds 2]
 
 Starts `vllm-caching-mcp --transport streamable-http` on a free 127.0.0.1 port, warms it with one
 round of the mix (tests/http_load.py: every offline tool, check_bug_status offline, tools/list),
-records RSS, runs the load, records RSS again, then runs the load a second time: memory that
-keeps growing between the two rounds is a leak, memory that settles after the first is caches
-and allocator arenas. Baseline, in the same run: the bare server (benchmarks/bare_server.py
+records RSS, then runs the load ``--rounds`` times, recording RSS after each: memory that keeps
+growing round after round is a leak, memory that settles after the first is caches and
+allocator arenas. Baseline, in the same run: the bare server (benchmarks/bare_server.py
 --http) answering its trivial `echo` tool under the same clients and call count.
 """
 
@@ -76,6 +76,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--calls", type=int, default=10_000)
+    parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
 
     port = free_port()
@@ -97,25 +98,23 @@ def main() -> int:
     try:
         assert httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200
         asyncio.run(http_load.run_load(url, clients=len(http_load.MIX), calls=len(http_load.MIX) * 4))
-        rss_start = rss_mib(ours.pid)
-        first = asyncio.run(http_load.run_load(url, clients=args.clients, calls=args.calls))
-        rss_first = rss_mib(ours.pid)
-        second = asyncio.run(http_load.run_load(url, clients=args.clients, calls=args.calls))
-        rss_second = rss_mib(ours.pid)
+        rss = [rss_mib(ours.pid)]
+        rounds = []
+        for _ in range(args.rounds):
+            rounds.append(asyncio.run(http_load.run_load(url, clients=args.clients, calls=args.calls)))
+            rss.append(rss_mib(ours.pid))
     finally:
         stop(ours)
 
     print(f"streamable HTTP, {args.clients} concurrent clients, 127.0.0.1 (Python {sys.version.split()[0]})")
     print(line("bare echo (baseline)", baseline, None))
-    print(line("vllm-caching-mcp, round 1", first, baseline))
-    print(line("vllm-caching-mcp, round 2", second, baseline))
-    print(
-        f"RSS after warm-up {rss_start:.1f} MiB → after round 1 {rss_first:.1f} MiB "
-        f"→ after round 2 {rss_second:.1f} MiB"
-    )
-    for error in (first.errors + second.errors)[:10]:
+    for number, report in enumerate(rounds, 1):
+        print(line(f"vllm-caching-mcp, round {number}", report, baseline))
+    print("RSS MiB after warm-up, then after each round: " + " → ".join(f"{r:.1f}" for r in rss))
+    errors = [e for report in rounds for e in report.errors]
+    for error in errors[:10]:
         print(f"error: {error}")
-    return 1 if first.errors or second.errors or baseline.errors else 0
+    return 1 if errors or baseline.errors else 0
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ the server does not have is a protocol error. Nothing else lives here.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import hashlib
 import hmac
@@ -59,10 +60,11 @@ INSTRUCTIONS = (
 class _Server(MCPServer):
     """MCPServer that registers each tool with the SDK only when it is first needed.
 
-    Start-up lists the tools from the start-up cache (the listing the last start-up built from
-    the same code), so it builds no tool's pydantic models and imports no tool module. A tool is
-    registered, with the SDK doing all argument validation as usual, on its first call, and every
-    tool shortly after the first `tools/list` (on a thread, while the agent reads the list).
+    Given a listing (from the start-up cache: what an earlier start-up built from the same code and
+    knowledge), it answers `tools/list` without building any tool's pydantic models, importing any
+    tool module or loading the knowledge. A tool is registered, with the SDK validating arguments
+    as usual, on its first call, and every tool shortly after the first `tools/list` (on a thread,
+    while the agent reads the list). Without a listing, `load` runs before the server starts.
     Unknown tool names are protocol errors rather than tool results. The listing is built once:
     the SDK would otherwise re-validate every tool's schemas (~4 ms) on each `tools/list`.
     """
@@ -107,7 +109,9 @@ class _Server(MCPServer):
         if self._listed is None:
             self.load()
             self._listed = await super().list_tools()
-            startup_cache.write(LISTING_CACHE, listing_cache_inputs(), self._listed)
+            # A file that vanished under us only means the next start-up loads in full.
+            with contextlib.suppress(OSError):
+                startup_cache.write(LISTING_CACHE, listing_cache_inputs(), self._listed)
         elif self._warm_up is None and len(self._registered) < len(TOOL_NAMES):
             self._warm_up = threading.Timer(WARM_UP_DELAY_S, self._warm)
             self._warm_up.daemon = True
