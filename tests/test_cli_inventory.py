@@ -344,3 +344,12 @@ def test_flag_entries_agree_with_the_inventory(knowledge: Knowledge) -> None:
             if not alias_having or not alias_having <= in_span:
                 disagreements.append(f"{setting.id}: alias {alias}")
     assert disagreements == []
+
+
+def test_the_per_release_option_cache_stays_bounded_under_arbitrary_versions(knowledge: Knowledge) -> None:
+    inventory = knowledge.cli_inventory
+    expected = inventory.accepted(Version("0.22.1"))
+    for patch in range(1000):  # a shared server sees whatever versions callers type
+        inventory.accepted(Version(f"0.22.1.post{patch}"))
+    assert len(inventory._accepted_by_version) <= 256
+    assert inventory.accepted(Version("0.22.1")) == expected

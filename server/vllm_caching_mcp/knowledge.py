@@ -491,6 +491,8 @@ class CliInventory(Sourced):
         """The options ``version`` accepts; computed once per release, since reviews ask on every call."""
         cache = self._accepted_by_version
         if version not in cache:
+            if len(cache) >= 256:  # versions are caller input: a long-lived server must not grow without bound
+                cache.clear()
             cache[version] = frozenset(
                 flag
                 for flag, since, until in self._lifecycles
