@@ -9,6 +9,7 @@ reach a log line; and does a bad flag say what is wrong in one line rather than 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import socket
 import subprocess
@@ -89,6 +90,7 @@ def post(url: str, headers: dict[str, str] | None = None) -> httpx.Response:
         (["--transport", "streamable-http", "--auth-token-env", "UNSET_FOR_THIS_TEST"], "is not set or empty"),
         (["--transport", "streamable-http", "--auth-token-env", "1BAD-NAME"], "is not an environment variable name"),
         (["--auth-token-env", "TOKEN"], "apply to streamable-http only"),
+        (["--config-dir", "/no/such/directory"], "--config-dir: '/no/such/directory' is not a directory"),
     ],
 )
 def test_a_bad_start_up_option_is_one_line_naming_it(
@@ -172,3 +174,44 @@ async def test_a_token_guards_every_mcp_request_but_not_the_health_probe(tmp_pat
             result: Any = await client.call_tool("check_version", {"name": "--kv-offloading-size", "version": "0.22.1"})
             assert not result.is_error and result.structured_content["matches"][0]["status"] == "available"
     assert TOKEN not in log.read_text()
+
+
+# -- files on the server host ---------------------------------------------------------------------------
+
+
+def _config(directory: Path) -> Path:
+    directory.mkdir(parents=True)
+    config = {
+        "num_hidden_layers": 4,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "hidden_size": 512,
+        "max_position_embeddings": 4096,
+    }
+    (directory / "config.json").write_text(json.dumps(config))
+    return directory
+
+
+async def _size_from(url: str, config_path: str) -> tuple[bool, str]:
+    async with Client(f"{url}/mcp") as client:
+        result: Any = await client.call_tool(
+            "size_offload", {"config_path": config_path, "params_total_b": 1, "kv_offloading_size_gib": 8}
+        )
+        return bool(result.is_error), str(result.content[0].text)
+
+
+async def test_a_shared_server_reads_no_config_file_unless_given_a_directory(
+    tmp_path: Path, anyio_backend: str
+) -> None:
+    inside = _config(tmp_path / "allowed" / "model")
+    outside = _config(tmp_path / "private")
+    (tmp_path / "allowed" / "escape").symlink_to(outside)
+    with running_server(log=tmp_path / "a.log") as url:
+        failed, text = await _size_from(url, str(inside))
+        assert failed and "config_path: this shared server reads no files" in text
+    with running_server("--config-dir", str(tmp_path / "allowed"), log=tmp_path / "b.log") as url:
+        failed, text = await _size_from(url, str(inside))
+        assert not failed and "KV per token: 2,048 B" in text, text
+        for path in (outside, tmp_path / "allowed" / "escape", tmp_path / "allowed" / ".." / "private"):
+            failed, text = await _size_from(url, str(path))
+            assert failed and "is outside" in text, text

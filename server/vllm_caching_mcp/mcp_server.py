@@ -468,6 +468,21 @@ def serve_http(server: MCPServer, options: HttpOptions, sock: socket.socket) -> 
     anyio.run(uvicorn.Server(config).serve, [sock])
 
 
+def _restrict_config_paths(config_dir: str | None, *, shared: bool) -> None:
+    """size_offload's `config_path` reads files on this host: a shared server reads them only under
+    --config-dir, and none without it; a stdio server, which reads for its own user, anywhere unless told."""
+    if config_dir is None and not shared:
+        return
+    root = None
+    if config_dir is not None:
+        root = Path(config_dir).expanduser()
+        if not root.is_dir():
+            raise StartupError(f"--config-dir: {config_dir!r} is not a directory")
+    from .advice.model_config import restrict_config_paths
+
+    restrict_config_paths(root)
+
+
 def argument_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="vllm-caching-mcp", description="MCP server for vLLM tiered KV caching (stdio by default).")
     parser.add_argument("--transport", choices=["stdio", "streamable-http"], default="stdio")
@@ -497,6 +512,12 @@ def argument_parser() -> argparse.ArgumentParser:
         f"NAME (at least {MIN_TOKEN_LENGTH} characters); {HEALTH_PATH} stays open",
     )
     parser.add_argument(
+        "--config-dir",
+        metavar="DIR",
+        help="size_offload reads config.json files (config_path) only under DIR. Default: anywhere over stdio, "
+        "nowhere over streamable-http",
+    )
+    parser.add_argument(
         "--prepare",
         action="store_true",
         help="load and validate the knowledge and tools, store the start-up cache, and exit (run after installing)",
@@ -511,6 +532,7 @@ def main(argv: list[str] | None = None) -> int:
         options = http_options(args, dict(os.environ)) if args.transport == "streamable-http" else None
         if options is None and (args.auth_token_env or args.allowed_host or args.allowed_origin):
             raise StartupError("--auth-token-env, --allowed-host and --allowed-origin apply to streamable-http only")
+        _restrict_config_paths(args.config_dir, shared=options is not None)
         if args.prepare:
             print(prepare())
         elif options is None:

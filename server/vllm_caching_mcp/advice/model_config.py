@@ -201,11 +201,45 @@ def architecture_from_hf_config(raw: dict[str, Any], *, name: str) -> Architectu
         ) from None
 
 
+class _ConfigPathPolicy:
+    """Which config.json files a `config_path` may name: any (a local CLI or stdio server reads for the
+    user who started it), or only those under one directory (a shared server), or none."""
+
+    restricted = False
+    root: Path | None = None
+
+
+_policy = _ConfigPathPolicy()
+
+
+def restrict_config_paths(root: Path | None) -> None:
+    """From now on, read config.json files only under ``root`` (resolved), or none at all if None."""
+    _policy.restricted = True
+    _policy.root = root.resolve() if root is not None else None
+
+
+def _allowed(path: Path, path_text: str) -> Path:
+    if not _policy.restricted:
+        return path
+    if _policy.root is None:
+        raise AdviceError(
+            "config_path",
+            "this shared server reads no files; give the model's name in `model` or its layout in `architecture`",
+        )
+    resolved = path.resolve()  # symlinks and '..' resolved before the check, so neither escapes the root
+    if not resolved.is_relative_to(_policy.root):
+        raise AdviceError(
+            "config_path", f"{path_text!r} is outside {_policy.root}, the directory this server reads"
+        )
+    return resolved
+
+
 def read_hf_config(path_text: str) -> Architecture:
     """Load a config.json (or a directory holding one) from the local disk."""
     path = Path(path_text).expanduser()
     if path.is_dir():
         path = path / "config.json"
+    path = _allowed(path, path_text)
     # Only a regular file, read with a bound: /dev/zero, a FIFO or a huge file must not hang or fill memory.
     if path.exists() and not path.is_file():
         raise AdviceError("config_path", f"{path_text!r} is not a regular file or a directory holding config.json")
