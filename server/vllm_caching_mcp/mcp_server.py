@@ -468,16 +468,17 @@ def serve_http(server: MCPServer, options: HttpOptions, sock: socket.socket) -> 
     anyio.run(uvicorn.Server(config).serve, [sock])
 
 
-def _restrict_config_paths(config_dir: str | None, *, shared: bool) -> None:
-    """size_offload's `config_path` reads files on this host: a shared server reads them only under
-    --config-dir, and none without it; a stdio server, which reads for its own user, anywhere unless told."""
-    if config_dir is None and not shared:
-        return
-    root = None
-    if config_dir is not None:
-        root = Path(config_dir).expanduser()
-        if not root.is_dir():
-            raise StartupError(f"--config-dir: {config_dir!r} is not a directory")
+def _config_root(config_dir: str | None) -> Path | None:
+    if config_dir is None:
+        return None
+    root = Path(config_dir).expanduser()
+    if not root.is_dir():
+        raise StartupError(f"--config-dir: {config_dir!r} is not a directory")
+    return root
+
+
+def _restrict_config_paths(root: Path | None) -> None:
+    """size_offload's `config_path` reads files on this host: from here on, only under ``root``, or none."""
     from .advice.model_config import restrict_config_paths
 
     restrict_config_paths(root)
@@ -532,14 +533,21 @@ def main(argv: list[str] | None = None) -> int:
         options = http_options(args, dict(os.environ)) if args.transport == "streamable-http" else None
         if options is None and (args.auth_token_env or args.allowed_host or args.allowed_origin):
             raise StartupError("--auth-token-env, --allowed-host and --allowed-origin apply to streamable-http only")
-        _restrict_config_paths(args.config_dir, shared=options is not None)
+        config_root = _config_root(args.config_dir)
         if args.prepare:
             print(prepare())
         elif options is None:
-            build_server().run("stdio")
+            server = build_server()
+            if config_root is not None:  # otherwise a stdio server reads where the user who started it can
+                _restrict_config_paths(config_root)
+            server.run("stdio")
         else:
-            # A long-lived shared server loads everything before it accepts a connection.
-            serve_http(build_server(defer=False), options, listen(options.host, options.port))
+            # A long-lived shared server loads everything before it accepts a connection, and reads
+            # no file of its host for callers unless given a --config-dir.
+            server = build_server(defer=False)
+            sock = listen(options.host, options.port)
+            _restrict_config_paths(config_root)
+            serve_http(server, options, sock)
     except StartupError as exc:
         print(f"vllm-caching-mcp: {exc}", file=sys.stderr)
         return 2

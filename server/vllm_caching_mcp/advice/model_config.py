@@ -228,9 +228,7 @@ def _allowed(path: Path, path_text: str) -> Path:
         )
     resolved = path.resolve()  # symlinks and '..' resolved before the check, so neither escapes the root
     if not resolved.is_relative_to(_policy.root):
-        raise AdviceError(
-            "config_path", f"{path_text!r} is outside {_policy.root}, the directory this server reads"
-        )
+        raise AdviceError("config_path", f"{path_text!r} is outside {_policy.root}, the directory this server reads")
     return resolved
 
 
