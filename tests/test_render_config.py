@@ -21,6 +21,7 @@ from vllm_caching_mcp.advice.backend import ChooseBackendRequest, choose_backend
 from vllm_caching_mcp.advice.common import AdviceError
 from vllm_caching_mcp.advice.render import RenderConfigRequest, RenderConfigResult, render_config, shell_words
 from vllm_caching_mcp.knowledge import Knowledge
+from vllm_caching_mcp.tools import run_tool
 
 GIB = 2**30
 
@@ -577,3 +578,17 @@ def test_a_flag_the_release_lacks_is_caught(knowledge: Knowledge) -> None:
     # --kv-offloading-size first appears in 0.11.1; on 0.11.0 native offload needs num_cpu_blocks instead.
     with pytest.raises(AdviceError, match=r"^sizes\.num_cpu_blocks"):
         render(knowledge, backend="native_cpu", version="0.11.0", sizes={"kv_offloading_size_gib": 1})
+
+
+def test_a_size_offload_result_brings_the_parallelism_it_was_sized_for(knowledge: Knowledge) -> None:
+    sized = run_tool(
+        "size_offload",
+        {"model": "Qwen/Qwen3-32B", "version": "0.22.1", "tensor_parallel_size": 4, "host_ram_gib": 1024},
+    ).model_dump(mode="json")
+    per_worker = sized["offload"]["lmcache_max_local_cpu_size_gib"]
+    result = render(knowledge, backend="lmcache", version="0.22.1", size_offload=sized, format="env_file")
+    assert f"LMCACHE_MAX_LOCAL_CPU_SIZE={per_worker:g}" in shell_words(file(result, "vllm.env"))
+    with pytest.raises(AdviceError, match=r"^parallelism\.tensor_parallel_size: is 2, but .* sized for 4"):
+        render(knowledge, backend="lmcache", parallelism={"tensor_parallel_size": 2}, size_offload=sized)
+    with pytest.raises(AdviceError, match=r"^size_offload\.tensor_parallel_size: "):
+        render(knowledge, backend="lmcache", size_offload={**sized, "tensor_parallel_size": 512})

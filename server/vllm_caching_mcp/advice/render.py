@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from ..knowledge import (
     SAFE_DUMPER,
@@ -1118,7 +1118,9 @@ def _merge_size_offload(request: RenderConfigRequest) -> None:
     if not data:
         return
     if isinstance(data.get("offload"), dict):
-        # A whole size_offload result, as the tool returns it: the tier values sit under `offload`.
+        # A whole size_offload result, as the tool returns it: the tier values sit under `offload`,
+        # and the parallelism they were sized for at the top.
+        _adopt_parallelism(request, data)
         data = data["offload"]
     sizes = request.sizes
     allowed = {"kv_offloading_size_gib", "cpu_bytes_to_use", "lmcache_max_local_cpu_size_gib"}
@@ -1139,6 +1141,26 @@ def _merge_size_offload(request: RenderConfigRequest) -> None:
             "size_offload.lmcache_max_local_cpu_size_gib",
             f"{lm} GiB per worker × {ranks} ranks ≠ {gib} GiB total; LMCache sizes per worker (total ÷ TP × PP)",
         )
+
+
+def _adopt_parallelism(request: RenderConfigRequest, result: dict[str, Any]) -> None:
+    """Take TP and PP from the size_offload result unless given; refuse a mismatch, since the
+    per-worker sizes (LMCache, native's split of the total) depend on them."""
+    sized = {k: result[k] for k in ("tensor_parallel_size", "pipeline_parallel_size") if result.get(k) is not None}
+    if "parallelism" in request.model_fields_set:
+        for key, value in sized.items():
+            given = getattr(request.parallelism, key)
+            if given != value:
+                raise AdviceError(
+                    f"parallelism.{key}",
+                    f"is {given}, but the size_offload result was sized for {value!r}; give the same or leave it out",
+                )
+        return
+    try:
+        request.parallelism = Parallelism.model_validate({**request.parallelism.model_dump(), **sized}, strict=True)
+    except ValidationError as exc:
+        problem = exc.errors(include_url=False, include_input=False)[0]
+        raise AdviceError(f"size_offload.{problem['loc'][0]}", problem["msg"].lower()) from None
 
 
 def render_config(request: RenderConfigRequest, knowledge: Knowledge) -> RenderConfigResult:

@@ -180,7 +180,9 @@ class SizeOffloadResult(Result):
     version_context: VersionContext
     model: str
     gpu: str
-    world_size: int
+    tensor_parallel_size: int
+    pipeline_parallel_size: int
+    world_size: int = Field(description="GPUs of one engine: tensor × pipeline parallel size")
     hybrid_kv_cache_manager: bool
     block_size: int = Field(description="GPU block size after hybrid alignment")
     kv_heads_per_rank: int
@@ -910,6 +912,8 @@ def size_offload(request: SizeOffloadRequest, knowledge: Knowledge) -> SizeOfflo
         version_context=context,
         model=model_label,
         gpu=gpu.name,
+        tensor_parallel_size=tp,
+        pipeline_parallel_size=pp,
         world_size=world,
         hybrid_kv_cache_manager=hma,
         block_size=block,
