@@ -25,6 +25,8 @@ import httpx
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
+from stdio_session import memory_mib  # noqa: E402
+
 import http_load  # noqa: E402
 
 
@@ -32,13 +34,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def start(command: list[str], port: int) -> subprocess.Popen[bytes]:
@@ -98,11 +93,11 @@ def main() -> int:
     try:
         assert httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200
         asyncio.run(http_load.run_load(url, clients=len(http_load.MIX), calls=len(http_load.MIX) * 4))
-        rss = [rss_mib(ours.pid)]
+        rss = [memory_mib(ours.pid)]
         rounds = []
         for _ in range(args.rounds):
             rounds.append(asyncio.run(http_load.run_load(url, clients=args.clients, calls=args.calls)))
-            rss.append(rss_mib(ours.pid))
+            rss.append(memory_mib(ours.pid))
     finally:
         stop(ours)
 

@@ -27,7 +27,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
-from bench_http_load import free_port, rss_mib  # noqa: E402
+from bench_http_load import free_port  # noqa: E402
+from stdio_session import memory_mib  # noqa: E402
 
 import http_load  # noqa: E402
 from vllm_caching_mcp import mcp_server  # noqa: E402
@@ -72,7 +73,7 @@ def main() -> int:
         errors += len(report.errors)
         snapshots.append(tracemalloc.take_snapshot().filter_traces(ignore))
         live = tracemalloc.get_traced_memory()[0]
-        print(f"{number:5d} {len(report.errors):6d} {live / 1024:13.1f} KiB {rss_mib(os.getpid()):6.1f} MiB")
+        print(f"{number:5d} {len(report.errors):6d} {live / 1024:13.1f} KiB {memory_mib(os.getpid()):6.1f} MiB")
     growth = snapshots[-1].compare_to(snapshots[0], "lineno")
     total = sum(s.size_diff for s in growth)
     calls = args.calls * (args.rounds - 1)

@@ -1,6 +1,7 @@
 """A minimal MCP client over stdio for benchmarks: raw JSON-RPC lines, so the client adds no cost.
 
-Used by bench_cold_start.py and bench_latency.py. Reads the child's peak RSS (VmHWM) and CPU time from /proc.
+Used by bench_cold_start.py and bench_latency.py (`memory_mib` by the HTTP benchmarks too). Reads the
+child's peak RSS (VmHWM) and CPU time from /proc.
 """
 
 from __future__ import annotations
@@ -13,6 +14,14 @@ from pathlib import Path
 from typing import Any
 
 PROTOCOL = "2025-06-18"
+
+
+def memory_mib(pid: int, field: str = "VmRSS") -> float:
+    """A memory figure of a process from /proc/PID/status: VmRSS (resident now) or VmHWM (peak)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
 
 
 class StdioSession:
@@ -53,21 +62,12 @@ class StdioSession:
         return result
 
     def peak_rss_mib(self) -> float:
-        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-        return float("nan")
+        return memory_mib(self.proc.pid, "VmHWM")
 
     def cpu_seconds(self) -> float:
         """User plus system CPU the child has used so far (clock ticks, usually 10 ms each)."""
         fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    def rss_mib(self) -> float:
-        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-        return float("nan")
 
     def close(self) -> None:
         assert self.proc.stdin is not None
