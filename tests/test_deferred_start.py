@@ -55,11 +55,11 @@ def test_a_listing_from_other_inputs_or_naming_other_tools_is_not_used(
     monkeypatch.setenv("VLLM_CACHING_MCP_CACHE_DIR", str(tmp_path))
     inputs = mcp_server.listing_cache_inputs()
     listing = anyio.run(mcp_server.build_server().list_tools)
-    assert mcp_server._cached_listing() == listing
+    assert mcp_server._cached_listing(inputs) == listing
     startup_cache.write(mcp_server.LISTING_CACHE, inputs, listing[:-1])  # a tool short
-    assert mcp_server._cached_listing() is None
+    assert mcp_server._cached_listing(inputs) is None
     startup_cache.write(mcp_server.LISTING_CACHE, [*inputs[:-1], b"another pydantic"], listing)
-    assert mcp_server._cached_listing() is None
+    assert mcp_server._cached_listing(inputs) is None
 
 
 def test_tools_register_in_the_background_after_the_first_listing(

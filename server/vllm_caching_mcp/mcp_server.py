@@ -10,7 +10,6 @@ the server does not have is a protocol error. Nothing else lives here.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import gc
 import hashlib
 import hmac
@@ -69,11 +68,12 @@ class _Server(MCPServer):
     the SDK would otherwise re-validate every tool's schemas (~4 ms) on each `tools/list`.
     """
 
-    def __init__(self, listing: list[MCPTool] | None, **settings: Any) -> None:
+    def __init__(self, listing: list[MCPTool] | None, listing_inputs: list[bytes] | None, **settings: Any) -> None:
         super().__init__(**settings)
         self._registered: set[str] = set()
         self._registering = threading.Lock()
         self._listed = listing
+        self._listing_inputs = listing_inputs  # what a listing built here is cached under; None: not cached
         self._warm_up: threading.Timer | None = None
 
     def register(self, name: str) -> None:
@@ -109,9 +109,8 @@ class _Server(MCPServer):
         if self._listed is None:
             self.load()
             self._listed = await super().list_tools()
-            # A file that vanished under us only means the next start-up loads in full.
-            with contextlib.suppress(OSError):
-                startup_cache.write(LISTING_CACHE, listing_cache_inputs(), self._listed)
+            if self._listing_inputs is not None:
+                startup_cache.write(LISTING_CACHE, self._listing_inputs, self._listed)
         elif self._warm_up is None and len(self._registered) < len(TOOL_NAMES):
             self._warm_up = threading.Timer(WARM_UP_DELAY_S, self._warm)
             self._warm_up.daemon = True
@@ -164,11 +163,17 @@ def listing_cache_inputs() -> list[bytes]:
     return parts
 
 
-def _cached_listing() -> list[MCPTool] | None:
+def _listing_inputs() -> list[bytes] | None:
     try:
-        listing = startup_cache.read(LISTING_CACHE, listing_cache_inputs(), list)
-    except OSError:
+        return listing_cache_inputs()
+    except OSError:  # a file that vanished or cannot be read: this start-up neither reads nor writes the cache
         return None
+
+
+def _cached_listing(inputs: list[bytes] | None) -> list[MCPTool] | None:
+    if inputs is None:
+        return None
+    listing = startup_cache.read(LISTING_CACHE, inputs, list)
     if listing is None or [getattr(t, "name", None) for t in listing] != list(TOOL_NAMES):
         return None
     if not all(isinstance(t, MCPTool) for t in listing):
@@ -235,7 +240,7 @@ def _add_tool(server: MCPServer, spec: ToolSpec) -> None:
     )
 
 
-def build_server(*, defer: bool = True) -> MCPServer:
+def build_server(*, defer: bool = True) -> _Server:
     """The server with every tool and knowledge resource.
 
     With ``defer``, a start-up that finds its tool listing in the start-up cache (stored by an
@@ -243,9 +248,9 @@ def build_server(*, defer: bool = True) -> MCPServer:
     from it and loads the rest later (see _Server). Any other start-up loads and validates the
     knowledge now, so a broken file stops it with one line, and registers every tool.
     """
-    server = _Server(
-        _cached_listing() if defer else None, name="vllm-caching-mcp", version=__version__, instructions=INSTRUCTIONS
-    )
+    inputs = _listing_inputs()
+    listing = _cached_listing(inputs) if defer else None
+    server = _Server(listing, inputs, name="vllm-caching-mcp", version=__version__, instructions=INSTRUCTIONS)
     if server._listed is None:
         server.load()
     root = str(knowledge_dir())
@@ -262,7 +267,7 @@ def prepare() -> str:
     server = build_server(defer=False)
     anyio.run(server.list_tools)
     directory = startup_cache.cache_dir()
-    if directory is None or _cached_listing() is None:
+    if directory is None or _cached_listing(server._listing_inputs) is None:
         return "knowledge and tools are valid; no writable cache directory, so every start-up loads them in full"
     return f"knowledge and tools are valid; start-up cache written to {directory}"
 
