@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -14,6 +15,7 @@ import venv
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from vllm_caching_mcp.knowledge import Knowledge, load_knowledge
@@ -51,36 +53,42 @@ def server_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "vllm_caching_mcp.mcp_server", *args]
 
 
-@pytest.fixture(scope="session")
-def http_server() -> Iterator[str]:
-    """The real server over streamable HTTP on 127.0.0.1; yields its endpoint URL."""
+@contextlib.contextmanager
+def running_server(*args: str, env: dict[str, str] | None = None, log: Path) -> Iterator[str]:
+    """The real server on a free loopback port with ``args``; yields its base URL; stderr goes to ``log``."""
     port = free_port()
-    proc = subprocess.Popen(
-        server_command("--transport", "streamable-http", "--port", str(port)),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        env=os.environ.copy(),
-    )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited: {proc.stderr.read().decode() if proc.stderr else ''}")
+    with log.open("wb") as err:
+        proc = subprocess.Popen(
+            server_command("--transport", "streamable-http", "--port", str(port), *args),
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            env={**os.environ, **(env or {})},
+        )
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                break
-        except OSError:
-            time.sleep(0.1)
-    else:
-        proc.kill()
-        raise RuntimeError("server did not start listening within 30 s")
-    try:
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+            deadline = time.monotonic() + 30
+            while True:
+                assert proc.poll() is None, log.read_text()
+                try:
+                    if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=0.5).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                assert time.monotonic() < deadline, "server did not answer /healthz within 30 s"
+                time.sleep(0.1)
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+@pytest.fixture(scope="session")
+def http_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The real server over streamable HTTP on 127.0.0.1, shared by the session; yields its endpoint URL."""
+    with running_server(log=tmp_path_factory.mktemp("http-server") / "server.log") as url:
+        yield f"{url}/mcp"
 
 
 @pytest.fixture(scope="session")

@@ -8,13 +8,8 @@ reach a log line; and does a bad flag say what is wrong in one line rather than 
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import socket
-import subprocess
-import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +19,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from conftest import free_port, server_command
+from conftest import running_server
 from vllm_caching_mcp.mcp_server import main
 
 TOKEN = "planted-token-5f0c1e9a7b3d4c21"
@@ -35,37 +30,6 @@ INITIALIZE = {
     "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
 }
 MCP_HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
-
-
-@contextlib.contextmanager
-def running_server(*args: str, env: dict[str, str] | None = None, log: Path) -> Iterator[str]:
-    """The real server on a free loopback port with ``args``; yields its base URL; stderr goes to ``log``."""
-    port = free_port()
-    with log.open("wb") as err:
-        proc = subprocess.Popen(
-            server_command("--transport", "streamable-http", "--port", str(port), *args),
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-            env={**os.environ, **(env or {})},
-        )
-        try:
-            deadline = time.monotonic() + 30
-            while True:
-                assert proc.poll() is None, log.read_text()
-                try:
-                    if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=0.5).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                assert time.monotonic() < deadline, "server did not answer /healthz within 30 s"
-                time.sleep(0.1)
-            yield f"http://127.0.0.1:{port}"
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
 
 
 def post(url: str, headers: dict[str, str] | None = None) -> httpx.Response:
