@@ -31,6 +31,13 @@ os.environ.pop("VLLM_CACHING_MCP_CACHE_DIR", None)
 
 
 @pytest.fixture(scope="session")
+def anyio_backend() -> str:
+    """The server runs on asyncio; anyio's own fixture would also run every async test on trio when
+    trio happens to be installed, whatever its version."""
+    return "asyncio"
+
+
+@pytest.fixture(scope="session")
 def knowledge() -> Knowledge:
     return load_knowledge()
 

@@ -20,11 +20,6 @@ from vllm_caching_mcp.tools import TOOL_NAMES
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.fixture(params=["stdio", "http"])
 def transport(request: pytest.FixtureRequest) -> str:
     return str(request.param)

@@ -28,11 +28,6 @@ DEPLOYMENT = (
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 async def client() -> AsyncIterator[Client]:
     target = StdioServerParameters(command=sys.executable, args=["-m", "vllm_caching_mcp.mcp_server"])
     async with Client(target) as connected:

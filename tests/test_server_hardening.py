@@ -121,8 +121,7 @@ def test_any_host_still_checks_origin(tmp_path: Path) -> None:
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("anyio_backend", ["asyncio"])
-async def test_a_token_guards_every_mcp_request_but_not_the_health_probe(tmp_path: Path, anyio_backend: str) -> None:
+async def test_a_token_guards_every_mcp_request_but_not_the_health_probe(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     with running_server("--auth-token-env", "MCP_TOKEN", env={"MCP_TOKEN": TOKEN}, log=log) as url:
         assert httpx.get(f"{url}/healthz").json() == {"status": "ok"}
@@ -164,9 +163,8 @@ async def _size_from(url: str, config_path: str) -> tuple[bool, str]:
         return bool(result.is_error), str(result.content[0].text)
 
 
-async def test_a_shared_server_reads_no_config_file_unless_given_a_directory(
-    tmp_path: Path, anyio_backend: str
-) -> None:
+@pytest.mark.anyio
+async def test_a_shared_server_reads_no_config_file_unless_given_a_directory(tmp_path: Path) -> None:
     inside = _config(tmp_path / "allowed" / "model")
     outside = _config(tmp_path / "private")
     (tmp_path / "allowed" / "escape").symlink_to(outside)
