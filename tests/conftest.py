@@ -28,6 +28,11 @@ REPO = Path(__file__).resolve().parents[1]
 _CACHE = tempfile.mkdtemp(prefix="vllm-caching-mcp-tests-")
 os.environ["XDG_CACHE_HOME"] = _CACHE
 os.environ.pop("VLLM_CACHING_MCP_CACHE_DIR", None)
+# The stand-in servers are on loopback; a proxy or CA bundle set for the machine must not reroute
+# or distrust them (tests that want a proxy set one themselves).
+for _name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "SSL_CERT_FILE", "SSL_CERT_DIR"):
+    os.environ.pop(_name, None)
+    os.environ.pop(_name.lower(), None)
 
 
 @pytest.fixture(scope="session")

@@ -18,6 +18,7 @@ import dataclasses
 import hashlib
 import json
 import re
+import ssl
 import threading
 import time
 from collections import deque
@@ -64,7 +65,10 @@ def _user(login: str) -> dict[str, Any]:
 class FakeGitHub:
     """Start with `start()` (returns the API base URL), stop with `stop()`; or use as a context manager."""
 
-    def __init__(self, issues: list[FakeIssue] | None = None, *, latency: float = 0.0) -> None:
+    def __init__(
+        self, issues: list[FakeIssue] | None = None, *, latency: float = 0.0, tls: ssl.SSLContext | None = None
+    ) -> None:
+        self.tls = tls  # serve https with this server context
         self.issues: dict[tuple[str, int], FakeIssue] = {(i.repo.lower(), i.number): i for i in issues or []}
         self.latency = latency
         self.scripted: dict[str, deque[Reply]] = {}
@@ -133,8 +137,11 @@ class FakeGitHub:
 
         self._server = Server(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
+        if self.tls is not None:
+            self._server.socket = self.tls.wrap_socket(self._server.socket, server_side=True)
         threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-        self.base = f"http://127.0.0.1:{self._server.server_address[1]}"
+        scheme = "https" if self.tls is not None else "http"
+        self.base = f"{scheme}://127.0.0.1:{self._server.server_address[1]}"
         return self.base
 
     def stop(self) -> None:

@@ -48,11 +48,14 @@ from .http_client import (
     LOOPBACK_HOSTS,
     NETWORK_DOWN,
     HttpError,
+    NetworkPath,
     RawResponse,
     RetryingClient,
     Secret,
+    make_http_client,
 )
 from .http_client import CacheEntry as CacheEntry
+from .http_client import ConfigError as ConfigError
 from .http_client import Deadline as Deadline
 from .http_client import DiskCache as DiskCache
 from .http_client import FailureReason as FailureReason
@@ -97,10 +100,6 @@ class GitHubError(HttpError):
 
 class InvalidReference(ValueError):
     """Text that is not ``owner/repo#N`` or an issue URL on an allowed host."""
-
-
-class ConfigError(ValueError):
-    """A setting (API base, cache TTL) that cannot be used; the message names the variable."""
 
 
 @dataclasses.dataclass(frozen=True, order=True)
@@ -173,6 +172,7 @@ class GitHubSettings:
     max_body_bytes: int = 4 * 1024 * 1024
     max_timeline_pages: int = 3
     offline: bool = False
+    network: NetworkPath = dataclasses.field(default_factory=NetworkPath)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "api_base", validate_api_base(self.api_base))
@@ -194,6 +194,7 @@ class GitHubSettings:
             "cache_dir": default_cache_dir(env),
             "cache_ttl": ttl,
             "token": Token(token_text) if token_text else None,
+            "network": NetworkPath.from_env(env),
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
@@ -307,7 +308,8 @@ class GitHubClient(RetryingClient):
         }
         if settings.token is not None:
             headers["Authorization"] = f"Bearer {settings.token.reveal()}"
-        http = httpx.Client(headers=headers, follow_redirects=False, transport=transport, trust_env=False)
+        verify = settings.network.verify()
+        http = make_http_client(settings.network, headers=headers, transport=transport, verify=verify)
         super().__init__(settings, http, offline=settings.offline, sleep=sleep)
         self.cache = DiskCache(settings.cache_dir, self.scrub, label="GitHub")
 

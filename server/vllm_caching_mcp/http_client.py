@@ -12,6 +12,9 @@ What lives here:
   timeout. A failure raises `HttpError` with a machine-readable `reason` (`FailureReason`) and a
   text passed through the client's `scrub`, so a secret never reaches an error, a log or a result.
 - `DiskCache`: one JSON file per key under ``$XDG_CACHE_HOME/vllm-caching-mcp``, written atomically.
+- `NetworkPath`: the proxies (HTTPS_PROXY, HTTP_PROXY, ALL_PROXY, NO_PROXY) and certificate
+  authorities (SSL_CERT_FILE, SSL_CERT_DIR) a site sets for every program; `make_http_client`
+  builds an `httpx.Client` that follows them and reads nothing else from the environment.
 - `Secret`: a credential whose text leaves it only for a request header.
 """
 
@@ -25,7 +28,9 @@ import json
 import logging
 import os
 import random
+import re
 import socket
+import ssl
 import tempfile
 import threading
 import time
@@ -57,6 +62,7 @@ FailureReason = Literal[
     "server_error",
     "bad_response",
     "not_found",
+    "proxy_refused",
     "unauthorized",
     "forbidden",
     "http_error",
@@ -64,10 +70,14 @@ FailureReason = Literal[
 # Failures that say the network (or our allowance on it) is gone, not that one resource is bad:
 # after one of these, a client stops trying for the rest of its life.
 NETWORK_DOWN: frozenset[str] = frozenset(
-    {"dns_failure", "connection_refused", "timeout", "network_error", "rate_limited", "deadline"}
+    {"dns_failure", "connection_refused", "timeout", "network_error", "rate_limited", "deadline", "proxy_refused"}
 )
 # Transport failures that a second attempt may cure.
 _RETRYABLE_TRANSPORT = frozenset({"timeout", "connection_refused", "network_error", "dns_failure"})
+
+
+class ConfigError(ValueError):
+    """A setting that cannot be used; the message names the variable and what it accepts."""
 
 
 class HttpError(Exception):
@@ -114,6 +124,132 @@ def default_cache_dir(env: Mapping[str, str] | None = None) -> Path:
     found = startup_cache.cache_dir(env)
     # No home at all: let Path.home() raise, as before, rather than cache nowhere.
     return found if found is not None else Path.home() / ".cache" / "vllm-caching-mcp"
+
+
+# ---------------------------------------------------------------------------------------------
+# The way out: proxies and certificate authorities
+
+_PROXY_SCHEMES = ("https", "http", "all")
+
+
+def _env_value(env: Mapping[str, str], name: str) -> str:
+    # Lower case first, as Python's urllib and curl read them.
+    return (env.get(name.lower()) or env.get(name.upper()) or "").strip()
+
+
+def _proxy_url(variable: str, text: str) -> str:
+    """``host:port`` or ``http(s)://[user:password@]host:port``; the message never repeats the text,
+    which may hold a password."""
+    candidate = text if "://" in text else f"http://{text}"
+    try:
+        url = httpx.URL(candidate)
+    except (httpx.InvalidURL, ValueError):
+        url = None
+    if url is None or url.scheme not in ("http", "https") or not url.host:
+        raise ConfigError(
+            f"{variable}: not a proxy this server can use; accepted: http://host:port or https://host:port "
+            "(user:password@ before the host for a proxy that asks for credentials)"
+        )
+    return candidate
+
+
+def _has_port(entry: str) -> bool:
+    """``host:443`` or ``[::1]:443`` ends in a port; a bare IPv6 address such as ``::1`` does not."""
+    head, colon, tail = entry.rpartition(":")
+    return bool(colon) and tail.isdigit() and (head.endswith("]") or ":" not in head)
+
+
+def proxy_label(proxy: httpx.URL) -> str:
+    """The proxy as ``host:port``, without the credentials its URL may carry."""
+    return f"{proxy.host}:{proxy.port}" if proxy.port else proxy.host
+
+
+@dataclasses.dataclass(frozen=True)
+class NetworkPath:
+    """How requests leave this host, from the variables curl, pip and git honour too.
+
+    ``HTTPS_PROXY`` / ``HTTP_PROXY`` name the proxy for each URL scheme and ``ALL_PROXY`` the one for
+    any; ``NO_PROXY`` lists hosts and domains reached directly (``*`` for all), matched as Python's
+    urllib matches it. ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` replace the bundled certificate
+    authorities with the site's (a TLS-inspecting proxy's, say). Netrc files and every other
+    variable are ignored, so no credential reaches a server unless this project put it there.
+    """
+
+    proxies: Mapping[str, str] = dataclasses.field(default_factory=dict)  # "https"/"http"/"all" -> URL
+    no_proxy: str = ""
+    ca_file: Path | None = None
+    ca_dir: Path | None = None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> NetworkPath:
+        env = os.environ if env is None else env
+        proxies = {
+            scheme: _proxy_url(f"{scheme.upper()}_PROXY", text)
+            for scheme in _PROXY_SCHEMES
+            if (text := _env_value(env, f"{scheme}_proxy"))
+        }
+        ca_file, ca_dir = env.get("SSL_CERT_FILE", "").strip(), env.get("SSL_CERT_DIR", "").strip()
+        if ca_file and not Path(ca_file).expanduser().is_file():
+            raise ConfigError("SSL_CERT_FILE: no such file; give a PEM file of certificate authorities, or unset it")
+        if ca_dir and not Path(ca_dir).expanduser().is_dir():
+            raise ConfigError("SSL_CERT_DIR: no such directory; give a directory of hashed PEM files, or unset it")
+        return cls(
+            proxies=proxies,
+            no_proxy=_env_value(env, "no_proxy"),
+            ca_file=Path(ca_file).expanduser() if ca_file else None,
+            ca_dir=Path(ca_dir).expanduser() if ca_dir else None,
+        )
+
+    def proxy_for(self, url: httpx.URL) -> httpx.URL | None:
+        """The proxy a request to ``url`` goes through, or None when it goes direct."""
+        text = self.proxies.get(url.scheme) or self.proxies.get("all")
+        if text is None or self.goes_direct(url.host, url.port):
+            return None
+        return httpx.URL(text)
+
+    def goes_direct(self, host: str, port: int | None = None) -> bool:
+        """Whether NO_PROXY names ``host``, as curl reads it: ``*`` names every host; ``example.com``
+        and ``.example.com`` name that domain and its subdomains; ``host:port`` names one port."""
+        host = host.lower().strip("[]")
+        for entry in self.no_proxy.lower().split(","):
+            entry = entry.strip()
+            if entry == "*":
+                return True
+            name, _, entry_port = entry.rpartition(":") if _has_port(entry) else (entry, "", "")
+            name = name.strip("[]").lstrip(".")
+            if not name or (entry_port and str(port) != entry_port):
+                continue
+            if host == name or host.endswith("." + name):
+                return True
+        return False
+
+    def verify(self, ca_bundle: Path | None = None) -> ssl.SSLContext | bool:
+        """What TLS trusts: a service's own bundle, else the site's, else the bundled authorities."""
+        if ca_bundle is not None:
+            return ssl.create_default_context(cafile=str(ca_bundle))
+        if self.ca_file is not None or self.ca_dir is not None:
+            return ssl.create_default_context(
+                cafile=str(self.ca_file) if self.ca_file else None, capath=str(self.ca_dir) if self.ca_dir else None
+            )
+        return True
+
+
+def make_http_client(
+    path: NetworkPath,
+    *,
+    headers: Mapping[str, str],
+    transport: httpx.BaseTransport | None = None,
+    verify: ssl.SSLContext | bool = True,
+) -> httpx.Client:
+    """A client that follows no redirect by itself and takes nothing from the environment but ``path``."""
+    from .routed_transport import RoutedTransport  # subclasses an httpx class: imports httpx
+
+    return httpx.Client(
+        headers=dict(headers),
+        follow_redirects=False,
+        trust_env=False,
+        transport=transport if transport is not None else RoutedTransport(path, verify),
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -201,6 +337,8 @@ class RetryPolicy(Protocol):
     def backoff_cap(self) -> float: ...
     @property
     def max_body_bytes(self) -> int: ...
+    @property
+    def network(self) -> NetworkPath: ...
 
 
 @dataclasses.dataclass
@@ -322,6 +460,16 @@ class RetryingClient:
             return self._fail("not_found", f"{self.service} has no such resource (HTTP {status})")
         return self._fail("http_error", f"{self.service} answered HTTP {status}")
 
+    def _proxy_refused(self, proxy: httpx.URL | None, host: str, status: int | None) -> HttpError:
+        name = f"the proxy {proxy_label(proxy)}" if proxy is not None else "a proxy"
+        answer = f"HTTP {status}" if status is not None else "an error"
+        hint = (
+            "; it asks for credentials: put them in the proxy URL (http://user:password@host:port)"
+            if status == 407
+            else ""
+        )
+        return self._fail("proxy_refused", f"{name} refused to reach {host} ({answer}){hint}")
+
     # -- one exchange --------------------------------------------------------------------------------
 
     def _backoff(self, attempt: int) -> float:
@@ -357,7 +505,10 @@ class RetryingClient:
         if timeout <= 0.05:
             raise self._fail("deadline", f"no time left before the deadline to ask {self.service}")
         self.requests_made += 1
-        host = httpx.URL(url).host
+        target = httpx.URL(url)
+        host = target.host
+        proxy = self._policy.network.proxy_for(target)
+        via = f" through the proxy {proxy_label(proxy)}" if proxy is not None else ""
         request = self._http.build_request(method, url, headers=headers, content=body, timeout=httpx.Timeout(timeout))
         try:
             response = self._http.send(request, stream=True)
@@ -374,12 +525,21 @@ class RetryingClient:
             if watchdog.fired:  # a close-delimited body cut at the deadline looks complete: it is not
                 raise self._fail("timeout", "the response was still arriving when the deadline passed")
         except httpx.TimeoutException:
-            raise self._fail("timeout", f"{self.service} did not answer within {timeout:.1f} s") from None
+            raise self._fail("timeout", f"{self.service} did not answer within {timeout:.1f} s{via}") from None
+        except httpx.ProxyError as exc:
+            # The proxy answered the tunnel request with an error status (407, 403, 502...).
+            status = re.match(r"\d{3}", str(exc))
+            raise self._proxy_refused(proxy, host, int(status.group()) if status else None) from None
         except httpx.ConnectError as exc:
             reason, what = classify_connect_error(exc)
+            if proxy is not None:
+                detail = f"cannot connect to the proxy {proxy_label(proxy)} for {host}: {what}"
+                raise self._fail(reason, detail) from None
             raise self._fail(reason, f"cannot connect to {host}: {what}") from None
         except httpx.HTTPError as exc:
-            raise self._fail("network_error", f"network error talking to {host}: {type(exc).__name__}") from None
+            raise self._fail("network_error", f"network error talking to {host}{via}: {type(exc).__name__}") from None
+        if response.status_code == 407:  # a plain-http request's proxy speaks for itself
+            raise self._proxy_refused(proxy, host, 407)
         next_link = response.links.get("next", {}).get("url")
         return RawResponse(response.status_code, response.headers, data, next_link, url)
 

@@ -52,12 +52,15 @@ from .http_client import (
     DiskCache,
     FailureReason,
     HttpError,
+    NetworkPath,
     RawResponse,
     RetryingClient,
     Secret,
     default_cache_dir,
     is_loopback,
+    make_http_client,
 )
+from .http_client import ConfigError as ConfigError
 from .lazy_import import lazy_import
 
 if TYPE_CHECKING:
@@ -117,10 +120,6 @@ class PlatformMissing(Exception):
 
 class InvalidImageReference(ValueError):
     """Text that is not an image reference."""
-
-
-class ConfigError(ValueError):
-    """A setting that cannot be used; the message names the variable."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -307,6 +306,7 @@ class RegistrySettings:
     backoff_cap: float = 8.0
     max_body_bytes: int = 4 * 1024 * 1024
     offline: bool = False
+    network: NetworkPath = dataclasses.field(default_factory=NetworkPath)
 
     def __post_init__(self) -> None:
         if self.mirror is not None:
@@ -343,6 +343,7 @@ class RegistrySettings:
             "ca_bundle": Path(ca).expanduser() if ca else None,
             "verify_tls": env.get(INSECURE_ENV, "").strip().lower() not in ("1", "true", "yes"),
             "realm_hosts": tuple(h.strip().lower() for h in env.get(REALM_HOSTS_ENV, "").split(",") if h.strip()),
+            "network": NetworkPath.from_env(env),
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
@@ -427,18 +428,17 @@ class RegistryClient(RetryingClient):
         self._basic_scopes: set[str] = set()  # scopes whose registry asked for Basic credentials
         self.notes: list[str] = []
         self.credentials: Credentials | None = None
-        verify: ssl.SSLContext | bool = settings.verify_tls
-        if settings.verify_tls and settings.ca_bundle is not None:
-            verify = ssl.create_default_context(cafile=str(settings.ca_bundle))
-        if not settings.verify_tls:
+        verify: ssl.SSLContext | bool = False
+        if settings.verify_tls:
+            verify = settings.network.verify(settings.ca_bundle)
+        else:
             self.notes.append(
                 f"TLS certificate verification is off ({INSECURE_ENV}); the registry's identity was not checked"
             )
-        http = httpx.Client(
+        http = make_http_client(
+            settings.network,
             headers={"User-Agent": f"vllm-caching-mcp/{__version__}"},
-            follow_redirects=False,
             transport=transport,
-            trust_env=False,
             verify=verify,
         )
         super().__init__(settings, http, offline=settings.offline, sleep=sleep)

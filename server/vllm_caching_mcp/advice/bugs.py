@@ -119,7 +119,8 @@ class Provenance(BaseModel):
     cache_age_seconds: float | None = None
     snapshot_checked_at: dt.date | None = None
     fallback_reason: FailureReason | None = Field(
-        default=None, description="why GitHub was not used: dns_failure, connection_refused, timeout, rate_limited, …"
+        default=None,
+        description="why GitHub was not used: dns_failure, connection_refused, proxy_refused, timeout, rate_limited, …",
     )
     detail: str | None = None
 
