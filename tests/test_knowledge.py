@@ -95,6 +95,16 @@ def _first(data: dict, key: str) -> dict:  # type: ignore[type-arg]
         ("bugs.yaml", lambda d: _first(d, "bugs").update(number=-3), r"field 'number'"),
         ("features.yaml", lambda d: d["features"].append(dict(d["features"][0])), r"id already used"),
         (
+            "recipes.yaml",
+            lambda d: _first(d, "recipes")["requirements"][0].update(source="env.nope"),
+            r"recipes\.yaml: entry 'recipe\.none': no knowledge entry has the id 'env\.nope'",
+        ),
+        (
+            "recipes.yaml",
+            lambda d: _first(d, "recipes")["requirements"][0].update(when="always-on-tuesdays"),
+            r"field 'requirements\.0\.when'",
+        ),
+        (
             "features.yaml",
             lambda d: _first(d, "features").update(introduced="0.30.0", removed="0.20.0"),
             r"removed .* must come after introduced",

@@ -631,6 +631,21 @@ class RequiredEnv(Frozen):
     setting: EntryId
 
 
+RequirementKind = Literal["flag", "env", "package", "process", "service"]
+
+
+class RecipeRequirement(Frozen):
+    """Something a backend needs in every release it runs on; what varies by release stays in code."""
+
+    kind: RequirementKind
+    name: str
+    value: str | None = None
+    why: str
+    source: EntryId | None = None
+    # Only when the request asks for an NVMe tier / GPUDirect Storage.
+    when: Literal["nvme-tier", "gpudirect-storage"] | None = None
+
+
 class Recipe(Sourced):
     id: EntryId
     backend: Backend
@@ -642,6 +657,7 @@ class Recipe(Sourced):
     packages: tuple[str, ...] = ()
     services: tuple[Service, ...] = ()
     required_env: tuple[RequiredEnv, ...] = ()
+    requirements: tuple[RecipeRequirement, ...] = ()
     gates: tuple[EntryId, ...] = ()
     avoid: tuple[EntryId, ...] = ()
 
@@ -950,7 +966,13 @@ def _cross_check_recipes(recipes: Recipes, knowledge: Knowledge) -> list[str]:
     problems: list[str] = []
     known = set(knowledge.by_id)
     for r in recipes.recipes:
-        refs = [r.connector, *r.gates, *r.avoid, *(e.setting for e in r.required_env)]
+        refs = [
+            r.connector,
+            *r.gates,
+            *r.avoid,
+            *(e.setting for e in r.required_env),
+            *(q.source for q in r.requirements),
+        ]
         problems += [
             f"recipes.yaml: entry {r.id!r}: no knowledge entry has the id {ref!r}"
             for ref in refs

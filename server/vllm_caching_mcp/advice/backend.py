@@ -27,6 +27,7 @@ from ..knowledge import (
     Pitfall,
     Recipe,
     Recipes,
+    RequirementKind,
     Setting,
     TierKind,
     ranged_at,
@@ -111,7 +112,7 @@ class Alternative(BaseModel):
 
 
 class Requirement(BaseModel):
-    kind: Literal["flag", "env", "package", "process", "service"]
+    kind: RequirementKind
     name: str
     value: str | None = None
     why: str
@@ -580,19 +581,14 @@ class _Chooser:
 # ---------------------------------------------------------------------------------------------
 
 
+_REQUIRED_ENV_WHY = "LMCache asserts it (or P2P never hits) with P2P on"
+_KIND_ORDER: tuple[RequirementKind, ...] = ("flag", "env", "process", "service", "package")
+
+
 def _requirements(ch: _Chooser, recipe: Recipe) -> list[Requirement]:
     """Flags, environment, packages and processes the recommended backend needs in this release."""
     k, v, req = ch.k, ch.version, []
     backend = recipe.backend
-    if backend == "none":
-        return [
-            Requirement(
-                kind="flag",
-                name="--enable-prefix-caching",
-                why="on by default; keep it",
-                source="flag.enable-prefix-caching",
-            )
-        ]
     if backend == "native_cpu":
         shorthand = ch.gated("feature.kv-offloading-cli-shorthand")
         broken = k.by_id["pitfall.native-backend-before-0.14"]
@@ -647,24 +643,26 @@ def _requirements(ch: _Chooser, recipe: Recipe) -> list[Requirement]:
                     source="spec.num-cpu-blocks",
                 )
             )
-    if backend in (
-        "native_tiering",
-        "multi_nixl_offload",
-        "nixl_pd",
-        "mooncake_pd",
-        "lmcache",
-        "lmcache_p2p",
-        "lmcache_mp",
-    ):
+    if recipe.connector is not None and backend != "native_cpu":
         req.append(
             Requirement(
                 kind="flag",
                 name="--kv-transfer-config",
-                value=f"JSON naming {ch.gated(recipe.connector).name}" if recipe.connector else None,
+                value=f"JSON naming {ch.gated(recipe.connector).name}",
                 why="selects and configures the connector",
                 source="flag.kv-transfer-config",
             )
         )
+    req += [
+        Requirement(kind="env", name=e.name, value=e.value, why=_REQUIRED_ENV_WHY, source=e.setting)
+        for e in recipe.required_env
+    ]
+    asked = {"nvme-tier": "nvme" in ch.request.tiers, "gpudirect-storage": ch.request.constraints.gpudirect_storage}
+    req += [
+        Requirement(kind=r.kind, name=r.name, value=r.value, why=r.why, source=r.source)
+        for r in recipe.requirements
+        if r.when is None or asked[r.when]
+    ]
     if backend == "native_tiering":
         seed = k.by_id["env.pythonhashseed"]
         if "p2p" in ch.tier_kinds and ch.has(
@@ -732,162 +730,14 @@ def _requirements(ch: _Chooser, recipe: Recipe) -> list[Requirement]:
                 )
             )
     if backend in ("nixl_pd", "multi_nixl_offload"):
-        req.append(
-            Requirement(
-                kind="env",
-                name="VLLM_NIXL_SIDE_CHANNEL_HOST",
-                value="<this instance's routable IP (pod IP)>",
-                why="bound and advertised for the NIXL handshake; a Service VIP breaks it",
-                source="env.vllm-nixl-side-channel-host",
-            )
-        )
         fabric = ch.request.fabric or "ethernet"
-        tls = ch.recipes.fact("fact.ucx-tls-by-fabric").value[fabric]
         req.append(
             Requirement(
                 kind="env",
                 name="UCX_TLS",
-                value=tls,
+                value=ch.recipes.fact("fact.ucx-tls-by-fabric").value[fabric],
                 why="UCX must see a CUDA transport or the transfer thread crashes",
                 source="pitfall.nixl-ucx-without-cuda",
-            )
-        )
-        req.append(
-            Requirement(
-                kind="process",
-                name="P/D proxy (toy_proxy_server.py)",
-                why="sends each request to prefill, then decode",
-                source=None,
-            )
-        )
-        req.append(
-            Requirement(
-                kind="service",
-                name="headless Service with publishNotReadyAddresses per role",
-                why="side channels are reached at pod addresses",
-                source="pitfall.nixl-side-channel-service-address",
-            )
-        )
-    if backend == "mooncake_pd":
-        req.append(
-            Requirement(
-                kind="env",
-                name="VLLM_MOONCAKE_BOOTSTRAP_PORT",
-                value="8998",
-                why="prefill rank 0 serves the bootstrap registry here; decode reaches it",
-                source="env.vllm-mooncake-bootstrap-port",
-            )
-        )
-        req.append(
-            Requirement(
-                kind="process",
-                name="Mooncake-aware P/D proxy",
-                why="must pass remote_bootstrap_addr and transfer_id in kv_transfer_params",
-                source="connector.mooncake",
-            )
-        )
-    if backend == "lmcache":
-        req.append(
-            Requirement(
-                kind="env",
-                name="LMCACHE_MAX_LOCAL_CPU_SIZE",
-                value="<GiB per worker = total ÷ (TP × PP)>",
-                why="each worker allocates this much pinned DRAM",
-                source="lmcache.max_local_cpu_size",
-            )
-        )
-        req.append(
-            Requirement(
-                kind="env",
-                name="LMCACHE_LOCAL_CPU",
-                value="True",
-                why="False hangs the engine once the staging buffer fills (LMCache#2942)",
-                source="pitfall.lmcache-local-cpu-false",
-            )
-        )
-        if "nvme" in ch.request.tiers:
-            req.append(
-                Requirement(
-                    kind="env",
-                    name="LMCACHE_LOCAL_DISK",
-                    value="<path(s)>",
-                    why="the disk tier directory",
-                    source="lmcache.local_disk",
-                )
-            )
-            req.append(
-                Requirement(
-                    kind="env",
-                    name="LMCACHE_MAX_LOCAL_DISK_SIZE",
-                    value="<GiB per worker>",
-                    why="0 (the default) means no disk tier",
-                    source="lmcache.max_local_disk_size",
-                )
-            )
-        if ch.request.constraints.gpudirect_storage:
-            req.append(
-                Requirement(
-                    kind="env",
-                    name="LMCACHE_GDS_PATH",
-                    value="<path(s)>",
-                    why="the GDS tier directory",
-                    source="lmcache.gds_path",
-                )
-            )
-            req.append(
-                Requirement(
-                    kind="env",
-                    name="LMCACHE_GDS_BUFFER_SIZE",
-                    value="<MiB>",
-                    why="required with gds_path (LMCACHE_CUFILE_BUFFER_SIZE before lmcache 0.4.4)",
-                    source="lmcache.gds_buffer_size",
-                )
-            )
-    if backend == "lmcache_p2p":
-        req += [
-            Requirement(
-                kind="env",
-                name=e.name,
-                value=e.value,
-                why="LMCache asserts it (or P2P never hits) with P2P on",
-                source=e.setting,
-            )
-            for e in recipe.required_env
-        ]
-        for name, sid in (
-            ("LMCACHE_CONTROLLER_PULL_URL", "lmcache.controller_pull_url"),
-            ("LMCACHE_CONTROLLER_REPLY_URL", "lmcache.controller_reply_url"),
-            ("LMCACHE_LMCACHE_WORKER_PORTS", "lmcache.lmcache_worker_ports"),
-            ("LMCACHE_P2P_HOST", "lmcache.p2p_host"),
-            ("LMCACHE_P2P_INIT_PORTS", "lmcache.p2p_init_ports"),
-            ("LMCACHE_P2P_LOOKUP_PORTS", "lmcache.p2p_lookup_ports"),
-            ("LMCACHE_LMCACHE_INSTANCE_ID", "lmcache.lmcache_instance_id"),
-        ):
-            req.append(Requirement(kind="env", name=name, why="required with the controller and P2P", source=sid))
-        req.append(
-            Requirement(
-                kind="env",
-                name="PYTHONHASHSEED",
-                value="0",
-                why="peers must compute equal chunk hashes",
-                source="pitfall.shared-tier-without-hash-seed",
-            )
-        )
-        req.append(
-            Requirement(
-                kind="process",
-                name="lmcache_controller",
-                why="tracks which instance holds which chunks",
-                source="lmcache.enable_controller",
-            )
-        )
-    if backend == "lmcache_mp":
-        req.append(
-            Requirement(
-                kind="process",
-                name="LMCache server (lmcache server --l1-size-gb N)",
-                why="owns the shared cache; size it there, not with --kv-offloading-size",
-                source="lmcache.mp_server.l1_size_gb",
             )
         )
     for pkg in recipe.packages:
@@ -904,7 +754,7 @@ def _requirements(ch: _Chooser, recipe: Recipe) -> list[Requirement]:
         hma_pin = k.by_id.get("pin.lmcache-mp-hma")
         if isinstance(hma_pin, CompatPin) and not any(q.source == hma_pin.id for q in req):
             req.append(Requirement(kind="package", name=hma_pin.requirement, why=hma_pin.note or "", source=hma_pin.id))
-    return req
+    return sorted(req, key=lambda q: _KIND_ORDER.index(q.kind))  # stable: each kind keeps its order
 
 
 def _avoid(ch: _Chooser, recipe: Recipe, requirements: list[Requirement]) -> list[AvoidNote]:
