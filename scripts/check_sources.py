@@ -1,34 +1,45 @@
-"""Check that every `wheel:` source in the knowledge points at a file and line that exist.
+"""Check that every `wheel:` and `sdist:` source in the knowledge points at a file and line that exist.
 
     python scripts/check_sources.py --src-dir ~/.cache/vllm-caching/src [--download]
 
-The source directory holds extracted wheels as ``vllm-0.33.0/vllm/...`` and
-``lmcache-0.5.6/lmcache/...``. With ``--download`` the wheels a source names but the directory
-lacks are fetched with ``pip download --no-deps`` and their text files extracted there; keep that
-directory outside the repository. Exit status 1 when any source does not resolve.
+The source directory holds extracted releases: wheels as ``vllm-0.33.0/vllm/...`` and
+``lmcache-0.5.6/lmcache/...``, source distributions (which carry the examples and tests a wheel
+leaves out) as ``vllm-0.33.0-sdist/examples/...``. With ``--download`` the releases a source names
+but the directory lacks are fetched (wheels with ``pip download --no-deps``; source distributions
+from the package index's JSON simple API, checked against its sha256) and their text files
+extracted there; keep that directory outside the repository. Exit status 1 when any source does
+not resolve.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import io
 import re
+import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-WHEEL_SOURCE = re.compile(
-    r"wheel:(?P<pkg>[\w-]+)==(?P<ver>[\w.]+):(?P<path>[\w./-]+)(?::(?P<line>\d+)(?:-(?P<end>\d+))?)?"
+import httpx
+
+RELEASE_SOURCE = re.compile(
+    r"(?P<kind>wheel|sdist):(?P<pkg>[\w-]+)==(?P<ver>[\w.]+):(?P<path>[\w./-]+)(?::(?P<line>\d+)(?:-(?P<end>\d+))?)?"
 )
-TEXT_SUFFIXES = (".py", ".txt", ".json", ".cfg", ".toml", ".in")
+TEXT_SUFFIXES = (".py", ".txt", ".json", ".cfg", ".toml", ".in", ".sh", ".md")
+DEFAULT_INDEX = "https://pypi.org/simple"
 
 
 @dataclass(frozen=True)
-class WheelSource:
+class ReleaseSource:
     file: str
+    kind: str  # "wheel" or "sdist"
     package: str
     version: str
     path: str
@@ -36,46 +47,101 @@ class WheelSource:
 
     def __str__(self) -> str:
         line = f":{self.last_line}" if self.last_line else ""
-        return f"wheel:{self.package}=={self.version}:{self.path}{line}"
+        return f"{self.kind}:{self.package}=={self.version}:{self.path}{line}"
+
+    def tree(self, src_dir: Path) -> Path:
+        suffix = "-sdist" if self.kind == "sdist" else ""
+        return src_dir / f"{self.package}-{self.version}{suffix}"
 
 
-def wheel_sources(knowledge: Path) -> Iterator[WheelSource]:
+def release_sources(knowledge: Path) -> Iterator[ReleaseSource]:
     for yaml_file in sorted(knowledge.glob("*.yaml")):
-        for m in WHEEL_SOURCE.finditer(yaml_file.read_text(encoding="utf-8")):
+        for m in RELEASE_SOURCE.finditer(yaml_file.read_text(encoding="utf-8")):
             last = m.group("end") or m.group("line")
-            yield WheelSource(
-                yaml_file.name, m.group("pkg"), m.group("ver"), m.group("path"), int(last) if last else None
+            yield ReleaseSource(
+                yaml_file.name,
+                m.group("kind"),
+                m.group("pkg"),
+                m.group("ver"),
+                m.group("path"),
+                int(last) if last else None,
             )
 
 
-def download(package: str, version: str, src_dir: Path) -> None:
-    """Fetch one wheel and extract its text files into ``src_dir/package-version``."""
+def download_wheel(package: str, version: str, target: Path) -> None:
+    """Fetch one wheel and extract its text files into ``target``."""
     with tempfile.TemporaryDirectory() as tmp:
         subprocess.run(
             [sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", tmp, f"{package}=={version}"],
             check=True,
         )
         wheel = next(Path(tmp).glob("*.whl"))
-        target = src_dir / f"{package}-{version}"
         with zipfile.ZipFile(wheel) as archive:
             for name in archive.namelist():
                 if name.endswith(TEXT_SUFFIXES):
                     archive.extract(name, target)
 
 
-def problems(knowledge: Path, src_dir: Path, *, fetch: bool = False) -> list[str]:
+def download_sdist(package: str, version: str, target: Path, index: str) -> None:
+    """Fetch one source distribution, check its sha256, and extract its text files into ``target``
+    without the archive's top-level directory."""
+    wanted = f"{package}-{version}.tar.gz"
+    with httpx.Client(timeout=120, follow_redirects=True) as client:
+        listing = client.get(
+            f"{index.rstrip('/')}/{package}/", headers={"Accept": "application/vnd.pypi.simple.v1+json"}
+        )
+        listing.raise_for_status()
+        entry = next((f for f in listing.json()["files"] if f["filename"] == wanted), None)
+        if entry is None:
+            raise LookupError(f"the index has no {wanted}")
+        data = client.get(httpx.URL(listing.url).join(entry["url"])).raise_for_status().content
+    expected = entry.get("hashes", {}).get("sha256")
+    if expected is None or hashlib.sha256(data).hexdigest() != expected:
+        raise ValueError(f"{wanted}: sha256 does not match the index")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}-"))
+    try:  # all or nothing: a member that would land outside the tree fails the whole archive
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
+            for member in archive.getmembers():
+                _, _, inner = member.name.partition("/")
+                if member.isfile() and inner and inner.endswith(TEXT_SUFFIXES):
+                    member.name = inner
+                    archive.extract(member, staging, filter="data")
+        staging.rename(target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def problems(knowledge: Path, src_dir: Path, *, fetch: bool = False, index: str = DEFAULT_INDEX) -> list[str]:
     found: list[str] = []
     line_counts: dict[Path, int] = {}
-    for source in wheel_sources(knowledge):
-        tree = src_dir / f"{source.package}-{source.version}"
-        if not tree.is_dir() and fetch:
-            download(source.package, source.version, src_dir)
+    failed: set[Path] = set()
+    for source in release_sources(knowledge):
+        tree = source.tree(src_dir)
+        if not tree.is_dir() and fetch and tree not in failed:
+            try:
+                if source.kind == "sdist":
+                    download_sdist(source.package, source.version, tree, index)
+                else:
+                    download_wheel(source.package, source.version, tree)
+            except (
+                OSError,
+                tarfile.TarError,
+                httpx.HTTPError,
+                LookupError,
+                ValueError,
+                subprocess.CalledProcessError,
+            ) as exc:
+                failed.add(tree)
+                found.append(f"{source.file}: {source}: could not fetch the {source.kind}: {exc}")
+                continue
         if not tree.is_dir():
-            found.append(f"{source.file}: {source}: no extracted wheel at {tree}")
+            if tree not in failed:
+                found.append(f"{source.file}: {source}: no extracted {source.kind} at {tree}")
             continue
         file = tree / source.path
         if not file.is_file():
-            found.append(f"{source.file}: {source}: the wheel has no such file")
+            found.append(f"{source.file}: {source}: the {source.kind} has no such file")
             continue
         if source.last_line is not None:
             if file not in line_counts:
@@ -87,16 +153,17 @@ def problems(knowledge: Path, src_dir: Path, *, fetch: bool = False) -> list[str
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--src-dir", type=Path, required=True, help="extracted wheels, one directory per release")
+    parser.add_argument("--src-dir", type=Path, required=True, help="extracted releases, one directory each")
     parser.add_argument("--knowledge", type=Path, default=Path(__file__).resolve().parents[1] / "knowledge")
-    parser.add_argument("--download", action="store_true", help="pip download wheels that are missing")
+    parser.add_argument("--download", action="store_true", help="fetch the wheels and sdists that are missing")
+    parser.add_argument("--index-url", default=DEFAULT_INDEX, help="simple API for source distributions")
     args = parser.parse_args(argv)
     args.src_dir.mkdir(parents=True, exist_ok=True)
-    found = problems(args.knowledge, args.src_dir, fetch=args.download)
+    found = problems(args.knowledge, args.src_dir, fetch=args.download, index=args.index_url)
     for problem in found:
         print(problem)
-    total = sum(1 for _ in wheel_sources(args.knowledge))
-    print(f"{total} wheel sources checked, {len(found)} do not resolve")
+    total = sum(1 for _ in release_sources(args.knowledge))
+    print(f"{total} release sources checked, {len(found)} do not resolve")
     return 1 if found else 0
 
 

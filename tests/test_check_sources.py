@@ -1,10 +1,21 @@
-"""scripts/check_sources.py against a small extracted-wheel tree built here."""
+"""scripts/check_sources.py against a small extracted-wheel tree built here, and a stand-in package
+index on 127.0.0.1 serving source distributions."""
 
 from __future__ import annotations
 
+import hashlib
+import io
+import json
 import subprocess
 import sys
+import tarfile
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from conftest import REPO
 
@@ -35,4 +46,90 @@ def test_reports_missing_files_lines_and_wheels(tmp_path: Path) -> None:
     assert any("cache.py:40: the file has only 3 lines" in line for line in lines)
     assert any("gone.py: the wheel has no such file" in line for line in lines)
     assert any("vllm==0.32.0" in line and "no extracted wheel" in line for line in lines)
-    assert lines[-1] == "4 wheel sources checked, 3 do not resolve"
+    assert lines[-1] == "4 release sources checked, 3 do not resolve"
+
+
+def _sdist(version: str, files: dict[str, str]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"vllm-{version}/{name}")
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+@pytest.fixture
+def index() -> Iterator[str]:
+    """A PEP 691 simple index: a good vllm sdist, one listed under a wrong sha256, one that reaches out of its tree."""
+    proxy_py = "".join(f"line {n}\n" for n in range(1, 301))
+    good = _sdist("0.21.0", {"examples/disaggregated/proxy.py": proxy_py, "vllm/__init__.py": ""})
+    bad = _sdist("0.20.0", {"examples/proxy.py": proxy_py})
+    evil = _sdist("0.22.0", {"examples/proxy.py": proxy_py, "../../escape.py": "x = 1\n"})
+    files = {"vllm-0.21.0.tar.gz": good, "vllm-0.20.0.tar.gz": bad, "vllm-0.22.0.tar.gz": evil}
+    hashes = {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}
+    hashes["vllm-0.20.0.tar.gz"] = "0" * 64
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            if self.path == "/simple/vllm/":
+                body = json.dumps(
+                    {
+                        "files": [
+                            {"filename": n, "url": f"/files/{n}", "hashes": {"sha256": h}} for n, h in hashes.items()
+                        ]
+                    }
+                ).encode()
+                kind = "application/vnd.pypi.simple.v1+json"
+            elif self.path.startswith("/files/") and self.path[7:] in files:
+                body, kind = files[self.path[7:]], "application/gzip"
+            else:
+                self.send_error(404)
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/simple"
+    server.shutdown()
+    server.server_close()
+
+
+def test_fetches_source_distributions_checks_their_hash_and_resolves_their_files(index: str, tmp_path: Path) -> None:
+    knowledge = tmp_path / "knowledge"
+    knowledge.mkdir()
+    (knowledge / "recipes.yaml").write_text(
+        "pd_proxies:\n"
+        "  - sources:\n"
+        "      - sdist:vllm==0.21.0:examples/disaggregated/proxy.py:147-163\n"
+        "      - sdist:vllm==0.21.0:examples/disaggregated/proxy.py:301\n"
+        "      - sdist:vllm==0.20.0:examples/proxy.py:10\n"
+        "      - sdist:vllm==0.19.0:examples/proxy.py\n"
+        "      - sdist:vllm==0.22.0:examples/proxy.py\n"
+    )
+    src = tmp_path / "src"
+    command = [sys.executable, str(SCRIPT), "--src-dir", str(src), "--knowledge", str(knowledge), "--download"]
+    out = subprocess.run([*command, "--index-url", index], capture_output=True, text=True, timeout=60)
+    lines = out.stdout.splitlines()
+    assert out.returncode == 1 and not out.stderr, out.stderr
+    assert lines[:3] == [
+        "recipes.yaml: sdist:vllm==0.21.0:examples/disaggregated/proxy.py:301: the file has only 300 lines",
+        "recipes.yaml: sdist:vllm==0.20.0:examples/proxy.py:10: could not fetch the sdist: "
+        "vllm-0.20.0.tar.gz: sha256 does not match the index",
+        "recipes.yaml: sdist:vllm==0.19.0:examples/proxy.py: could not fetch the sdist: "
+        "the index has no vllm-0.19.0.tar.gz",
+    ]
+    assert lines[3].startswith("recipes.yaml: sdist:vllm==0.22.0:examples/proxy.py: could not fetch the sdist: ")
+    assert "outside the destination" in lines[3] and lines[4] == "5 release sources checked, 4 do not resolve"
+    # Extracted without the archive's top directory; a refused archive leaves nothing behind.
+    assert (src / "vllm-0.21.0-sdist" / "examples" / "disaggregated" / "proxy.py").is_file()
+    assert sorted(p.name for p in src.iterdir()) == ["vllm-0.21.0-sdist"]
+    assert not (tmp_path / "escape.py").exists()

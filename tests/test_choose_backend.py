@@ -247,6 +247,21 @@ def test_disaggregated_across_nodes_on_infiniband_is_mooncake(knowledge: Knowled
     old = ask(knowledge, version="0.12.0", pd_disaggregation=True, tiers=[], fabric="roce", topology={"nodes": 2})
     assert old.recommendation.backend == "nixl_pd"
     assert any(g.id == "connector.mooncake" and g.first_release == "0.13.0" for g in old.version_gates)
+    proxies = {
+        version: next(
+            r
+            for r in ask(
+                knowledge, version=version, pd_disaggregation=True, tiers=[], fabric="infiniband", topology={"nodes": 2}
+            ).requirements
+            if r.kind == "process"
+        )
+        for version in ("0.15.1", "0.33.0")
+    }
+    assert (
+        proxies["0.15.1"].name == "P/D proxy (toy_proxy_server.py)"
+        and proxies["0.15.1"].source == "proxy.mooncake-via-nixl-toy"
+    )
+    assert proxies["0.33.0"].value == "examples/disaggregated/mooncake_connector/mooncake_connector_proxy.py"
 
 
 def test_disaggregated_with_cpu_overflow_is_multiconnector(knowledge: Knowledge) -> None:

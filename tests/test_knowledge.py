@@ -28,10 +28,12 @@ def test_every_fact_has_sources_and_a_verification_date(knowledge: Knowledge) ->
         assert fact.verified_at.year >= 2026, fact
 
 
-def test_every_wheel_source_names_a_known_release(knowledge: Knowledge) -> None:
-    pattern = re.compile(r"^wheel:(\w+)==([\w.]+):")
-    for entry in knowledge.gated():
-        for source in (*entry.sources, *(s for c in entry.changes for s in c.sources)):
+def test_every_release_source_names_a_known_release(knowledge: Knowledge) -> None:
+    pattern = re.compile(r"^(?:wheel|sdist):(\w+)==([\w.]+):")
+    sourced = [*knowledge.gated(), *knowledge.recipes.recipes, *knowledge.recipes.pd_proxies]
+    for entry in sourced:
+        changes = getattr(entry, "changes", ())
+        for source in (*entry.sources, *(s for c in changes for s in c.sources)):
             m = pattern.match(source)
             if m:
                 assert Version(m.group(2)) in knowledge.release_versions(m.group(1)), (entry.id, source)
@@ -104,6 +106,17 @@ def _first(data: dict, key: str) -> dict:  # type: ignore[type-arg]
             lambda d: _first(d, "recipes")["requirements"][0].update(when="always-on-tuesdays"),
             r"field 'requirements\.0\.when'",
         ),
+        (
+            "recipes.yaml",
+            lambda d: d["pd_proxies"][2].update(versions=">=0.16.0,<0.20.0"),  # 0.20.x left without a proxy
+            r"pd_proxies: connector\.mooncake in 0\.20\.0 needs exactly one proxy, found \[\]",
+        ),
+        (
+            "recipes.yaml",
+            lambda d: d["pd_proxies"][1].update(versions=">=0.13.0,<0.17.0"),
+            r"connector\.mooncake in 0\.16\.0 needs exactly one proxy, found \['proxy\.mooncake-via-nixl-toy', ",
+        ),
+        ("recipes.yaml", lambda d: d["pd_proxies"][0].update(path="../../etc/passwd"), r"field 'path'"),
         (
             "features.yaml",
             lambda d: _first(d, "features").update(introduced="0.30.0", removed="0.20.0"),

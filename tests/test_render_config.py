@@ -397,6 +397,31 @@ def test_mooncake_over_ethernet_uses_tcp(knowledge: Knowledge) -> None:
     assert "kv_connector_extra_config" not in json.loads(file(rdma, "decode.json"))
 
 
+@pytest.mark.parametrize(
+    ("version", "script"),
+    [
+        # 0.13.0-0.15.1: the connector reads remote_host/remote_port from prefill's answer, as NIXL's does
+        ("0.14.1", "tests/v1/kv_connector/nixl_integration/toy_proxy_server.py"),
+        ("0.20.2", "examples/online_serving/disaggregated_serving/mooncake_connector/mooncake_connector_proxy.py"),
+        ("0.21.0", "examples/disaggregated/mooncake_connector/mooncake_connector_proxy.py"),
+    ],
+)
+def test_mooncake_gets_the_proxy_of_its_release(knowledge: Knowledge, version: str, script: str) -> None:
+    hosts = {"prefill": "10.0.0.1", "decode": "10.0.0.2"}
+    result = render(knowledge, backend="mooncake_pd", version=version, fabric="roce", hosts=hosts)
+    assert [f.name for f in result.files] == ["prefill.sh", "decode.sh", "proxy.sh"]
+    argv = argv_of(file(result, "proxy.sh"))[1]
+    assert argv[:2] == ["python3", script.rsplit("/", 1)[-1]] and any(script in note for note in result.notes)
+    assert argv[argv.index("--port") + 1] == "8192" and argv[argv.index("--host") + 1] == "0.0.0.0"
+    if "toy_proxy" in script:
+        assert argv[argv.index("--prefiller-hosts") + 1] == "10.0.0.1" and "--prefill" not in argv
+    else:  # the proxy asks prefill's bootstrap server, on the port the prefill instance was given
+        assert argv[argv.index("--prefill") + 1 :][:2] == ["http://10.0.0.1:8000", "8998"]
+        assert argv[argv.index("--decode") + 1] == "http://10.0.0.2:8000"
+        assert argv_of(file(result, "prefill.sh"))[0]["VLLM_MOONCAKE_BOOTSTRAP_PORT"] == "8998"
+    assert any(c.id.startswith("proxy.") and c.evidence == "wheel" for c in result.citations)
+
+
 def test_multiconnector_nixl_plus_cpu_offload(knowledge: Knowledge) -> None:
     result = render(
         knowledge,

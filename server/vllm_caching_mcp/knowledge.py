@@ -8,6 +8,8 @@ raises `KnowledgeError` naming the file, the entry and the field.
 Every entry that states a fact carries `sources` and `verified_at`. A source is one of
 
 - ``wheel:vllm==0.33.0:vllm/config/cache.py:120`` (released code, path, optional line),
+- ``sdist:vllm==0.33.0:examples/...`` (the release's source distribution: examples and test
+  scripts the wheel leaves out),
 - ``issue:vllm-project/vllm#41847`` or ``pr:vllm-project/vllm#41847``,
 - ``pypi:vllm`` (the registry's own metadata, e.g. upload dates),
 - an ``https://`` address (vendor datasheets, documentation),
@@ -40,6 +42,8 @@ Evidence = Literal["wheel", "primary", "reference"]
 
 _SOURCE_PATTERNS = (
     re.compile(r"^wheel:(vllm|lmcache)==\d+(\.\d+)+(\.post\d+)?:[\w./-]+\.(py|txt|json|cfg|toml|in)(:\d+(-\d+)?)?$"),
+    # The release's source distribution: what the wheel leaves out (examples, tests, docs).
+    re.compile(r"^sdist:(vllm|lmcache)==\d+(\.\d+)+(\.post\d+)?:[\w./-]+\.(py|sh|md|txt|json|toml)(:\d+(-\d+)?)?$"),
     re.compile(r"^(issue|pr):[\w.-]+/[\w.-]+#\d+$"),
     re.compile(r"^pypi:[\w.-]+$"),
     re.compile(r"^https://\S+$"),
@@ -51,7 +55,8 @@ _ID = re.compile(r"^[a-z0-9][a-z0-9._+-]*$")
 def _check_source(text: str) -> str:
     if not any(p.match(text) for p in _SOURCE_PATTERNS):
         raise ValueError(
-            "a source is 'wheel:PKG==VERSION:PATH[:LINE]', 'issue:OWNER/REPO#N', 'pr:OWNER/REPO#N', "
+            "a source is 'wheel:PKG==VERSION:PATH[:LINE]', 'sdist:PKG==VERSION:PATH[:LINE]', "
+            "'issue:OWNER/REPO#N', 'pr:OWNER/REPO#N', "
             f"'pypi:NAME', an https:// address or 'reference:PATH'; got {text!r}"
         )
     return text
@@ -93,7 +98,7 @@ class Sourced(Frozen):
     def evidence(self) -> Evidence:
         """The strongest kind of source behind the fact."""
         kinds = {s.split(":", 1)[0] for s in self.sources}
-        if "wheel" in kinds:
+        if kinds & {"wheel", "sdist"}:  # both are what the release published
             return "wheel"
         if kinds - {"reference"}:
             return "primary"
@@ -658,6 +663,7 @@ class Recipe(Sourced):
     services: tuple[Service, ...] = ()
     required_env: tuple[RequiredEnv, ...] = ()
     requirements: tuple[RecipeRequirement, ...] = ()
+    pd_connector: EntryId | None = Field(default=None, description="the connector carrying the P/D transfer")
     gates: tuple[EntryId, ...] = ()
     avoid: tuple[EntryId, ...] = ()
 
@@ -673,10 +679,32 @@ class Fact(Sourced):
     value: Any
 
 
+class PdProxy(Sourced):
+    """The proxy that sends each request to prefill, then decode, for one connector and range of
+    releases: a script in the vLLM source tree (neither the wheel nor the image carries it)."""
+
+    id: EntryId
+    connector: EntryId
+    versions: SpecifierText
+    path: str = Field(pattern=r"^[\w./-]+\.py$", description="in the vLLM repository at the release's tag")
+    # toy: --prefiller-hosts/--prefiller-ports/--decoder-hosts/--decoder-ports;
+    # mooncake: --prefill URL BOOTSTRAP_PORT / --decode URL
+    cli: Literal["toy", "mooncake"]
+    summary: str
+
+    @property
+    def script(self) -> str:
+        return self.path.rsplit("/", 1)[-1]
+
+
 class Recipes(Frozen):
     recipes: tuple[Recipe, ...]
     tier_types: tuple[TierTypeNames, ...]
+    pd_proxies: tuple[PdProxy, ...]
     facts: tuple[Fact, ...]
+
+    def pd_proxy(self, connector: str, version: Version) -> PdProxy | None:
+        return next((p for p in self.pd_proxies if p.connector == connector and in_range(p.versions, version)), None)
 
     def recipe(self, backend: Backend) -> Recipe:
         return next(r for r in self.recipes if r.backend == backend)
@@ -972,12 +1000,32 @@ def _cross_check_recipes(recipes: Recipes, knowledge: Knowledge) -> list[str]:
             *r.avoid,
             *(e.setting for e in r.required_env),
             *(q.source for q in r.requirements),
+            r.pd_connector,
         ]
         problems += [
             f"recipes.yaml: entry {r.id!r}: no knowledge entry has the id {ref!r}"
             for ref in refs
             if ref and ref not in known
         ]
+    for proxy in recipes.pd_proxies:
+        if proxy.connector not in known:
+            problems.append(f"recipes.yaml: pd_proxies {proxy.id!r}: no knowledge entry has the id {proxy.connector!r}")
+    # Exactly one proxy for each P/D connector in every release that has the connector.
+    for connector_id in {r.pd_connector for r in recipes.recipes if r.pd_connector}:
+        connector = knowledge.by_id.get(connector_id)
+        if not isinstance(connector, Gated):
+            continue
+        for release in knowledge.release_versions():
+            present = (connector.introduced is None or release >= Version(connector.introduced)) and (
+                connector.removed is None or release < Version(connector.removed)
+            )
+            proxies = [
+                p.id for p in recipes.pd_proxies if p.connector == connector_id and in_range(p.versions, release)
+            ]
+            if present and len(proxies) != 1:
+                problems.append(
+                    f"recipes.yaml: pd_proxies: {connector_id} in {release} needs exactly one proxy, found {proxies}"
+                )
     backends = [r.backend for r in recipes.recipes]
     if len(set(backends)) != len(backends):
         problems.append("recipes.yaml: each backend must have exactly one recipe")

@@ -729,6 +729,19 @@ def _requirements(ch: _Chooser, recipe: Recipe) -> list[Requirement]:
                     source="feature.tier-obj" if "obj" in ch.tier_kinds else "feature.tier-p2p",
                 )
             )
+    proxy = ch.recipes.pd_proxy(recipe.pd_connector, v) if recipe.pd_connector else None
+    if proxy is not None:
+        req.append(
+            Requirement(
+                kind="process",
+                name=f"P/D proxy ({proxy.script})",
+                value=proxy.path,
+                why=f"sends each request to prefill, then decode; from the vLLM source tree at v{v} (not in the wheel "
+                "or image)",
+                source=proxy.id,
+            )
+        )
+        ch.cited.setdefault(proxy.id, cite(proxy.id, proxy))
     if backend in ("nixl_pd", "multi_nixl_offload"):
         fabric = ch.request.fabric or "ethernet"
         req.append(

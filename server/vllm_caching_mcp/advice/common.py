@@ -54,7 +54,8 @@ class Citation(BaseModel):
     sources: list[str]
     verified_at: dt.date
     evidence: Evidence = Field(
-        description="wheel: checked in released code; primary: an issue, release or vendor page; "
+        description="wheel: checked in released code (a wheel or the release's source distribution); "
+        "primary: an issue, release or vendor page; "
         "reference: carried over from the founding reference text, not yet confirmed"
     )
     verification: VerificationState = Field(

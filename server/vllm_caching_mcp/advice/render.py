@@ -50,6 +50,7 @@ if TYPE_CHECKING:  # jinja2 is imported on the first render, not at server start
 Format = Literal["vllm_serve", "docker_run", "kubernetes", "kv_transfer_config", "lmcache_yaml", "env_file"]
 Origin = Literal["user", "default", "computed", "knowledge"]
 GIB = 2**30
+PROXY_PORT = 8192  # the P/D proxy's port; the vLLM instances it routes to keep 8000
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,40}[a-z0-9])?$")
 _TEMPLATES = {
     "vllm_serve": "vllm_serve.sh.j2",
@@ -720,13 +721,9 @@ class _Planner:
                 c.ports.append(Port("side-channel", int(port)))
             c.service = "headless"
             self.plan.components.append(c)
-        if connector_id == "connector.mooncake":
-            self.plan.notes.append(
-                "Mooncake needs a proxy that passes remote_bootstrap_addr and transfer_id in kv_transfer_params; "
-                "use the Mooncake proxy from the vLLM examples of this release (not rendered here)."
-            )
-            return
-        proxy = self.recipes.fact("fact.nixl-toy-proxy").value
+        proxy = self.recipes.pd_proxy(connector_id, self.version)
+        assert proxy is not None, "the knowledge loader checks that every release with the connector has one"
+        self.plan.cited.setdefault(proxy.id, cite(proxy.id, proxy))
         where = (
             (lambda role: f"{self.r.name}-{role}" + (f".{self.r.namespace}.svc" if self.r.namespace else ""))
             if self.kube
@@ -734,43 +731,29 @@ class _Planner:
         )
         pre = where("prefill") if where else (self.r.hosts.prefill or "localhost")
         dec = where("decode") if where else (self.r.hosts.decode or "localhost")
-        script = f"/opt/proxy/{proxy['script']}" if self.kube else proxy["script"]
+        if proxy.cli == "toy":
+            routes = ["--prefiller-hosts", pre, "--prefiller-ports", "8000"]
+            routes += ["--decoder-hosts", dec, "--decoder-ports", "8000"]
+        else:
+            bootstrap = str(self.default_of("env.vllm-mooncake-bootstrap-port"))
+            routes = ["--prefill", f"http://{pre}:8000", bootstrap, "--decode", f"http://{dec}:8000"]
+        script = f"/opt/proxy/{proxy.script}" if self.kube else proxy.script
         self.plan.components.append(
             Component(
                 name="proxy",
                 description="P/D proxy: each request goes to prefill, then decode",
-                argv=[
-                    "python3",
-                    script,
-                    "--host",
-                    "0.0.0.0",
-                    "--port",
-                    str(proxy["port"]),
-                    "--prefiller-hosts",
-                    pre,
-                    "--prefiller-ports",
-                    "8000",
-                    "--decoder-hosts",
-                    dec,
-                    "--decoder-ports",
-                    "8000",
-                ],
+                argv=["python3", script, "--host", "0.0.0.0", "--port", str(PROXY_PORT), *routes],
                 image=self.image,
                 kind="helper",
-                ports=[Port("http", proxy["port"])],
+                ports=[Port("http", PROXY_PORT)],
                 service="cluster",
                 mounts=["/opt/proxy"] if self.kube else [],
-                notes=[
-                    f"{proxy['script']} comes from tests/v1/kv_connector/nixl_integration/ "
-                    f"in the vLLM repository at v{self.version}."
-                ],
+                notes=[f"{proxy.script} comes from {proxy.path} in the vLLM repository at v{self.version}."],
             )
         )
         self.plan.notes.append(
-            "The proxy script is not in the wheel or image: take "
-            f"tests/v1/kv_connector/nixl_integration/{proxy['script']} "
-            f"from the vLLM repository at v{self.version}"
-            + (" and place it under /opt/proxy on the node." if self.kube else ".")
+            f"The proxy script is not in the wheel or image: take {proxy.path} from the vLLM repository at "
+            f"v{self.version}" + (" and place it under /opt/proxy on the node." if self.kube else ".")
         )
 
     def _nixl_pd(self) -> None:
