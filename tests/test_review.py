@@ -35,6 +35,7 @@ DATA = Path(__file__).parent / "data" / "deployments"
 M = "meta-llama/Llama-3.1-8B-Instruct"
 NIXL = """--kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'"""
 LMCACHE_V1 = """--kv-transfer-config '{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}'"""
+MOONCAKE = """--kv-transfer-config '{"kv_connector":"MooncakeConnector","kv_role":"kv_both"}'"""
 TIERING_FS = (
     """--kv-transfer-config '{"kv_connector":"OffloadingConnector","kv_role":"kv_both","kv_connector_extra_config":"""
     """{"spec_name":"TieringOffloadingSpec","cpu_bytes_to_use":107374182400,"""
@@ -147,6 +148,13 @@ RULE_CASES: dict[str, tuple[str, str, str, dict[str, Any]]] = {
         f"UCX_TLS=cuda_copy,sm,tcp vllm serve {M} {NIXL}",
         {},
     ),
+    # From 0.16.0 MooncakeConnector needs the Mooncake proxy; NIXL's toy proxy never sends transfer_id.
+    "pitfall.pd-proxy-mismatch": (
+        "0.33.0",
+        f"python3 /opt/proxy/toy_proxy_server.py --port 8192 ; vllm serve {M} {MOONCAKE}",
+        f"python3 /opt/proxy/mooncake_connector_proxy.py --port 8192 ; vllm serve {M} {MOONCAKE}",
+        {},
+    ),
     "pitfall.nixl-side-channel-service-address": (
         "0.33.0",
         f"VLLM_NIXL_SIDE_CHANNEL_HOST=vllm-prefill.default.svc.cluster.local vllm serve {M} {NIXL}",
@@ -216,7 +224,7 @@ def fired(result: ReviewResult) -> set[str]:
 def test_every_rule_has_a_passing_and_a_failing_example(knowledge: Knowledge) -> None:
     rule_ids = {r.id for r in list_rules(knowledge)}
     assert rule_ids == set(RULE_CASES) | SEPARATELY_TESTED
-    assert len(rule_ids) == 26
+    assert len(rule_ids) == 27
 
 
 @pytest.mark.parametrize("rule_id", sorted(RULE_CASES))
@@ -229,6 +237,44 @@ def test_rule_fires_on_the_failing_example_only(knowledge: Knowledge, rule_id: s
     finding = next(f for f in bad.findings if f.rule_id == rule_id)
     assert finding.location.file == "serve0.sh" and finding.location.line == 1
     assert finding.sources and finding.fix
+
+
+def _pd_compose(tag: str, proxy_script: str) -> str:
+    def engine(role: str) -> str:
+        config = json.dumps({"kv_connector": "MooncakeConnector", "kv_role": role})
+        return f"    image: vllm/vllm-openai:{tag}\n    command: [--model, {M}, --kv-transfer-config, '{config}']\n"
+
+    return (
+        f"services:\n  prefill:\n{engine('kv_producer')}  decode:\n{engine('kv_consumer')}"
+        f"  proxy:\n    image: vllm/vllm-openai:{tag}\n"
+        "    # toy_proxy_server.py and mooncake_connector_proxy.py, named in a comment, are not run\n"
+        f"    entrypoint: [python3, /opt/proxy/{proxy_script}, --port, '8192']\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("tag", "proxy_script", "wrong"),
+    [
+        ("v0.15.1", "toy_proxy_server.py", False),  # through 0.15.1 the connector reads remote_host/remote_port
+        ("v0.15.1", "mooncake_connector_proxy.py", True),
+        ("v0.16.0", "toy_proxy_server.py", True),
+        ("v0.16.0", "mooncake_connector_proxy.py", False),
+    ],
+)
+def test_the_pd_proxy_is_judged_by_the_connector_and_release(
+    knowledge: Knowledge, tag: str, proxy_script: str, wrong: bool
+) -> None:
+    doc = Document(name="compose.yaml", text=_pd_compose(tag, proxy_script))
+    result = review_deployment(ReviewRequest(documents=[doc]), knowledge)
+    found = [f for f in result.findings if f.rule_id == "pitfall.pd-proxy-mismatch"]
+    if not wrong:
+        assert found == [], result.summary()
+        return
+    # Both roles share the one proxy: one finding, at the proxy's line, naming both workloads.
+    [finding] = found
+    assert (finding.location.file, finding.location.line) == ("compose.yaml", 11)
+    assert finding.workload == "service prefill, service decode"
+    assert f"{proxy_script} routes the requests" in finding.message
 
 
 def test_version_gate_keeps_a_rule_quiet_outside_its_releases(knowledge: Knowledge) -> None:

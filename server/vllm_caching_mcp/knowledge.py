@@ -316,6 +316,9 @@ class Condition(Frozen):
         default=None, description="each effective connector not registered in the release, except those listed"
     )
     offload_shorthand: bool | None = Field(default=None, description="--kv-offloading-size/-backend is in effect")
+    pd_proxy_mismatch: bool | None = Field(
+        default=None, description="a P/D proxy the files start is not the one the effective connector needs here"
+    )
     extra_config: ValueTest | None = Field(default=None, description="a kv_connector_extra_config key matches")
     tier: tuple[str, ...] | None = Field(default=None, description="a native secondary tier of one of these types")
     model_matches: str | None = Field(default=None, description="the served model's name matches this regex")

@@ -105,8 +105,16 @@ class Workload(BaseModel):
     location: Location
 
 
+class ProxyUse(BaseModel):
+    """A P/D proxy script the reviewed files start, recognised by its name."""
+
+    script: str
+    location: Location
+
+
 class Deployment(BaseModel):
     workloads: list[Workload]
+    proxies: list[ProxyUse] = Field(default_factory=list, description="P/D proxy scripts named outside comments")
     lmcache_configs: list[list[EnvUse]] = Field(
         default_factory=list, description="LMCache YAML files, read as the LMCACHE_* variables they stand for"
     )
@@ -782,7 +790,9 @@ def parse_documents(documents: list[Document], knowledge: Knowledge) -> Deployme
         if s.component == "lmcache" and s.name.startswith("LMCACHE_")
     )
     deployment = Deployment(workloads=[])
+    proxy_scripts = sorted({p.script for p in knowledge.recipes.pd_proxies})
     for index, doc in enumerate(documents):
+        deployment.proxies += _proxy_uses(doc, proxy_scripts)
         # Everything is tried as YAML first: shell text reads as one plain scalar, never as a mapping.
         try:
             roots = _load_yaml(doc)
@@ -836,6 +846,17 @@ def parse_documents(documents: list[Document], knowledge: Knowledge) -> Deployme
             )
         )
     return deployment
+
+
+def _proxy_uses(doc: Document, scripts: list[str]) -> list[ProxyUse]:
+    """Where a known P/D proxy script is named, as a word or a path's last part, outside comment lines."""
+    pattern = re.compile(r"(?<![\w.-])(?:[\w.-]*/)*(" + "|".join(map(re.escape, scripts)) + r")(?![\w.-])")
+    return [
+        ProxyUse(script=m.group(1), location=Location(file=doc.name, line=number))
+        for number, line in enumerate(doc.text.splitlines(), 1)
+        if not line.lstrip().startswith("#")
+        for m in pattern.finditer(line)
+    ]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ from .deployment import (
     Document,
     Effective,
     Location,
+    ProxyUse,
     find_gpu,
     flag_bool,
     image_version,
@@ -190,6 +191,7 @@ class Context:
     version: Version
     host: HostFacts
     p99_context_tokens: int | None
+    proxies: list[ProxyUse] = field(default_factory=list)
 
 
 def _env_text(use: Any) -> str:
@@ -405,6 +407,19 @@ def evaluate(condition: Condition, ctx: Context, workload_flags: list[Any]) -> O
             else []
         )
         return Outcome(e.offload_shorthand is c.offload_shorthand, here)
+    if c.pd_proxy_mismatch is not None:
+        items = []
+        for conn in e.connectors:
+            proxy_needed = ctx.knowledge.recipes.pd_proxy(conn.entry_id, ctx.version) if conn.entry_id else None
+            if proxy_needed is None:
+                continue
+            need = f"{conn.name} in {ctx.version} needs {proxy_needed.script} ({proxy_needed.path} at that tag)"
+            items += [
+                Evidence(f"{proxy.script} routes the requests, but {need}", proxy.location)
+                for proxy in ctx.proxies
+                if proxy.script != proxy_needed.script
+            ]
+        return Outcome(bool(items) == c.pd_proxy_mismatch, items=items)
     if c.extra_config is not None:
         test = c.extra_config
         extras = _extra_configs(e)
@@ -543,6 +558,7 @@ def review_deployment(request: ReviewRequest, knowledge: Knowledge) -> ReviewRes
     if effectives and all(e.version_source == "image-tag" for e in effectives) and context.assumed:
         _, context = resolve_version(knowledge, effectives[0].version, field="vllm_version")
     findings: list[Finding] = []
+    found_at: dict[tuple[str, str, int | None, str | None, str], Finding] = {}
     not_checked: list[NotChecked] = []
     used: dict[str, Pitfall] = {}
     evaluated = 0
@@ -555,6 +571,7 @@ def review_deployment(request: ReviewRequest, knowledge: Knowledge) -> ReviewRes
             version=version,
             host=host,
             p99_context_tokens=request.p99_context_tokens,
+            proxies=deployment.proxies,
         )
         for rule in all_rules:
             if rule.id in request.disabled_rules or not in_range(rule.versions, version):
@@ -574,19 +591,24 @@ def review_deployment(request: ReviewRequest, knowledge: Knowledge) -> ReviewRes
             for group in groups:
                 where = next((ev.location for ev in group if ev.location is not None), workload.location)
                 detail = "; ".join(dict.fromkeys(ev.text for ev in group if ev.text))
-                findings.append(
-                    Finding(
-                        rule_id=rule.id,
-                        severity=rule.severity,
-                        title=rule.title,
-                        message=f"{rule.title}: {detail}" if detail else rule.title,
-                        fix=rule.fix,
-                        location=where,
-                        workload=effective.workload,
-                        heuristic=rule.heuristic,
-                        sources=list(rule.sources),
-                    )
+                message = f"{rule.title}: {detail}" if detail else rule.title
+                # One place found wrong for several workloads (a proxy both roles use) is one finding.
+                key = (rule.id, where.file, where.line, where.path, message)
+                if key in found_at:
+                    found_at[key].workload += f", {effective.workload}"
+                    continue
+                found_at[key] = Finding(
+                    rule_id=rule.id,
+                    severity=rule.severity,
+                    title=rule.title,
+                    message=message,
+                    fix=rule.fix,
+                    location=where,
+                    workload=effective.workload,
+                    heuristic=rule.heuristic,
+                    sources=list(rule.sources),
                 )
+                findings.append(found_at[key])
     findings.sort(key=lambda f: (-_RANK[f.severity], f.location.file, f.location.line or 0, f.rule_id))
     reports = [
         WorkloadReport(
@@ -690,7 +712,8 @@ SPEC = ToolSpec(
         "against rules kept as version-gated data: weight offload used for KV, offload sized per GPU, the "
         "hybrid-KV-manager flag missing or harmful for the release and connector, LMCacheConnectorV1 with hybrid "
         "models, prefix caching off, fp8 KV without scales, removed flags and connectors, misspelt flags, LMCache "
-        "and NIXL settings, PYTHONHASHSEED for shared tiers, tiers bigger than host RAM. Each finding has a rule id, "
+        "and NIXL settings, a P/D proxy wrong for the connector and release, PYTHONHASHSEED for shared tiers, "
+        "tiers bigger than host RAM. Each finding has a rule id, "
         "severity, file and line or YAML path, the fix and sources. The release comes from the image tag, else "
         "`vllm_version`, else the newest known. Give host RAM, the GPU and the p99 context length to settle the "
         "rules that need them."
