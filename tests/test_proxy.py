@@ -8,8 +8,10 @@ with a certificate from a throwaway authority (trustme), trusted through SSL_CER
 from __future__ import annotations
 
 import base64
+import socket
 import ssl
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -220,6 +222,27 @@ def test_a_proxy_that_is_not_there_is_named_as_the_thing_unreachable(github: Fak
     assert error.reason == "connection_refused"
     assert f"cannot connect to the proxy 127.0.0.1:{port} for 127.0.0.1: connection refused" in str(error)
     assert github.requests == []
+
+
+@pytest.fixture
+def silent_proxy() -> Iterator[str]:
+    """Accepts connections and never answers: a proxy that hangs."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    yield f"127.0.0.1:{listener.getsockname()[1]}"
+    listener.close()
+
+
+def test_a_proxy_that_hangs_costs_no_more_than_the_deadline(silent_proxy: str, tmp_path: Path) -> None:
+    env = {"VLLM_CACHING_MCP_GITHUB_API": "https://api.github.com", "HTTPS_PROXY": silent_proxy}
+    settings = GitHubSettings.from_env(env, cache_dir=tmp_path / "cache", timeout=1.0, max_retries=5)
+    started = time.monotonic()
+    with GitHubClient(settings, sleep=time.sleep) as client, pytest.raises(GitHubError) as caught:
+        client.issue_status(ISSUE, Deadline(3))
+    assert time.monotonic() - started < 3.5
+    assert caught.value.reason == "timeout"
+    assert f"did not answer within 1.0 s through the proxy {silent_proxy}" in str(caught.value)
 
 
 def test_each_request_of_a_redirect_chain_is_routed_on_its_own(proxy: FakeProxy, tmp_path: Path) -> None:
