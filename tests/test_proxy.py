@@ -116,6 +116,10 @@ def test_lower_case_wins_and_a_bare_host_port_means_http() -> None:
         ("registry.corp:5000", "registry.corp", 443, False),
         ("10.0.0.7, ::1", "::1", None, True),
         ("[::1]:8080", "::1", 8080, True),
+        ("10.0.0.0/8", "10.42.0.17", None, True),
+        ("10.0.0.0/8", "192.168.1.2", None, False),
+        ("fd00::/8", "fd12::1", 443, True),
+        ("10.0.0.0/8", "ten.example.com", None, False),
         ("", "api.github.com", None, False),
     ],
 )

@@ -24,6 +24,7 @@ import contextlib
 import dataclasses
 import errno
 import hashlib
+import ipaddress
 import json
 import logging
 import os
@@ -159,6 +160,15 @@ def _has_port(entry: str) -> bool:
     return bool(colon) and tail.isdigit() and (head.endswith("]") or ":" not in head)
 
 
+def _in_network(address: ipaddress.IPv4Address | ipaddress.IPv6Address | None, entry: str) -> bool:
+    if address is None or "/" not in entry:
+        return False
+    try:
+        return address in ipaddress.ip_network(entry, strict=False)
+    except ValueError:
+        return False
+
+
 def proxy_label(proxy: httpx.URL) -> str:
     """The proxy as ``host:port``, without the credentials its URL may carry."""
     return f"{proxy.host}:{proxy.port}" if proxy.port else proxy.host
@@ -209,8 +219,13 @@ class NetworkPath:
 
     def goes_direct(self, host: str, port: int | None = None) -> bool:
         """Whether NO_PROXY names ``host``, as curl reads it: ``*`` names every host; ``example.com``
-        and ``.example.com`` name that domain and its subdomains; ``host:port`` names one port."""
+        and ``.example.com`` name that domain and its subdomains; ``host:port`` names one port;
+        ``10.0.0.0/8`` or ``fd00::/8`` name the addresses in that network."""
         host = host.lower().strip("[]")
+        try:
+            address: ipaddress.IPv4Address | ipaddress.IPv6Address | None = ipaddress.ip_address(host)
+        except ValueError:
+            address = None
         for entry in self.no_proxy.lower().split(","):
             entry = entry.strip()
             if entry == "*":
@@ -219,7 +234,7 @@ class NetworkPath:
             name = name.strip("[]").lstrip(".")
             if not name or (entry_port and str(port) != entry_port):
                 continue
-            if host == name or host.endswith("." + name):
+            if host == name or host.endswith("." + name) or _in_network(address, name):
                 return True
         return False
 
