@@ -8,6 +8,7 @@ with a certificate from a throwaway authority (trustme), trusted through SSL_CER
 from __future__ import annotations
 
 import base64
+import re
 import socket
 import ssl
 import sys
@@ -146,6 +147,12 @@ def test_an_unusable_setting_is_named_without_repeating_its_secret(env: dict[str
             assert "http://host:port" in message
 
 
+def test_the_proxy_password_is_not_in_the_settings_repr() -> None:
+    env = {"HTTPS_PROXY": f"http://site:{PROXY_PASSWORD}@proxy.corp:3128", "GITHUB_TOKEN": TOKEN}
+    for settings in (GitHubSettings.from_env(env), RegistrySettings.from_env(env)):
+        assert PROXY_PASSWORD not in repr(settings) and TOKEN not in repr(settings)
+
+
 def test_a_netrc_file_sends_no_credentials(github: FakeGitHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     netrc = tmp_path / ".netrc"
     netrc.write_text(f"machine 127.0.0.1 login someone password {PROXY_PASSWORD}\n")
@@ -244,9 +251,9 @@ def test_a_proxy_that_hangs_costs_no_more_than_the_deadline(silent_proxy: str, t
     started = time.monotonic()
     with GitHubClient(settings, sleep=time.sleep) as client, pytest.raises(GitHubError) as caught:
         client.issue_status(ISSUE, Deadline(3))
-    assert time.monotonic() - started < 3.5
+    assert time.monotonic() - started < 3 + 1.5  # the deadline, plus scheduling slack on a loaded machine
     assert caught.value.reason == "timeout"
-    assert f"did not answer within 1.0 s through the proxy {silent_proxy}" in str(caught.value)
+    assert re.search(rf"did not answer within \d\.\d s through the proxy {silent_proxy}\b", str(caught.value))
 
 
 def test_each_request_of_a_redirect_chain_is_routed_on_its_own(proxy: FakeProxy, tmp_path: Path) -> None:

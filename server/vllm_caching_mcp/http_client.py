@@ -179,13 +179,14 @@ class NetworkPath:
     """How requests leave this host, from the variables curl, pip and git honour too.
 
     ``HTTPS_PROXY`` / ``HTTP_PROXY`` name the proxy for each URL scheme and ``ALL_PROXY`` the one for
-    any; ``NO_PROXY`` lists hosts and domains reached directly (``*`` for all), matched as Python's
-    urllib matches it. ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` replace the bundled certificate
+    any; ``NO_PROXY`` lists hosts, domains and networks reached directly (``*`` for all), matched as
+    curl matches it. ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` replace the bundled certificate
     authorities with the site's (a TLS-inspecting proxy's, say). Netrc files and every other
     variable are ignored, so no credential reaches a server unless this project put it there.
     """
 
-    proxies: Mapping[str, str] = dataclasses.field(default_factory=dict)  # "https"/"http"/"all" -> URL
+    # "https"/"http"/"all" -> proxy URL; out of the repr, since a URL may carry a password
+    proxies: Mapping[str, str] = dataclasses.field(default_factory=dict, repr=False)
     no_proxy: str = ""
     ca_file: Path | None = None
     ca_dir: Path | None = None
