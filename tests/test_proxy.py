@@ -30,6 +30,7 @@ from registry_standin import FakeRegistry, vllm_openai_config
 from vllm_caching_mcp.github import ConfigError, Deadline, GitHubClient, GitHubError, GitHubSettings, IssueRef
 from vllm_caching_mcp.http_client import NetworkPath
 from vllm_caching_mcp.registry import RegistryClient, RegistrySettings, parse_image_reference
+from vllm_caching_mcp.tools import run_tool
 
 TOKEN = "ghp_PLANTEDproxyTOKEN0123456789abcdefXYZ"
 PROXY_PASSWORD = "PLANTED-proxy-password-41c7"
@@ -274,6 +275,23 @@ def test_each_request_of_a_redirect_chain_is_routed_on_its_own(proxy: FakeProxy,
     through_proxy = [seen.target for seen in proxy.seen]
     assert through_proxy and all("/v2/" in target or "/token" in target for target in through_proxy)
     assert not any("/cdn/" in target for target in through_proxy)
+
+
+def test_a_refusing_proxy_gives_the_snapshot_with_the_reason(
+    github: FakeGitHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with FakeProxy(credentials="site:right") as proxy:
+        for name, value in {
+            "VLLM_CACHING_MCP_GITHUB_API": github.base,
+            "VLLM_CACHING_MCP_CACHE_DIR": str(tmp_path / "cache"),
+            "HTTP_PROXY": f"http://site:{PROXY_PASSWORD}@{proxy.address}",
+        }.items():
+            monkeypatch.setenv(name, value)
+        result: Any = run_tool("check_bug_status", {"bugs": ["vllm-project/vllm#39702"]})
+    [bug] = result.bugs
+    assert bug.provenance.source == "snapshot" and bug.provenance.fallback_reason == "proxy_refused"
+    assert "HTTP 407" in (bug.provenance.detail or "") and result.requests_made == 1
+    assert PROXY_PASSWORD not in result.model_dump_json() and PROXY_PASSWORD not in result.summary()
 
 
 # -- the server as deployed ---------------------------------------------------------------------------
