@@ -7,6 +7,7 @@ httpx; `make_http_client` imports it on the first network call, keeping httpx ou
 from __future__ import annotations
 
 import ssl
+import threading
 
 import httpx
 
@@ -20,14 +21,16 @@ class RoutedTransport(httpx.BaseTransport):
         self._path = path
         self._verify = verify
         self._transports: dict[str, httpx.HTTPTransport] = {}
+        self._lock = threading.Lock()  # an httpx.Client may be shared between threads
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         proxy = self._path.proxy_for(request.url)
         key = str(proxy) if proxy is not None else ""
-        transport = self._transports.get(key)
-        if transport is None:
-            transport = httpx.HTTPTransport(verify=self._verify, proxy=httpx.Proxy(proxy) if proxy else None)
-            self._transports[key] = transport
+        with self._lock:
+            transport = self._transports.get(key)
+            if transport is None:
+                transport = httpx.HTTPTransport(verify=self._verify, proxy=httpx.Proxy(proxy) if proxy else None)
+                self._transports[key] = transport
         return transport.handle_request(request)
 
     def close(self) -> None:
