@@ -9,6 +9,11 @@ but the directory lacks are fetched (wheels with ``pip download --no-deps``; sou
 from the package index's JSON simple API, checked against its sha256) and their text files
 extracted there; keep that directory outside the repository. Exit status 1 when any source does
 not resolve.
+
+With ``--pd-proxies`` it also checks every vLLM release that each ``pd_proxies`` entry of
+``recipes.yaml`` covers: the script must be at its ``path`` in that release's source distribution
+(a release published without one is reported as not checkable, not as a failure). Run it when a
+release is added to ``releases.yaml``: proxy scripts have moved between releases before.
 """
 
 from __future__ import annotations
@@ -28,6 +33,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
+from vllm_caching_mcp.versions import Version, in_range
 
 RELEASE_SOURCE = re.compile(
     r"(?P<kind>wheel|sdist):(?P<pkg>[\w-]+)==(?P<ver>[\w.]+):(?P<path>[\w./-]+)(?::(?P<line>\d+)(?:-(?P<end>\d+))?)?"
@@ -151,12 +160,51 @@ def problems(knowledge: Path, src_dir: Path, *, fetch: bool = False, index: str 
     return found
 
 
+def proxy_problems(
+    knowledge: Path, src_dir: Path, *, fetch: bool = False, index: str = DEFAULT_INDEX
+) -> tuple[list[str], list[str], int]:
+    """Problems, not-checkable notes and the number of (proxy, release) pairs checked."""
+    lines = yaml.safe_load((knowledge / "releases.yaml").read_text(encoding="utf-8"))["lines"]
+    releases = [Version(r["version"]) for line in lines if line["package"] == "vllm" for r in line["releases"]]
+    proxies = yaml.safe_load((knowledge / "recipes.yaml").read_text(encoding="utf-8")).get("pd_proxies", [])
+    found: list[str] = []
+    unchecked: list[str] = []
+    checked = 0
+    unavailable: set[str] = set()
+    for proxy in proxies:
+        for release in releases:
+            if not in_range(proxy["versions"], release):
+                continue
+            source = ReleaseSource("recipes.yaml", "sdist", "vllm", str(release), proxy["path"], None)
+            tree = source.tree(src_dir)
+            if not tree.is_dir() and fetch and str(release) not in unavailable:
+                try:
+                    download_sdist("vllm", str(release), tree, index)
+                except LookupError:
+                    unavailable.add(str(release))
+                except (OSError, tarfile.TarError, httpx.HTTPError, ValueError) as exc:
+                    unavailable.add(str(release))
+                    found.append(f"pd_proxies {proxy['id']}: could not fetch the vllm {release} sdist: {exc}")
+                    continue
+            if str(release) in unavailable:
+                unchecked.append(f"pd_proxies {proxy['id']}: vllm {release} has no source distribution on the index")
+                continue
+            if not tree.is_dir():
+                found.append(f"pd_proxies {proxy['id']}: no extracted sdist at {tree}")
+                continue
+            checked += 1
+            if not (tree / proxy["path"]).is_file():
+                found.append(f"pd_proxies {proxy['id']}: vllm {release} has no {proxy['path']}")
+    return found, unchecked, checked
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--src-dir", type=Path, required=True, help="extracted releases, one directory each")
     parser.add_argument("--knowledge", type=Path, default=Path(__file__).resolve().parents[1] / "knowledge")
     parser.add_argument("--download", action="store_true", help="fetch the wheels and sdists that are missing")
     parser.add_argument("--index-url", default=DEFAULT_INDEX, help="simple API for source distributions")
+    parser.add_argument("--pd-proxies", action="store_true", help="check each proxy path in every release it covers")
     args = parser.parse_args(argv)
     args.src_dir.mkdir(parents=True, exist_ok=True)
     found = problems(args.knowledge, args.src_dir, fetch=args.download, index=args.index_url)
@@ -164,7 +212,15 @@ def main(argv: list[str] | None = None) -> int:
         print(problem)
     total = sum(1 for _ in release_sources(args.knowledge))
     print(f"{total} release sources checked, {len(found)} do not resolve")
-    return 1 if found else 0
+    if not args.pd_proxies:
+        return 1 if found else 0
+    proxy_found, unchecked, checked = proxy_problems(
+        args.knowledge, args.src_dir, fetch=args.download, index=args.index_url
+    )
+    for line in (*proxy_found, *unchecked):
+        print(line)
+    print(f"{checked} proxy paths checked, {len(proxy_found)} wrong, {len(unchecked)} not checkable")
+    return 1 if found or proxy_found else 0
 
 
 if __name__ == "__main__":

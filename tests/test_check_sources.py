@@ -133,3 +133,31 @@ def test_fetches_source_distributions_checks_their_hash_and_resolves_their_files
     assert (src / "vllm-0.21.0-sdist" / "examples" / "disaggregated" / "proxy.py").is_file()
     assert sorted(p.name for p in src.iterdir()) == ["vllm-0.21.0-sdist"]
     assert not (tmp_path / "escape.py").exists()
+
+
+def test_checks_each_proxy_path_in_every_release_it_covers(index: str, tmp_path: Path) -> None:
+    knowledge = tmp_path / "knowledge"
+    knowledge.mkdir()
+    (knowledge / "releases.yaml").write_text(
+        "lines:\n  - package: vllm\n    releases:\n"
+        "      - {version: '0.20.0'}\n      - {version: '0.21.0'}\n      - {version: '0.23.0'}\n"
+    )
+    (knowledge / "recipes.yaml").write_text(
+        "pd_proxies:\n"
+        "  - {id: proxy.now, versions: '>=0.21.0', path: examples/disaggregated/proxy.py}\n"
+        "  - {id: proxy.before, versions: '<0.21.0', path: examples/proxy.py}\n"
+        "  - {id: proxy.moved, versions: '==0.21.0', path: examples/old/proxy.py}\n"
+    )
+    command = [sys.executable, str(SCRIPT), "--src-dir", str(tmp_path / "src"), "--knowledge", str(knowledge)]
+    out = subprocess.run(
+        [*command, "--download", "--pd-proxies", "--index-url", index], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 1 and not out.stderr, out.stderr
+    assert out.stdout.splitlines() == [
+        "0 release sources checked, 0 do not resolve",
+        "pd_proxies proxy.before: could not fetch the vllm 0.20.0 sdist: vllm-0.20.0.tar.gz: sha256 does not match "
+        "the index",
+        "pd_proxies proxy.moved: vllm 0.21.0 has no examples/old/proxy.py",
+        "pd_proxies proxy.now: vllm 0.23.0 has no source distribution on the index",
+        "2 proxy paths checked, 2 wrong, 1 not checkable",
+    ]
