@@ -22,10 +22,24 @@ from conftest import REPO
 SCRIPT = REPO / "scripts" / "check_sources.py"
 
 
-def test_reports_missing_files_lines_and_wheels(tmp_path: Path) -> None:
+def knowledge_dir(tmp_path: Path, files: dict[str, str]) -> Path:
     knowledge = tmp_path / "knowledge"
     knowledge.mkdir()
-    (knowledge / "flags.yaml").write_text(
+    for name, text in files.items():
+        (knowledge / name).write_text(text)
+    return knowledge
+
+
+def check_sources(knowledge: Path, src: Path, *options: str) -> list[str]:
+    """The script's output lines; it must exit 1 (something does not resolve) and write no traceback."""
+    command = [sys.executable, str(SCRIPT), "--src-dir", str(src), "--knowledge", str(knowledge), *options]
+    out = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1 and not out.stderr, out.stderr
+    return out.stdout.splitlines()
+
+
+def test_reports_missing_files_lines_and_wheels(tmp_path: Path) -> None:
+    sources = (
         "settings:\n"
         "  - sources:\n"
         "      - wheel:vllm==0.33.0:vllm/config/cache.py:3\n"
@@ -33,16 +47,11 @@ def test_reports_missing_files_lines_and_wheels(tmp_path: Path) -> None:
         "      - wheel:vllm==0.33.0:vllm/config/gone.py\n"
         "      - wheel:vllm==0.32.0:vllm/config/cache.py\n"
     )
+    knowledge = knowledge_dir(tmp_path, {"flags.yaml": sources})
     src = tmp_path / "src"
     (src / "vllm-0.33.0" / "vllm" / "config").mkdir(parents=True)
     (src / "vllm-0.33.0" / "vllm" / "config" / "cache.py").write_text("a = 1\nb = 2\nc = 3\n")
-    out = subprocess.run(
-        [sys.executable, str(SCRIPT), "--src-dir", str(src), "--knowledge", str(knowledge)],
-        capture_output=True,
-        text=True,
-    )
-    assert out.returncode == 1
-    lines = out.stdout.splitlines()
+    lines = check_sources(knowledge, src)
     assert any("cache.py:40: the file has only 3 lines" in line for line in lines)
     assert any("gone.py: the wheel has no such file" in line for line in lines)
     assert any("vllm==0.32.0" in line and "no extracted wheel" in line for line in lines)
@@ -104,9 +113,7 @@ def index() -> Iterator[str]:
 
 
 def test_fetches_source_distributions_checks_their_hash_and_resolves_their_files(index: str, tmp_path: Path) -> None:
-    knowledge = tmp_path / "knowledge"
-    knowledge.mkdir()
-    (knowledge / "recipes.yaml").write_text(
+    sources = (
         "pd_proxies:\n"
         "  - sources:\n"
         "      - sdist:vllm==0.21.0:examples/disaggregated/proxy.py:147-163\n"
@@ -116,10 +123,7 @@ def test_fetches_source_distributions_checks_their_hash_and_resolves_their_files
         "      - sdist:vllm==0.22.0:examples/proxy.py\n"
     )
     src = tmp_path / "src"
-    command = [sys.executable, str(SCRIPT), "--src-dir", str(src), "--knowledge", str(knowledge), "--download"]
-    out = subprocess.run([*command, "--index-url", index], capture_output=True, text=True, timeout=60)
-    lines = out.stdout.splitlines()
-    assert out.returncode == 1 and not out.stderr, out.stderr
+    lines = check_sources(knowledge_dir(tmp_path, {"recipes.yaml": sources}), src, "--download", "--index-url", index)
     assert lines[:3] == [
         "recipes.yaml: sdist:vllm==0.21.0:examples/disaggregated/proxy.py:301: the file has only 300 lines",
         "recipes.yaml: sdist:vllm==0.20.0:examples/proxy.py:10: could not fetch the sdist: "
@@ -136,24 +140,19 @@ def test_fetches_source_distributions_checks_their_hash_and_resolves_their_files
 
 
 def test_checks_each_proxy_path_in_every_release_it_covers(index: str, tmp_path: Path) -> None:
-    knowledge = tmp_path / "knowledge"
-    knowledge.mkdir()
-    (knowledge / "releases.yaml").write_text(
+    releases = (
         "lines:\n  - package: vllm\n    releases:\n"
         "      - {version: '0.20.0'}\n      - {version: '0.21.0'}\n      - {version: '0.23.0'}\n"
     )
-    (knowledge / "recipes.yaml").write_text(
+    proxies = (
         "pd_proxies:\n"
         "  - {id: proxy.now, versions: '>=0.21.0', path: examples/disaggregated/proxy.py}\n"
         "  - {id: proxy.before, versions: '<0.21.0', path: examples/proxy.py}\n"
         "  - {id: proxy.moved, versions: '==0.21.0', path: examples/old/proxy.py}\n"
     )
-    command = [sys.executable, str(SCRIPT), "--src-dir", str(tmp_path / "src"), "--knowledge", str(knowledge)]
-    out = subprocess.run(
-        [*command, "--download", "--pd-proxies", "--index-url", index], capture_output=True, text=True, timeout=60
-    )
-    assert out.returncode == 1 and not out.stderr, out.stderr
-    assert out.stdout.splitlines() == [
+    knowledge = knowledge_dir(tmp_path, {"releases.yaml": releases, "recipes.yaml": proxies})
+    options = ("--download", "--pd-proxies", "--index-url", index)
+    assert check_sources(knowledge, tmp_path / "src", *options) == [
         "0 release sources checked, 0 do not resolve",
         "pd_proxies proxy.before: could not fetch the vllm 0.20.0 sdist: vllm-0.20.0.tar.gz: sha256 does not match "
         "the index",
