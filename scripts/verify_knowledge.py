@@ -723,11 +723,6 @@ class Check:
         return f"{self.probe.kind} {target!r} on {self.package} {self.version}"
 
 
-def exists_in(entry: Gated, version: Version) -> bool:
-    introduced = entry.introduced is None or Version(entry.introduced) <= version
-    return introduced and (entry.removed is None or version < Version(entry.removed))
-
-
 def stretches(releases: list[Version], key: Any) -> list[tuple[Version, Any]]:
     """The first and last release of each run of releases with the same expectation."""
     picked: list[tuple[Version, Any]] = []
@@ -764,13 +759,13 @@ def plan(entry: Gated, releases: dict[str, list[Version]]) -> list[Check]:
     versions = releases.get(package)
     if not versions:
         return []
-    inside = [v for v in versions if exists_in(entry, v)]
+    inside = [v for v in versions if entry.exists_in(v)]
     checks: list[Check] = []
     for probe in entry_probes(entry):
         if probe.kind in PRESENCE_PROBES:
 
             def expect(v: Version, p: Probe = probe) -> Any:
-                present = exists_in(entry, v)
+                present = entry.exists_in(v)
                 return present if present or p.absent_outside else None
 
             for version, expected in stretches(versions, expect):

@@ -189,6 +189,11 @@ class Gated(Sourced):
                 raise ValueError(f"{b} ({vb}) must come after {a} ({va})")
         return self
 
+    def exists_in(self, version: Version) -> bool:
+        """Whether ``version`` has it: introduced by then (or always there) and not yet removed."""
+        introduced = self.introduced is None or Version(self.introduced) <= version
+        return introduced and (self.removed is None or version < Version(self.removed))
+
 
 SettingKind = Literal["cli_flag", "config_field", "env_var", "spec_key", "lmcache_config", "sglang_flag"]
 Scope = Literal[
@@ -1019,13 +1024,10 @@ def _cross_check_recipes(recipes: Recipes, knowledge: Knowledge) -> list[str]:
         if not isinstance(connector, Gated):
             continue
         for release in knowledge.release_versions():
-            present = (connector.introduced is None or release >= Version(connector.introduced)) and (
-                connector.removed is None or release < Version(connector.removed)
-            )
             proxies = [
                 p.id for p in recipes.pd_proxies if p.connector == connector_id and in_range(p.versions, release)
             ]
-            if present and len(proxies) != 1:
+            if connector.exists_in(release) and len(proxies) != 1:
                 problems.append(
                     f"recipes.yaml: pd_proxies: {connector_id} in {release} needs exactly one proxy, found {proxies}"
                 )
