@@ -121,6 +121,19 @@ def download_sdist(package: str, version: str, target: Path, index: str) -> None
         shutil.rmtree(staging, ignore_errors=True)
 
 
+# What fetching a release can fail with: no such file on the index (LookupError), a bad hash
+# (ValueError), an unsafe archive (TarError), the network, pip, or the disk.
+FETCH_ERRORS = (OSError, tarfile.TarError, httpx.HTTPError, LookupError, ValueError, subprocess.CalledProcessError)
+
+
+def fetch_release(source: ReleaseSource, tree: Path, index: str) -> None:
+    """Download the wheel or sdist ``source`` names and extract it at ``tree``; raises one of FETCH_ERRORS."""
+    if source.kind == "sdist":
+        download_sdist(source.package, source.version, tree, index)
+    else:
+        download_wheel(source.package, source.version, tree)
+
+
 def problems(knowledge: Path, src_dir: Path, *, fetch: bool = False, index: str = DEFAULT_INDEX) -> list[str]:
     found: list[str] = []
     line_counts: dict[Path, int] = {}
@@ -129,18 +142,8 @@ def problems(knowledge: Path, src_dir: Path, *, fetch: bool = False, index: str 
         tree = source.tree(src_dir)
         if not tree.is_dir() and fetch and tree not in failed:
             try:
-                if source.kind == "sdist":
-                    download_sdist(source.package, source.version, tree, index)
-                else:
-                    download_wheel(source.package, source.version, tree)
-            except (
-                OSError,
-                tarfile.TarError,
-                httpx.HTTPError,
-                LookupError,
-                ValueError,
-                subprocess.CalledProcessError,
-            ) as exc:
+                fetch_release(source, tree, index)
+            except FETCH_ERRORS as exc:
                 failed.add(tree)
                 found.append(f"{source.file}: {source}: could not fetch the {source.kind}: {exc}")
                 continue
@@ -179,10 +182,10 @@ def proxy_problems(
             tree = source.tree(src_dir)
             if not tree.is_dir() and fetch and str(release) not in unavailable:
                 try:
-                    download_sdist("vllm", str(release), tree, index)
+                    fetch_release(source, tree, index)
                 except LookupError:
                     unavailable.add(str(release))
-                except (OSError, tarfile.TarError, httpx.HTTPError, ValueError) as exc:
+                except FETCH_ERRORS as exc:
                     unavailable.add(str(release))
                     found.append(f"pd_proxies {proxy['id']}: could not fetch the vllm {release} sdist: {exc}")
                     continue
