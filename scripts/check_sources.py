@@ -173,24 +173,24 @@ def proxy_problems(
     found: list[str] = []
     unchecked: list[str] = []
     checked = 0
-    unavailable: set[str] = set()
+    failed: dict[Version, BaseException] = {}  # releases whose sdist could not be had, and why
     for proxy in proxies:
         for release in releases:
             if not in_range(proxy["versions"], release):
                 continue
             source = ReleaseSource("recipes.yaml", "sdist", "vllm", str(release), proxy["path"], None)
             tree = source.tree(src_dir)
-            if not tree.is_dir() and fetch and str(release) not in unavailable:
+            if not tree.is_dir() and fetch and release not in failed:
                 try:
                     fetch_release(source, tree, index)
-                except LookupError:
-                    unavailable.add(str(release))
                 except FETCH_ERRORS as exc:
-                    unavailable.add(str(release))
-                    found.append(f"pd_proxies {proxy['id']}: could not fetch the vllm {release} sdist: {exc}")
-                    continue
-            if str(release) in unavailable:
+                    failed[release] = exc
+            failure = failed.get(release)
+            if isinstance(failure, LookupError):
                 unchecked.append(f"pd_proxies {proxy['id']}: vllm {release} has no source distribution on the index")
+                continue
+            if failure is not None:
+                found.append(f"pd_proxies {proxy['id']}: could not fetch the vllm {release} sdist: {failure}")
                 continue
             if not tree.is_dir():
                 found.append(f"pd_proxies {proxy['id']}: no extracted sdist at {tree}")

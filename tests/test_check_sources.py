@@ -149,6 +149,7 @@ def test_checks_each_proxy_path_in_every_release_it_covers(index: str, tmp_path:
         "  - {id: proxy.now, versions: '>=0.21.0', path: examples/disaggregated/proxy.py}\n"
         "  - {id: proxy.before, versions: '<0.21.0', path: examples/proxy.py}\n"
         "  - {id: proxy.moved, versions: '==0.21.0', path: examples/old/proxy.py}\n"
+        "  - {id: proxy.also-before, versions: '==0.20.0', path: examples/proxy.py}\n"
     )
     knowledge = knowledge_dir(tmp_path, {"releases.yaml": releases, "recipes.yaml": proxies})
     options = ("--download", "--pd-proxies", "--index-url", index)
@@ -157,6 +158,9 @@ def test_checks_each_proxy_path_in_every_release_it_covers(index: str, tmp_path:
         "pd_proxies proxy.before: could not fetch the vllm 0.20.0 sdist: vllm-0.20.0.tar.gz: sha256 does not match "
         "the index",
         "pd_proxies proxy.moved: vllm 0.21.0 has no examples/old/proxy.py",
+        # a release that failed once is not fetched again, and keeps its reason
+        "pd_proxies proxy.also-before: could not fetch the vllm 0.20.0 sdist: vllm-0.20.0.tar.gz: sha256 does "
+        "not match the index",
         "pd_proxies proxy.now: vllm 0.23.0 has no source distribution on the index",
-        "2 proxy paths checked, 2 wrong, 1 not checkable",
+        "2 proxy paths checked, 3 wrong, 1 not checkable",
     ]
