@@ -25,7 +25,7 @@ from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from standin_http import Reply, send_reply
+from standin_http import Reply, send_reply, serve, stop_server
 from vllm_caching_mcp.knowledge import Knowledge
 
 
@@ -135,20 +135,14 @@ class FakeGitHub:
             def handle_error(self, request: Any, client_address: Any) -> None:
                 pass  # a client that hangs up early (timeouts, oversized bodies) is expected here
 
-        self._server = Server(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        if self.tls is not None:
-            self._server.socket = self.tls.wrap_socket(self._server.socket, server_side=True)
-        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        self._server = serve(Handler, server_class=Server, tls=self.tls)
         scheme = "https" if self.tls is not None else "http"
         self.base = f"{scheme}://127.0.0.1:{self._server.server_address[1]}"
         return self.base
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
+        stop_server(self._server)
+        self._server = None
 
     def __enter__(self) -> str:
         return self.start()

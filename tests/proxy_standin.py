@@ -19,6 +19,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
+from standin_http import serve, stop_server
+
 
 @dataclasses.dataclass
 class Seen:
@@ -56,17 +58,13 @@ class FakeProxy:
                 if proxy._admit(self):
                     proxy._relay(self, "POST")
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        self._server = serve(Handler)
         self.address = f"127.0.0.1:{self._server.server_address[1]}"
         return self.address
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
+        stop_server(self._server)
+        self._server = None
 
     def __enter__(self) -> FakeProxy:
         self.start()

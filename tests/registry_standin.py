@@ -20,13 +20,12 @@ import dataclasses
 import hashlib
 import json
 import secrets
-import threading
 from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from standin_http import Reply, send_reply
+from standin_http import Reply, send_reply, serve, stop_server
 
 MANIFEST_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
@@ -220,17 +219,13 @@ class FakeRegistry:
             def do_GET(self) -> None:
                 registry._handle(self)
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
+        self._server = serve(Handler)
         self.port = self._server.server_address[1]
-        # a short poll interval: stop() waits for serve_forever to notice, once per test
-        threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True).start()
         return f"127.0.0.1:{self.port}"
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+        stop_server(self._server)
+        self._server = None
 
     def __enter__(self) -> FakeRegistry:
         self.start()

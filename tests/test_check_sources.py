@@ -9,15 +9,15 @@ import json
 import subprocess
 import sys
 import tarfile
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from conftest import REPO
+from standin_http import serve, stop_server
 
 SCRIPT = REPO / "scripts" / "check_sources.py"
 
@@ -105,11 +105,9 @@ def index() -> Iterator[str]:
             self.end_headers()
             self.wfile.write(body)
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server = serve(Handler)
     yield f"http://127.0.0.1:{server.server_address[1]}/simple"
-    server.shutdown()
-    server.server_close()
+    stop_server(server)
 
 
 def test_fetches_source_distributions_checks_their_hash_and_resolves_their_files(index: str, tmp_path: Path) -> None:
