@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
@@ -18,7 +19,7 @@ from vllm_caching_mcp.advice.sizing import (
     size_offload,
 )
 from vllm_caching_mcp.knowledge import Knowledge
-from vllm_caching_mcp.tools import describe_validation_error
+from vllm_caching_mcp.tools import ToolInputError, describe_validation_error, run_tool
 
 GIB = 1 << 30
 
@@ -464,6 +465,60 @@ def test_negative_and_out_of_range_sizes_are_rejected_by_field() -> None:
         with pytest.raises(ValidationError) as caught:
             SizeOffloadRequest.model_validate({"model": "qwen3-8b", field: bad})
         assert field in describe_validation_error(caught.value)
+
+
+# Numbers that overflowed (OverflowError) or came back as NaN or infinity, which JSON sends as null.
+LLAMA = {"model": "llama-3.1-8b", "version": "0.33.0"}
+ARCHITECTURE = {
+    "num_layers": 4,
+    "num_attention_heads": 8,
+    "num_kv_heads": 8,
+    "head_dim": 128,
+    "params_total_b": 1.0,
+    "max_position_embeddings": 4096,
+}
+
+
+def refused(arguments: dict[str, Any]) -> str:
+    with pytest.raises(ToolInputError) as caught:
+        run_tool("size_offload", arguments)
+    assert "\n" not in str(caught.value)
+    return str(caught.value)
+
+
+@pytest.mark.parametrize("field", ["gpu_memory_gib", "kv_offloading_size_gib", "lmcache_max_local_cpu_size_gib"])
+@pytest.mark.parametrize("number", ["1e308", '"Infinity"', "1e999"])
+def test_sizes_past_any_machine_are_refused_by_field(field: str, number: str) -> None:
+    # Parsed as the server parses a request body: 1e999 and "Infinity" both become infinity.
+    arguments = {**LLAMA, **json.loads(f'{{"{field}": {number}}}')}
+    assert refused(arguments).startswith(f"{field}: Input should be")
+
+
+@pytest.mark.parametrize(
+    ("arguments", "field"),
+    [
+        ({**LLAMA, "params_total_b": 1e308}, "params_total_b"),
+        ({**LLAMA, "weights_gib_per_gpu": float("inf")}, "weights_gib_per_gpu"),
+        ({"architecture": {**ARCHITECTURE, "params_total_b": float("inf")}}, "architecture.params_total_b"),
+        # 1e-320 active parameters made the estimated prefill rate infinite.
+        ({"architecture": {**ARCHITECTURE, "params_active_b": 1e-320}}, "architecture.params_active_b"),
+    ],
+    ids=["params 1e308", "weights inf", "architecture params inf", "architecture active params 1e-320"],
+)
+def test_parameter_counts_that_gave_nan_or_infinity_are_refused_by_field(arguments: dict[str, Any], field: str) -> None:
+    assert refused(arguments).startswith(f"{field}: Input should be")
+
+
+def test_a_linear_attention_state_too_large_for_a_float_is_refused_by_field() -> None:
+    state = {"conv_kernel_dim": 10**400, "num_key_heads": 8, "num_value_heads": 8, "key_head_dim": 128}
+    architecture = {**ARCHITECTURE, "linear_attention_layers": 2, "linear_attention": {**state, "value_head_dim": 128}}
+    assert refused({"architecture": architecture}).startswith("architecture.linear_attention.conv_kernel_dim:")
+
+
+def test_the_bounds_say_what_they_accept() -> None:
+    assert refused({**LLAMA, "gpu_memory_gib": 5000}) == "gpu_memory_gib: Input should be less than or equal to 4096"
+    assert refused({**LLAMA, "host_ram_gib": float("nan")}) == "host_ram_gib: Input should be a finite number"
+    assert "2147483648" in refused({**LLAMA, "max_model_len": 2**40})
 
 
 def test_summary_reads_well(knowledge: Knowledge) -> None:

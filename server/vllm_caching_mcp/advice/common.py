@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -14,6 +14,44 @@ from ..verification import VerificationState, newest_verified, verification_stat
 from ..versions import Version, parse_version
 
 Package = Literal["vllm", "lmcache"]
+
+# -- numbers a tool reads ---------------------------------------------------------------------------
+# Every number an argument carries is finite and below a physical ceiling, so no arithmetic on it can
+# overflow (int(inf) raises; inf - inf is NaN) and no answer holds NaN or infinity, which JSON cannot
+# carry: the SDK would send null where the output schema promises a number. The field's own Field()
+# adds the lower bound (gt=0 or ge=0) where it differs from these.
+MAX_GPU_MEMORY_GIB = 4096.0  # 4 TiB on one GPU; the largest today hold under 300 GB
+MAX_SIZE_GIB = float(1 << 20)  # 1 PiB: host RAM, a CPU, disk or remote tier
+MAX_SIZE_BYTES = 1 << 50  # the same 1 PiB in bytes
+MIN_PARAMS_B, MAX_PARAMS_B = 1e-6, 100_000.0  # a thousand to a hundred trillion parameters
+MAX_TOKENS = 1 << 31  # context lengths, batch and window sizes: far past any model's context
+MAX_COUNT = 1 << 31  # sessions, blocks, GPUs
+
+FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
+GpuMemoryGiB = Annotated[float, Field(allow_inf_nan=False, le=MAX_GPU_MEMORY_GIB)]
+SizeGiB = Annotated[float, Field(allow_inf_nan=False, le=MAX_SIZE_GIB)]
+SizeBytes = Annotated[int, Field(le=MAX_SIZE_BYTES)]
+ParamsB = Annotated[float, Field(allow_inf_nan=False, ge=MIN_PARAMS_B, le=MAX_PARAMS_B)]
+TokenCount = Annotated[int, Field(le=MAX_TOKENS)]
+Count = Annotated[int, Field(le=MAX_COUNT)]
+
+# A number read from a document or a metrics dump rather than a typed argument: beyond this it is
+# no count, size or rate a deployment has, and the products and sums the tools form from a few
+# such numbers stay far inside the float range.
+MAX_READ_NUMBER = 2.0**63
+
+
+def readable_number(value: object) -> float | None:
+    """``value`` as a float if it is a real number (not a bool) within ±MAX_READ_NUMBER, else None.
+
+    NaN, the infinities (YAML's .inf, JSON's 1e999, a 400-digit literal) and integers too large
+    for a float all come back as None, never as a number that would poison the arithmetic.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if not -MAX_READ_NUMBER <= value <= MAX_READ_NUMBER:  # false for NaN too
+        return None
+    return float(value)
 
 
 class AdviceError(ValueError):

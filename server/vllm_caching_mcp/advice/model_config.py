@@ -8,13 +8,15 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ..knowledge import LinearAttentionState, ModelArch
-from .common import AdviceError
+from .common import AdviceError, ParamsB, TokenCount
 
 DType = Literal["bfloat16", "float16", "float32"]
 WeightsDType = Literal["bfloat16", "float16", "fp8", "mxfp4"]
@@ -34,17 +36,19 @@ class Architecture(BaseModel):
     attention: Literal["gqa", "mla"] = Field(default="gqa", description="gqa (also MHA/MQA) or mla")
     kv_lora_rank: int | None = Field(default=None, gt=0, le=65536, description="MLA latent width")
     qk_rope_head_dim: int | None = Field(default=None, gt=0, le=4096, description="MLA decoupled RoPE key width")
-    sliding_window: int | None = Field(default=None, gt=0)
-    sliding_window_layers: int = Field(default=0, ge=0)
-    attention_chunk_size: int | None = Field(default=None, gt=0)
-    chunked_local_layers: int = Field(default=0, ge=0)
-    linear_attention_layers: int = Field(default=0, ge=0, description="Gated DeltaNet / linear-attention layers")
+    sliding_window: TokenCount | None = Field(default=None, gt=0)
+    sliding_window_layers: int = Field(default=0, ge=0, le=1000)
+    attention_chunk_size: TokenCount | None = Field(default=None, gt=0)
+    chunked_local_layers: int = Field(default=0, ge=0, le=1000)
+    linear_attention_layers: int = Field(
+        default=0, ge=0, le=1000, description="Gated DeltaNet / linear-attention layers"
+    )
     linear_attention: LinearAttentionState | None = None
-    params_total_b: float | None = Field(default=None, gt=0, description="total parameters, billions")
-    params_active_b: float | None = Field(default=None, gt=0, description="parameters used per token, billions")
+    params_total_b: ParamsB | None = Field(default=None, description="total parameters, billions")
+    params_active_b: ParamsB | None = Field(default=None, description="parameters used per token, billions")
     weights_dtype: WeightsDType = "bfloat16"
     default_dtype: DType = "bfloat16"
-    max_position_embeddings: int | None = Field(default=None, gt=0)
+    max_position_embeddings: TokenCount | None = Field(default=None, gt=0)
 
     @model_validator(mode="after")
     def _consistent(self) -> Architecture:
@@ -94,7 +98,8 @@ def _positive_int(cfg: dict[str, Any], key: str) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise AdviceError("config_path", f"config.json field {key!r} must be a positive integer; got {value!r}")
+        # The key and what it takes, not the value: that is the content of a file on the server's host.
+        raise AdviceError("config_path", f"config.json field {key!r} must be a positive integer")
     return value
 
 
@@ -218,40 +223,127 @@ def restrict_config_paths(root: Path | None) -> None:
     _policy.root = root.resolve() if root is not None else None
 
 
-def _allowed(path: Path, path_text: str) -> Path:
-    if not _policy.restricted:
-        return path
-    if _policy.root is None:
+def read_hf_config(path_text: str) -> Architecture:
+    """Load a config.json (or a directory holding one) from the local disk."""
+    path = _config_file(path_text)
+    raw = _read_json_object(path, path_text)
+    name = raw.get("_name_or_path")
+    if not isinstance(name, str) or not name.strip() or len(name) > MAX_NAME_LENGTH:
+        given = Path(path_text)
+        name = (given.parent.name if given.name == "config.json" else given.name)[:MAX_NAME_LENGTH] or "local config"
+    return architecture_from_hf_config(raw, name=name)
+
+
+MAX_NAME_LENGTH = 200  # Architecture.name
+_SHOWN_PATH_LENGTH = 120
+
+
+def _shown(path_text: str) -> str:
+    """The caller's path for a message: as given, shortened, and never spanning lines."""
+    short = path_text if len(path_text) <= _SHOWN_PATH_LENGTH else path_text[:_SHOWN_PATH_LENGTH] + "..."
+    return repr(short)
+
+
+def _config_file(path_text: str) -> Path:
+    """The file ``path_text`` names, decided by the access policy before any file system lookup.
+
+    A server that reads no files looks nothing up; one restricted to a directory looks up nothing
+    outside it and expands no '~' (the name of a home on the server's host means nothing to its
+    callers). Every failure is an AdviceError, never an OSError or RuntimeError.
+    """
+    if _policy.restricted and _policy.root is None:
         raise AdviceError(
             "config_path",
             "this shared server reads no files; give the model's name in `model` or its layout in `architecture`",
         )
-    resolved = path.resolve()  # symlinks and '..' resolved before the check, so neither escapes the root
-    if not resolved.is_relative_to(_policy.root):
-        raise AdviceError("config_path", f"{path_text!r} is outside {_policy.root}, the directory this server reads")
+    if "\x00" in path_text:
+        raise AdviceError("config_path", "a path cannot contain a NUL character")
+    try:
+        if _policy.root is not None:
+            return _under_root(path_text, _policy.root)
+        path = _expand_home(path_text)
+        return path / "config.json" if path.is_dir() else path
+    except OSError as exc:  # a name too long, a component that is not a directory, no permission
+        raise AdviceError("config_path", f"cannot read {_shown(path_text)}: {_reason(exc)}") from None
+
+
+def _expand_home(path_text: str) -> Path:
+    try:
+        return Path(path_text).expanduser()
+    except RuntimeError:  # '~user' for a user this host does not have, or '~' with no home known
+        user = path_text.split("/", 1)[0][1:]
+        whose = f"user {user!r}" if user else "the user running this"
+        raise AdviceError("config_path", f"{_shown(path_text)}: no home directory is known for {whose}") from None
+
+
+def _under_root(path_text: str, root: Path) -> Path:
+    """``path_text`` (relative to ``root``, or absolute) with symlinks and '..' resolved, if it stays under root."""
+    resolved = _inside(root / path_text, path_text, root)
+    if resolved.is_dir():
+        resolved = _inside(resolved / "config.json", path_text, root)  # config.json may itself be a link
     return resolved
 
 
-def read_hf_config(path_text: str) -> Architecture:
-    """Load a config.json (or a directory holding one) from the local disk."""
-    path = Path(path_text).expanduser()
-    if path.is_dir():
-        path = path / "config.json"
-    path = _allowed(path, path_text)
-    # Only a regular file, read with a bound: /dev/zero, a FIFO or a huge file must not hang or fill memory.
-    if path.exists() and not path.is_file():
-        raise AdviceError("config_path", f"{path_text!r} is not a regular file or a directory holding config.json")
+def _inside(path: Path, path_text: str, root: Path) -> Path:
     try:
-        with path.open("rb") as stream:
-            data = stream.read(MAX_CONFIG_BYTES + 1)
-        if len(data) > MAX_CONFIG_BYTES:
-            raise AdviceError("config_path", f"{path_text!r} is larger than {MAX_CONFIG_BYTES // 2**20} MiB")
-        raw = json.loads(data.decode("utf-8"))
+        resolved = path.resolve()
+    except (RuntimeError, OSError):  # a symlink loop (RuntimeError before Python 3.13)
+        raise AdviceError("config_path", f"{_shown(path_text)} leads into a loop of symbolic links") from None
+    if not resolved.is_relative_to(root):
+        # The directory itself stays unnamed: it tells a caller about the server's host.
+        raise AdviceError(
+            "config_path", f"{_shown(path_text)} is outside the directory this server reads config files from"
+        )
+    return resolved
+
+
+def _reason(exc: OSError) -> str:
+    return exc.strerror or type(exc).__name__  # not str(exc): that repeats the resolved path
+
+
+def _read_json_object(path: Path, path_text: str) -> dict[str, Any]:
+    """The JSON object in the regular file ``path``, read with a bound.
+
+    Opened without blocking and checked on the open file: a FIFO, /dev/zero or a huge file can
+    neither hang the call nor fill memory, and nothing can be swapped in between check and read.
+    On a restricted server the resolved path is opened without following a final symlink.
+    """
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0)
+    if _policy.restricted:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(path, flags)
     except FileNotFoundError:
-        raise AdviceError("config_path", f"no config.json at {path_text!r}") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise AdviceError("config_path", f"cannot read {path_text!r} as JSON: {exc}") from None
+        raise AdviceError("config_path", f"no config.json at {_shown(path_text)}") from None
+    except OSError as exc:
+        raise AdviceError("config_path", f"cannot read {_shown(path_text)}: {_reason(exc)}") from None
+    with os.fdopen(fd, "rb") as stream:
+        if not stat.S_ISREG(os.fstat(stream.fileno()).st_mode):
+            raise AdviceError(
+                "config_path", f"{_shown(path_text)} is not a regular file or a directory holding config.json"
+            )
+        try:
+            data = stream.read(MAX_CONFIG_BYTES + 1)
+        except OSError as exc:
+            raise AdviceError("config_path", f"cannot read {_shown(path_text)}: {_reason(exc)}") from None
+    if len(data) > MAX_CONFIG_BYTES:
+        raise AdviceError("config_path", f"{_shown(path_text)} is larger than {MAX_CONFIG_BYTES // 2**20} MiB")
+    raw = _parse_json(data, path_text)
     if not isinstance(raw, dict):
         raise AdviceError("config_path", "config.json must hold a JSON object")
-    name = str(raw.get("_name_or_path") or path.parent.name or "local config")
-    return architecture_from_hf_config(raw, name=name)
+    return raw
+
+
+def _parse_json(data: bytes, path_text: str) -> Any:
+    """The parsed JSON; the reasons it is not say where, never what the file holds."""
+    try:
+        return json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        reason = "it is not UTF-8 text"
+    except json.JSONDecodeError as exc:
+        reason = f"{exc.msg} at line {exc.lineno} column {exc.colno}"
+    except RecursionError:
+        reason = "it nests arrays or objects too deeply"
+    except ValueError:  # an integer literal longer than Python converts
+        reason = "it holds a number too long to read"
+    raise AdviceError("config_path", f"cannot read {_shown(path_text)} as JSON: {reason}")

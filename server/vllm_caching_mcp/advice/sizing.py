@@ -32,7 +32,21 @@ from pydantic import BaseModel, Field
 
 from ..knowledge import Connector, Gated, Gpu, Knowledge, ModelArch, Nvme, Sourced, model_key, ranged_at
 from ..versions import Version
-from .common import AdviceError, Citation, Result, ToolSpec, VersionContext, cite, resolve_version
+from .common import (
+    AdviceError,
+    Citation,
+    Count,
+    FiniteFloat,
+    GpuMemoryGiB,
+    ParamsB,
+    Result,
+    SizeGiB,
+    TokenCount,
+    ToolSpec,
+    VersionContext,
+    cite,
+    resolve_version,
+)
 from .model_config import Architecture, from_knowledge, read_hf_config
 
 GIB = 1 << 30
@@ -70,23 +84,25 @@ class SizeOffloadRequest(BaseModel):
     tensor_parallel_size: int = Field(default=1, ge=1, le=1024)
     pipeline_parallel_size: int = Field(default=1, ge=1, le=1024)
     data_parallel_size: int = Field(default=1, ge=1, le=4096)
-    gpu_count: int | None = Field(default=None, ge=1, description="total GPUs; checked against TP × PP × DP")
+    gpu_count: Count | None = Field(default=None, ge=1, description="total GPUs; checked against TP × PP × DP")
     gpus_per_node: int = Field(default=8, ge=1, le=72)
     gpu: str = Field(default="gpu.h100-sxm", max_length=100, description="GPU id or name from hardware.yaml")
-    gpu_memory_gib: float | None = Field(
+    gpu_memory_gib: GpuMemoryGiB | None = Field(
         default=None, gt=0, description="memory per GPU as the driver reports it; default: the vendor's GB figure"
     )
-    gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1)
-    weights_gib_per_gpu: float | None = Field(default=None, ge=0, description="measured weight memory per GPU")
-    params_total_b: float | None = Field(default=None, gt=0, description="overrides the model's parameter count")
-    activation_reserve_gib: float = Field(
+    gpu_memory_utilization: FiniteFloat = Field(default=0.9, gt=0, le=1)
+    weights_gib_per_gpu: GpuMemoryGiB | None = Field(default=None, ge=0, description="measured weight memory per GPU")
+    params_total_b: ParamsB | None = Field(default=None, description="overrides the model's parameter count")
+    activation_reserve_gib: GpuMemoryGiB = Field(
         default=4.0,
         ge=0,
         description="ESTIMATE of what vLLM's profiling run takes besides weights on each GPU (activation peak, "
         "CUDA graphs, NCCL and allocator overhead). Read the real figure from vLLM's startup log.",
     )
-    max_model_len: int | None = Field(default=None, ge=1, description="default: the model's max_position_embeddings")
-    max_num_batched_tokens: int = Field(
+    max_model_len: TokenCount | None = Field(
+        default=None, ge=1, description="default: the model's max_position_embeddings"
+    )
+    max_num_batched_tokens: TokenCount = Field(
         default=8192,
         ge=1,
         description="bounds sliding-window and chunked-local holdings; 8192 = server default on H100",
@@ -95,16 +111,20 @@ class SizeOffloadRequest(BaseModel):
     hybrid_kv_cache_manager: bool | None = Field(
         default=None, description="None: on unless the offload connector lacks HMA support in that release"
     )
-    typical_context_tokens: int = Field(default=8192, ge=1)
-    live_sessions: int | None = Field(default=None, ge=0, description="concurrent sessions you plan to serve")
-    warm_sessions: int | None = Field(default=None, ge=0, description="idle sessions the CPU tier should keep")
-    prefix_reuse: float = Field(default=1.0, ge=0, le=1, description="share of a returning context found in cache")
+    typical_context_tokens: TokenCount = Field(default=8192, ge=1)
+    live_sessions: Count | None = Field(default=None, ge=0, description="concurrent sessions you plan to serve")
+    warm_sessions: Count | None = Field(default=None, ge=0, description="idle sessions the CPU tier should keep")
+    prefix_reuse: FiniteFloat = Field(
+        default=1.0, ge=0, le=1, description="share of a returning context found in cache"
+    )
     offload_backend: OffloadBackend = "native"
-    offload_block_size: int | None = Field(default=None, ge=1, description="offloaded chunk in tokens (block_size key)")
-    kv_offloading_size_gib: float | None = Field(default=None, gt=0, description="the --kv-offloading-size you plan")
-    lmcache_max_local_cpu_size_gib: float | None = Field(default=None, gt=0, description="LMCACHE_MAX_LOCAL_CPU_SIZE")
-    host_ram_gib: float | None = Field(default=None, gt=0, description="RAM installed per node")
-    host_ram_reserved_gib: float | None = Field(
+    offload_block_size: TokenCount | None = Field(
+        default=None, ge=1, description="offloaded chunk in tokens (block_size key)"
+    )
+    kv_offloading_size_gib: SizeGiB | None = Field(default=None, gt=0, description="the --kv-offloading-size you plan")
+    lmcache_max_local_cpu_size_gib: SizeGiB | None = Field(default=None, gt=0, description="LMCACHE_MAX_LOCAL_CPU_SIZE")
+    host_ram_gib: SizeGiB | None = Field(default=None, gt=0, description="RAM installed per node")
+    host_ram_reserved_gib: SizeGiB | None = Field(
         default=None,
         ge=0,
         description="RAM kept for the OS, vLLM processes and page cache; default: the larger of 32 GiB and 20 % of "
@@ -112,15 +132,15 @@ class SizeOffloadRequest(BaseModel):
     )
     nvme_drives_per_node: int = Field(default=1, ge=1, le=64)
     gds: bool = Field(default=False, description="GPUDirect Storage: NVMe reads skip the host bounce")
-    remote_gb_s: float = Field(
+    remote_gb_s: FiniteFloat = Field(
         default=25.0, ge=0.001, le=100_000, description="network rate to a remote tier, GB/s (200 Gb/s)"
     )
-    prefill_tokens_per_s: float | None = Field(
+    prefill_tokens_per_s: FiniteFloat | None = Field(
         default=None, ge=1, le=1e9, description="measured prefill rate per engine"
     )
-    mfu: float = Field(default=0.4, ge=0.01, le=1, description="ESTIMATED model FLOPs utilisation during prefill")
-    sglang_hicache_size_gb: float | None = Field(default=None, gt=0, le=1e7, description="convert SGLang → vLLM")
-    sglang_hicache_ratio: float | None = Field(default=None, gt=0, le=1000, description="convert SGLang → vLLM")
+    mfu: FiniteFloat = Field(default=0.4, ge=0.01, le=1, description="ESTIMATED model FLOPs utilisation during prefill")
+    sglang_hicache_size_gb: FiniteFloat | None = Field(default=None, gt=0, le=1e7, description="convert SGLang → vLLM")
+    sglang_hicache_ratio: FiniteFloat | None = Field(default=None, gt=0, le=1000, description="convert SGLang → vLLM")
 
 
 class LayerKind(BaseModel):
@@ -197,7 +217,9 @@ class SizeOffloadResult(Result):
     live_sessions_at_max_model_len: float
     live_sessions_at_typical_context: float
     offload: OffloadTier | None
-    host_ram_left_gib: float | None
+    host_ram_left_gib: float | None = Field(
+        description="per node, after the CPU tier; negative: the tier exceeds the RAM by that much"
+    )
     load_estimates: list[LoadEstimate]
     prefill_tokens_per_s: float | None
     sglang: SglangConversion
