@@ -73,7 +73,7 @@ class FakeGitHub:
         self.latency = latency
         self.scripted: dict[str, deque[Reply]] = {}
         self.requests: list[Seen] = []
-        self.reflect_authorization = False  # a misbehaving server that echoes the token into titles
+        self.reflect_authorization = False  # a misbehaving server that echoes the token into titles and PR names
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
         self.base = ""
@@ -194,7 +194,7 @@ class FakeGitHub:
         if issue is None:
             return not_found
         if timeline:
-            return self._json(handler, self._timeline(issue))
+            return self._json(handler, self._timeline(issue, handler))
         return self._json(handler, self._issue_json(issue, handler))
 
     def _pull_times(self, pull: FakePull) -> dict[str, Any]:
@@ -207,10 +207,12 @@ class FakeGitHub:
                     return pull
         return None
 
+    def _echo(self, handler: BaseHTTPRequestHandler) -> str:
+        """What a misbehaving server appends to the names it serves: the request's Authorization header."""
+        return " " + str(handler.headers.get("Authorization")) if self.reflect_authorization else ""
+
     def _issue_json(self, issue: FakeIssue, handler: BaseHTTPRequestHandler) -> dict[str, Any]:
-        title = issue.title
-        if self.reflect_authorization:
-            title += " " + str(handler.headers.get("Authorization"))
+        title = issue.title + self._echo(handler)
         return {
             "url": f"{self.base}/repos/{issue.repo}/issues/{issue.number}",
             "html_url": f"https://github.com/{issue.repo}/issues/{issue.number}",
@@ -224,7 +226,7 @@ class FakeGitHub:
             "labels": [{"name": "bug"}],
         }
 
-    def _timeline(self, issue: FakeIssue) -> list[dict[str, Any]]:
+    def _timeline(self, issue: FakeIssue, handler: BaseHTTPRequestHandler) -> list[dict[str, Any]]:
         events: list[dict[str, Any]] = [{"event": "labeled", "actor": _user("reporter"), "label": {"name": "bug"}}]
         for pull in issue.pulls:
             if pull.relation == "connected":
@@ -245,7 +247,7 @@ class FakeGitHub:
                             "number": pull.number,
                             "state": pull.state,
                             "url": f"{self.base}/repos/{pull.repo}/issues/{pull.number}",
-                            "repository": {"full_name": pull.repo},
+                            "repository": {"full_name": pull.repo + self._echo(handler)},
                             "pull_request": pr,
                         },
                     },
@@ -272,11 +274,13 @@ class FakeGitHub:
         while f"o{index}" in variables:
             repo = f"{variables[f'o{index}']}/{variables[f'r{index}']}"
             issue = self.issues.get((repo.lower(), variables[f"n{index}"]))
-            data[f"i{index}"] = {"issue": self._graphql_issue(issue) if issue else None}
+            data[f"i{index}"] = {"issue": self._graphql_issue(issue, handler) if issue else None}
             index += 1
         return Reply(200, json.dumps({"data": data}).encode(), {"Content-Type": "application/json"})
 
-    def _graphql_issue(self, issue: FakeIssue) -> dict[str, Any]:
+    def _graphql_issue(self, issue: FakeIssue, handler: BaseHTTPRequestHandler) -> dict[str, Any]:
+        echo = self._echo(handler)
+
         def pull_node(pull: FakePull) -> dict[str, Any]:
             return {
                 "__typename": "PullRequest",
@@ -284,7 +288,7 @@ class FakeGitHub:
                 "merged": pull.merged_at is not None,
                 "mergedAt": pull.merged_at,
                 "state": "MERGED" if pull.merged_at else pull.state.upper(),
-                "repository": {"nameWithOwner": pull.repo},
+                "repository": {"nameWithOwner": pull.repo + echo},
             }
 
         nodes: list[dict[str, Any]] = []
@@ -305,7 +309,7 @@ class FakeGitHub:
                 }
             )
         return {
-            "title": issue.title,
+            "title": issue.title + echo,
             "state": issue.state.upper(),
             "stateReason": issue.state_reason.upper() if issue.state_reason else None,
             "closedAt": issue.closed_at,

@@ -10,7 +10,11 @@ and ``WWW-Authenticate: Bearer realm=...,service=...,scope=...``; with ``auth="b
 challenge. Errors carry the spec's ``{"errors": [{"code": ...}]}`` body.
 
 Tests queue scripted replies (5xx, slow, malformed) in front of any path and read back every
-request the server received. Used by tests/test_registry.py and tests/test_inspect_image.py.
+request the server received. ``reflect_authorization`` makes a misbehaving registry that copies the
+request's ``Authorization`` header into the image config it serves (a label, an env value, a build
+step); ``realm`` points the challenge at a token service elsewhere (another FakeRegistry sharing
+``tokens``). Used by tests/test_registry.py, tests/test_inspect_image.py, tests/test_faults.py,
+tests/test_credential_scope.py and tests/test_redaction.py.
 """
 
 from __future__ import annotations
@@ -127,6 +131,17 @@ def vllm_openai_config(
     }
 
 
+def echoing_config(header: str) -> dict[str, Any]:
+    """`vllm_openai_config` with ``header`` copied into a label, the PYTHON_VERSION env value and the end of
+    the KV-connector install step (where inspect_image shortens the step's text, cutting the copy in two)."""
+    config = vllm_openai_config()
+    config["config"]["Labels"]["org.opencontainers.image.description"] = f"pulled with {header}"
+    config["config"]["Env"].append(f"PYTHON_VERSION=3.12 {header}")
+    install = next(step for step in config["history"] if "kv_connectors.txt; fi" in step["created_by"])
+    install["created_by"] = install["created_by"].replace("# buildkit", f"&& echo {header} # buildkit")
+    return config
+
+
 @dataclasses.dataclass
 class Seen:
     method: str
@@ -152,6 +167,8 @@ class FakeRegistry:
         self.requests: list[Seen] = []
         self.redirect_blobs_to: str | None = None  # e.g. "localhost": another origin for blob downloads
         self.realm_host = "127.0.0.1"
+        self.realm: str | None = None  # the token service's whole URL, when not this server's /token
+        self.reflect_authorization = False  # copy the Authorization header into the config a tag serves
         self._server: ThreadingHTTPServer | None = None
         self.port = 0
 
@@ -212,6 +229,7 @@ class FakeRegistry:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # a dripped reply goes out byte by byte
 
             def log_message(self, *args: Any) -> None:
                 pass
@@ -312,10 +330,8 @@ class FakeRegistry:
             return self._error(401, "UNAUTHORIZED", {"WWW-Authenticate": 'Basic realm="fake-registry"'})
         if header.startswith("Bearer ") and header[len("Bearer ") :] in self.tokens:
             return None
-        challenge = (
-            f'Bearer realm="http://{self.realm_host}:{self.port}/token",service="registry.docker.io",'
-            f'scope="repository:{repo}:pull"'
-        )
+        realm = self.realm or f"http://{self.realm_host}:{self.port}/token"
+        challenge = f'Bearer realm="{realm}",service="registry.docker.io",scope="repository:{repo}:pull"'
         return self._error(401, "UNAUTHORIZED", {"WWW-Authenticate": challenge})
 
     def _token(self, h: BaseHTTPRequestHandler, query: dict[str, list[str]]) -> Reply:
@@ -332,6 +348,9 @@ class FakeRegistry:
 
     def _manifest(self, h: BaseHTTPRequestHandler, repo: str, reference: str) -> Reply:
         accepted = {a.split(";")[0].strip() for a in h.headers.get("Accept", "").split(",")}
+        header = h.headers.get("Authorization")
+        if self.reflect_authorization and header and not reference.startswith("sha256:"):
+            self.add_image(repo, reference, {"amd64": echoing_config(header)})
         if reference.startswith("sha256:"):
             document = self.documents.get(reference)
         else:

@@ -8,6 +8,10 @@ import ssl
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Literal
+
+DRIP_INTERVAL = 0.5  # seconds per byte of a dripped part: 2 bytes/s
+DRIP_LIMIT = 60.0  # a drip nobody reads any more stops after this long
 
 
 def serve(
@@ -39,22 +43,50 @@ class Reply:
     headers: dict[str, str] = dataclasses.field(default_factory=dict)
     delay: float = 0.0
     no_length: bool = False  # close-delimited body without Content-Length
+    drip: Literal["head", "body"] | None = None  # send the status line and headers, or the body, at 2 bytes/s
+    truncated: bool = False  # declare the whole body's length, send half of it, hang up
 
 
 def send_reply(handler: BaseHTTPRequestHandler, reply: Reply) -> None:
     """Write ``reply`` after its delay; a client that gave up (timeout, oversized body) is what a test wanted."""
     if reply.delay:
         time.sleep(reply.delay)
+    body = reply.body[: len(reply.body) // 2] if reply.truncated else reply.body
     try:
-        handler.send_response(reply.status)
-        for key, value in reply.headers.items():
-            handler.send_header(key, value)
-        if reply.no_length:
-            handler.send_header("Connection", "close")
-            handler.close_connection = True
+        head = _head(handler, reply)
+        if reply.drip == "head":
+            _drip(handler, head)
         else:
-            handler.send_header("Content-Length", str(len(reply.body)))
-        handler.end_headers()
-        handler.wfile.write(reply.body)
+            handler.wfile.write(head)
+        if reply.drip == "body":
+            _drip(handler, body)
+        else:
+            handler.wfile.write(body)
     except (BrokenPipeError, ConnectionResetError):
-        pass
+        handler.close_connection = True
+    if reply.truncated:
+        handler.close_connection = True
+
+
+def _head(handler: BaseHTTPRequestHandler, reply: Reply) -> bytes:
+    """The status line and headers, as bytes to send (not through send_response, which writes them at once)."""
+    phrase = handler.responses.get(reply.status, ("",))[0]
+    lines = [f"HTTP/1.1 {reply.status} {phrase}"]
+    lines += [f"{key}: {value}" for key, value in reply.headers.items()]
+    if reply.no_length:
+        lines.append("Connection: close")
+        handler.close_connection = True
+    else:
+        lines.append(f"Content-Length: {len(reply.body)}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+def _drip(handler: BaseHTTPRequestHandler, data: bytes) -> None:
+    """One byte every DRIP_INTERVAL: each arrives well inside any read timeout, the whole takes minutes."""
+    stop_at = time.monotonic() + DRIP_LIMIT
+    for index in range(len(data)):
+        if time.monotonic() > stop_at:
+            handler.close_connection = True
+            return
+        handler.wfile.write(data[index : index + 1])
+        time.sleep(DRIP_INTERVAL)

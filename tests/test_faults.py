@@ -2,17 +2,23 @@
 
 check_bug_status is called the way the server calls it (`tools.run_tool`, settings from the
 environment), against the stand-in GitHub on 127.0.0.1 scripted to misbehave on every request:
-slow replies, connection resets, a storm of 5xx, 403 and 429 rate limits whose reset is an hour
-away, malformed JSON and bodies larger than the client reads. Every call must return within its
-deadline (plus a little for Python) with the tracked bug's stored snapshot, and the planted
-token must appear in no result, summary or log line — even when the server echoes it back.
+a reply held past the deadline, status line and headers or the body sent at 2 bytes/s, a body cut
+short, connection resets, a storm of 5xx, 403 and 429 rate limits whose reset is an hour away, a
+redirect loop, malformed JSON and bodies larger than the client reads. Every call must return
+within its deadline (plus a little for Python) with the tracked bug's stored snapshot, and the
+planted token must appear in no result, summary or log line — even when the server echoes it back.
 
 inspect_image gets the same treatment from the stand-in registry (tests/registry_standin.py), with
 a password planted in the environment and a token service that demands it: each fault is served
 at the tag's manifest (before any credential is used) and at the config blob (after the token is
-issued), plus connection resets and a body that trickles in past the deadline. The answer is the
-documented "could not reach the registry (reason)" result, or an error naming `image` when the
-registry refuses access; neither the password, its Basic form nor an issued token shows anywhere.
+issued, on a connection already used), plus connection resets. The answer is the documented
+"could not reach the registry (reason)" result, or an error naming `image` when the registry
+refuses access; neither the password, its Basic form nor an issued token shows anywhere.
+
+Echoing peers close the file: a GitHub and a registry that answer properly but copy the
+``Authorization`` header they were sent into what they serve (issue titles, pull requests' names,
+image labels, env values, build steps), for every kind of credential: the answer is live and
+carries ``***`` where the copy was.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ import pytest
 from github_standin import FakeGitHub, Reply
 from registry_standin import FakeRegistry, canonical, digest_of, vllm_openai_config
 from registry_standin import Reply as RegistryReply
+from vllm_caching_mcp import cli
 from vllm_caching_mcp.knowledge import Knowledge
 from vllm_caching_mcp.tools import ToolInputError, run_tool
 
@@ -42,8 +49,14 @@ SLACK = 1.5  # interpreter and thread scheduling on a loaded CI machine
 PATHS = ("/graphql", "/repos/vllm-project/vllm/issues/40259", "/repos/vllm-project/vllm/issues/40259/timeline")
 HOUR = str(int(time.time()) + 3600)
 
+PADDED = b'{"data": null, "pad": "' + b"x" * 64 + b'"}'  # at 2 bytes/s, far longer than any deadline here
+
 FAULTS: dict[str, list[Reply]] = {
-    "slow": [Reply(200, b"{}", delay=DEADLINE + 5)] * 3,
+    "hang": [Reply(200, b"{}", delay=DEADLINE + 5)] * 3,
+    "slow headers": [Reply(200, PADDED, drip="head")] * 3,
+    "slow body": [Reply(200, PADDED, drip="body")] * 3,
+    "partial body": [Reply(200, PADDED, truncated=True)] * 10,
+    "redirect loop": [Reply(302, b"", {"Location": "?again"})] * 10,
     "5xx storm": [Reply(503, b"unavailable")] * 40,
     "403 rate limit": [Reply(403, b"{}", {"x-ratelimit-remaining": "0", "x-ratelimit-reset": HOUR})] * 10,
     "429 retry-after": [Reply(429, b"{}", {"retry-after": "3600", "x-ratelimit-reset": HOUR})] * 10,
@@ -156,7 +169,11 @@ def registry_fault(fault: str, genuine: bytes, realm: str) -> list[RegistryReply
     too_many = b'{"errors": [{"code": "TOOMANYREQUESTS", "message": "pull rate limit exceeded"}]}'
     docker_hub_limit = {"ratelimit-limit": "100;w=21600", "ratelimit-remaining": "0;w=21600"}
     replies = {
-        "slow": [RegistryReply(200, genuine, delay=REGISTRY_DEADLINE + 5)],
+        "hang": [RegistryReply(200, genuine, delay=REGISTRY_DEADLINE + 5)],
+        "slow headers": [RegistryReply(200, genuine, drip="head")],
+        "slow body": [RegistryReply(200, genuine, drip="body")],
+        "partial body": [RegistryReply(200, genuine, truncated=True)],
+        "redirect loop": [RegistryReply(307, b"", {"Location": "?again"})],
         "5xx storm": [RegistryReply(503, b"<html>503 Service Unavailable</html>")],
         "401 after the token": [RegistryReply(401, b'{"errors": [{"code": "UNAUTHORIZED"}]}', challenge)],
         "403 denied": [RegistryReply(403, denied)],
@@ -174,7 +191,11 @@ def registry_fault(fault: str, genuine: bytes, realm: str) -> list[RegistryReply
 
 # fault -> the failure_reason of the "could not reach the registry" answer, or None for an error on `image`
 REGISTRY_FAULTS: dict[str, str | None] = {
-    "slow": "timeout",
+    "hang": "timeout",
+    "slow headers": "timeout",
+    "slow body": "timeout",
+    "partial body": "network_error",
+    "redirect loop": "bad_response",
     "5xx storm": "server_error",
     "401 after the token": None,
     "403 denied": None,
@@ -266,53 +287,90 @@ def test_a_reset_registry_connection_gives_a_clear_answer_within_the_deadline(
     assert_no_registry_secret([result_json, text, caplog.text], set())
 
 
-@pytest.fixture
-def dripping_server() -> Iterator[str]:
-    """Sends a manifest's headers at once, then its body one byte at a time, each just inside the read timeout."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(16)
-    listener.settimeout(0.2)
-    stop = threading.Event()
-
-    def drip(conn: socket.socket) -> None:
-        with conn:
-            try:
-                conn.recv(65536)
-                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n")
-                for _ in range(100):
-                    if stop.wait(REGISTRY_DEADLINE * 0.9):
-                        return
-                    conn.sendall(b" ")
-            except OSError:
-                return
-
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                continue
-            threading.Thread(target=drip, args=(conn,), daemon=True).start()
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{listener.getsockname()[1]}"
-    stop.set()
-    thread.join(timeout=2)
-    listener.close()
+# --- echoing peers --------------------------------------------------------------------------------
 
 
-def test_a_body_that_trickles_in_past_the_deadline_is_cut_off(
-    dripping_server: str,
-    registry_environment: Path,
+def secret_forms(*secrets: str) -> list[str]:
+    """Each secret and its first 12 characters: a copy cut short (an answer shortens long text) leaks too."""
+    return [form for secret in secrets for form in (secret, secret[:12])]
+
+
+def test_an_echoing_github_gives_a_live_answer_without_the_token(
+    knowledge: Knowledge,
+    environment: None,
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    monkeypatch.setenv("VLLM_CACHING_MCP_REGISTRY_MIRROR", dripping_server)
-    result_json, text, elapsed = inspect_within_deadline()
-    assert elapsed < REGISTRY_DEADLINE + SLACK, f"{elapsed:.1f} s"
-    assert json.loads(result_json)["provenance"]["failure_reason"] == "timeout"
-    assert text.splitlines()[1].startswith("could not reach the registry (timeout): ")
-    assert_no_registry_secret([result_json, text, caplog.text], set())
+    github = FakeGitHub.from_knowledge(knowledge)
+    github.reflect_authorization = True  # into issue titles and linked pull requests' names
+    monkeypatch.setenv("VLLM_CACHING_MCP_GITHUB_API", github.start())
+    try:
+        data, summary, elapsed = ask_within_deadline()
+        assert cli.main(["check-bug-status", "--bugs", BUG, "--deadline-seconds", str(DEADLINE)]) == 0
+    finally:
+        github.stop()
+    [bug] = data["bugs"]  # type: ignore[misc]
+    assert bug["provenance"]["source"] == "live" and elapsed < DEADLINE + SLACK
+    assert "***" in bug["title"] and all("***" in pull["ref"] for pull in bug["linked_pulls"]), bug
+    for text in (json.dumps(data), summary, capsys.readouterr().out, caplog.text):
+        for secret in secret_forms(TOKEN):
+            assert secret not in text
+
+
+ECHO_USER, ECHO_PASSWORD = "echo-puller", "PLANTED-echo-password-0d9b44"
+ECHO_TOKEN = "PLANTED-echo-token-6a1f0c93e2"
+
+
+def docker_config_with_login(directory: Path, registry: str) -> str:
+    """A docker config holding a login for ``registry``; returns its base64 ``auth``."""
+    auth = base64.b64encode(f"{ECHO_USER}:{ECHO_PASSWORD}".encode()).decode()
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "config.json").write_text(json.dumps({"auths": {registry: {"auth": auth}}}))
+    return auth
+
+
+# how the registry authenticates -> the credentials planted in the environment or the docker config
+ECHO_CREDENTIALS = {
+    "environment token": ("bearer", {"VLLM_CACHING_MCP_REGISTRY_TOKEN": ECHO_TOKEN}),
+    "environment password, token service": (
+        "bearer",
+        {"VLLM_CACHING_MCP_REGISTRY_USER": ECHO_USER, "VLLM_CACHING_MCP_REGISTRY_PASSWORD": ECHO_PASSWORD},
+    ),
+    "environment password, basic": (
+        "basic",
+        {"VLLM_CACHING_MCP_REGISTRY_USER": ECHO_USER, "VLLM_CACHING_MCP_REGISTRY_PASSWORD": ECHO_PASSWORD},
+    ),
+    "docker config login, basic": ("basic", {}),
+}
+
+
+@pytest.mark.parametrize("credentials", ECHO_CREDENTIALS, ids=list(ECHO_CREDENTIALS))
+def test_an_echoing_registry_gives_a_live_answer_without_any_secret(
+    credentials: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    auth, env = ECHO_CREDENTIALS[credentials]
+    monkeypatch.setenv("VLLM_CACHING_MCP_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path / "docker"))
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with FakeRegistry(auth=auth, user=ECHO_USER, password=ECHO_PASSWORD) as registry:
+        registry.add_image(REPO, "v0.22.1", {"amd64": vllm_openai_config()})
+        registry.reflect_authorization = True  # into a label, the PYTHON_VERSION env value and a build step
+        registry.tokens.add(ECHO_TOKEN)  # the environment's token is one the registry accepts
+        monkeypatch.setenv("VLLM_CACHING_MCP_REGISTRY_MIRROR", f"http://127.0.0.1:{registry.port}")
+        login = docker_config_with_login(tmp_path / "docker", f"127.0.0.1:{registry.port}")
+        result_json, text, elapsed = inspect_within_deadline()
+    sent = {r.headers["authorization"] for r in registry.seen(TAG_PATH) if "authorization" in r.headers}
+    assert sent, "no credential was sent, so none was echoed"
+    result = json.loads(result_json)
+    assert result["provenance"]["source"] == "live" and elapsed < REGISTRY_DEADLINE + SLACK
+    assert result["python_version"]["value"] in ("3.12 Bearer ***", "3.12 Basic ***"), result["python_version"]
+    issued = registry.tokens - {ECHO_TOKEN}
+    secrets = secret_forms(ECHO_PASSWORD, f"{ECHO_USER}:{ECHO_PASSWORD}", login, ECHO_TOKEN, *issued)
+    cached = [p.read_text() for p in (tmp_path / "cache").rglob("*.json")]
+    for found in (result_json, text, caplog.text, *cached):
+        for secret in secrets:
+            assert secret not in found

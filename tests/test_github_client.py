@@ -292,6 +292,19 @@ def test_a_slow_response_times_out_within_the_deadline(fake: FakeGitHub, tmp_pat
     assert time.monotonic() - started < 2.5
 
 
+@pytest.mark.parametrize(
+    "path", [ISSUE_PATH, f"{ISSUE_PATH}/timeline"], ids=["on a new connection", "on a reused connection"]
+)
+def test_headers_dripped_at_two_bytes_a_second_end_at_the_deadline(path: str, fake: FakeGitHub, tmp_path: Path) -> None:
+    # Each byte arrives well inside the read timeout, which httpx restarts with every byte.
+    fake.script(path, *[Reply(200, b"[]", drip="head")] * 3)
+    started = time.monotonic()
+    with client_for(fake.base, tmp_path, timeout=10.0) as client, pytest.raises(GitHubError) as caught:
+        status(client, seconds=2.0)
+    assert time.monotonic() - started < 2.0 + 1.5  # the deadline, plus scheduling slack on a loaded machine
+    assert caught.value.reason == "timeout"
+
+
 def test_malformed_json_is_a_bad_response(fake: FakeGitHub, tmp_path: Path) -> None:
     fake.script(ISSUE_PATH, Reply(200, b'{"state": "clo', {"Content-Type": "application/json"}))
     with client_for(fake.base, tmp_path) as client, pytest.raises(GitHubError) as caught:

@@ -24,7 +24,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from conftest import free_port
-from github_standin import FakeGitHub, FakeIssue
+from github_standin import FakeGitHub, FakeIssue, Reply
 from proxy_standin import FakeProxy
 from registry_standin import FakeRegistry, vllm_openai_config
 from vllm_caching_mcp.github import ConfigError, Deadline, GitHubClient, GitHubError, GitHubSettings, IssueRef
@@ -211,6 +211,19 @@ def test_https_is_tunnelled_and_the_proxy_never_sees_the_token(
     }
     assert TOKEN not in proxy.everything_seen() and ISSUE_PATH not in proxy.everything_seen()
     assert tls_github.requests[0].headers["authorization"] == f"Bearer {TOKEN}"
+
+
+def test_tls_headers_dripped_through_the_tunnel_end_at_the_deadline(
+    tls_github: FakeGitHub, proxy: FakeProxy, ca_file: Path, tmp_path: Path
+) -> None:
+    env = {"VLLM_CACHING_MCP_GITHUB_API": tls_github.base, "HTTPS_PROXY": proxy.address, "SSL_CERT_FILE": str(ca_file)}
+    tls_github.script(ISSUE_PATH, *[Reply(200, b"{}", drip="head")] * 3)
+    settings = GitHubSettings.from_env(env, cache_dir=tmp_path / "cache", timeout=10.0, max_retries=1)
+    started = time.monotonic()
+    with GitHubClient(settings, sleep=time.sleep) as client, pytest.raises(GitHubError) as caught:
+        client.issue_status(ISSUE, Deadline(2))
+    assert time.monotonic() - started < 2 + 1.5  # the deadline, plus scheduling slack on a loaded machine
+    assert caught.value.reason == "timeout" and tls_github.requests
 
 
 def test_without_the_sites_authority_the_tunnelled_server_is_not_trusted(

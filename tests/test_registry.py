@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -246,6 +247,22 @@ def test_a_slow_registry_times_out_and_the_client_then_stops_asking(registry: Fa
             client.inspect(ref("v0.19.0-cu130"), Deadline(10))
     assert caught.value.reason == "timeout" and again.value.reason == "timeout"
     assert len(registry.requests) == before  # the network is known down: no second wait
+
+
+@pytest.mark.parametrize("path", ["/token", f"/v2/{REPO}/manifests/v0.22.1"], ids=["token service", "manifest"])
+def test_headers_dripped_at_two_bytes_a_second_end_at_the_deadline(
+    path: str, registry: FakeRegistry, tmp_path: Path
+) -> None:
+    # The manifest's first answer (the 401 challenge) is quick; the drip comes on the reused connection.
+    challenge = f'Bearer realm="http://127.0.0.1:{registry.port}/token",service="registry.docker.io"'
+    first = [Reply(401, b"{}", {"WWW-Authenticate": challenge})]
+    registry.script(path, *(first if path != "/token" else []), *[Reply(200, b"{}", drip="head")] * 3)
+    started = time.monotonic()
+    with client_for(registry, tmp_path, timeout=10.0) as client, pytest.raises(RegistryError) as caught:
+        client.inspect(ref("v0.22.1"), Deadline(2.0))
+    assert time.monotonic() - started < 2.0 + 1.5  # the deadline, plus scheduling slack on a loaded machine
+    assert caught.value.reason == "timeout"
+    assert registry.seen(path)
 
 
 def test_an_unreachable_registry_is_reported_with_its_reason(tmp_path: Path) -> None:

@@ -11,7 +11,9 @@ What `check_bug_status` and `scripts/refresh_bugs.py` need from GitHub, and noth
 Only the configured API base is ever contacted: callers pass validated `IssueRef`s, paths are
 built here, and a redirect or pagination link to any other origin is refused. The token comes
 from ``GITHUB_TOKEN`` or ``GH_TOKEN``, is sent only in the ``Authorization`` header, and is
-scrubbed from every error text this module produces.
+scrubbed (with anything shaped like a GitHub token) from every error text this module produces
+and from every string of an `IssueStatus`: a server may echo it into a title or a pull request's
+name. It is registered with `redact`, so the tools' answers and the logs are scrubbed of it too.
 
 Failure is an answer, not a crash: every request has a timeout bounded by the caller's
 deadline; 5xx and connection errors are retried with exponential backoff and full jitter;
@@ -41,7 +43,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from . import __version__
+from . import __version__, redact
 
 # Re-exported: callers (advice/bugs.py, scripts, tests) have always imported these from here.
 from .http_client import (
@@ -328,19 +330,12 @@ class GitHubClient(RetryingClient):
         return self.settings.token is not None
 
     def scrub(self, text: str) -> str:
-        """The text without the token (or anything shaped like a GitHub token)."""
-        if self.settings.token is not None and self.settings.token.reveal():
-            text = text.replace(self.settings.token.reveal(), "***")
-        return _TOKEN_SHAPES.sub("***", text)
+        """The text without the token, any other secret of the process, or anything shaped like a GitHub token."""
+        return _TOKEN_SHAPES.sub(redact.MASK, redact.redact(text))
 
     def _clean(self, status: IssueStatus) -> IssueStatus:
-        """Live text is the server's to choose: keep the token out of it too."""
-        return dataclasses.replace(
-            status,
-            title=self.scrub(status.title),
-            html_url=self.scrub(status.html_url),
-            closed_by=self.scrub(status.closed_by) if status.closed_by else None,
-        )
+        """Live text is the server's to choose (titles, logins, pull requests' names): keep the token out of it."""
+        return redact.redact_value(status, self.scrub)
 
     def _error(self, reason: FailureReason, detail: str) -> GitHubError:
         return GitHubError(reason, detail)

@@ -4,23 +4,30 @@
 only what its service needs (URLs, authentication, how to read a rate limit, what a status means).
 What lives here:
 
-- `Deadline`: the caller's time allowance; every request's timeout is bounded by it.
+- `Deadline`: the caller's time allowance. It bounds each whole exchange, from connect to the
+  last byte: `ExchangeGuard` hands it to the transport (`routed_transport`), which clamps every
+  socket operation to the time left and cuts the connection when it runs out, so a peer dripping
+  its status line, headers or body a byte at a time cannot stretch a call past it.
 - `RetryingClient`: one exchange with bounded reads, then retries with exponential backoff and
   full jitter on connection errors, timeouts and 5xx; rate limits (``Retry-After`` by default, a
   subclass may read more headers) are waited out only when the wait fits in the deadline; once the
   network is found down, later requests of the same client fail at once instead of each paying the
   timeout. A failure raises `HttpError` with a machine-readable `reason` (`FailureReason`) and a
-  text passed through the client's `scrub`, so a secret never reaches an error, a log or a result.
+  text passed through the client's `scrub` (`redact.redact` and more), so a secret never reaches
+  an error, a log or a result.
 - `DiskCache`: one JSON file per key under ``$XDG_CACHE_HOME/vllm-caching-mcp``, written atomically.
 - `NetworkPath`: the proxies (HTTPS_PROXY, HTTP_PROXY, ALL_PROXY, NO_PROXY) and certificate
   authorities (SSL_CERT_FILE, SSL_CERT_DIR) a site sets for every program; `make_http_client`
   builds an `httpx.Client` that follows them and reads nothing else from the environment.
-- `Secret`: a credential whose text leaves it only for a request header.
+- `Secret`: a credential whose text leaves it only for a request header; it registers itself
+  with `redact`, as do the proxy credentials `NetworkPath` reads.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import contextvars
 import dataclasses
 import errno
 import hashlib
@@ -39,7 +46,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from . import startup_cache
+from . import redact, startup_cache
 from .lazy_import import lazy_import
 
 if TYPE_CHECKING:
@@ -75,6 +82,7 @@ NETWORK_DOWN: frozenset[str] = frozenset(
 )
 # Transport failures that a second attempt may cure.
 _RETRYABLE_TRANSPORT = frozenset({"timeout", "connection_refused", "network_error", "dns_failure"})
+_MAX_REDIRECTS = 3
 
 
 class ConfigError(ValueError):
@@ -97,6 +105,7 @@ class Secret:
 
     def __init__(self, value: str) -> None:
         self._value = value
+        redact.register(value)
 
     def reveal(self) -> str:
         return self._value
@@ -151,6 +160,11 @@ def _proxy_url(variable: str, text: str) -> str:
             f"{variable}: not a proxy this server can use; accepted: http://host:port or https://host:port "
             "(user:password@ before the host for a proxy that asks for credentials)"
         )
+    if url.password:
+        # The proxy sees these as Proxy-Authorization: Basic base64(user:password).
+        pair = f"{url.username}:{url.password}"
+        for secret in (url.password, pair, base64.b64encode(pair.encode()).decode()):
+            redact.register(secret)
     return candidate
 
 
@@ -286,7 +300,9 @@ class CacheEntry:
 class DiskCache:
     """One JSON file per request, named by a hash of it; atomic writes, corrupt files are misses."""
 
-    def __init__(self, directory: Path | None, scrub: Callable[[str], str] = str, *, label: str = "HTTP") -> None:
+    def __init__(
+        self, directory: Path | None, scrub: Callable[[str], str] = redact.redact, *, label: str = "HTTP"
+    ) -> None:
         self.directory = directory
         self._scrub = scrub  # a server that echoes a secret must not get it written to disk
         self._label = label
@@ -313,7 +329,8 @@ class DiskCache:
     def put(self, key: str, entry: CacheEntry) -> None:
         if self.directory is None:
             return
-        payload = self._scrub(json.dumps(dataclasses.asdict(entry), separators=(",", ":")))
+        # Scrubbed before it is encoded: JSON escapes would hide a secret holding a quote from the scrub.
+        payload = json.dumps(redact.redact_value(dataclasses.asdict(entry), self._scrub), separators=(",", ":"))
         try:
             self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
             fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-", suffix=".json")
@@ -387,32 +404,81 @@ def classify_connect_error(exc: httpx.ConnectError) -> tuple[FailureReason, str]
     return "network_error", "connection failed"
 
 
-class _BodyWatchdog:
-    """Ends a body read still going at the deadline.
+class ExchangeGuard:
+    """One exchange's deadline, for the transport to enforce from connect to the last byte.
 
-    httpx's read timeout restarts with every chunk, so a server dripping one byte per timeout
-    window could hold a read far past the deadline; shutting the socket ends the blocked read.
+    httpx's timeouts restart with every byte received, so a peer sending its status line, headers or
+    body a byte at a time could hold a call for minutes. While a guard is entered, `routed_transport`
+    clamps each socket operation on this thread to the time left and registers the socket it uses;
+    at the deadline the guard shuts those sockets down, which also ends a read the clamp does not see
+    (TLS inside a TLS proxy tunnel loops over several reads).
     """
 
-    def __init__(self, response: httpx.Response, seconds: float) -> None:
+    def __init__(self, at: float) -> None:
+        self.at = at
         self.fired = False
-        stream = response.extensions.get("network_stream")
-        self._socket = stream.get_extra_info("socket") if stream is not None else None
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
         self._timer: threading.Timer | None = None
-        if isinstance(self._socket, socket.socket):
-            self._timer = threading.Timer(max(0.0, seconds), self._fire)
-            self._timer.daemon = True
-            self._timer.start()
+        self._entered: contextvars.Token[ExchangeGuard | None] | None = None
+
+    def remaining(self) -> float:
+        return self.at - time.monotonic()
+
+    @property
+    def expired(self) -> bool:
+        return self.fired or self.remaining() <= 0
+
+    def watch(self, sock: object) -> None:
+        """Cut ``sock`` at the deadline too; the transport calls this before each operation on a socket."""
+        if not isinstance(sock, socket.socket):
+            return
+        with self._lock:
+            if any(known is sock for known in self._sockets):
+                return
+            self._sockets.append(sock)
+            late = self.fired
+        if late:
+            _shut_down(sock)
 
     def _fire(self) -> None:
-        self.fired = True
-        # The plain socket's shutdown: an SSLSocket's own would unwrap TLS under the reading thread.
-        with contextlib.suppress(OSError):
-            socket.socket.shutdown(self._socket, socket.SHUT_RDWR)  # type: ignore[arg-type]
+        with self._lock:
+            self.fired = True
+            sockets = list(self._sockets)
+        for sock in sockets:
+            _shut_down(sock)
 
-    def cancel(self) -> None:
+    def __enter__(self) -> ExchangeGuard:
+        self._entered = _current_exchange.set(self)
+        # A little after the deadline: the clamped operations end on time by themselves, with a timeout
+        # that says so; the cut is for whatever loops past them.
+        self._timer = threading.Timer(max(0.0, self.remaining()) + _CUT_GRACE_SECONDS, self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
         if self._timer is not None:
             self._timer.cancel()
+        if self._entered is not None:
+            _current_exchange.reset(self._entered)
+
+
+_CUT_GRACE_SECONDS = 0.25
+_current_exchange: contextvars.ContextVar[ExchangeGuard | None] = contextvars.ContextVar(
+    "vllm_caching_mcp_exchange", default=None
+)
+
+
+def current_exchange() -> ExchangeGuard | None:
+    """The guard of the exchange this thread is in, if any."""
+    return _current_exchange.get()
+
+
+def _shut_down(sock: socket.socket) -> None:
+    # The plain socket's shutdown: an SSLSocket's own would unwrap TLS under the reading thread.
+    with contextlib.suppress(OSError):
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
 
 
 class RetryingClient:
@@ -443,7 +509,8 @@ class RetryingClient:
     # -- hooks -------------------------------------------------------------------------------------
 
     def scrub(self, text: str) -> str:
-        return text
+        """The text without any secret this process holds; a subclass may remove more."""
+        return redact.redact(text)
 
     def _error(self, reason: FailureReason, detail: str) -> HttpError:
         return HttpError(reason, detail)
@@ -522,42 +589,47 @@ class RetryingClient:
             raise self._fail("deadline", f"no time left before the deadline to ask {self.service}")
         self.requests_made += 1
         target = httpx.URL(url)
-        host = target.host
         proxy = self._policy.network.proxy_for(target)
-        via = f" through the proxy {proxy_label(proxy)}" if proxy is not None else ""
         request = self._http.build_request(method, url, headers=headers, content=body, timeout=httpx.Timeout(timeout))
+        guard = ExchangeGuard(deadline.at)
         try:
-            response = self._http.send(request, stream=True)
-            watchdog = _BodyWatchdog(response, deadline.remaining())
-            try:
-                data = self._read_bounded(response, deadline)
-            except httpx.HTTPError:
-                if watchdog.fired:
-                    raise self._fail("timeout", "the response was still arriving when the deadline passed") from None
-                raise
-            finally:
-                watchdog.cancel()
-                response.close()
-            if watchdog.fired:  # a close-delimited body cut at the deadline looks complete: it is not
-                raise self._fail("timeout", "the response was still arriving when the deadline passed")
-        except httpx.TimeoutException:
-            raise self._fail("timeout", f"{self.service} did not answer within {timeout:.1f} s{via}") from None
-        except httpx.ProxyError as exc:
-            # The proxy answered the tunnel request with an error status (407, 403, 502...).
-            status = re.match(r"\d{3}", str(exc))
-            raise self._proxy_refused(proxy, host, int(status.group()) if status else None) from None
-        except httpx.ConnectError as exc:
-            reason, what = classify_connect_error(exc)
-            if proxy is not None:
-                detail = f"cannot connect to the proxy {proxy_label(proxy)} for {host}: {what}"
-                raise self._fail(reason, detail) from None
-            raise self._fail(reason, f"cannot connect to {host}: {what}") from None
+            with guard:
+                response = self._http.send(request, stream=True)
+                try:
+                    data = self._read_bounded(response, deadline)
+                finally:
+                    response.close()
         except httpx.HTTPError as exc:
-            raise self._fail("network_error", f"network error talking to {host}{via}: {type(exc).__name__}") from None
+            # A cut socket reads as a broken connection; a clamped timeout is already a timeout.
+            if guard.expired and not isinstance(exc, httpx.TimeoutException):
+                raise self._deadline_passed(proxy) from None
+            raise self._transport_failure(exc, proxy, target.host, timeout) from None
+        if guard.fired:  # a close-delimited body cut at the deadline looks complete: it is not
+            raise self._deadline_passed(proxy)
         if response.status_code == 407:  # a plain-http request's proxy speaks for itself
-            raise self._proxy_refused(proxy, host, 407)
+            raise self._proxy_refused(proxy, target.host, 407)
         next_link = response.links.get("next", {}).get("url")
         return RawResponse(response.status_code, response.headers, data, next_link, url)
+
+    def _deadline_passed(self, proxy: httpx.URL | None) -> HttpError:
+        via = f" through the proxy {proxy_label(proxy)}" if proxy is not None else ""
+        return self._fail("timeout", f"{self.service} was still answering{via} when the deadline passed")
+
+    def _transport_failure(self, exc: httpx.HTTPError, proxy: httpx.URL | None, host: str, timeout: float) -> HttpError:
+        """What an httpx error means, in the words of `FailureReason`."""
+        via = f" through the proxy {proxy_label(proxy)}" if proxy is not None else ""
+        if isinstance(exc, httpx.TimeoutException):
+            return self._fail("timeout", f"{self.service} did not answer within {timeout:.1f} s{via}")
+        if isinstance(exc, httpx.ProxyError):
+            # The proxy answered the tunnel request with an error status (407, 403, 502...).
+            status = re.match(r"\d{3}", str(exc))
+            return self._proxy_refused(proxy, host, int(status.group()) if status else None)
+        if isinstance(exc, httpx.ConnectError):
+            reason, what = classify_connect_error(exc)
+            if proxy is not None:
+                return self._fail(reason, f"cannot connect to the proxy {proxy_label(proxy)} for {host}: {what}")
+            return self._fail(reason, f"cannot connect to {host}: {what}")
+        return self._fail("network_error", f"network error talking to {host}{via}: {type(exc).__name__}")
 
     def _request(
         self,
@@ -608,7 +680,11 @@ class RetryingClient:
             self._note_rate_limit(response.headers)
             if 200 <= status < 300 or status == 304 or status in passthrough:
                 return response
-            if status in (301, 302, 303, 307, 308) and redirects < 3 and method == "GET":
+            if status in (301, 302, 303, 307, 308) and method == "GET":
+                if redirects >= _MAX_REDIRECTS:
+                    raise self._fail(
+                        "bad_response", f"{self.service} redirected more than {_MAX_REDIRECTS} times (a redirect loop?)"
+                    )
                 url, headers = self._redirect(url, response.headers.get("location", ""), headers)
                 redirects += 1
                 continue

@@ -11,12 +11,22 @@ Authentication follows the distribution spec: a request without credentials, and
 ``WWW-Authenticate`` challenge decides. ``Bearer realm=...,service=...,scope=...`` (Docker Hub's
 token service at auth.docker.io, Harbor, GHCR, Artifactory, ...) is answered by fetching a token
 from the realm, anonymously or with Basic credentials; ``Basic`` is answered with the credentials.
-Credentials come from ``VLLM_CACHING_MCP_REGISTRY_USER``/``_PASSWORD`` (or a ready bearer token in
-``_TOKEN``) or from the docker config file (``$DOCKER_CONFIG/config.json`` or
-``~/.docker/config.json``, ``auths`` entries); credential helpers are not run, and the answer
-says so. Credentials are sent to a token realm only on the registry's own host, Docker Hub's
-auth.docker.io, or hosts listed in ``VLLM_CACHING_MCP_REGISTRY_REALM_HOSTS``; issued tokens stay
-in memory; every text this module produces passes through `RegistryClient.scrub`.
+
+Credentials go only where they belong, since an agent can be steered into naming any image:
+
+- ``VLLM_CACHING_MCP_REGISTRY_USER``/``_PASSWORD`` (or a ready bearer token in ``_TOKEN``) belong
+  to the configured mirror's origin (scheme, host and port); with no mirror, to Docker Hub
+  (https://registry-1.docker.io), the registry asked then. An image naming any other registry is
+  fetched without them, and the answer says so.
+- A docker config entry (``$DOCKER_CONFIG/config.json`` or ``~/.docker/config.json``, ``auths``)
+  belongs to the registry it is keyed by; credential helpers are not run, and the answer says so.
+- A token realm gets Basic credentials only on the registry's own origin, at Docker Hub's
+  https://auth.docker.io for Docker Hub itself, or on an origin listed in
+  ``VLLM_CACHING_MCP_REGISTRY_REALM_HOSTS`` (``https://host[:port]`` or ``host[:port]``, https implied).
+
+Issued tokens stay in memory, each for the registry origin that asked for it. Every secret (the
+password, ``user:password`` and its base64, tokens from the environment or a token service) is
+registered with `redact`, so no text this process returns or logs carries one.
 
 Every manifest and blob is checked against its sha256 digest. Content addressed by digest never
 changes, so it is cached on disk for good; a tag's manifest is cached for the TTL and, when the
@@ -44,7 +54,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from . import __version__
+from . import __version__, redact
 from .http_client import (
     LOOPBACK_HOSTS,
     CacheEntry,
@@ -80,8 +90,8 @@ DEFAULT_TTL_SECONDS = 3600.0
 
 DOCKER_HUB = "docker.io"
 DOCKER_HUB_API = "https://registry-1.docker.io"
-# Docker Hub's token service; a registry's own challenge names it, this only lets credentials go there.
-DOCKER_HUB_REALM_HOST = "auth.docker.io"
+# Docker Hub's token service; Docker Hub's own challenge names it, this only lets its credentials go there.
+DOCKER_HUB_REALM = "https://auth.docker.io"
 _DOCKER_HUB_ALIASES = {"docker.io", "index.docker.io", "registry-1.docker.io", "registry.hub.docker.com"}
 DEFAULT_REPOSITORY = "vllm/vllm-openai"
 
@@ -206,11 +216,11 @@ class Credentials:
     password: Secret | None = dataclasses.field(default=None, repr=False)
     token: Secret | None = dataclasses.field(default=None, repr=False)
 
-    def secrets(self) -> list[str]:
-        values = [s.reveal() for s in (self.password, self.token) if s is not None and s.reveal()]
-        if self.username and self.password is not None:
-            values.append(self.basic_value())
-        return values
+    def __post_init__(self) -> None:
+        # The password and token registered themselves as Secrets; what is derived from them is secret too.
+        if self.password is not None:
+            redact.register(f"{self.username or ''}:{self.password.reveal()}")
+            redact.register(self.basic_value())
 
     def basic_value(self) -> str:
         pair = f"{self.username or ''}:{self.password.reveal() if self.password else ''}"
@@ -246,6 +256,7 @@ def credentials_from_docker_config(path: Path, registry: str) -> tuple[Credentia
             continue
         user, password = entry.get("username"), entry.get("password")
         if isinstance(entry.get("auth"), str) and entry["auth"]:
+            redact.register(entry["auth"])  # the file's own spelling of the base64, which may differ from ours
             try:
                 user, _, password = base64.b64decode(entry["auth"], validate=True).decode().partition(":")
             except (binascii.Error, UnicodeDecodeError):
@@ -288,6 +299,43 @@ def validate_mirror(text: str) -> str:
     return str(url).rstrip("/")
 
 
+def origin_of(url: str | httpx.URL) -> str:
+    """``scheme://host:port`` with the default port written out, so two spellings of one origin compare equal."""
+    parsed = httpx.URL(url)
+    host = parsed.host
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    return f"{parsed.scheme}://{f'[{host}]' if ':' in host else host}:{port}"
+
+
+_REALM_HOSTS_ACCEPTED = (
+    "accepted: comma-separated https://host[:port] or host[:port] (https implied; http:// only for 127.0.0.1, "
+    "localhost or [::1]), without a path"
+)
+
+
+def realm_origin(entry: str) -> str:
+    """One ``VLLM_CACHING_MCP_REGISTRY_REALM_HOSTS`` entry as an origin; anything but an origin is refused."""
+    if "@" in entry:  # the message must not repeat a credential
+        raise ConfigError(
+            f"{REALM_HOSTS_ENV}: an entry carries credentials, which it must not; {_REALM_HOSTS_ACCEPTED}"
+        )
+    refused = ConfigError(f"{REALM_HOSTS_ENV}: {entry!r} is not an origin; {_REALM_HOSTS_ACCEPTED}")
+    text = entry.strip().lower()
+    scheme, separator, rest = text.partition("://")
+    if not separator:
+        scheme, rest = "https", text
+    rest = rest.removesuffix("/")
+    if scheme not in ("https", "http") or not _DOMAIN.match(rest):
+        raise refused
+    try:
+        url = httpx.URL(f"{scheme}://{rest}")
+    except httpx.InvalidURL:
+        raise refused from None
+    if (url.port is not None and not 0 < url.port < 65536) or (scheme == "http" and not is_loopback(url.host)):
+        raise refused
+    return origin_of(url)
+
+
 @dataclasses.dataclass(frozen=True)
 class RegistrySettings:
     """Where to ask, how long to wait, what to trust; build it with `from_env`."""
@@ -313,6 +361,23 @@ class RegistrySettings:
             object.__setattr__(self, "mirror", validate_mirror(self.mirror))
         if self.cache_ttl < 0:
             raise ConfigError(f"{CACHE_TTL_ENV}: the cache TTL must be zero or more seconds")
+        object.__setattr__(self, "realm_hosts", tuple(dict.fromkeys(realm_origin(e) for e in self.realm_hosts)))
+
+    @property
+    def home(self) -> str:
+        """The origin the environment's credentials belong to: the mirror's, else Docker Hub's."""
+        return origin_of(self.mirror or DOCKER_HUB_API)
+
+    def credentials_belong_to(self, registry_base: str) -> bool:
+        """Whether the environment's credentials may be sent to the registry at ``registry_base``."""
+        return origin_of(registry_base) == self.home
+
+    def realm_is_trusted(self, realm: str, registry_base: str) -> bool:
+        """Whether the token service at ``realm`` may get the credentials of the registry at ``registry_base``."""
+        asked, registry = origin_of(realm), origin_of(registry_base)
+        if asked == registry or asked in self.realm_hosts:
+            return True
+        return registry == origin_of(DOCKER_HUB_API) and asked == origin_of(DOCKER_HUB_REALM)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> RegistrySettings:
@@ -342,7 +407,7 @@ class RegistrySettings:
             "docker_config": docker_config_path(env),
             "ca_bundle": Path(ca).expanduser() if ca else None,
             "verify_tls": env.get(INSECURE_ENV, "").strip().lower() not in ("1", "true", "yes"),
-            "realm_hosts": tuple(h.strip().lower() for h in env.get(REALM_HOSTS_ENV, "").split(",") if h.strip()),
+            "realm_hosts": tuple(h.strip() for h in env.get(REALM_HOSTS_ENV, "").split(",") if h.strip()),
             "network": NetworkPath.from_env(env),
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
@@ -423,9 +488,9 @@ class RegistryClient(RetryingClient):
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.settings = settings
-        self._issued: list[str] = []  # bearer tokens from token services: secrets too
-        self._tokens: dict[str, str] = {}  # scope -> bearer token, in memory only
-        self._basic_scopes: set[str] = set()  # scopes whose registry asked for Basic credentials
+        # (registry origin, scope) -> bearer token, in memory only: a token goes back only where it came from
+        self._tokens: dict[tuple[str, str], str] = {}
+        self._basic_scopes: set[tuple[str, str]] = set()  # (origin, scope)s whose registry asked for Basic
         self.notes: list[str] = []
         self.credentials: Credentials | None = None
         verify: ssl.SSLContext | bool = False
@@ -454,19 +519,6 @@ class RegistryClient(RetryingClient):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- secrets --------------------------------------------------------------------------------
-
-    def scrub(self, text: str) -> str:
-        """The text without any credential or issued token."""
-        secrets = list(self._issued)
-        for creds in (self.settings.credentials, self.credentials):
-            if creds is not None:
-                secrets += creds.secrets()
-        for secret in sorted(set(secrets), key=len, reverse=True):
-            if len(secret) >= 4:
-                text = text.replace(secret, "***")
-        return text
-
     def _error(self, reason: FailureReason, detail: str) -> RegistryError:
         return RegistryError(reason, detail)
 
@@ -488,9 +540,19 @@ class RegistryClient(RetryingClient):
         scheme = "http" if host in LOOPBACK_HOSTS or f"[{host}]" in LOOPBACK_HOSTS else "https"
         return f"{scheme}://{ref.registry}", ref.repository
 
-    def _credentials_for(self, ref: ImageRef) -> Credentials | None:
-        if self.settings.credentials is not None:
-            return self.settings.credentials
+    def credentials_for(self, ref: ImageRef) -> Credentials | None:
+        """The credentials for the registry ``ref`` is fetched from: the environment's when that registry is
+        their home (the mirror, else Docker Hub), else that registry's own docker config entry."""
+        base, _ = self.endpoint(ref)
+        configured = self.settings.credentials
+        if configured is not None:
+            if self.settings.credentials_belong_to(base):
+                return configured
+            home = httpx.URL(self.settings.mirror).netloc.decode() if self.settings.mirror else "Docker Hub"
+            self.notes.append(
+                f"the credentials from the {configured.source} were not sent to {httpx.URL(base).netloc.decode()}: "
+                f"they belong to {home} only"
+            )
         if self.settings.docker_config is None:
             return None
         registry = ref.registry
@@ -534,42 +596,47 @@ class RegistryClient(RetryingClient):
 
     # -- authentication ---------------------------------------------------------------------------
 
-    def _auth_headers(self, scope: str) -> dict[str, str]:
+    def _auth_headers(self, key: tuple[str, str]) -> dict[str, str]:
+        """What to send for ``key`` (registry origin, scope); ``self.credentials`` are that registry's own."""
         creds = self.credentials
-        if scope in self._basic_scopes and creds is not None:
+        if key in self._basic_scopes and creds is not None:
             return {"Authorization": f"Basic {creds.basic_value()}"}
-        if scope in self._tokens:
-            return {"Authorization": f"Bearer {self._tokens[scope]}"}
+        if key in self._tokens:
+            return {"Authorization": f"Bearer {self._tokens[key]}"}
         if creds is not None and creds.token is not None:
             return {"Authorization": f"Bearer {creds.token.reveal()}"}
         return {}
 
-    def _answer_challenge(self, response: RawResponse, registry_url: str, scope: str, deadline: Deadline) -> bool:
+    def _answer_challenge(
+        self, response: RawResponse, registry_url: str, key: tuple[str, str], deadline: Deadline
+    ) -> bool:
         """Get what a 401 challenge asks for; False when there is nothing more worth trying."""
         challenge = parse_challenge(response.headers.get("www-authenticate", ""))
         creds = self.credentials
-        if challenge is None or scope in self._tokens or scope in self._basic_scopes:
+        if challenge is None or key in self._tokens or key in self._basic_scopes:
             return False  # no challenge, or what it asked for was just refused
         if challenge.scheme == "basic":
             if creds is None or creds.password is None:
                 return False
-            self._basic_scopes.add(scope)
+            self._basic_scopes.add(key)
             return True
         if challenge.scheme != "bearer" or "realm" not in challenge.params:
             return False
-        realm = httpx.URL(challenge.params["realm"])
-        if realm.scheme != "https" and not (realm.scheme == "http" and is_loopback(realm.host)):
-            raise self._fail("bad_response", f"refusing a token realm that is not https ({realm.host})")
-        params = {"service": challenge.params.get("service", ""), "scope": challenge.params.get("scope") or scope}
+        try:
+            realm = httpx.URL(challenge.params["realm"])
+        except httpx.InvalidURL:
+            raise self._fail("bad_response", "the registry named a token realm that is not a URL") from None
+        if not realm.host or (realm.scheme != "https" and not (realm.scheme == "http" and is_loopback(realm.host))):
+            raise self._fail("bad_response", f"refusing a token realm that is not https ({realm.host or 'no host'})")
+        params = {"service": challenge.params.get("service", ""), "scope": challenge.params.get("scope") or key[1]}
         headers: dict[str, str] = {}
-        trusted = {httpx.URL(registry_url).host, DOCKER_HUB_REALM_HOST, *self.settings.realm_hosts}
         if creds is not None and creds.password is not None:
-            if realm.host in trusted:
+            if self.settings.realm_is_trusted(str(realm), registry_url):
                 headers["Authorization"] = f"Basic {creds.basic_value()}"
             else:
                 self.notes.append(
-                    f"credentials were not sent to the token service at {realm.host}, which is not the registry's "
-                    f"host; list it in {REALM_HOSTS_ENV} to allow it"
+                    f"credentials were not sent to the token service at {realm.netloc.decode()}, which is not the "
+                    f"registry's origin; list it in {REALM_HOSTS_ENV} to allow it"
                 )
         url = str(realm.copy_merge_params({k: v for k, v in params.items() if v}))
         reply = self._request("GET", url, deadline, headers=headers)
@@ -580,20 +647,21 @@ class RegistryClient(RetryingClient):
             token = None
         if not isinstance(token, str) or not token:
             raise self._fail("bad_response", f"the token service at {realm.host} answered without a token")
-        self._issued.append(token)
-        self._tokens[scope] = token
+        redact.register(token, transient=True)
+        self._tokens[key] = token
         return True
 
     def _get(self, url: str, scope: str, deadline: Deadline, accept: str | None = None) -> RawResponse:
         """GET with authentication: try, answer a 401 challenge once, try again."""
+        key = (origin_of(url), scope)
         while True:
-            headers = self._auth_headers(scope)
+            headers = self._auth_headers(key)
             if accept:
                 headers["Accept"] = accept
             response = self._request("GET", url, deadline, headers=headers, passthrough=frozenset({401}))
             if response.status != 401:
                 return response
-            if not self._answer_challenge(response, url, scope, deadline):
+            if not self._answer_challenge(response, url, key, deadline):
                 raise self._status_error(401, response)
 
     # -- manifests and blobs ----------------------------------------------------------------------
@@ -660,7 +728,7 @@ class RegistryClient(RetryingClient):
         self, ref: ImageRef, deadline: Deadline, *, arch: str = "amd64", os_name: str = "linux"
     ) -> ImageMetadata:
         """The manifest of ``os_name/arch`` and its config blob; raises RegistryError or PlatformMissing."""
-        self.credentials = self._credentials_for(ref)
+        self.credentials = self.credentials_for(ref)
         base, repository = self.endpoint(ref)
         scope = f"repository:{repository}:pull"
         if ref.digest:
@@ -705,23 +773,27 @@ class RegistryClient(RetryingClient):
                 raise PlatformMissing(wanted, list(platforms))
         layers = [m for m in manifest.body.get("layers") or [] if isinstance(m, dict)]
         sizes = tuple(int(m["size"]) for m in layers if isinstance(m.get("size"), int) and m["size"] >= 0)
-        return ImageMetadata(
-            ref=ref,
-            endpoint=f"{base}/v2/{repository}",
-            top_digest=top.digest,
-            top_media_type=top.media_type,
-            manifest_digest=manifest.digest,
-            manifest_media_type=manifest.media_type,
-            platform=platform,
-            platforms=platforms,
-            config_digest=config_digest,
-            config=config,
-            layer_sizes=sizes,
-            origin=origin,
-            age_seconds=age,
-            fallback=fallback,
-            credentials_source=self.credentials.source if self.credentials else None,
-            notes=tuple(dict.fromkeys(self.notes)),
+        # The config and every name in it are the registry's to choose: a copy of a secret stops here.
+        return redact.redact_value(
+            ImageMetadata(
+                ref=ref,
+                endpoint=f"{base}/v2/{repository}",
+                top_digest=top.digest,
+                top_media_type=top.media_type,
+                manifest_digest=manifest.digest,
+                manifest_media_type=manifest.media_type,
+                platform=platform,
+                platforms=platforms,
+                config_digest=config_digest,
+                config=config,
+                layer_sizes=sizes,
+                origin=origin,
+                age_seconds=age,
+                fallback=fallback,
+                credentials_source=self.credentials.source if self.credentials else None,
+                notes=tuple(dict.fromkeys(self.notes)),
+            ),
+            self.scrub,
         )
 
 
