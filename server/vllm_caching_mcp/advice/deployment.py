@@ -16,21 +16,27 @@ Two steps, both pure:
   after `--no-` negations and `=`/space forms, the `--kv-transfer-config` JSON (also given
   in dotted form), the connector the offload shorthand selects in that release (from the
   knowledge), parallel sizes, offload tier sizes and the numbers rules compare.
+
+What is pasted costs time and memory in proportion to its size: the bounds (MAX_*) refuse what no
+deployment holds — alias bombs, nesting past 100 levels, more than 1,000 servers or 50,000
+arguments — with an error naming the document, and a number too large to use (a 400-digit
+literal, NaN in JSON) is left out with a note rather than read as infinity.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, NamedTuple
 
 import yaml
-from pydantic import BaseModel, Field
+from pydantic import AfterValidator, BaseModel, Field
 
 from ..knowledge import SAFE_LOADER, Connector, Gpu, Knowledge, Setting, ranged_at
 from ..versions import Version, in_range
-from .common import AdviceError
+from .common import AdviceError, readable_number
 
 GIB = 1 << 30
 
@@ -45,6 +51,12 @@ _DOCKER_SWITCHES = {
     "-d", "--detach", "-i", "--interactive", "-t", "--tty", "-it", "-ti", "--rm", "--privileged", "--init",
     "-P", "--publish-all", "--read-only", "--no-healthcheck", "--oom-kill-disable", "--sig-proxy",
 }  # fmt: skip
+# Bounds far above any deployment, so that what is pasted costs time in proportion to its size and
+# the answer stays readable: vLLM servers in one call, and words in one command or in all the
+# vLLM arguments of a call (vLLM has some 400 options), and characters in all the documents.
+MAX_WORKLOADS = 1_000
+MAX_ARGUMENTS = 50_000
+MAX_DOCUMENTS_TEXT = 5_000_000
 _WORKLOAD_KINDS = {"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "Pod", "LeaderWorkerSet"}
 _GPU_LABELS = ("nvidia.com/gpu.product", "cloud.google.com/gke-accelerator", "node.kubernetes.io/instance-type")
 
@@ -56,6 +68,17 @@ class Document(BaseModel):
         min_length=1, max_length=300, description="file name, e.g. 'deploy.yaml' or 'serve.sh'; used in locations"
     )
     text: str = Field(max_length=2_000_000, description="the file's contents")
+
+
+def _within_total(documents: list[Document]) -> list[Document]:
+    total = sum(len(d.text) for d in documents)
+    if total > MAX_DOCUMENTS_TEXT:
+        raise ValueError(f"{total:,} characters in all; give at most {MAX_DOCUMENTS_TEXT:,} characters in one call")
+    return documents
+
+
+# The documents of one call: review_deployment's documents, diagnose's deployment.
+Documents = Annotated[list[Document], AfterValidator(_within_total)]
 
 
 class Location(BaseModel):
@@ -126,11 +149,14 @@ class Deployment(BaseModel):
 # Shell text
 
 
-@dataclass
+@dataclass(slots=True)
 class Token:
     text: str
     line: int
     separator: bool = False
+
+
+_PLAIN_RUN = re.compile(r"""[^ \t\r\n'"\\;|&]+""")  # characters with no meaning to the shell ('#' in a word)
 
 
 def tokenize_shell(text: str, first_line: int = 1) -> list[Token]:
@@ -194,8 +220,9 @@ def tokenize_shell(text: str, first_line: int = 1) -> list[Token]:
             word.append(text[i + 1])
             i += 2
         else:
-            word.append(c)
-            i += 1
+            run = _PLAIN_RUN.match(text, i)  # the word's ordinary characters, at once
+            word.append(run.group() if run else c)
+            i = run.end() if run else i + 1
     finish()
     return tokens
 
@@ -288,56 +315,115 @@ def _is_vllm_image(image: str) -> bool:
     return "vllm" in image.lower()
 
 
-def _parse_shell(doc: Document, first_line: int = 1, path: str | None = None) -> list[_Launch]:
+def _may_start_vllm(texts: list[str]) -> bool:
+    """Whether `_docker_run` or `_vllm_args` could find a launch in these words: a cheap test, so
+    that the words of other commands (echo, curl, ...) get no Location objects."""
+    joined = " ".join(texts)
+    if not any(program in joined for program in ("vllm", "docker", "podman", "python")):
+        return False
+    bases = (w.rsplit("/", 1)[-1] for w in texts)
+    return any(base in ("vllm", "docker", "podman") or base.startswith("python") for base in bases)
+
+
+def _parse_shell(doc: Document, first_line: int = 1, path: str | None = None) -> Iterator[_Launch]:
     """Every vLLM launch in shell text; `export` lines and `VAR=value` prefixes become env."""
-    launches: list[_Launch] = []
-    exported: list[EnvUse] = []
+    # Variables are kept as (name, value, token) until a launch takes them: a script of many
+    # exports and other commands then builds no EnvUse, nor copies the list for each command.
+    exported: list[tuple[str, str, Token]] = []
+
+    def at(token: Token) -> Location:
+        return Location(file=doc.name, line=token.line, path=path)
+
+    def env_of(variables: list[tuple[str, str, Token]]) -> list[EnvUse]:
+        if len(variables) > MAX_ARGUMENTS:
+            raise AdviceError(
+                "documents",
+                f"more than {MAX_ARGUMENTS:,} environment variables set for the vLLM servers in all; no deployment "
+                "sets that many",
+            )
+        return [EnvUse(name=name, value=value, location=at(token)) for name, value, token in variables]
+
     for command in _commands(tokenize_shell(doc.text, first_line)):
-        words = [(t.text, Location(file=doc.name, line=t.line, path=path)) for t in command]
-        if words[0][0] == "export":
-            for w, loc in words[1:]:
-                m = _ASSIGNMENT.match(w)
-                if m:
-                    exported.append(EnvUse(name=m.group(1), value=m.group(2), location=loc))
+        if len(command) > MAX_ARGUMENTS:
+            raise AdviceError(
+                "text",
+                f"{doc.name}, line {command[0].line}: a command of more than {MAX_ARGUMENTS:,} words; "
+                "no deployment runs one that long",
+            )
+        if command[0].text == "export":
+            exported += [(m[1], m[2], t) for t in command[1:] if (m := _ASSIGNMENT.match(t.text))]
             continue
-        env = list(exported)
-        while words and (words[0][0] in _WRAPPERS or _ASSIGNMENT.match(words[0][0])):
-            m = _ASSIGNMENT.match(words[0][0])
+        assigned: list[tuple[str, str, Token]] = []  # VAR=value before the command
+        start = 0
+        while start < len(command) and (command[start].text in _WRAPPERS or _ASSIGNMENT.match(command[start].text)):
+            m = _ASSIGNMENT.match(command[start].text)
             if m:
-                env.append(EnvUse(name=m.group(1), value=m.group(2), location=words[0][1]))
-            words = words[1:]
-        if not words:
+                assigned.append((m[1], m[2], command[start]))
+            start += 1
+        rest = command[start:]
+        texts = [t.text for t in rest]
+        if len(texts) >= 3 and texts[0] in _SHELLS and texts[1] in ("-c", "-lc", "-ec"):
+            for inner in _parse_shell(Document(name=doc.name, text=texts[2]), rest[2].line or 1, path):
+                inner.env = env_of(exported + assigned) + inner.env
+                yield inner
             continue
-        if len(words) >= 3 and words[0][0] in _SHELLS and words[1][0] in ("-c", "-lc", "-ec"):
-            inner_doc = Document(name=doc.name, text=words[2][0])
-            for launch in _parse_shell(inner_doc, words[2][1].line or 1, path):
-                launch.env = env + launch.env
-                launches.append(launch)
+        if not _may_start_vllm(texts):
             continue
-        docker = _docker_run(words, env)
-        if docker is None:
+        words = [(t.text, at(t)) for t in rest]
+        env = env_of(exported + assigned)
+        launch = _docker_run(words, env)
+        if launch is None:
             args = _vllm_args(words)
             if args is None:
                 continue
-            docker = _Launch(args=args, env=env)
-        launch = docker
+            launch = _Launch(args=args, env=env)
         launch.location = words[0][1]
-        launches.append(launch)
-    return launches
+        yield launch
 
 
 # ---------------------------------------------------------------------------------------------
 # YAML with line numbers
 
+# Bounds on one YAML document (a `---` section), far above any manifest, compose file or values
+# file. Nesting: PyYAML's composer and this reader recurse once a level, and libyaml's composer
+# overflows the C stack near 50,000 levels. Aliases: every use of an anchor is walked again, so
+# nine aliases of nine aliases of ... grow as 9^n from a few hundred bytes; what aliases add is
+# bounded both in nodes and in scalar characters (one long string named a thousand times).
+MAX_YAML_DEPTH = 100
+MAX_ALIAS_NODES = 100_000
+MAX_ALIAS_CHARS = 2_000_000
+# And the nodes of all the YAML one call reads (PyYAML resolves and builds each in Python, some
+# 10 µs a node): a manifest has 15-20 bytes a node, so this is about the whole size bound.
+MAX_YAML_NODES = 300_000
+_PATH_KEY_CHARS = 80  # a longer key is shortened in paths, which every node below it repeats
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
 
 class _Located:
-    """A YAML value with the line it starts on and its path."""
+    """A YAML value with the line it starts on; its path is put together from its parents when asked for,
+    so a long key is not copied into every node below it."""
 
-    def __init__(self, value: Any, line: int, path: str, block: bool = False) -> None:
-        self.value = value
+    __slots__ = ("block", "line", "parent", "step", "value")
+
+    def __init__(self, line: int, parent: _Located | None = None, step: str = "") -> None:
+        self.value: Any = None
         self.line = line
-        self.path = path
-        self.block = block  # a literal or folded block scalar: its text starts on the next line
+        self.parent = parent
+        self.step = step  # ".key" or "[3]": the part of the path this node adds
+        self.block = False  # a literal or folded block scalar: its text starts on the next line
+
+    @property
+    def path(self) -> str:
+        steps = []
+        node: _Located | None = self
+        while node is not None:
+            steps.append(node.step)
+            node = node.parent
+        return "".join(reversed(steps)).removeprefix(".")
 
     def get(self, key: str) -> Any:
         """The `_Located` under ``key``, or None (typed Any: manifests are walked by hand, key by key)."""
@@ -362,29 +448,181 @@ class _Located:
         return self.value
 
 
-def _located(node: yaml.Node, path: str, constructor: yaml.constructor.SafeConstructor) -> _Located:
-    line = node.start_mark.line + 1
-    if isinstance(node, yaml.MappingNode):
-        mapping: dict[str, _Located] = {}
+def _short_tag(tag: str) -> str:
+    return "!!" + tag.removeprefix("tag:yaml.org,2002:") if tag.startswith("tag:yaml.org,2002:") else tag
+
+
+class _YamlReader:
+    """Builds `_Located` trees from PyYAML nodes of one text, with YAML merge keys (``<<: *base``)."""
+
+    def __init__(self, name: str, first_line: int) -> None:
+        self.name = name
+        self.first_line = first_line
+        # A constructor per text: it remembers every node it built, so a shared one grows without
+        # end in a long-running server (and is not safe to share between threads).
+        self.constructor = yaml.constructor.SafeConstructor()
+        self.merged: dict[int, list[tuple[yaml.Node, yaml.Node]]] = {}
+
+    def located(self, node: yaml.Node, parent: _Located | None = None, step: str = "") -> _Located:
+        item = _Located(node.start_mark.line + self.first_line, parent, step)
+        if isinstance(node, yaml.MappingNode):
+            mapping: dict[str, _Located] = {}
+            for key_node, value_node in self.pairs(node):
+                key = str(self.construct(key_node))
+                mapping[key] = self.located(value_node, item, "." + _clip(key, _PATH_KEY_CHARS))
+            item.value = mapping
+        elif isinstance(node, yaml.SequenceNode):
+            item.value = [self.located(v, item, f"[{i}]") for i, v in enumerate(node.value)]
+        else:
+            assert isinstance(node, yaml.ScalarNode)
+            item.value = self.construct(node)
+            item.block = node.style in ("|", ">")
+        return item
+
+    def pairs(self, node: yaml.MappingNode) -> list[tuple[yaml.Node, yaml.Node]]:
+        """The key and value nodes with merge keys expanded: the mapping's own keys win, then the
+        merged mappings in the order written (PyYAML's rule). Remembered per node: an anchor is
+        flattened once however often it is merged."""
+        known = self.merged.get(id(node))
+        if known is not None:
+            return known
+        merged: list[tuple[yaml.Node, yaml.Node]] = []
+        own: list[tuple[yaml.Node, yaml.Node]] = []
         for key_node, value_node in node.value:
-            key = str(constructor.construct_object(key_node, deep=True))
-            mapping[key] = _located(value_node, f"{path}.{key}" if path else key, constructor)
-        return _Located(mapping, line, path)
-    if isinstance(node, yaml.SequenceNode):
-        return _Located([_located(v, f"{path}[{i}]", constructor) for i, v in enumerate(node.value)], line, path)
-    assert isinstance(node, yaml.ScalarNode)
-    return _Located(constructor.construct_object(node, deep=True), line, path, block=node.style in ("|", ">"))
+            if key_node.tag != _MERGE_TAG:
+                own.append((key_node, value_node))
+                continue
+            sources = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
+            for source in reversed(sources):
+                if not isinstance(source, yaml.MappingNode):
+                    raise self.error(source, "a merge key (<<) takes a mapping or a list of mappings")
+                merged += self.pairs(source)
+        self.merged[id(node)] = merged + own
+        return merged + own
+
+    def construct(self, node: yaml.Node) -> Any:
+        try:
+            return self.constructor.construct_object(node, deep=True)
+        except Exception as exc:  # PyYAML's constructors on any text: ValueError, IndexError ('!!int '), ...
+            raise self.error(node, self.why_not(node, exc)) from None
+
+    def why_not(self, node: yaml.Node, exc: Exception) -> str:
+        tag = _short_tag(node.tag)
+        if tag == "!!value":
+            return "the value '=' cannot be read: YAML takes a lone = for its 'value' key; quote it"
+        if isinstance(exc, yaml.constructor.ConstructorError) and "could not determine a constructor" in str(exc):
+            return f"the tag {_clip(tag, 80)} is not one the safe YAML loader reads; remove it or quote the value"
+        detail = exc.problem if isinstance(exc, yaml.MarkedYAMLError) else str(exc)
+        shown = _clip(repr(node.value), 60) if isinstance(node, yaml.ScalarNode) else f"this {tag} node"
+        return f"the value {shown} cannot be read as {_clip(tag, 80)}: {_clip(detail or type(exc).__name__, 120)}"
+
+    def error(self, node: yaml.Node, problem: str) -> AdviceError:
+        return AdviceError("text", f"{self.name}, line {node.start_mark.line + self.first_line}: {problem}")
 
 
-def _load_yaml(doc: Document) -> list[_Located]:
+class _Size(NamedTuple):
+    """What a YAML node stands for with its aliases expanded."""
+
+    nodes: int
+    chars: int  # in its scalars
+    height: int  # levels of nesting, itself included
+
+
+def _check_yaml_shape(name: str, text: str, first_line: int, totals: _Totals) -> None:
+    """Refuse a YAML document nested deeper than MAX_YAML_DEPTH (aliases expanded), with a recursive
+    alias, or whose aliases add more than MAX_ALIAS_NODES nodes or MAX_ALIAS_CHARS characters; and
+    count its nodes into ``totals``, refusing the text that takes them past MAX_YAML_NODES.
+
+    Reads libyaml's event stream, which builds nothing and stops at the first offence, so the
+    check costs one pass however the document is built; the size of an anchored node is known
+    when its end goes by."""
+    number = 0
+    anchors: dict[str, _Size] = {}
+    open_anchors: set[str] = set()
+    stack: list[tuple[list[int], str | None]] = []  # ([nodes, chars, height below], anchor) of open collections
+    added = [0, 0]  # nodes and characters the aliases add
+
+    def refuse(problem: str, event: yaml.Event | None = None) -> AdviceError:
+        line = f", line {_line_of(event, first_line)}" if event is not None else ""
+        return AdviceError("text", f"{name}, YAML document {number}{line}: {problem}")
+
+    for event in yaml.parse(text, Loader=SAFE_LOADER):
+        if totals.yaml_nodes > MAX_YAML_NODES:
+            raise AdviceError(
+                "text",
+                f"{name}: more than {MAX_YAML_NODES:,} YAML nodes in the documents together; give the manifests "
+                "of the vLLM servers and what they use",
+            )
+        if isinstance(event, yaml.DocumentStartEvent):
+            number += 1
+            anchors, open_anchors, added = {}, set(), [0, 0]
+            continue
+        if isinstance(event, yaml.CollectionStartEvent):
+            if len(stack) >= MAX_YAML_DEPTH:
+                raise refuse(f"nested more than {MAX_YAML_DEPTH} levels deep; manifests nest a few dozen", event)
+            stack.append(([1, 0, 0], event.anchor))
+            totals.yaml_nodes += 1
+            if event.anchor is not None:
+                open_anchors.add(event.anchor)
+            continue
+        anchor: str | None = None
+        if isinstance(event, yaml.ScalarEvent):
+            size, anchor = _Size(1, len(event.value), 1), event.anchor
+            totals.yaml_nodes += 1
+        elif isinstance(event, yaml.AliasEvent):
+            if event.anchor in open_anchors:
+                raise AdviceError(
+                    "text",
+                    f"{name}, line {_line_of(event, first_line)}: the alias *{_clip(str(event.anchor), 40)} "
+                    "is inside the node it names (a recursive structure)",
+                )
+            size = anchors.get(str(event.anchor), _Size(1, 0, 1))  # an unknown alias: the composer reports it
+            added = [added[0] + size.nodes, added[1] + size.chars]
+            totals.yaml_nodes += size.nodes
+            if len(stack) + size.height > MAX_YAML_DEPTH:
+                raise refuse(f"nested more than {MAX_YAML_DEPTH} levels deep through its aliases", event)
+            if added[0] > MAX_ALIAS_NODES:
+                raise refuse(f"expands to more than {MAX_ALIAS_NODES:,} nodes through its aliases (an alias bomb?)")
+            if added[1] > MAX_ALIAS_CHARS:
+                raise refuse(f"expands to more than {MAX_ALIAS_CHARS:,} characters through its aliases")
+        elif isinstance(event, yaml.CollectionEndEvent):
+            (nodes, chars, below), anchor = stack.pop()
+            size = _Size(nodes, chars, below + 1)
+            open_anchors.discard(anchor)
+        else:
+            continue
+        if anchor is not None:
+            anchors[anchor] = size
+        if stack:
+            parent = stack[-1][0]
+            parent[0] += size.nodes
+            parent[1] += size.chars
+            parent[2] = max(parent[2], size.height)
+
+
+def _line_of(event: yaml.Event, first_line: int) -> int:
+    return (event.start_mark.line if event.start_mark is not None else 0) + first_line
+
+
+def _yaml_problem(exc: yaml.YAMLError, first_line: int) -> str:
+    """PyYAML's several-line message as one line: what went wrong, and where."""
+    if not isinstance(exc, yaml.MarkedYAMLError):
+        return _clip(" ".join(str(exc).split()), 200)
+    problem = ": ".join(part for part in (exc.context, exc.problem) if part)
+    mark = exc.problem_mark or exc.context_mark
+    where = f" (line {mark.line + first_line}, column {mark.column + 1})" if mark is not None else ""
+    return _clip(problem, 200) + where
+
+
+def _load_yaml(name: str, text: str, totals: _Totals, first_line: int = 1) -> list[_Located]:
+    """The YAML documents in ``text``; AdviceError("text", ...) when this reader cannot take it."""
     try:
-        nodes = list(yaml.compose_all(doc.text, Loader=SAFE_LOADER))
+        _check_yaml_shape(name, text, first_line, totals)
+        nodes = list(yaml.compose_all(text, Loader=SAFE_LOADER))
     except yaml.YAMLError as exc:
-        raise AdviceError("documents", f"{doc.name} is not valid YAML: {exc}") from None
-    # A constructor per call: it remembers every node it built, so a shared one grows without end
-    # in a long-running server (and is not safe to share between threads).
-    constructor = yaml.constructor.SafeConstructor()
-    return [_located(n, "", constructor) for n in nodes if n is not None]
+        raise AdviceError("text", f"{name} is not valid YAML: {_yaml_problem(exc, first_line)}") from None
+    reader = _YamlReader(name, first_line)
+    return [reader.located(n) for n in nodes if n is not None]
 
 
 def _text_of(item: _Located | None) -> str:
@@ -408,15 +646,24 @@ def _loc(doc: Document, item: _Located, prefix: str = "") -> Location:
 def _script_words(doc: Document, item: _Located) -> list[tuple[str, Location]]:
     """Words of a command written as one string, each with its own line."""
     first = _loc(doc, item)
-    return [
-        (t.text, Location(file=doc.name, line=t.line, path=first.path))
-        for t in tokenize_shell(_text_of(item), first.line or 1)
-        if not t.separator
-    ]
+    tokens = [t for t in tokenize_shell(_text_of(item), first.line or 1) if not t.separator]
+    _check_words(doc, item, len(tokens))
+    return [(t.text, Location(file=doc.name, line=t.line, path=first.path)) for t in tokens]
 
 
 def _words_from_list(doc: Document, items: list[_Located], prefix: str) -> list[tuple[str, Location]]:
+    if items:
+        _check_words(doc, items[0], len(items))
     return [(_text_of(i), _loc(doc, i, prefix)) for i in items]
+
+
+def _check_words(doc: Document, item: _Located, count: int) -> None:
+    if count > MAX_ARGUMENTS:
+        raise AdviceError(
+            "text",
+            f"{doc.name}, line {item.line}: a command of more than {MAX_ARGUMENTS:,} words; no deployment runs one "
+            "that long",
+        )
 
 
 def _launch_from_argv(
@@ -426,10 +673,8 @@ def _launch_from_argv(
     texts = [w for w, _ in argv]
     if len(texts) >= 3 and texts[0] in _SHELLS and texts[1] in ("-c", "-lc", "-ec"):
         loc = argv[2][1]
-        launches = _parse_shell(Document(name=doc.name, text=texts[2]), loc.line or 1, loc.path)
-        if launches:
-            return launches[0].args, launches[0].env
-        return None
+        launch = next(_parse_shell(Document(name=doc.name, text=texts[2]), loc.line or 1, loc.path), None)
+        return (launch.args, launch.env) if launch is not None else None
     inner = _vllm_args(argv)
     if inner is not None:
         return inner, []
@@ -483,7 +728,7 @@ def _k8s_env(
 
 
 def _memory_gib(text: str) -> float | None:
-    m = re.fullmatch(r"\s*([0-9.]+)\s*([KMGTP]i?|[kmgtp]|[KMGTP]B?)?\s*", text)
+    m = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([KMGTP]i?|[kmgtp]|[KMGTP]B?)?\s*", text)
     if not m:
         return None
     number = float(m.group(1))
@@ -491,7 +736,7 @@ def _memory_gib(text: str) -> float | None:
     binary = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50}
     decimal = {"k": 1e3, "K": 1e3, "M": 1e6, "m": 1e6, "G": 1e9, "g": 1e9, "T": 1e12, "t": 1e12, "P": 1e15}
     factor = binary.get(unit) or decimal.get(unit) or 1
-    return number * factor / GIB
+    return readable_number(number * factor / GIB)
 
 
 def _gpu_label(pod_spec: _Located) -> str | None:
@@ -502,7 +747,7 @@ def _gpu_label(pod_spec: _Located) -> str | None:
                 return _text_of(selector.value[label])
     affinity = pod_spec.get("affinity")
     if affinity is not None:
-        text = json.dumps(affinity.plain())
+        text = json.dumps(affinity.plain(), default=str)  # dates and bytes, which YAML builds, as text
         for label in _GPU_LABELS:
             m = re.search(re.escape(label) + r'", "operator": "In", "values": \["([^"]+)"', text)
             if m:
@@ -510,21 +755,41 @@ def _gpu_label(pod_spec: _Located) -> str | None:
     return None
 
 
-def _pod_specs(obj: _Located) -> list[tuple[_Located, str, int | None, int]]:
+def _whole_number(doc: Document, item: _Located | None, what: str, low: int, high: int, notes: list[str]) -> int | None:
+    """An integer field such as replicas; None, with a note, when it is not a whole number from low to high."""
+    if item is None:
+        return None
+    if isinstance(item.value, int) and not isinstance(item.value, bool) and low <= item.value <= high:
+        return item.value
+    shown = _clip(_text_of(item), 40)
+    notes.append(f"{_loc(doc, item)}: {what} {shown} is not a whole number from {low} to {high:,}; it is not used")
+    return None
+
+
+def _memory_limit(doc: Document, item: _Located | None, notes: list[str]) -> float | None:
+    if item is None:
+        return None
+    gib = _memory_gib(_text_of(item))
+    if gib is None:
+        shown = _clip(_text_of(item), 40)
+        notes.append(f"{_loc(doc, item)}: memory limit {shown!r} is not a quantity such as 64Gi; it is not used")
+    return gib
+
+
+def _pod_specs(doc: Document, obj: _Located, notes: list[str]) -> list[tuple[_Located, str, int | None, int]]:
     """(pod spec, part, replicas, hosts per engine) of a workload object."""
     kind = _text_of(obj.get("kind"))
     spec = obj.get("spec")
     if spec is None:
         return []
-    replicas = spec.get("replicas")
-    count = replicas.value if replicas is not None and isinstance(replicas.value, int) else None
+    count = _whole_number(doc, spec.get("replicas"), "replicas", 0, 1_000_000, notes)
     if kind == "Pod":
         return [(spec, "", 1, 1)]
     found: list[tuple[_Located, str, int | None, int]] = []
     if kind == "LeaderWorkerSet":
         template = spec.get("leaderWorkerTemplate")
         size = template.get("size") if template is not None else None
-        nodes = size.value if size is not None and isinstance(size.value, int) else 1
+        nodes = _whole_number(doc, size, "leaderWorkerTemplate.size", 1, 100_000, notes) or 1
         for part in ("leaderTemplate", "workerTemplate"):
             part_template = template.get(part) if template is not None else None
             pod = part_template.get("spec") if part_template is not None else None
@@ -538,7 +803,7 @@ def _pod_specs(obj: _Located) -> list[tuple[_Located, str, int | None, int]]:
     return found
 
 
-def _parse_kubernetes(doc: Document, objects: list[_Located], deployment: Deployment) -> None:
+def _parse_kubernetes(doc: Document, objects: list[_Located], deployment: Deployment, totals: _Totals) -> None:
     config_maps = {
         _text_of(o.get("metadata").get("name")): o
         for o in objects
@@ -550,14 +815,14 @@ def _parse_kubernetes(doc: Document, objects: list[_Located], deployment: Deploy
     for cm in config_maps.values():
         for key, item in (cm.get("data").value if cm.get("data") is not None else {}).items():
             if key.endswith((".yaml", ".yml")) and isinstance(item.value, str):
-                _maybe_lmcache_config(Document(name=doc.name, text=item.value), deployment, item.line + 1, item.path)
+                _maybe_lmcache_config(doc.name, item.value, deployment, totals, item.line + 1)
     for obj in objects:
         kind = _text_of(obj.get("kind")) if obj.get("kind") else ""
         meta = obj.get("metadata")
         name = _text_of(meta.get("name")) if meta is not None and meta.get("name") is not None else "?"
         if kind == "Service":
             deployment.services.append(name)
-        for pod_spec, part, replicas, nodes in _pod_specs(obj):
+        for pod_spec, part, replicas, nodes in _pod_specs(doc, obj, deployment.notes):
             gpu = _gpu_label(pod_spec)
             containers = pod_spec.get("containers")
             for container in containers.items() if containers else []:
@@ -580,7 +845,7 @@ def _parse_kubernetes(doc: Document, objects: list[_Located], deployment: Deploy
                 memory = None
                 if limits is not None and limits.get("limits") is not None:
                     mem = limits.get("limits").get("memory")
-                    memory = _memory_gib(_text_of(mem)) if mem is not None else None
+                    memory = _memory_limit(doc, mem, deployment.notes)
                 cname = _text_of(container.get("name")) if container.get("name") else "?"
                 label = f"{kind}/{name}" + (f" {part}" if part else "") + f" container {cname}"
                 workload = Workload(
@@ -643,7 +908,7 @@ def _parse_compose(doc: Document, root: _Located, deployment: Deployment) -> Non
             image=image,
             image_location=_loc(doc, image_item) if image_item is not None else None,
             env=env + script_env,
-            memory_limit_gib=_memory_gib(_text_of(memory)) if memory is not None else None,
+            memory_limit_gib=_memory_limit(doc, memory, deployment.notes),
             location=Location(file=doc.name, line=service.line, path=service.path),
         )
         _read_args(workload, args)
@@ -755,11 +1020,19 @@ def _parse_helm_values(doc: Document, root: _Located, deployment: Deployment) ->
 _LMCACHE_KEYS: set[str] = set()
 
 
-def _maybe_lmcache_config(doc: Document, deployment: Deployment, first_line: int = 1, path: str = "") -> bool:
+def _maybe_lmcache_config(name: str, text: str, deployment: Deployment, totals: _Totals, first_line: int) -> bool:
+    """Read ``text`` as an LMCache config file when it is one (its first line is ``first_line`` of file ``name``)."""
     try:
-        roots = _load_yaml(Document(name=doc.name, text="\n" * (first_line - 1) + doc.text))
+        roots = _load_yaml(name, text, totals, first_line)
     except AdviceError:
+        if totals.yaml_nodes > MAX_YAML_NODES:
+            raise
         return False
+    return _lmcache_config(name, roots, deployment)
+
+
+def _lmcache_config(name: str, roots: list[_Located], deployment: Deployment) -> bool:
+    """Read the YAML documents of file ``name`` as an LMCache config file when they are one."""
     if len(roots) != 1 or not isinstance(roots[0].value, dict):
         return False
     root = roots[0]
@@ -769,15 +1042,85 @@ def _maybe_lmcache_config(doc: Document, deployment: Deployment, first_line: int
     env = []
     for key, item in root.value.items():
         value = item.plain()
-        text = json.dumps(value) if isinstance(value, (dict, list)) else _text_of(item)
+        # default=str: YAML also builds dates, timestamps and bytes, which JSON has no type for
+        shown = json.dumps(value, default=str) if isinstance(value, (dict, list)) else _text_of(item)
         env.append(
-            EnvUse(
-                name="LMCACHE_" + key.upper(), value=text, location=Location(file=doc.name, line=item.line, path=key)
-            )
+            EnvUse(name="LMCACHE_" + key.upper(), value=shown, location=Location(file=name, line=item.line, path=key))
         )
     deployment.lmcache_configs.append(env)
-    del path
     return True
+
+
+@dataclass
+class _Totals:
+    """What the documents of one call hold so far, checked against the bounds as it grows."""
+
+    counted: int = 0  # workloads added to the sums below
+    flags: int = 0
+    env: int = 0
+    yaml_nodes: int = 0  # counted by _check_yaml_shape, which enforces MAX_YAML_NODES itself
+
+    def check(self, deployment: Deployment) -> None:
+        for workload in deployment.workloads[self.counted :]:
+            self.flags += len(workload.flags)
+            self.env += len(workload.env)
+        self.counted = len(deployment.workloads)
+        if self.counted > MAX_WORKLOADS:
+            raise AdviceError(
+                "documents",
+                f"more than {MAX_WORKLOADS:,} vLLM servers in the documents; review at most {MAX_WORKLOADS:,} in one "
+                "call",
+            )
+        if self.flags > MAX_ARGUMENTS:
+            raise AdviceError(
+                "documents",
+                f"more than {MAX_ARGUMENTS:,} vLLM arguments in all the documents; no deployment has that many",
+            )
+        if self.env > MAX_ARGUMENTS:
+            raise AdviceError(
+                "documents",
+                f"more than {MAX_ARGUMENTS:,} environment variables set for the vLLM servers in all; no deployment "
+                "sets that many",
+            )
+
+
+def _read_document(doc: Document, deployment: Deployment, proxy_scripts: list[str], totals: _Totals) -> None:
+    """Add the workloads of one document; AdviceError("text", ...) when its text cannot be read."""
+    deployment.proxies += _proxy_uses(doc, proxy_scripts)
+    # Everything is tried as YAML first: shell text reads as one plain scalar, never as a mapping.
+    try:
+        roots = _load_yaml(doc.name, doc.text, totals)
+    except AdviceError:
+        if doc.name.lower().endswith((".yaml", ".yml")):
+            raise
+        roots = []
+    mappings = [r for r in roots if isinstance(r.value, dict)]
+    if mappings:
+        before = len(deployment.workloads)
+        if any(m.get("kind") is not None and m.get("apiVersion") is not None for m in mappings):
+            _parse_kubernetes(doc, mappings, deployment, totals)
+        elif mappings[0].get("services") is not None:
+            _parse_compose(doc, mappings[0], deployment)
+        elif not (_parse_helm_values(doc, mappings[0], deployment) or _lmcache_config(doc.name, roots, deployment)):
+            deployment.notes.append(
+                f"{doc.name}: a YAML file that is no manifest, compose file, Helm values or LMCache config"
+            )
+        if len(deployment.workloads) == before and not deployment.lmcache_configs:
+            deployment.notes.append(f"{doc.name}: no vLLM server found in it")
+        return
+    for n, launch in enumerate(_parse_shell(doc)):
+        workload = Workload(
+            name=f"{'docker run' if launch.source == 'docker-run' else 'vllm'} #{n + 1}",
+            file=doc.name,
+            source=launch.source,
+            env=launch.env,
+            image=launch.image[0] if launch.image else None,
+            image_location=launch.image[1] if launch.image else None,
+            location=launch.location or Location(file=doc.name, line=1),
+        )
+        _read_args(workload, launch.args)
+        deployment.workloads.append(workload)
+        totals.check(deployment)  # as they come: a text of 100,000 servers stops at the first past the bound
 
 
 def parse_documents(documents: list[Document], knowledge: Knowledge) -> Deployment:
@@ -791,44 +1134,15 @@ def parse_documents(documents: list[Document], knowledge: Knowledge) -> Deployme
     )
     deployment = Deployment(workloads=[])
     proxy_scripts = sorted({p.script for p in knowledge.recipes.pd_proxies})
+    totals = _Totals()
     for index, doc in enumerate(documents):
-        deployment.proxies += _proxy_uses(doc, proxy_scripts)
-        # Everything is tried as YAML first: shell text reads as one plain scalar, never as a mapping.
         try:
-            roots = _load_yaml(doc)
+            _read_document(doc, deployment, proxy_scripts, totals)
         except AdviceError as exc:
-            if doc.name.lower().endswith((".yaml", ".yml")):
-                raise AdviceError(f"documents[{index}].text", str(exc).split(": ", 1)[1]) from None
-            roots = []
-        if roots:
-            mappings = [r for r in roots if isinstance(r.value, dict)]
-            if mappings:
-                before = len(deployment.workloads)
-                if any(m.get("kind") is not None and m.get("apiVersion") is not None for m in mappings):
-                    _parse_kubernetes(doc, mappings, deployment)
-                elif mappings[0].get("services") is not None:
-                    _parse_compose(doc, mappings[0], deployment)
-                elif _parse_helm_values(doc, mappings[0], deployment) or _maybe_lmcache_config(doc, deployment):
-                    pass
-                else:
-                    deployment.notes.append(
-                        f"{doc.name}: a YAML file that is no manifest, compose file, Helm values or LMCache config"
-                    )
-                if len(deployment.workloads) == before and not deployment.lmcache_configs:
-                    deployment.notes.append(f"{doc.name}: no vLLM server found in it")
-                continue
-        for n, launch in enumerate(_parse_shell(doc)):
-            workload = Workload(
-                name=f"{'docker run' if launch.source == 'docker-run' else 'vllm'} #{n + 1}",
-                file=doc.name,
-                source=launch.source,
-                env=launch.env,
-                image=launch.image[0] if launch.image else None,
-                image_location=launch.image[1] if launch.image else None,
-                location=launch.location or Location(file=doc.name, line=1),
-            )
-            _read_args(workload, launch.args)
-            deployment.workloads.append(workload)
+            if exc.field != "text":
+                raise
+            raise AdviceError(f"documents[{index}].text", str(exc).removeprefix("text: ")) from None
+        totals.check(deployment)
     if not deployment.workloads and not deployment.lmcache_configs:
         raise AdviceError(
             "documents",
@@ -962,15 +1276,19 @@ def flag_bool(flag: FlagUse | None) -> bool | None:
     return text not in ("false", "0", "no", "off")
 
 
+_CLI_NUMBER = re.compile(r"\s*(-?\d+(?:\.\d+)?)\s*([kmgKMG]?)\s*")
+
+
 def parse_number(text: str | bool | None) -> float | None:
-    """A number as vLLM's CLI reads it: plain, or with k/m/g (decimal) or K/M/G (binary) suffixes."""
+    """A number as vLLM's CLI reads it: plain, or with k/m/g (decimal) or K/M/G (binary) suffixes;
+    None for other text and for numbers beyond ±2^63 (400 digits read as infinity)."""
     if text is None or isinstance(text, bool):
         return None
-    m = re.fullmatch(r"\s*(-?\d+(?:\.\d+)?)\s*([kmgKMG]?)\s*", str(text))
+    m = _CLI_NUMBER.fullmatch(str(text))
     if not m:
         return None
     factor = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9, "K": 2**10, "M": 2**20, "G": 2**30}[m.group(2)]
-    return float(m.group(1)) * factor
+    return readable_number(float(m.group(1)) * factor)
 
 
 def image_version(image: str | None) -> str | None:
@@ -997,6 +1315,96 @@ def _env_literal(env: dict[str, EnvUse], name: str) -> str | None:
     return use.value if use is not None else None
 
 
+# A --kv-transfer-config nests a few levels (MultiConnector > connectors > extra config > tiers).
+_MAX_JSON_DEPTH = 20
+
+
+def _effective_flags(
+    workload: Workload, knowledge: Knowledge, notes: list[str]
+) -> tuple[dict[str, FlagUse], dict[str, Any] | None, Location | None]:
+    """Each flag under its full name, the last occurrence winning as in argparse, and the
+    --kv-transfer-config (JSON or dotted keys) with where it was given."""
+    flags: dict[str, FlagUse] = {}
+    transfer: dict[str, Any] | None = None
+    transfer_location: Location | None = None
+    for flag in workload.flags:
+        name = flag.name
+        if name.startswith("--no-"):
+            name, flag = "--" + name[5:], flag.model_copy(update={"name": "--" + name[5:], "value": False})
+        base, dot, sub = name.partition(".")
+        if dot and base in ("--kv-transfer-config",):
+            transfer = transfer or {}
+            if _set_dotted(transfer, sub, flag, notes):
+                transfer_location = flag.location
+            flags[base] = flag.model_copy(update={"name": base})
+            continue
+        if not name.startswith("--"):  # short aliases such as -tp, -pp
+            full = next((g.name for g in knowledge.find(name) if name in g.aliases and g.name.startswith("--")), None)
+            if full is not None:
+                name, flag = full, flag.model_copy(update={"name": full})
+        if name == "--enable-hybrid-kv-cache-manager":
+            on = flag_bool(flag)
+            name = "--disable-hybrid-kv-cache-manager"
+            flag = flag.model_copy(update={"name": name, "value": (not on) if on is not None else None})
+        flags[name] = flag
+        if name == "--kv-transfer-config" and isinstance(flag.value, str):
+            parsed = _transfer_json(flag, notes)
+            if isinstance(parsed, dict):
+                transfer, transfer_location = parsed, flag.location
+    return flags, transfer, transfer_location
+
+
+def _set_dotted(transfer: dict[str, Any], keys: str, flag: FlagUse, notes: list[str]) -> bool:
+    """Apply ``--kv-transfer-config.a.b value``; false (with a note) when it cannot be."""
+    parts = keys.split(".")
+    if len(parts) > _MAX_JSON_DEPTH:
+        deep = f"is nested {len(parts):,} keys deep, more than {_MAX_JSON_DEPTH}"
+        notes.append(f"{flag.location}: --kv-transfer-config.… {deep}; it is not used")
+        return False
+    target = transfer
+    for depth, part in enumerate(parts[:-1]):
+        child = target.setdefault(part, {})
+        if not isinstance(child, dict):
+            given = ".".join(parts[: depth + 1])
+            notes.append(
+                f"{flag.location}: {_clip(flag.written, 80)} sets a key inside {given}, which is already "
+                f"{_clip(repr(child), 40)}; it is not used"
+            )
+            return False
+        target = child
+    target[parts[-1]] = flag.value
+    return True
+
+
+def _transfer_json(flag: FlagUse, notes: list[str]) -> Any:
+    """The --kv-transfer-config JSON, or None with a note on why it cannot be read."""
+    try:
+        parsed = json.loads(str(flag.value))
+    except RecursionError:
+        notes.append(f"{flag.location}: --kv-transfer-config is nested too deep to read; it is not used")
+        return None
+    except ValueError as exc:  # a JSONDecodeError, or an integer of more than 4,300 digits
+        problem = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+        notes.append(f"{flag.location}: --kv-transfer-config is not valid JSON ({_clip(problem, 90)}); vLLM rejects it")
+        return None
+    if _json_depth(parsed) > _MAX_JSON_DEPTH:
+        notes.append(f"{flag.location}: --kv-transfer-config is nested more than {_MAX_JSON_DEPTH} levels; not used")
+        return None
+    return parsed
+
+
+def _json_depth(value: Any) -> int:
+    """How deep lists and objects nest in ``value``, counted without recursion (stops past the limit)."""
+    deepest, pending = 0, [(value, 1)]
+    while pending and deepest <= _MAX_JSON_DEPTH:
+        item, depth = pending.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is not None:
+            deepest = max(deepest, depth)
+            pending += [(child, depth + 1) for child in children]
+    return deepest
+
+
 def resolve(
     workload: Workload,
     deployment: Deployment,
@@ -1011,41 +1419,7 @@ def resolve(
         _SWITCH_CACHE[key] = _switches(knowledge)
     _fix_switches(workload, _SWITCH_CACHE[key])
     notes: list[str] = []
-    flags: dict[str, FlagUse] = {}
-    transfer: dict[str, Any] | None = None
-    transfer_location: Location | None = None
-    for flag in workload.flags:
-        name = flag.name
-        if name.startswith("--no-"):
-            name, flag = "--" + name[5:], flag.model_copy(update={"name": "--" + name[5:], "value": False})
-        base, dot, sub = name.partition(".")
-        if dot and base in ("--kv-transfer-config",):
-            transfer = transfer or {}
-            target = transfer
-            parts = sub.split(".")
-            for part in parts[:-1]:
-                target = target.setdefault(part, {})
-            target[parts[-1]] = flag.value
-            transfer_location = flag.location
-            flags[base] = flag.model_copy(update={"name": base})
-            continue
-        if not name.startswith("--"):  # short aliases such as -tp, -pp
-            full = next((g.name for g in knowledge.find(name) if name in g.aliases and g.name.startswith("--")), None)
-            if full is not None:
-                name, flag = full, flag.model_copy(update={"name": full})
-        if name == "--enable-hybrid-kv-cache-manager":
-            on = flag_bool(flag)
-            name = "--disable-hybrid-kv-cache-manager"
-            flag = flag.model_copy(update={"name": name, "value": (not on) if on is not None else None})
-        flags[name] = flag
-        if name == "--kv-transfer-config" and isinstance(flag.value, str):
-            try:
-                parsed = json.loads(flag.value)
-            except json.JSONDecodeError as exc:
-                notes.append(f"{flag.location}: --kv-transfer-config is not valid JSON ({exc.msg}); vLLM rejects it")
-                parsed = None
-            if isinstance(parsed, dict):
-                transfer, transfer_location = parsed, flag.location
+    flags, transfer, transfer_location = _effective_flags(workload, knowledge, notes)
     env: dict[str, EnvUse] = {}
     for config in deployment.lmcache_configs:
         for use in config:
@@ -1060,7 +1434,19 @@ def resolve(
         setting = next((s for s in knowledge.settings if s.id == "flag.kv-offloading-backend"), None)
         default = ranged_at(setting.defaults, version) if isinstance(setting, Setting) else None
         backend = str(default.value) if default is not None and default.value is not None else None
-    size = parse_number(flags["--kv-offloading-size"].value) if "--kv-offloading-size" in flags else None
+
+    def read(text: str | bool | None, what: str, where: Location | None) -> float | None:
+        """``parse_number``, with a note when the text is a number too large to use."""
+        value = parse_number(text)
+        if value is None and isinstance(text, str) and _CLI_NUMBER.fullmatch(text):
+            notes.append(f"{where}: {what} {_clip(text.strip(), 40)} is beyond ±2^63; it is not used")
+        return value
+
+    def flag_number(flag_name: str) -> float | None:
+        flag = flags.get(flag_name)
+        return read(flag.value, flag_name, flag.location) if flag is not None else None
+
+    size = flag_number("--kv-offloading-size")
     shorthand = size is not None and backend is not None
     connectors: list[ConnectorUse] = []
 
@@ -1116,8 +1502,16 @@ def resolve(
                 tiers.append(tier["type"])
 
     def number(flag_name: str, default: float) -> float:
-        found = parse_number(flags[flag_name].value) if flag_name in flags else None
+        found = flag_number(flag_name)
         return found if found is not None else default
+
+    def extra_number(extra: dict[str, Any], key: str) -> float | None:
+        raw = extra.get(key)
+        value = readable_number(raw)
+        if value is None and isinstance(raw, (int, float)) and not isinstance(raw, bool):
+            shown = _clip(repr(raw), 40)
+            notes.append(f"{transfer_location}: kv_connector_extra_config.{key} {shown} is out of range; not used")
+        return value
 
     tp = number("--tensor-parallel-size", 1)
     pp = number("--pipeline-parallel-size", 1)
@@ -1129,14 +1523,15 @@ def resolve(
         tier_gib = size
     elif names & {"OffloadingConnector", "SimpleCPUOffloadConnector"}:
         for extra in extras:
-            raw = extra.get("cpu_bytes_to_use")
-            if isinstance(raw, (int, float)):
+            raw = extra_number(extra, "cpu_bytes_to_use")
+            if raw is not None:
                 tier_gib = raw / GIB
-            per_rank = extra.get("cpu_bytes_to_use_per_rank")
-            if isinstance(per_rank, (int, float)):
+            per_rank = extra_number(extra, "cpu_bytes_to_use_per_rank")
+            if per_rank is not None:
                 tier_gib = per_rank / GIB * tp * pp
     if names & {"LMCacheConnectorV1"}:
-        lm = parse_number(_env_literal(env, "LMCACHE_MAX_LOCAL_CPU_SIZE"))
+        lm_use = env.get("LMCACHE_MAX_LOCAL_CPU_SIZE")
+        lm = read(lm_use.value, lm_use.name, lm_use.location) if lm_use is not None else None
         if shorthand and size is not None:
             tier_gib = size  # these releases pass size / (TP x PP) to each rank
         elif lm is not None:
@@ -1146,8 +1541,7 @@ def resolve(
     weights = number("--cpu-offload-gb", 0) * tp * pp
     if tier_gib is not None or weights:
         facts["host_offload_gib"] = ((tier_gib or 0) + weights) * dp / workload.nodes
-    mml = flags.get("--max-model-len")
-    parsed_len = parse_number(mml.value) if mml is not None else None
+    parsed_len = flag_number("--max-model-len")
     if parsed_len is not None and parsed_len > 0:
         facts["max_model_len"] = parsed_len
     if workload.memory_limit_gib is not None:

@@ -6,7 +6,10 @@ dumps are parsed with prometheus_client's exposition-format parser; every metric
 by the names `knowledge/metrics.yaml` gives for the release, so a dump from another release (or
 a dashboard on old names) is itself a finding. With two dumps, counters are read as the
 difference between them (the "after" minus the "before"), which is what the window measured;
-with one, as totals since start.
+with one, as totals since start. A counter that went down was reset by a restart and is read from
+zero; a metric with a NaN, infinite or huge sample is not used, and metric_notes says so. Lines
+are bounded (MAX_METRICS_LINE, MAX_METRICS_QUOTES) so that the parser's time stays proportional
+to the dump's size.
 
 Each cause gets the readings behind it and the next check to run. The thresholds are stated in
 `_THRESHOLDS` and in each cause's text; they are judgement, not facts about vLLM.
@@ -14,14 +17,17 @@ Each cause gets the readings behind it and the next check to run. The thresholds
 
 from __future__ import annotations
 
+import io
+import re
+from collections.abc import Iterator
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 from ..knowledge import Knowledge, Metric, normalize_name
 from .check_version import status_at
-from .common import AdviceError, Citation, Result, ToolSpec, VersionContext, cite, resolve_version
-from .deployment import Document
+from .common import AdviceError, Citation, Result, ToolSpec, VersionContext, cite, readable_number, resolve_version
+from .deployment import Documents
 from .review import HostFacts, ReviewRequest, review_deployment
 
 Symptom = Literal[
@@ -78,7 +84,7 @@ class DiagnoseRequest(BaseModel):
         "throughput_low",
     )
     description: str | None = Field(default=None, max_length=4000, description="The problem in your own words")
-    deployment: list[Document] | None = Field(
+    deployment: Documents | None = Field(
         default=None, max_length=50, description="The deployment (command lines, manifests), as for review_deployment"
     )
     vllm_version: str | None = Field(default=None, max_length=40, description="The vLLM release; else the newest")
@@ -99,7 +105,10 @@ class Reading(BaseModel):
     id: str
     available_in_version: bool
     present: bool = Field(description="found in the dump")
-    value: float | None = Field(description="the window's delta for counters with two dumps, else the value")
+    value: float | None = Field(
+        description="the window's delta for counters with two dumps, else the value; null when absent or when a "
+        "sample is NaN, infinite or beyond ±2^63 (metric_notes says which)"
+    )
 
 
 class Cause(BaseModel):
@@ -134,38 +143,140 @@ class DiagnoseResult(Result):
         return "\n".join(lines)
 
 
-def parse_metrics(text: str, field: str) -> dict[str, dict[str, Any]]:
-    """Family name (normalised) → {'type', 'samples': [(name, labels, value)]}."""
-    # Imported here: only this tool needs the parser, and the server should start without it.
-    from prometheus_client.parser import text_string_to_metric_families
+Families = dict[str, dict[str, Any]]  # normalised family name -> {'name', 'type', 'samples'}
 
-    families: dict[str, dict[str, Any]] = {}
+# A /metrics line longer than this is refused. prometheus_client's parser copies the rest of the
+# line once for each label and each escaped quote, so one line costs up to its length squared;
+# with lines bounded, a dump costs time in proportion to its size. vLLM's longest lines
+# (cache_config_info, LoRA adapter lists) run to a few hundred characters, rarely a few thousand.
+MAX_METRICS_LINE = 65_536
+# And so are more double quotes in one line than this: the parser's copies are one per label (two
+# quotes each) and one per escaped quote, so with both bounded a long line costs what a short one
+# does. vLLM's series have a few dozen labels at most.
+MAX_METRICS_QUOTES = 1_024
+_WS = r"[ \t\r\x0b\x0c]+"
+# The comment lines the parser reads: HELP and TYPE, with the metric's name (quoted names may hold spaces).
+_DESCRIPTOR = re.compile(rf'#{_WS}(HELP|TYPE){_WS}("(?:[^"\\]|\\.)*"|[^"\s]+)(?:{_WS}(.*))?')
+
+
+def _exposition_lines(text: str, field: str, position: list[int]) -> Iterator[str]:
+    """The dump's lines as the parser is to read them, with ``position[0]`` the number of the last one.
+
+    HELP and TYPE lines are rewritten to their name and type, other comments dropped: the parser
+    reads those much as it reads labels (one copy of the rest of the line per run of spaces), and
+    the help text is never used."""
+    for number, line in enumerate(io.StringIO(text), 1):
+        position[0] = number
+        length = len(line.rstrip("\r\n"))
+        if length > MAX_METRICS_LINE:
+            raise AdviceError(
+                field,
+                f"line {number} is {length:,} characters long; /metrics lines are read up to {MAX_METRICS_LINE:,} "
+                "characters (vLLM writes a few hundred)",
+            )
+        quotes = line.count('"')
+        if quotes > MAX_METRICS_QUOTES:
+            raise AdviceError(
+                field,
+                f"line {number} has {quotes:,} double quotes; /metrics lines are read with up to "
+                f"{MAX_METRICS_QUOTES:,} (two a label, vLLM's series have a few dozen labels)",
+            )
+        stripped = line.strip()
+        if not stripped.startswith("#"):
+            yield line
+            continue
+        described = _DESCRIPTOR.fullmatch(stripped)
+        if described is None:
+            continue  # a plain comment, which the parser skips too
+        kind, name, rest = described.groups()
+        kept = " ".join(rest.split()) if kind == "TYPE" and rest else ""
+        yield f"# {kind} {name} {kept}".rstrip() + "\n"
+
+
+def parse_metrics(text: str, field: str) -> Families:
+    """Family name (normalised) → {'type', 'samples': [(name, labels, value)]}.
+
+    Values are kept as written, NaN and infinities included: `_read` decides per metric what can be used."""
+    # Imported here: only this tool needs the parser, and the server should start without it.
+    from prometheus_client.parser import text_fd_to_metric_families
+
+    families: Families = {}
+    position = [0]
     try:
-        for family in text_string_to_metric_families(text):
+        for family in text_fd_to_metric_families(_exposition_lines(text, field, position)):  # type: ignore[arg-type]
             samples = [(s.name, dict(s.labels), float(s.value)) for s in family.samples]
-            families[normalize_name(family.name)] = {"name": family.name, "type": family.type, "samples": samples}
+            # One name, several families: series without their TYPE line (a grep of the dump) each
+            # read as a family of their own; all their samples count.
+            known = families.setdefault(normalize_name(family.name), {"name": family.name, "type": family.type})
+            known.setdefault("samples", []).extend(samples)
+    except AdviceError:
+        raise  # a line past the bounds, from _exposition_lines
     except (ValueError, TypeError, IndexError) as exc:
-        raise AdviceError(field, f"not in the Prometheus text exposition format ({exc})") from None
+        problem = " ".join(str(exc).split()) or type(exc).__name__
+        raise AdviceError(
+            field, f"line {position[0]}: not in the Prometheus text exposition format ({_clip(problem, 160)})"
+        ) from None
     if not families:
         raise AdviceError(field, "no metrics found; paste the output of `curl http://HOST:8000/metrics`")
     return families
 
 
-def _value(families: dict[str, dict[str, Any]], metric: Metric) -> float | None:
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _read(
+    families: Families, metric: Metric, dump: str, label: tuple[str, str] | None = None
+) -> tuple[float | None, str | None]:
+    """The metric in one dump — the largest sample of a gauge, the sum of a counter's, over the samples
+    with ``label`` when given — or None and why not: a NaN, an infinity or a number past ±2^63 in
+    any of the samples makes the sum meaningless."""
     family = families.get(normalize_name(metric.name))
     if family is None:
-        return None
+        return None, None
     values = [
         v
-        for name, _, v in family["samples"]
-        if not name.endswith("_created") and not name.endswith(("_bucket", "_count", "_sum"))
+        for name, labels, v in family["samples"]
+        if not name.endswith(("_created", "_bucket", "_count", "_sum"))
+        and (label is None or labels.get(label[0]) == label[1])
     ]
-    if metric.type == "gauge":
-        return max(values) if values else None
-    return sum(values) if values else None
+    if not values:
+        return None, None
+    unreadable = next((v for v in values if readable_number(v) is None), None)
+    if unreadable is not None:
+        return None, f"{metric.name} has a sample of {unreadable:g} in {dump}; it is not used"
+    return (max(values) if metric.type == "gauge" else sum(values)), None
 
 
-def _labels(families: dict[str, dict[str, Any]], name: str) -> dict[str, str]:
+def _window(
+    metric: Metric, before: Families | None, after: Families | None, label: tuple[str, str] | None = None
+) -> tuple[float | None, bool, list[str]]:
+    """The metric's value for the window, whether the dump has it, and notes on what could not be used.
+
+    With two dumps a counter is read as after minus before; one that went down was reset by a
+    restart in between and is read from zero, as Prometheus's increase() does."""
+    latest, dump = (after, "metrics_after") if after is not None else (before, "metrics_before")
+    assert latest is not None
+    value, problem = _read(latest, metric, dump, label)
+    present = value is not None or problem is not None
+    notes = [problem] if problem else []
+    if value is None or after is None or before is None or metric.type != "counter":
+        return value, present, notes
+    earlier, problem = _read(before, metric, "metrics_before", label)
+    if problem:
+        return None, present, [problem]
+    if earlier is None:
+        return value, present, notes
+    if value < earlier:
+        notes.append(
+            f"{metric.name} went down between the dumps ({earlier:g} to {value:g}): the server restarted, so "
+            "the window is counted from the restart"
+        )
+        return value, present, notes
+    return value - earlier, present, notes
+
+
+def _labels(families: Families, name: str) -> dict[str, str]:
     family = families.get(normalize_name(name))
     return dict(family["samples"][0][1]) if family and family["samples"] else {}
 
@@ -189,10 +300,11 @@ def diagnose(request: DiagnoseRequest, knowledge: Knowledge) -> DiagnoseResult:
                 knowledge,
             )
         except AdviceError as exc:
-            if exc.field != "documents":
+            if not exc.field.startswith("documents"):
                 raise
-            # review_deployment calls them documents; this tool's field is deployment.
-            raise AdviceError("deployment", str(exc).removeprefix("documents: ")) from None
+            # review_deployment calls them documents (documents[2].text); this tool's field is deployment.
+            field = "deployment" + exc.field.removeprefix("documents")
+            raise AdviceError(field, str(exc).removeprefix(f"{exc.field}: ")) from None
         if request.vllm_version is None and review.workloads and review.workloads[0].version_source == "image-tag":
             version, context = resolve_version(knowledge, review.workloads[0].vllm_version, field="vllm_version")
     before = parse_metrics(request.metrics_before, "metrics_before") if request.metrics_before else None
@@ -202,19 +314,18 @@ def diagnose(request: DiagnoseRequest, knowledge: Knowledge) -> DiagnoseResult:
     metrics = {m.id: m for m in knowledge.metrics}
     cited: dict[str, Any] = {}
     readings: dict[str, Reading] = {}
+    notes: list[str] = []
     for metric_id in _READ:
         metric = metrics.get(metric_id)
         if metric is None or latest is None:
             continue
-        value = _value(latest, metric)
-        if value is not None and after is not None and before is not None and metric.type == "counter":
-            earlier = _value(before, metric)
-            value = value - earlier if earlier is not None else value
+        value, present, problems = _window(metric, before, after)
+        notes += problems
         readings[metric_id] = Reading(
             metric=metric.name,
             id=metric_id,
             available_in_version=status_at(metric, version) in ("available", "deprecated"),
-            present=value is not None,
+            present=present,
             value=value,
         )
         cited[metric_id] = metric
@@ -223,13 +334,16 @@ def diagnose(request: DiagnoseRequest, knowledge: Knowledge) -> DiagnoseResult:
         r = readings.get(metric_id)
         return r.value if r is not None else None
 
+    # In the dump but not usable (a NaN, infinite or huge sample): no rate is built on it, where an
+    # absent hits counter still reads as no hits.
+    unusable = {i for i, r in readings.items() if r.present and r.value is None}
     derived: dict[str, float] = {}
     queries = get("metric.prefix_cache_queries") or get("metric.gpu_prefix_cache_queries")
     hits = get("metric.prefix_cache_hits") or get("metric.gpu_prefix_cache_hits")
-    if queries:
+    if queries and not unusable & {"metric.prefix_cache_hits", "metric.gpu_prefix_cache_hits"}:
         derived["gpu_prefix_hit_rate"] = (hits or 0) / queries
     ext_q, ext_h = get("metric.external_prefix_cache_queries"), get("metric.external_prefix_cache_hits")
-    if ext_q:
+    if ext_q and "metric.external_prefix_cache_hits" not in unusable:
         derived["external_hit_rate"] = (ext_h or 0) / ext_q
     usage = get("metric.kv_cache_usage_perc") or get("metric.gpu_cache_usage_perc")
     if usage is not None:
@@ -238,19 +352,15 @@ def diagnose(request: DiagnoseRequest, knowledge: Knowledge) -> DiagnoseResult:
     if preemptions is not None:
         derived["preemptions"] = preemptions
     stored, loaded = get("metric.kv_offload_store_bytes"), get("metric.kv_offload_load_bytes")
+    loads_unusable = "metric.kv_offload_load_bytes" in unusable
     if stored is None and latest is not None and "metric.kv_offload_total_bytes" in metrics:
-        family = latest.get(normalize_name(metrics["metric.kv_offload_total_bytes"].name))
-        if family is not None:
-            stored = sum(
-                v
-                for n, lab, v in family["samples"]
-                if n.endswith("_total") and lab.get("transfer_type") == "GPU_to_CPU"
-            )
-            loaded = sum(
-                v
-                for n, lab, v in family["samples"]
-                if n.endswith("_total") and lab.get("transfer_type") == "CPU_to_GPU"
-            )
+        # Releases without the two byte counters count both directions in one, by transfer_type.
+        total = metrics["metric.kv_offload_total_bytes"]
+        stored, _, problems = _window(total, before, after, ("transfer_type", "GPU_to_CPU"))
+        notes += problems
+        loaded, present, problems = _window(total, before, after, ("transfer_type", "CPU_to_GPU"))
+        notes += problems
+        loads_unusable = present and loaded is None
     if stored is not None:
         derived["offload_store_gib"] = stored / (1 << 30)
     if loaded is not None:
@@ -260,7 +370,6 @@ def diagnose(request: DiagnoseRequest, knowledge: Knowledge) -> DiagnoseResult:
         derived["offload_allocation_failures"] = failures
 
     causes: list[Cause] = []
-    notes: list[str] = []
     symptoms = set(request.symptoms)
     text = (request.description or "").lower()
     findings = {f.rule_id: f for f in review.findings} if review else {}
@@ -397,7 +506,7 @@ def diagnose(request: DiagnoseRequest, knowledge: Knowledge) -> DiagnoseResult:
                 "and that prompts start with the same system prompt and history, byte for byte.",
             )
         )
-    if stored and ext_rate is not None and ext_rate < _THRESHOLDS["low_hit_rate"]:
+    if stored and not loads_unusable and ext_rate is not None and ext_rate < _THRESHOLDS["low_hit_rate"]:
         ratio = stored / loaded if loaded else float("inf")
         if ratio >= _THRESHOLDS["store_to_load"]:
             causes.append(

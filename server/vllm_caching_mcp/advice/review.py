@@ -15,9 +15,11 @@ for CI gates.
 from __future__ import annotations
 
 import difflib
+import itertools
 import json
 import re
 import urllib.parse
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -30,8 +32,9 @@ from .check_version import status_at
 from .common import AdviceError, Citation, Result, ToolSpec, VersionContext, cite, resolve_version
 from .deployment import (
     Deployment,
-    Document,
+    Documents,
     Effective,
+    EnvUse,
     Location,
     ProxyUse,
     find_gpu,
@@ -62,7 +65,7 @@ class HostFacts(BaseModel):
 
 
 class ReviewRequest(BaseModel):
-    documents: list[Document] = Field(
+    documents: Documents = Field(
         min_length=1,
         max_length=50,
         description="The deployment: shell scripts with `vllm serve` / `python -m vllm.entrypoints.openai.api_server` "
@@ -183,6 +186,31 @@ class Outcome:
     items: list[Evidence] = field(default_factory=list)  # one finding each (unknown flags, removed connectors)
 
 
+# difflib compares an unknown option with each of some 400 known ones (half a millisecond): the
+# closest is looked up once per name, and for this many names at most in one review.
+MAX_SUGGESTIONS = 100
+
+
+@dataclass
+class Shared:
+    """What the workloads of one review would each work out again: the known option closest to an
+    unknown one, and each variable's values across the workloads (for env_differs)."""
+
+    found: dict[str, str | None] = field(default_factory=dict)
+    skipped: int = 0
+    env_values: dict[str, tuple[list[tuple[Effective, EnvUse | None]], set[str | None]]] = field(default_factory=dict)
+
+    def closest(self, name: str, accepted: AbstractSet[str]) -> str | None:
+        if name in self.found:
+            return self.found[name]
+        if len(self.found) >= MAX_SUGGESTIONS:
+            self.skipped += 1
+            return None
+        close = difflib.get_close_matches(name, sorted(accepted), n=1, cutoff=0.75)
+        self.found[name] = close[0] if close else None
+        return self.found[name]
+
+
 @dataclass
 class Context:
     effective: Effective
@@ -192,6 +220,7 @@ class Context:
     host: HostFacts
     p99_context_tokens: int | None
     proxies: list[ProxyUse] = field(default_factory=list)
+    shared: Shared = field(default_factory=Shared)
 
 
 def _env_text(use: Any) -> str:
@@ -282,8 +311,8 @@ def _flag_items_unknown(ctx: Context, workload_flags: list[Any]) -> Outcome:
             continue
         if name == "--enable-hybrid-kv-cache-manager" and "--disable-hybrid-kv-cache-manager" in accepted:
             continue
-        close = difflib.get_close_matches(name, sorted(accepted), n=1, cutoff=0.75)
-        hint = f"; did you mean {close[0]}?" if close else ""
+        close = ctx.shared.closest(name, accepted)
+        hint = f"; did you mean {close}?" if close else ""
         items.append(Evidence(f"{flag.written} is not an option of vLLM {ctx.version}{hint}", flag.location))
     return Outcome(bool(items), items=items)
 
@@ -368,11 +397,7 @@ def evaluate(condition: Condition, ctx: Context, workload_flags: list[Any]) -> O
             return Outcome(None, missing=[f"the value of {use.name} (set from {use.reference})"])
         return Outcome(_value_test(c.env_value, use.value), [Evidence(_env_text(use), use.location)])
     if c.env_differs is not None:
-        values = [(other.workload, other.env.get(c.env_differs)) for other in [e, *ctx.others]]
-        distinct = {use.value if use else None for _, use in values}
-        differs = len(values) > 1 and len(distinct) > 1
-        shown = ", ".join(f"{w}: {use.value if use and use.value is not None else 'unset'}" for w, use in values)
-        return Outcome(differs, [Evidence(f"{c.env_differs} differs between workloads ({shown})")])
+        return _env_differs(ctx, c.env_differs)
     if c.connector is not None:
         found = [u for u in e.connectors if u.name in c.connector]
         return Outcome(bool(found), [Evidence(f"connector {u.name} (via {u.via})", u.location) for u in found])
@@ -469,6 +494,23 @@ def evaluate(condition: Condition, ctx: Context, workload_flags: list[Any]) -> O
     raise ValueError("a condition with no key")  # the schema makes this unreachable
 
 
+def _env_differs(ctx: Context, name: str) -> Outcome:
+    """Whether the workloads set ``name`` to different values, this workload's first in the evidence.
+
+    The values are gathered once per review (each workload asks about all the others), and ten
+    are shown at most."""
+    e = ctx.effective
+    if name not in ctx.shared.env_values:
+        everyone = [(w, w.env.get(name)) for w in [e, *ctx.others]]
+        ctx.shared.env_values[name] = everyone, {use.value if use else None for _, use in everyone}
+    everyone, distinct = ctx.shared.env_values[name]
+    count = 1 + len(ctx.others)
+    values = [(e, e.env.get(name)), *itertools.islice(((w, u) for w, u in everyone if w is not e), 9)]
+    shown = ", ".join(f"{w.workload}: {u.value if u and u.value is not None else 'unset'}" for w, u in values)
+    more = f" and {count - len(values)} more" if count > len(values) else ""
+    return Outcome(count > 1 and len(distinct) > 1, [Evidence(f"{name} differs between workloads ({shown}{more})")])
+
+
 # Where a derived number comes from, to point a finding at the line that set it.
 _FACT_SOURCES = {
     "max_model_len": ("flag:--max-model-len",),
@@ -562,6 +604,7 @@ def review_deployment(request: ReviewRequest, knowledge: Knowledge) -> ReviewRes
     not_checked: list[NotChecked] = []
     used: dict[str, Pitfall] = {}
     evaluated = 0
+    shared = Shared()
     for workload, effective in zip(deployment.workloads, effectives, strict=True):
         version = Version(effective.version)
         ctx = Context(
@@ -572,6 +615,7 @@ def review_deployment(request: ReviewRequest, knowledge: Knowledge) -> ReviewRes
             host=host,
             p99_context_tokens=request.p99_context_tokens,
             proxies=deployment.proxies,
+            shared=shared,
         )
         for rule in all_rules:
             if rule.id in request.disabled_rules or not in_range(rule.versions, version):
@@ -610,6 +654,11 @@ def review_deployment(request: ReviewRequest, knowledge: Knowledge) -> ReviewRes
                 )
                 findings.append(found_at[key])
     findings.sort(key=lambda f: (-_RANK[f.severity], f.location.file, f.location.line or 0, f.rule_id))
+    if shared.skipped:
+        notes.append(
+            f"closest options were looked for the first {MAX_SUGGESTIONS} unknown options only; "
+            f"{shared.skipped} more are reported without one"
+        )
     reports = [
         WorkloadReport(
             name=e.workload,
