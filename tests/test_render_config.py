@@ -21,7 +21,7 @@ from vllm_caching_mcp.advice.backend import ChooseBackendRequest, choose_backend
 from vllm_caching_mcp.advice.common import AdviceError
 from vllm_caching_mcp.advice.render import RenderConfigRequest, RenderConfigResult, render_config, shell_words
 from vllm_caching_mcp.knowledge import Knowledge
-from vllm_caching_mcp.tools import run_tool
+from vllm_caching_mcp.tools import ToolInputError, run_tool
 
 GIB = 2**30
 
@@ -476,7 +476,9 @@ def test_size_offload_numbers_are_taken_and_checked(knowledge: Knowledge) -> Non
 
 # --- injection: every free-text input -------------------------------------------------------------------------
 
-PAYLOADS = ["x; rm -rf /", "$(touch {canary})", "a\n--evil", 'it\'s "quoted" `touch {canary}`']
+# Printable hostile text: quoting must keep it one inert word. Text a format cannot carry at all (NUL,
+# newlines, a leading '-') is refused before rendering; tests/test_render_injection.py covers that.
+PAYLOADS = ["x; rm -rf /", "$(touch {canary})", 'it\'s "quoted" `touch {canary}`', "a --evil"]
 
 
 def _fake_vllm(tmp_path: Path) -> Path:
@@ -493,7 +495,7 @@ def _fake_vllm(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("payload", PAYLOADS)
-def test_hostile_model_path_and_host_run_inert_in_the_shell(knowledge: Knowledge, tmp_path: Path, payload: str) -> None:
+def test_hostile_model_and_path_run_inert_in_the_shell(knowledge: Knowledge, tmp_path: Path, payload: str) -> None:
     canary = tmp_path / "pwned"
     text = payload.format(canary=canary)
     result = render(
@@ -516,19 +518,26 @@ def test_hostile_model_path_and_host_run_inert_in_the_shell(knowledge: Knowledge
 
 
 @pytest.mark.parametrize("payload", PAYLOADS)
-def test_hostile_hosts_in_env_prefix_and_env_file_stay_values(
-    knowledge: Knowledge, tmp_path: Path, payload: str
-) -> None:
-    canary = tmp_path / "pwned"
-    text = payload.format(canary=canary)
-    result = render(knowledge, backend="nixl_pd", version="0.33.0", hosts={"prefill": text, "decode": "10.0.0.2"})
+def test_hostile_hosts_are_refused_naming_the_field(payload: str) -> None:
+    text = payload.format(canary="/tmp/x")
+    for output in ("vllm_serve", "env_file"):
+        with pytest.raises(ToolInputError, match=r"^hosts\.prefill: must be a host name"):
+            run_tool(
+                "render_config",
+                {"backend": "nixl_pd", "model": "m", "hosts": {"prefill": text}, "format": output},
+            )
+
+
+def test_a_host_reaches_the_env_prefix_and_the_env_file_as_given(knowledge: Knowledge, tmp_path: Path) -> None:
+    host = "prefill-0.pool_a.example"
+    result = render(knowledge, backend="nixl_pd", version="0.33.0", hosts={"prefill": host, "decode": "10.0.0.2"})
     bin_dir = _fake_vllm(tmp_path)
     script = tmp_path / "run.sh"
     script.write_text(file(result, "prefill.sh"))
     subprocess.run(["sh", str(script)], check=True, env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"})
     seen = json.loads((tmp_path / "argv.json").read_text())
-    assert seen["env"]["VLLM_NIXL_SIDE_CHANNEL_HOST"] == text
-    envfile = render(knowledge, backend="nixl_pd", version="0.33.0", hosts={"prefill": text}, format="env_file")
+    assert seen["env"]["VLLM_NIXL_SIDE_CHANNEL_HOST"] == host
+    envfile = render(knowledge, backend="nixl_pd", version="0.33.0", hosts={"prefill": host}, format="env_file")
     (tmp_path / "p.env").write_text(file(envfile, "prefill.env"))
     out = subprocess.run(
         ["sh", "-c", f'set -a; . {shlex.quote(str(tmp_path / "p.env"))}; printf %s "$VLLM_NIXL_SIDE_CHANNEL_HOST"'],
@@ -536,7 +545,10 @@ def test_hostile_hosts_in_env_prefix_and_env_file_stay_values(
         capture_output=True,
         text=True,
     ).stdout
-    assert out == text and not canary.exists()
+    assert out == host
+
+
+IMAGE = "registry.example:5000/team/vllm-openai:v0.33.0"
 
 
 @pytest.mark.parametrize("payload", PAYLOADS)
@@ -548,13 +560,13 @@ def test_hostile_values_in_kubernetes_and_docker_are_literal(knowledge: Knowledg
         model=f"m/{text}",
         sizes={"kv_offloading_size_gib": 4, "disk_gib": 1},
         paths={"disk": [f"/d/{text}"]},
-        image=f"img:{text}",
+        image=IMAGE,
         format="kubernetes",
     )
     raw = k8s.files[0].content
     c = container(workload(manifests(k8s), "vllm-vllm"))
     unescaped = [a.replace("$$", "$") for a in c["args"]]
-    assert unescaped[1] == f"m/{text}" and c["image"] == f"img:{text}"
+    assert unescaped[1] == f"m/{text}" and c["image"] == IMAGE
     env = {e["name"]: e["value"].replace("$$", "$") for e in c["env"]}
     assert env["LMCACHE_LOCAL_DISK"] == f"file:///d/{text}"
     if "$(" in text:
@@ -564,11 +576,11 @@ def test_hostile_values_in_kubernetes_and_docker_are_literal(knowledge: Knowledg
         backend="lmcache",
         model=f"m/{text}",
         sizes={"kv_offloading_size_gib": 4},
-        image=f"img:{text}",
+        image=IMAGE,
         format="docker_run",
     )
     words = shell_words(file(docker, "vllm.sh"))
-    assert words[words.index(f"img:{text}") + 2] == f"m/{text}"
+    assert words[words.index(IMAGE) + 2] == f"m/{text}"
     lm = render(
         knowledge,
         backend="lmcache",
@@ -579,14 +591,18 @@ def test_hostile_values_in_kubernetes_and_docker_are_literal(knowledge: Knowledg
     assert yaml.safe_load(file(lm, "vllm.yaml"))["local_disk"] == f"file:///d/{text}"
 
 
-def test_a_model_name_that_looks_like_a_flag_is_refused(knowledge: Knowledge) -> None:
-    with pytest.raises(AdviceError, match=r"^model: "):
-        render(knowledge, backend="native_cpu", model="--evil", sizes={"kv_offloading_size_gib": 1})
+def test_a_model_name_that_looks_like_a_flag_is_refused() -> None:
+    arguments = {"backend": "native_cpu", "model": "--evil", "sizes": {"kv_offloading_size_gib": 1}}
+    with pytest.raises(ToolInputError, match=r"^model: must not start with '-'"):
+        run_tool("render_config", arguments)
 
 
-def test_a_kubernetes_name_must_be_a_dns_label() -> None:
-    with pytest.raises(ValidationError, match=r"name must be a DNS label"):
-        RenderConfigRequest.model_validate({"model": "m", "backend": "none", "name": "x\nkind: Secret"})
+@pytest.mark.parametrize("name", ["x\nkind: Secret", "vllm\n", "Vllm", "-vllm"])
+def test_a_kubernetes_name_must_be_a_dns_label(name: str) -> None:
+    with pytest.raises(ValidationError, match=r"name\n  must be a DNS label"):
+        RenderConfigRequest.model_validate({"model": "m", "backend": "none", "name": name})
+    with pytest.raises(ToolInputError, match=r"^namespace: must be a DNS label"):
+        run_tool("render_config", {"model": "m", "backend": "none", "namespace": name})
 
 
 def test_missing_size_names_the_field(knowledge: Knowledge) -> None:

@@ -1,31 +1,42 @@
 """render_config: a ready configuration for a chosen backend, validated before it is returned.
 
-Three steps. `_plan` turns the request and the knowledge into components (each vLLM instance,
+Caller text is held to what every format it reaches can carry before anything is planned: the
+request model's field types refuse control characters, a leading '-' where a program would read an
+option, and anything that is not an image reference, host name or absolute path where one is
+expected; `_check_paths_fit_format` and `_lmcache_list` refuse what one format cannot carry.
+
+Then three steps. `_plan` turns the request and the knowledge into components (each vLLM instance,
 proxy, LMCache controller or server): argv, environment, ports, mounts, the kv-transfer-config
 and LMCache config as Python values, and where every value came from. The Jinja2 templates in
 `knowledge/templates/` lay the components out for one format, in a sandbox with StrictUndefined;
 values only reach the text through a filter that encodes them for the context — `shq`
-(shlex.quote) in shell, `tojson` in JSON, `yq` (a double-quoted YAML scalar) in YAML and `k8s`
-(also doubling `$`, which Kubernetes would otherwise expand in args and env). Finally `_validate`
-parses every output back — shlex, json, yaml — and checks it round-trips to the plan, that every
-vLLM flag exists in the release and is not one the release made harmful, the Kubernetes object
-shapes, and the units (GiB vs bytes vs per-rank GiB).
+(shlex.quote) in shell, `tojson` in JSON, `yq` (a double-quoted YAML scalar) in YAML, `k8s`
+(also doubling `$`, which Kubernetes would otherwise expand in args and env) and `envfile` (a
+value bare, as Docker's --env-file reads no quotes). Finally `_validate` reads every output back
+the way its reader does — sh words, docker run's options, Docker's env-file rules, python-dotenv,
+json, yaml, LMCache's quote stripping and lists — and checks it gives the plan back word by word,
+that no caller value stands where it would be read as an option, that every vLLM flag exists in
+the release and is not one the release made harmful, the Kubernetes object shapes, and the units
+(GiB vs bytes vs per-rank GiB).
 """
 
 from __future__ import annotations
 
 import functools
+import io
 import json
 import math
 import re
 import shlex
+import unicodedata
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, Field, ValidationError
+from pydantic_core import PydanticCustomError
 
 from ..knowledge import (
     SAFE_DUMPER,
@@ -39,10 +50,23 @@ from ..knowledge import (
     TierKind,
     ranged_at,
 )
+from ..registry import InvalidImageReference, parse_image_reference
 from ..versions import Version, in_range
 from .backend import Fabric
 from .check_version import status_at
-from .common import AdviceError, Citation, Result, ToolSpec, VersionContext, cite, resolve_version
+from .common import (
+    AdviceError,
+    Citation,
+    Count,
+    Result,
+    SizeBytes,
+    SizeGiB,
+    ToolSpec,
+    VersionContext,
+    cite,
+    readable_number,
+    resolve_version,
+)
 
 if TYPE_CHECKING:  # jinja2 is imported on the first render, not at server start-up
     from jinja2.sandbox import SandboxedEnvironment
@@ -51,7 +75,12 @@ Format = Literal["vllm_serve", "docker_run", "kubernetes", "kv_transfer_config",
 Origin = Literal["user", "default", "computed", "knowledge"]
 GIB = 2**30
 PROXY_PORT = 8192  # the P/D proxy's port; the vLLM instances it routes to keep 8000
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,40}[a-z0-9])?$")
+_DNS_LABEL = re.compile(r"[a-z0-9](?:[-a-z0-9]{0,40}[a-z0-9])?")
+_HOST_LABEL = r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
+_HOST = re.compile(rf"{_HOST_LABEL}(?:\.{_HOST_LABEL})*")
+# What sh, `docker run --env-file` and python-dotenv all read verbatim when written bare (shlex's
+# own test for "needs no quoting"); an env file value outside it would reach each reader differently.
+_BARE_VALUE = re.compile(r"[\w@%+=:,./-]*", re.ASCII)
 _TEMPLATES = {
     "vllm_serve": "vllm_serve.sh.j2",
     "docker_run": "docker_run.sh.j2",
@@ -62,6 +91,78 @@ _TEMPLATES = {
 }
 
 
+# ---------------------------------------------------------------------------------------------
+# What each caller-supplied text field accepts. A value reaches shell words, env files, YAML, JSON
+# and LMCache's comma-separated lists; these rules keep it to what every one of them carries intact.
+
+# Control characters (NUL, which sh drops; newline, which starts a new env-file line; tab), invisible
+# format characters, lone surrogates and Unicode line separators.
+_UNPRINTABLE = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+
+
+def _printable(text: str) -> str:
+    for char in text:
+        if unicodedata.category(char) in _UNPRINTABLE:
+            raise PydanticCustomError(
+                "unprintable_text",
+                "must be printable text: no control characters such as NUL, tab or newline (found {char})",
+                {"char": f"U+{ord(char):04X}"},
+            )
+    return text
+
+
+def _not_an_option(text: str) -> str:
+    if text.startswith("-"):
+        raise PydanticCustomError("option_like_text", "must not start with '-': it would be read as an option")
+    return text
+
+
+def _image_reference(text: str) -> str:
+    accepts = "must be an image reference such as vllm/vllm-openai:v0.22.1 or registry:5000/team/vllm@sha256:<64 hex>"
+    if text.startswith("-") or text != text.strip():
+        raise PydanticCustomError("image_reference", accepts + " (not starting with '-', no spaces)")
+    try:
+        parse_image_reference(text)
+    except InvalidImageReference as exc:
+        raise PydanticCustomError("image_reference", accepts + "; {reason}", {"reason": str(exc)}) from None
+    return text
+
+
+def _host_name(text: str) -> str:
+    if len(text) > 253 or not _HOST.fullmatch(text):
+        raise PydanticCustomError(
+            "host_name",
+            "must be a host name or IPv4 address: dot-separated labels of letters, digits, '-' and '_' that do "
+            "not start or end with '-' (an IPv6 literal is not taken here: give a name that resolves to it)",
+        )
+    return text
+
+
+def _absolute_path(text: str) -> str:
+    if not text.startswith("/") or text != text.rstrip():
+        raise PydanticCustomError(
+            "absolute_path",
+            "must be an absolute path (starting with '/') without trailing spaces, which LMCache would strip",
+        )
+    return text
+
+
+def _dns_label(text: str) -> str:
+    if not _DNS_LABEL.fullmatch(text):
+        raise PydanticCustomError(
+            "dns_label", "must be a DNS label: lower-case letters, digits and '-', up to 42 characters"
+        )
+    return text
+
+
+PlainText = Annotated[str, AfterValidator(_printable)]
+Argument = Annotated[str, AfterValidator(_printable), AfterValidator(_not_an_option)]
+ImageReference = Annotated[str, AfterValidator(_printable), AfterValidator(_image_reference)]
+HostName = Annotated[str, AfterValidator(_printable), AfterValidator(_host_name)]
+AbsolutePath = Annotated[str, Field(max_length=4096), AfterValidator(_printable), AfterValidator(_absolute_path)]
+DnsLabel = Annotated[str, AfterValidator(_dns_label)]
+
+
 class Parallelism(BaseModel):
     tensor_parallel_size: int = Field(default=1, ge=1, le=64)
     pipeline_parallel_size: int = Field(default=1, ge=1, le=64)
@@ -69,41 +170,45 @@ class Parallelism(BaseModel):
 
 
 class Sizes(BaseModel):
-    kv_offloading_size_gib: float | None = Field(
+    kv_offloading_size_gib: SizeGiB | None = Field(
         default=None, gt=0, le=1_000_000, description="CPU tier, GiB, total across the instance's TP × PP ranks"
     )
-    cpu_bytes_to_use: int | None = Field(default=None, gt=0, description="CPU tier in bytes (total); = GiB × 2^30")
-    lmcache_max_local_cpu_size_gib: float | None = Field(
+    cpu_bytes_to_use: SizeBytes | None = Field(
+        default=None, gt=0, description="CPU tier in bytes (total); = GiB × 2^30"
+    )
+    lmcache_max_local_cpu_size_gib: SizeGiB | None = Field(
         default=None, gt=0, description="LMCache DRAM per worker process, GiB (= total ÷ (TP × PP))"
     )
-    num_cpu_blocks: int | None = Field(default=None, gt=0, description="CPU tier in blocks; only vLLM < 0.14.0")
-    disk_gib: float | None = Field(default=None, gt=0, description="LMCache disk tier per worker, GiB")
+    num_cpu_blocks: Count | None = Field(default=None, gt=0, description="CPU tier in blocks; only vLLM < 0.14.0")
+    disk_gib: SizeGiB | None = Field(default=None, gt=0, description="LMCache disk tier per worker, GiB")
     gds_buffer_mib: int | None = Field(default=None, gt=0, le=1_048_576, description="LMCache GDS buffer, MiB")
-    lmcache_server_l1_gib: float | None = Field(default=None, gt=0, description="LMCache MP server DRAM, GiB")
+    lmcache_server_l1_gib: SizeGiB | None = Field(default=None, gt=0, description="LMCache MP server DRAM, GiB")
 
 
 class Paths(BaseModel):
-    disk: list[str] = Field(
-        default_factory=list, max_length=16, description="NVMe directories (fs tier / LMCache disk)"
+    disk: list[AbsolutePath] = Field(
+        default_factory=list, max_length=16, description="NVMe directories (fs tier / LMCache disk), absolute"
     )
-    gds: list[str] = Field(default_factory=list, max_length=16, description="GPUDirect Storage directories")
-    lmcache_config_file: str = Field(default="/etc/lmcache/lmcache.yaml", min_length=1, max_length=500)
+    gds: list[AbsolutePath] = Field(
+        default_factory=list, max_length=16, description="GPUDirect Storage directories, absolute"
+    )
+    lmcache_config_file: AbsolutePath = Field(default="/etc/lmcache/lmcache.yaml", max_length=500)
 
 
 class ObjectStore(BaseModel):
-    bucket: str = Field(min_length=1, max_length=255)
-    endpoint_override: str = Field(min_length=1, max_length=500)
-    prefix: str = Field(default="", max_length=255)
+    bucket: PlainText = Field(min_length=1, max_length=255)
+    endpoint_override: PlainText = Field(min_length=1, max_length=500)
+    prefix: PlainText = Field(default="", max_length=255)
 
 
 class Hosts(BaseModel):
     """Addresses for command-line formats; Kubernetes uses pod IPs and Service names instead."""
 
-    this_instance: str | None = Field(default=None, max_length=253, description="routable IP of this vLLM host")
-    prefill: str | None = Field(default=None, max_length=253)
-    decode: str | None = Field(default=None, max_length=253)
-    lmcache_server: str | None = Field(default=None, max_length=253)
-    controller: str | None = Field(default=None, max_length=253)
+    this_instance: HostName | None = Field(default=None, description="routable IP or name of this vLLM host")
+    prefill: HostName | None = None
+    decode: HostName | None = None
+    lmcache_server: HostName | None = None
+    controller: HostName | None = None
 
 
 class RenderConfigRequest(BaseModel):
@@ -114,7 +219,7 @@ class RenderConfigRequest(BaseModel):
     tiers: list[TierKind] | None = Field(
         default=None, description="native_tiering: secondary tiers in order (fs, obj, p2p)"
     )
-    model: str = Field(min_length=1, max_length=300, description="model to serve (Hugging Face id or path)")
+    model: Argument = Field(min_length=1, max_length=300, description="model to serve (Hugging Face id or path)")
     version: str | None = Field(default=None, max_length=40)
     lmcache_version: str | None = Field(default=None, max_length=40)
     parallelism: Parallelism = Field(default_factory=Parallelism)
@@ -125,22 +230,15 @@ class RenderConfigRequest(BaseModel):
     hosts: Hosts = Field(default_factory=Hosts)
     fabric: Fabric | None = None
     instances: int = Field(default=2, ge=2, le=64, description="lmcache_p2p: vLLM instances sharing the cache")
-    name: str = Field(default="vllm", description="Kubernetes name prefix (DNS label)")
-    namespace: str | None = Field(default=None, description="Kubernetes namespace (DNS label)")
-    image: str | None = Field(
+    name: DnsLabel = Field(default="vllm", description="Kubernetes name prefix (DNS label)")
+    namespace: DnsLabel | None = Field(default=None, description="Kubernetes namespace (DNS label)")
+    image: ImageReference | None = Field(
         default=None, max_length=300, description="vLLM image; default vllm/vllm-openai:v<version>"
     )
-    lmcache_image: str | None = Field(default=None, max_length=300, description="image for LMCache server/controller")
+    lmcache_image: ImageReference | None = Field(
+        default=None, max_length=300, description="image for LMCache server/controller"
+    )
     format: Format = "vllm_serve"
-
-    @model_validator(mode="after")
-    def _names(self) -> RenderConfigRequest:
-        for label, value in (("name", self.name), ("namespace", self.namespace)):
-            if value is not None and not _DNS_LABEL.match(value):
-                raise ValueError(
-                    f"{label} must be a DNS label: lower-case letters, digits and '-', up to 42 characters"
-                )
-        return self
 
 
 class RenderedFile(BaseModel):
@@ -258,8 +356,12 @@ class _Planner:
         self.plan = Plan(components=[])
         self.tp = request.parallelism.tensor_parallel_size
         self.pp = request.parallelism.pipeline_parallel_size
-        self.image = request.image or f"vllm/vllm-openai:v{self.version}"
-        self.note("image", self.image, "user" if request.image else "default", "official image tag for the release")
+        if request.image is not None:
+            self.image = request.image
+            self.note("image", self.image, "user")
+        else:
+            self.image = f"vllm/vllm-openai:v{self.version}"
+            self.note("image", self.image, "default", "official image tag for the release")
 
     # -- helpers ------------------------------------------------------------------------------
     def note(self, name: str, value: Any, origin: Origin, note: str | None = None) -> None:
@@ -390,8 +492,6 @@ class _Planner:
 
     # -- backends -----------------------------------------------------------------------------
     def build(self) -> Plan:
-        if self.r.model.startswith("-"):
-            raise AdviceError("model", "a model name cannot start with '-' (it would be read as a flag)")
         getattr(self, f"_{self.backend}")()
         return self.plan
 
@@ -524,7 +624,7 @@ class _Planner:
             many = next((c.version for c in getattr(local_disk, "changes", ())), None)
             if len(self.r.paths.disk) > 1 and many and self.lm_version < Version(many):
                 raise AdviceError("paths.disk", f"LMCache {self.lm_version} takes one disk path; a list needs {many}+")
-            config["local_disk"] = ",".join(f"file://{p}" for p in self.r.paths.disk)
+            config["local_disk"] = _lmcache_list("disk", [f"file://{p}" for p in self.r.paths.disk])
             config["max_local_disk_size"] = disk_gib
             self.note("max_local_disk_size", disk_gib, "user", "GiB per worker process")
             component.mounts += self.r.paths.disk
@@ -538,7 +638,7 @@ class _Planner:
                 if self.available("lmcache.gds_buffer_size", self.lm_version)
                 else "cufile_buffer_size"
             )
-            config["gds_path"] = ",".join(self.r.paths.gds)
+            config["gds_path"] = _lmcache_list("gds", self.r.paths.gds)
             config[key] = buffer
             self.note(key, buffer, "user", "MiB (not bytes)")
             component.mounts += self.r.paths.gds
@@ -722,7 +822,8 @@ class _Planner:
             c.service = "headless"
             self.plan.components.append(c)
         proxy = self.recipes.pd_proxy(connector_id, self.version)
-        assert proxy is not None, "the knowledge loader checks that every release with the connector has one"
+        if proxy is None:  # the loader checks every release with the connector; one older than those has none
+            raise AdviceError("version", f"no P/D proxy is known for vLLM {self.version}; give a release it covers")
         self.plan.cited.setdefault(proxy.id, cite(proxy.id, proxy))
         where = (
             (lambda role: f"{self.r.name}-{role}" + (f".{self.r.namespace}.svc" if self.r.namespace else ""))
@@ -771,6 +872,38 @@ class _Planner:
         self._pd("connector.mooncake", extra)
 
 
+def _lmcache_list(kind: Literal["disk", "gds"], entries: list[str]) -> str:
+    """LMCache's list syntax for local_disk and gds_path: entries joined by ','; an entry holding one
+    would come back as two (a second disk LMCache then writes to)."""
+    for i, entry in enumerate(entries):
+        if "," in entry:
+            raise AdviceError(
+                f"paths.{kind}.{i}", "LMCache reads this setting as a ','-separated list, so a path cannot contain ','"
+            )
+    return ",".join(entries)
+
+
+def _check_paths_fit_format(request: RenderConfigRequest) -> None:
+    """Paths the chosen format cannot write as given. docker run -v splits SOURCE:TARGET[:OPTIONS] at
+    every ':'; an env file's values stand bare on their line, as Docker's --env-file reads no quotes."""
+    for kind in ("disk", "gds"):
+        for i, path in enumerate(getattr(request.paths, kind)):
+            where = f"paths.{kind}.{i}"
+            if request.format == "docker_run" and ":" in path:
+                raise AdviceError(
+                    where,
+                    "docker run -v splits SOURCE:TARGET at ':', so a mounted path cannot contain ':'; "
+                    "the kubernetes format carries it",
+                )
+            if request.format == "env_file" and not _BARE_VALUE.fullmatch(path):
+                raise AdviceError(
+                    where,
+                    "the env_file format writes each value bare (docker run --env-file does no quote processing), "
+                    "so a path there takes only letters, digits and _@%+=:,./-; vllm_serve, docker_run and "
+                    "kubernetes quote it",
+                )
+
+
 # ---------------------------------------------------------------------------------------------
 # Encoding filters and templates
 
@@ -815,6 +948,15 @@ def _dump_yaml_scalar(value: Any) -> str:
     return yaml.dump(str(value), Dumper=SAFE_DUMPER, default_style='"', width=_NO_WRAP, allow_unicode=False).strip()
 
 
+def _env_file_value(value: Any) -> str:
+    """A value written bare in an env file. Caller text that needs quoting is refused before planning
+    (`_check_paths_fit_format`); anything else that does is refused here rather than mangled."""
+    text = str(value)
+    if not _BARE_VALUE.fullmatch(text):
+        raise RenderCheckError("format", f"{text!r} cannot be written bare in an env file; pick another format")
+    return text
+
+
 def _comment(value: Any) -> str:
     return re.sub(r"[\r\n\x00-\x1f]+", " ", str(value))
 
@@ -835,6 +977,7 @@ def _environment(directory: str) -> SandboxedEnvironment:
     env.filters["tojson"] = lambda v: json.dumps(v, indent=2, ensure_ascii=False)
     env.filters["yq"] = _yaml_scalar
     env.filters["comment"] = _comment
+    env.filters["envfile"] = _env_file_value
     env.filters["k8s"] = jinja2.pass_context(_k8s)
     return env
 
@@ -985,59 +1128,225 @@ def _check_ktc(planner: _Planner, config: dict[str, Any], where: str) -> None:
                 raise RenderCheckError("sizes", f"{where}: cpu_bytes_to_use must be an integer byte count")
 
 
+# -- readers: each file read the way the program that takes it reads it --------------------------
+
+_DOCKER_VALUE_OPTIONS = frozenset({"--name", "--gpus", "--ipc", "--network", "--entrypoint", "-p", "-e", "-v"})
+_DOCKER_SWITCHES = frozenset({"--rm"})
+
+
+def docker_run_words(words: list[str]) -> tuple[list[tuple[str, str | None]], list[str]]:
+    """The words after `docker run` as Docker's flag parser takes them: options, each with its value
+    (`--name value`, `--name=value`, `-v value`, `-vvalue`), up to the first word that is not an
+    option; that word is the image and the rest go to the entrypoint as they are. Returns the
+    options and the positional words. An option this project never writes is an error."""
+    options: list[tuple[str, str | None]] = []
+    i = 0
+    while i < len(words) and words[i].startswith("-") and words[i] != "--":
+        word = words[i]
+        if word.startswith("--"):
+            name, eq, inline = word.partition("=")
+        else:
+            name, eq, inline = word[:2], "=" if len(word) > 2 else "", word[2:].removeprefix("=")
+        if name in _DOCKER_SWITCHES and not eq:
+            options.append((name, None))
+            i += 1
+        elif name in _DOCKER_VALUE_OPTIONS and (eq or i + 1 < len(words)):
+            options.append((name, inline if eq else words[i + 1]))
+            i += 1 if eq else 2
+        else:
+            raise RenderCheckError("format", f"docker run would read {word!r} as an option this plan never writes")
+    return options, words[i + 1 :] if i < len(words) and words[i] == "--" else words[i:]
+
+
+def read_docker_env_file(text: str) -> list[tuple[str, str | None]]:
+    """An env file as `docker run --env-file` reads it (docker/cli opts/file.go): line by line, leading
+    whitespace trimmed, empty and '#' lines skipped, NAME=VALUE split at the first '=' with the value
+    taken verbatim: no quote removal, no escapes, no expansion. A line without '=' would take its value
+    from the host's environment; it comes back as (line, None)."""
+    pairs: list[tuple[str, str | None]] = []
+    for line in text.split("\n"):
+        line = line.removesuffix("\r").lstrip()
+        if line and not line.startswith("#"):
+            name, eq, value = line.partition("=")
+            pairs.append((name, value) if eq and not any(c.isspace() for c in name) else (line, None))
+    return pairs
+
+
+def _read_dotenv(text: str) -> list[tuple[str, str | None]] | None:
+    """The env file as python-dotenv reads it (with its default interpolation); None if it is not installed."""
+    try:
+        from dotenv import dotenv_values
+    except ImportError:
+        return None
+    return list(dotenv_values(stream=io.StringIO(text)).items())
+
+
+def _read_sh_env(text: str) -> list[tuple[str, str | None]]:
+    """The env file as `set -a; . ./FILE` assigns it: each word NAME=value."""
+    return [(name, value if eq else None) for name, eq, value in (w.partition("=") for w in shell_words(text))]
+
+
+def _lmcache_entries(value: str) -> list[str]:
+    """local_disk / gds_path as LMCache 0.4.4+ splits them: at ',', each entry stripped, file:// dropped."""
+    return [p.strip().removeprefix("file://") for p in value.split(",") if p.strip()]
+
+
+def _lmcache_reads_verbatim(value: str) -> bool:
+    """Whether LMCache takes an LMCACHE_* environment value as written: it strips surrounding whitespace
+    and one pair of matching outer quotes first (config_base._parse_quoted_string)."""
+    quoted = len(value) >= 2 and value[0] == value[-1] and value[0] in "'\""
+    return value == value.strip() and not quoted
+
+
+# -- checks -------------------------------------------------------------------------------------
+
+
+def _check_option_slots(planner: _Planner, c: Component) -> None:
+    """No caller text stands as a whole word where a program would take it for an option: the image
+    (docker run's positional), the model (vllm serve's), a host after a proxy option."""
+    r = planner.r
+    given = {"model": r.model, "image": r.image, "lmcache_image": r.lmcache_image}
+    given |= {f"hosts.{k}": v for k, v in r.hosts.model_dump().items()}
+    field_of = {value: name for name, value in given.items() if value}
+    for word in [c.image, *c.argv]:
+        if word.startswith("-") and word in field_of:
+            raise RenderCheckError(field_of[word], f"{c.name}: {word!r} would be read as an option, not as a value")
+
+
+def _check_plain_text(f: RenderedFile) -> None:
+    """sh drops a NUL from a word, and other control characters reach the reader changed or not at all."""
+    for char in f.content:
+        if char != "\n" and unicodedata.category(char) in _UNPRINTABLE:
+            raise RenderCheckError("format", f"{f.name}: carries the control character U+{ord(char):04X}")
+
+
+def _check_lmcache_reads(planner: _Planner, settings: dict[str, str], where: str, from_env: bool) -> None:
+    """What LMCache makes of its settings: from the environment each value after its quote stripping,
+    and local_disk / gds_path as its lists, which must give back exactly the paths the caller gave."""
+    if from_env:
+        settings = {k.removeprefix("LMCACHE_").lower(): v for k, v in settings.items() if k.startswith("LMCACHE_")}
+        for name, value in settings.items():
+            if not _lmcache_reads_verbatim(value):
+                raise RenderCheckError("format", f"{where}: LMCache would strip quotes or spaces from {name}")
+    for name, given in (("local_disk", planner.r.paths.disk), ("gds_path", planner.r.paths.gds)):
+        if name in settings and _lmcache_entries(settings[name]) != given:
+            raise RenderCheckError("format", f"{where}: LMCache would read {name} as other paths than were given")
+
+
+def _check_command(planner: _Planner, c: Component, argv: list[str], env: list[tuple[str, str]], where: str) -> None:
+    """A command read back from a file: the planned words and environment, then what vLLM and LMCache make of them."""
+    if argv != c.argv or env != [(e.name, e.value) for e in c.env if not e.field]:
+        raise RenderCheckError("format", f"{where}: the rendered command does not read back as planned")
+    _check_lmcache_reads(planner, dict(env), where, from_env=True)
+    if c.kind == "vllm":
+        _check_vllm_argv(planner, argv, where)
+        _check_units(planner, argv, dict(env), where)
+
+
+def _validate_serve(planner: _Planner, c: Component, f: RenderedFile) -> None:
+    words = shell_words(f.content)
+    env: list[tuple[str, str]] = []
+    while words and re.match(r"^[A-Z_][A-Z0-9_]*=", words[0]):
+        name, _, value = words.pop(0).partition("=")
+        env.append((name, value))
+    _check_command(planner, c, words, env, f.name)
+
+
+def _planned_docker_options(c: Component) -> list[tuple[str, str | None]]:
+    options: list[tuple[str, str | None]] = [("--rm", None), ("--name", c.name)]
+    if c.gpus:
+        options += [("--gpus", "all"), ("--ipc", "host")]
+    if c.host_network or c.service == "headless":
+        options.append(("--network", "host"))
+    else:
+        options += [("-p", f"{p.port}:{p.port}") for p in c.ports]
+    options += [("-e", f"{e.name}={e.value}") for e in c.env]
+    options += [("-v", f"{m}:{m}") for m in c.mounts]
+    return [*options, ("--entrypoint", c.argv[0])]
+
+
+def _validate_docker(planner: _Planner, c: Component, f: RenderedFile) -> None:
+    words = shell_words(f.content)
+    options, positional = docker_run_words(words[2:])
+    # Docker splits a -v value at every ':' and an -e value at its first '='.
+    mounts = [tuple(v.split(":")) for k, v in options if k == "-v" and v is not None]
+    if (
+        words[:2] != ["docker", "run"]
+        or options != _planned_docker_options(c)
+        or mounts != [(m, m) for m in c.mounts]
+        or positional[:1] != [c.image]
+    ):
+        raise RenderCheckError("format", f"{f.name}: the docker run options and image do not read back as planned")
+    env = [(k, v) for k, _, v in (value.partition("=") for name, value in options if name == "-e" and value)]
+    _check_command(planner, c, [c.argv[0], *positional[1:]], env, f.name)
+
+
+def _validate_env_file(planner: _Planner, c: Component, f: RenderedFile) -> list[str]:
+    """Read as each program that loads env files reads them; returns the readers used."""
+    planned: list[tuple[str, str | None]] = [(e.name, e.value) for e in c.env]
+    readers = {"Docker's --env-file": read_docker_env_file(f.content), "sh": _read_sh_env(f.content)}
+    dotenv = _read_dotenv(f.content)
+    if dotenv is not None:
+        readers["python-dotenv"] = dotenv
+    for reader, pairs in readers.items():
+        if pairs != planned:
+            raise RenderCheckError("format", f"{f.name}: {reader} does not read the env file as planned")
+    env = {e.name: e.value for e in c.env}
+    _check_lmcache_reads(planner, env, f.name, from_env=True)
+    _check_units(planner, [], env, f.name)
+    return list(readers)
+
+
 def _validate(planner: _Planner, files: list[RenderedFile]) -> list[str]:
     fmt, comps = planner.r.format, planner.plan.components
-    checks: list[str] = []
     by_name = {c.name: c for c in comps}
+    for component in comps:
+        _check_option_slots(planner, component)
+    env_readers: list[str] = []
     for f in files:
-        stem = f.name.rsplit(".", 1)[0]
-        c = by_name.get(stem)
-        if fmt in ("vllm_serve", "docker_run"):
-            assert c is not None
-            words = shell_words(f.content)
-            env: dict[str, str] = {}
-            if fmt == "vllm_serve":
-                while words and re.match(r"^[A-Z_][A-Z0-9_]*=", words[0]):
-                    k, v = words.pop(0).split("=", 1)
-                    env[k] = v
-                argv = words
-            else:
-                image_at = words.index(c.image, words.index("--entrypoint") + 2)
-                argv = [words[words.index("--entrypoint") + 1], *words[image_at + 1 :]]
-                env = dict(words[i + 1].split("=", 1) for i, w in enumerate(words[:image_at]) if w == "-e")
-            if argv != c.argv or env != {e.name: e.value for e in c.env}:
-                raise RenderCheckError("format", f"{f.name}: the rendered command does not read back as planned")
-            if c.kind == "vllm":
-                _check_vllm_argv(planner, argv, f.name)
-                _check_units(planner, argv, env, f.name)
+        _check_plain_text(f)
+        c = by_name.get(f.name.rsplit(".", 1)[0])
+        if fmt == "kubernetes":
+            _validate_kubernetes(planner, f.content)
+            continue
+        assert c is not None
+        if fmt == "vllm_serve":
+            _validate_serve(planner, c, f)
+        elif fmt == "docker_run":
+            _validate_docker(planner, c, f)
+        elif fmt == "env_file":
+            env_readers = _validate_env_file(planner, c, f)
         elif fmt == "kv_transfer_config":
-            assert c is not None
             config = json.loads(f.content)
             if config != c.kv_transfer_config:
                 raise RenderCheckError("format", f"{f.name}: the JSON does not read back as planned")
             _check_ktc(planner, config, f.name)
-        elif fmt == "lmcache_yaml":
-            assert c is not None and c.lmcache_config is not None
-            if yaml.load(f.content, Loader=SAFE_LOADER) != c.lmcache_config:
-                raise RenderCheckError("format", f"{f.name}: the LMCache YAML does not read back as planned")
-        elif fmt == "env_file":
-            assert c is not None
-            words = shell_words(f.content)
-            if dict(w.split("=", 1) for w in words) != {e.name: e.value for e in c.env}:
-                raise RenderCheckError("format", f"{f.name}: the env file does not read back as planned")
         else:
-            _validate_kubernetes(planner, f.content)
-    checks.append(
+            assert c.lmcache_config is not None
+            config = yaml.load(f.content, Loader=SAFE_LOADER)
+            if config != c.lmcache_config:
+                raise RenderCheckError("format", f"{f.name}: the LMCache YAML does not read back as planned")
+            _check_lmcache_reads(planner, {k: v for k, v in config.items() if isinstance(v, str)}, f.name, False)
+    return _checks_made(planner, env_readers)
+
+
+def _checks_made(planner: _Planner, env_readers: list[str]) -> list[str]:
+    fmt = planner.r.format
+    readers = ", ".join(env_readers[:-1]) + " and " + env_readers[-1] if len(env_readers) > 1 else "".join(env_readers)
+    checks = [
         {
-            "vllm_serve": "re-split with shlex",
-            "docker_run": "re-split with shlex",
-            "kv_transfer_config": "re-parsed as JSON",
-            "lmcache_yaml": "re-parsed as YAML",
-            "env_file": "re-split with shlex",
-            "kubernetes": "re-parsed as YAML",
-        }[fmt]
-        + " and compared with the plan value by value"
-    )
+            "vllm_serve": "re-split as sh splits it and compared with the plan word by word",
+            "docker_run": "re-split as sh splits it, read as docker run reads its options, image and command, "
+            "and compared with the plan word by word",
+            "kv_transfer_config": "re-parsed as JSON and compared with the plan value by value",
+            "lmcache_yaml": "re-parsed as YAML and compared with the plan value by value",
+            "env_file": f"read the way {readers} read env files, each compared with the plan value by value",
+            "kubernetes": "re-parsed as YAML and compared with the plan value by value",
+        }[fmt],
+        "no caller value stands where a program would read it as an option; no file carries a control character",
+    ]
+    if any(c.lmcache_config for c in planner.plan.components):
+        checks.append("LMCache reads every LMCACHE_* value as written and its disk/GDS lists as the paths given")
     if fmt in ("vllm_serve", "docker_run", "kubernetes"):
         checks.append(
             f"every vLLM flag exists in {planner.version} ({_accepted_flags(planner)[1]}) and none is harmful there"
@@ -1072,14 +1381,11 @@ def _validate_kubernetes(planner: _Planner, text: str) -> None:
             containers = doc["spec"]["template"]["spec"]["containers"]
             if not containers or not all({"name", "image"} <= set(x) for x in containers):
                 raise RenderCheckError("format", "a container lacks name or image")
+            if containers[0]["image"] != c.image:
+                raise RenderCheckError("format", f"{c.name}: the container image does not read back as planned")
             argv = [_unk8s(planner, a) for a in [*containers[0]["command"], *containers[0]["args"]]]
-            env = {e["name"]: _unk8s(planner, e["value"]) for e in containers[0].get("env", []) if "value" in e}
-            planned = {e.name: e.value for e in c.env if not e.field}
-            if argv != c.argv or env != planned:
-                raise RenderCheckError("format", f"{c.name}: the container does not read back as planned")
-            if c.kind == "vllm":
-                _check_vllm_argv(planner, argv, c.name)
-                _check_units(planner, argv, env, c.name)
+            env = [(e["name"], _unk8s(planner, e["value"])) for e in containers[0].get("env", []) if "value" in e]
+            _check_command(planner, c, argv, env, c.name)
             seen.add(c.name)
         elif doc["kind"] == "Service":
             c = by_name[doc["metadata"]["name"]]
@@ -1111,8 +1417,8 @@ def _merge_size_offload(request: RenderConfigRequest) -> None:
         value = data.get(key)
         if value is None:
             continue
-        if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
-            raise AdviceError(f"size_offload.{key}", f"must be a positive number; got {value!r}")
+        if readable_number(value) is None or value <= 0:
+            raise AdviceError(f"size_offload.{key}", f"must be a positive number below 2^63; got {value!r}")
         if getattr(sizes, key) is None:
             setattr(sizes, key, int(value) if key == "cpu_bytes_to_use" else float(value))
     ranks = request.parallelism.tensor_parallel_size * request.parallelism.pipeline_parallel_size
@@ -1163,11 +1469,14 @@ def render_config(request: RenderConfigRequest, knowledge: Knowledge) -> RenderC
         tiers = rec.get("tiers", []) if isinstance(rec, dict) else []
         if request.tiers is None and backend == "native_tiering":
             kinds: tuple[TierKind, ...] = ("fs", "obj", "p2p")
-            names = {recipes.tier_type(kind, Version(request.version or "0")): kind for kind in kinds}
+            # resolve_version: a version such as 'latest' is a one-line error naming the field, not InvalidVersion
+            tier_version = resolve_version(knowledge, request.version)[0] if request.version else Version("0")
+            names = {recipes.tier_type(kind, tier_version): kind for kind in kinds}
             request.tiers = [names[t] for t in tiers if t in names and t != "cpu"]
     if backend is None:
         raise AdviceError("backend", f"give a backend ({', '.join(r.backend for r in recipes.recipes)}) or a choice")
     _merge_size_offload(request)
+    _check_paths_fit_format(request)
     planner = _Planner(request, knowledge, recipes, backend)
     planner.build()
     directory = str(Path(knowledge.directory) / "templates")
