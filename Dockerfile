@@ -25,8 +25,9 @@ USER 10001:10001
 # Validates the knowledge at build time and stores the start-up cache the server user will read.
 RUN vllm-caching-mcp --prepare
 EXPOSE 8000
+# Straight to the server: urllib would send even a loopback request to HTTP_PROXY unless NO_PROXY names it.
 HEALTHCHECK --interval=30s --timeout=3s \
-    CMD ["python", "-c", "import urllib.request as u; u.urlopen('http://127.0.0.1:8000/healthz', timeout=2)"]
+    CMD ["python", "-c", "import urllib.request as u; u.build_opener(u.ProxyHandler({})).open('http://127.0.0.1:8000/healthz', timeout=2)"]
 ENTRYPOINT ["vllm-caching-mcp"]
 # Binding every interface requires naming the Host headers clients use (DNS-rebinding protection);
 # '*' accepts any, for use behind a Service or proxy. Add --auth-token-env NAME for a shared token.

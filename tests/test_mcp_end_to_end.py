@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+import json
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -81,6 +84,47 @@ async def test_bad_input_is_an_error_result_naming_the_field(transport: str, url
         assert result.is_error and "name" in result.content[0].text
         result = await client.call_tool("check_version", {"name": "--kv-offlaoding-size"})
         assert result.is_error and "Did you mean: --kv-offloading-size" in result.content[0].text
+
+
+# Refused by the SDK's own check of the tool's input schema (before the tool runs), by the request
+# model's validators, and for an argument the tool does not take, which the SDK would drop unsaid.
+REFUSED: list[tuple[str, dict[str, Any]]] = [
+    ("check_version", {"name": "x" * 500}),
+    ("check_version", {"name": 5}),
+    ("check_version", {"name": "--block-size", "names": "--kv-offloading-size"}),
+    ("size_offload", {"kv_offloading_size_gib": "lots", "model": "llama-3.1-8b"}),
+    (
+        "size_offload",
+        {
+            "architecture": {
+                "num_layers": 1,
+                "num_attention_heads": 1,
+                "num_kv_heads": 1,
+                "head_dim": 1,
+                "sliding_window_layers": 2,
+            }
+        },
+    ),
+]
+
+
+@functools.cache
+def cli_error(tool: str, arguments_json: str) -> str:
+    """What `vllm-caching call` prints for these arguments: its one error line, without the program's prefix."""
+    out = subprocess.run(
+        [sys.executable, "-m", "vllm_caching_mcp.cli", "call", tool, arguments_json], capture_output=True, text=True
+    )
+    assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
+    return out.stderr.removeprefix("vllm-caching: error: ").rstrip("\n")
+
+
+async def test_refused_arguments_read_as_the_cli_says_them(transport: str, url: str | None) -> None:
+    async with connect(transport, url) as client:
+        for tool, arguments in REFUSED:
+            result = await client.call_tool(tool, arguments)
+            text = result.content[0].text
+            assert result.is_error and text == cli_error(tool, json.dumps(arguments)), (arguments, text)
+            assert "\n" not in text and "pydantic" not in text and "Error executing" not in text, text
 
 
 async def test_unknown_tool_is_a_protocol_error(transport: str, url: str | None) -> None:

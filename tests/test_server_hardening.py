@@ -1,15 +1,23 @@
 """The HTTP server shared by many agents: who may talk to it, and how it refuses bad start-up options.
 
 Questions an operator asks before exposing the server: does it bind loopback unless told
-otherwise; does a web page on another origin (DNS rebinding) get refused; with a token, is
-every MCP request without it a 401 while the health probe stays open; does the token ever
-reach a log line; and does a bad flag say what is wrong in one line rather than a traceback.
+otherwise; does a web page on another origin (DNS rebinding) get refused, including a Host or
+Origin that merely begins like an allowed one; with a token, is every MCP request without it a
+401 while the health probe stays open; does the token ever reach a log line; does a bad flag say
+what is wrong in one line rather than a traceback; does a caller learn anything about the host's
+files (the --config-dir path, what an allowed file holds) from an error; and does the image's
+health check reach the server whatever proxy the environment names.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import socket
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +27,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from conftest import running_server
+from conftest import REPO, free_port, running_server
 from vllm_caching_mcp.mcp_server import main
 
 TOKEN = "planted-token-5f0c1e9a7b3d4c21"
@@ -55,6 +63,15 @@ def post(url: str, headers: dict[str, str] | None = None) -> httpx.Response:
         (["--transport", "streamable-http", "--auth-token-env", "1BAD-NAME"], "is not an environment variable name"),
         (["--auth-token-env", "TOKEN"], "apply to streamable-http only"),
         (["--config-dir", "/no/such/directory"], "--config-dir: '/no/such/directory' is not a directory"),
+        (["--call-cpu-seconds", "0"], "--call-cpu-seconds: 0 is not a number of seconds above 0"),
+        (["--call-cpu-seconds", "nan"], "--call-cpu-seconds: nan is not a number of seconds"),
+        (["--call-cpu-seconds", "lots"], "argument --call-cpu-seconds: invalid float value: 'lots'"),
+        (["--call-workers", "0"], "--call-workers: 0 is not between 1 and 64"),
+        (["--transport", "streamable-http", "--header-timeout", "0"], "--header-timeout: 0 is not a number of"),
+        (["--transport", "streamable-http", "--idle-timeout", "inf"], "--idle-timeout: inf is not a number of"),
+        (["--transport", "streamable-http", "--max-connections", "0"], "--max-connections: 0 is not a number of"),
+        (["--transport", "streamable-http", "--max-connections", str(2**40)], "need more files than this process"),
+        (["--header-timeout", "5", "--max-connections", "9"], "streamable-http only: --header-timeout, --max-conn"),
     ],
 )
 def test_a_bad_start_up_option_is_one_line_naming_it(
@@ -110,11 +127,34 @@ def test_named_hosts_and_origins_are_the_only_ones_accepted(tmp_path: Path) -> N
 
 
 def test_any_host_still_checks_origin(tmp_path: Path) -> None:
-    args = ("--allowed-host", "*", "--allowed-origin", "https://ide.example.com")
+    args = (
+        "--allowed-host",
+        "*",
+        "--allowed-origin",
+        "https://ide.example.com",
+        "--allowed-origin",
+        "http://localhost:*",
+    )
     with running_server(*args, log=tmp_path / "server.log") as url:
         assert post(url, {"host": "whatever.svc.cluster.local:8000"}).status_code == 200
         assert post(url, {"origin": "https://ide.example.com"}).status_code == 200
         assert post(url, {"origin": "http://evil.example"}).status_code == 403
+        # Matched as scheme, host and port, not as a prefix of the pattern.
+        assert post(url, {"origin": "http://localhost:5173"}).status_code == 200
+        assert post(url, {"origin": "http://localhost:1234.evil.com"}).status_code == 403
+        assert post(url, {"origin": "https://ide.example.com.evil.com"}).status_code == 403
+
+
+def test_a_host_or_origin_that_only_begins_like_an_allowed_one_is_refused(tmp_path: Path) -> None:
+    with running_server(log=tmp_path / "server.log") as url:
+        assert post(url, {"host": "localhost:8000"}).status_code == 200
+        for host in ("localhost:1234.evil.com", "localhost:80@evil.com", "127.0.0.1:99999", "localhost.evil.com"):
+            assert post(url, {"host": host}).status_code == 421, host
+        for origin in ("http://localhost:1234.evil.com", "http://127.0.0.1:1.evil.com", "https://localhost:3000"):
+            assert post(url, {"origin": origin}).status_code == 403, origin
+        # Two Origin headers, one allowed: the parts behind the check might read the other.
+        two = [*MCP_HEADERS.items(), ("origin", "http://localhost:3000"), ("origin", "http://evil.example")]
+        assert httpx.post(f"{url}/mcp", json=INITIALIZE, headers=two, timeout=10).status_code == 403
 
 
 # -- the bearer token ---------------------------------------------------------------------------------
@@ -169,11 +209,95 @@ async def test_a_shared_server_reads_no_config_file_unless_given_a_directory(tmp
     outside = _config(tmp_path / "private")
     (tmp_path / "allowed" / "escape").symlink_to(outside)
     with running_server(log=tmp_path / "a.log") as url:
-        failed, text = await _size_from(url, str(inside))
-        assert failed and "config_path: this shared server reads no files" in text
+        # Refused before any lookup: no '~' expanded, no name too long for the file system, no NUL.
+        for path in (str(inside), "~nosuchuser/x", "a" * 300, "a\x00b"):
+            failed, text = await _size_from(url, path)
+            assert failed and text.startswith("config_path: this shared server reads no files"), text
     with running_server("--config-dir", str(tmp_path / "allowed"), log=tmp_path / "b.log") as url:
         failed, text = await _size_from(url, str(inside))
         assert not failed and "KV per token: 2,048 B" in text, text
         for path in (outside, tmp_path / "allowed" / "escape", tmp_path / "allowed" / ".." / "private"):
             failed, text = await _size_from(url, str(path))
             assert failed and "is outside" in text, text
+
+
+@pytest.mark.anyio
+async def test_errors_about_config_paths_show_neither_the_config_dir_nor_what_a_file_holds(tmp_path: Path) -> None:
+    root = tmp_path / "allowed"
+    _config(root / "model")
+    _config(tmp_path / "private")
+    (root / "escape").symlink_to(tmp_path / "private")
+    (root / "loop").symlink_to(root / "loop")
+    (root / "secret.json").write_text('{"num_hidden_layers": "planted-secret-3f9a", "num_attention_heads": 8}')
+    (root / "deep.json").write_text("[" * 100_000)
+    (root / "latin1.json").write_bytes(b'{"name": "caf\xe9"}')
+    os.mkfifo(root / "fifo")
+    with running_server("--config-dir", str(root), log=tmp_path / "server.log") as url:
+        failed, text = await _size_from(url, "model")  # relative to the directory
+        assert not failed and "KV per token: 2,048 B" in text, text
+        refusals = {
+            "../private": "is outside the directory this server reads config files from",
+            "escape": "is outside the directory",
+            "loop": "leads into a loop of symbolic links",
+            "~/model": "no config.json at '~/model'",  # a shared server expands no '~'
+            "a" * 300: "File name too long",
+            "a\x00b": "a path cannot contain a NUL character",
+            "secret.json": "config.json field 'num_hidden_layers' must be a positive integer",
+            "deep.json": "nests arrays or objects too deeply",
+            "latin1.json": "is not UTF-8 text",
+            "fifo": "is not a regular file",
+        }
+        for path, expected in refusals.items():
+            failed, text = await _size_from(url, path)
+            assert failed and text.startswith("config_path: ") and expected in text, (path, text)
+            assert "\n" not in text and str(tmp_path) not in text and "planted-secret" not in text, text
+            assert "Error executing" not in text, text
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        ("~nosuchuser/x", "config_path: '~nosuchuser/x': no home directory is known for user 'nosuchuser'"),
+        ("a" * 300, "File name too long"),
+        ("a\x00b", "config_path: a path cannot contain a NUL character"),
+        ("/dev/zero", "config_path: '/dev/zero' is not a regular file"),
+    ],
+)
+def test_a_config_path_the_file_system_cannot_take_is_one_line_from_the_cli(path: str, expected: str) -> None:
+    arguments = json.dumps({"config_path": path, "kv_offloading_size_gib": 8})
+    command = [sys.executable, "-m", "vllm_caching_mcp.cli", "call", "size_offload", arguments]
+    out = subprocess.run(command, capture_output=True, text=True)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and expected in out.stderr, out.stderr
+
+
+# -- the container image ------------------------------------------------------------------------------
+
+
+class _Health(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        body = b'{"status": "ok"}'
+        self.send_response(200 if self.path == "/healthz" else 404)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def test_the_image_health_check_reaches_the_server_even_with_a_proxy_set() -> None:
+    joined = (REPO / "Dockerfile").read_text(encoding="utf-8").replace("\\\n", " ")
+    [check] = [line for line in joined.splitlines() if line.startswith("HEALTHCHECK")]
+    command = json.loads(check.split(" CMD ", 1)[1])
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Health)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        code = command[2].replace("127.0.0.1:8000", f"127.0.0.1:{server.server_address[1]}")
+        # A proxy that refuses every connection: a check that used it would fail.
+        env = {k: v for k, v in os.environ.items() if k.lower() != "no_proxy"}
+        env["HTTP_PROXY"] = env["http_proxy"] = f"http://127.0.0.1:{free_port()}"
+        out = subprocess.run([sys.executable, *command[1:2], code], env=env, capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -29,7 +29,7 @@ from .advice.common import ToolSpec
 from .advice.review import ReviewResult, exit_code, list_rules, to_sarif
 from .knowledge import load_knowledge
 from .knowledge_files import KnowledgeError
-from .tools import TOOL_NAMES, ToolInputError, all_tools, run_tool
+from .tools import TOOL_NAMES, ToolInputError, all_tools, check_argument_names, run_tool
 
 _SCALARS = (str, int, float)
 
@@ -210,6 +210,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise ToolInputError(f"arguments: not valid JSON ({exc.msg})") from None
             if not isinstance(arguments, dict):
                 raise ToolInputError('arguments: must be a JSON object, e.g. \'{"name": "--block-size"}\'')
+            check_argument_names(args.tool, arguments)
             result = run_tool(args.tool, arguments)
             print(json.dumps(result.model_dump(mode="json"), indent=2, ensure_ascii=False))
             return 0

@@ -3,25 +3,22 @@
 Built on the official SDK's `MCPServer` (mcp 2.x). Each tool's input schema is the tool's
 request model, flattened into typed parameters with their `Field` descriptions and bounds;
 its output schema is the result model. A call returns the result as structured content plus
-a short text summary. Bad input is a tool error whose message names the field; a tool name
-the server does not have is a protocol error. Nothing else lives here.
+a short text summary. Bad input is a tool error whose message is the line the CLI prints,
+naming the field; a tool name the server does not have is a protocol error. The offline tools
+run in worker processes, each call under a CPU budget (tool_workers); the streamable HTTP
+transport and its guards are in http_transport.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
-import hashlib
-import hmac
 import importlib
 import importlib.util
 import inspect
-import ipaddress
 import logging
 import operator
 import os
-import re
-import socket
 import sys
 import threading
 from pathlib import Path
@@ -29,22 +26,48 @@ from typing import TYPE_CHECKING, Annotated, Any, NamedTuple, NoReturn
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.context import Context
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
 from mcp_types import Tool as MCPTool
-from pydantic import Field
+from pydantic import Field, ValidationError
 
-from . import __version__, startup_cache
+from . import __version__, startup_cache, tool_workers
+from .http_transport import (
+    HEALTH_PATH,
+    MIN_TOKEN_LENGTH,
+    HttpOptions,
+    StartupError,
+    add_http_arguments,
+    http_app,
+    http_options,
+    listen,
+    serve_http,
+)
 from .knowledge_files import FILE_NAMES, KnowledgeError, knowledge_dir
 from .prompts import add_prompts
-from .tools import TOOL_NAMES, ToolInputError, run_tool, tool_spec
+from .redact import redact, redact_value
+from .tool_workers import ToolWorkers
+from .tools import TOOL_NAMES, ToolInputError, check_argument_names, describe_validation_error, run_tool, tool_spec
 
-if TYPE_CHECKING:  # the HTTP stack is imported only when serving HTTP, the tools' models on first use
-    from mcp.server.transport_security import TransportSecuritySettings
-    from starlette.types import ASGIApp, Receive, Scope, Send
-
+if TYPE_CHECKING:  # the tools' models are imported on first use
     from .advice.common import ToolSpec
+
+# The HTTP transport lives in http_transport; these names are part of this module's interface too.
+__all__ = [
+    "HEALTH_PATH",
+    "MIN_TOKEN_LENGTH",
+    "HttpOptions",
+    "StartupError",
+    "argument_parser",
+    "build_server",
+    "http_app",
+    "http_options",
+    "listen",
+    "main",
+    "prepare",
+    "serve_http",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -66,10 +89,20 @@ class _Server(MCPServer):
     while the agent reads the list). Without a listing, `load` runs before the server starts.
     Unknown tool names are protocol errors rather than tool results. The listing is built once:
     the SDK would otherwise re-validate every tool's schemas (~4 ms) on each `tools/list`.
+
+    With ``workers``, the offline tools run in those worker processes under their CPU budget;
+    without (a server built in-process, as tests and the CLI's comparisons do), on a thread.
     """
 
-    def __init__(self, listing: list[MCPTool] | None, listing_inputs: list[bytes] | None, **settings: Any) -> None:
+    def __init__(
+        self,
+        listing: list[MCPTool] | None,
+        listing_inputs: list[bytes] | None,
+        workers: ToolWorkers | None = None,
+        **settings: Any,
+    ) -> None:
         super().__init__(**settings)
+        self.workers = workers
         self._registered: set[str] = set()
         self._registering = threading.Lock()
         self._listed = listing
@@ -82,7 +115,7 @@ class _Server(MCPServer):
             return
         with self._registering:
             if name not in self._registered:
-                _add_tool(self, tool_spec(name))
+                _add_tool(self, tool_spec(name), self.workers)
                 self._registered.add(name)
 
     def register_all(self) -> None:
@@ -123,7 +156,30 @@ class _Server(MCPServer):
         if name not in TOOL_NAMES:
             raise MCPError(INVALID_PARAMS, f"Unknown tool: {name}")
         self.register(name)
-        return await super().call_tool(name, arguments, context)
+        try:
+            check_argument_names(name, arguments)  # the SDK would drop an argument the tool does not take
+            return await super().call_tool(name, arguments, context)
+        except ToolInputError as exc:
+            raise ToolError(str(exc)) from None
+        except UnexpectedToolError:
+            raise
+        except ToolError as exc:
+            raise _as_the_cli_says_it(exc) from exc.__cause__
+
+
+def _as_the_cli_says_it(error: ToolError) -> ToolError:
+    """A tool error in the words the CLI prints: one line, 'field: what is wrong'.
+
+    The SDK checks the arguments against the tool's schema before the tool runs and reports a
+    failure as pydantic's multi-line text, with its documentation URL and version; and it puts
+    "Error executing tool NAME: " before every message. Neither reaches the caller.
+    """
+    cause = error.__cause__
+    if isinstance(cause, ValidationError):
+        return ToolError(redact(describe_validation_error(cause)))
+    if isinstance(cause, ToolError):
+        return ToolError(str(cause))
+    return error
 
 
 # The listing is answered first; the tools register this long after, off the event loop.
@@ -181,28 +237,28 @@ def _cached_listing(inputs: list[bytes] | None) -> list[MCPTool] | None:
     return listing
 
 
-def _tool_function(spec: ToolSpec) -> Any:
+def _tool_function(spec: ToolSpec, workers: ToolWorkers | None) -> Any:
     """A function whose signature is the request model's fields, for the SDK to derive the schema from."""
-
-    def call(arguments: dict[str, Any]) -> CallToolResult:
-        try:
-            result = run_tool(spec.name, arguments)
-        except ToolInputError as exc:
-            raise ToolError(str(exc)) from None
-        return CallToolResult(
-            content=[TextContent(type="text", text=result.summary())],
-            structured_content=result.model_dump(mode="json"),
-        )
-
     tool: Any
-    if spec.open_world:
-        # Network tools block on I/O: the SDK runs a plain function on a worker thread.
-        def tool(**arguments: Any) -> CallToolResult:
-            return call(arguments)
-    else:
-        # Offline tools are a few milliseconds of CPU: a thread hop would cost more than it frees.
+    if workers is not None and not spec.open_world:
+        # Offline tools are CPU work on caller-sized input: in a worker process, off the event loop,
+        # where a call past its CPU budget can be stopped.
         async def tool(**arguments: Any) -> CallToolResult:
-            return call(arguments)
+            try:
+                answer = await workers.call(spec.name, arguments)
+            except (ToolInputError, tool_workers.CallStopped) as exc:
+                raise ToolError(redact(str(exc))) from None
+            # The worker holds none of the secrets this process registered (see redact).
+            return _result(redact(answer.summary), redact_value(answer.structured))
+    else:
+        # Network tools block on I/O: the SDK runs a plain function on a worker thread, as it does
+        # every tool of a server built without worker processes.
+        def tool(**arguments: Any) -> CallToolResult:
+            try:
+                result = run_tool(spec.name, arguments)
+            except ToolInputError as exc:
+                raise ToolError(str(exc)) from None
+            return _result(result.summary(), result.model_dump(mode="json"))
 
     parameters = []
     for field_name, field in spec.request.model_fields.items():
@@ -223,9 +279,13 @@ def _tool_function(spec: ToolSpec) -> Any:
     return tool
 
 
-def _add_tool(server: MCPServer, spec: ToolSpec) -> None:
+def _result(summary: str, structured: dict[str, Any]) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=summary)], structured_content=structured)
+
+
+def _add_tool(server: MCPServer, spec: ToolSpec, workers: ToolWorkers | None) -> None:
     server.add_tool(
-        _tool_function(spec),
+        _tool_function(spec, workers),
         name=spec.name,
         title=spec.title,
         description=spec.description,
@@ -240,7 +300,7 @@ def _add_tool(server: MCPServer, spec: ToolSpec) -> None:
     )
 
 
-def build_server(*, defer: bool = True) -> _Server:
+def build_server(*, defer: bool = True, workers: ToolWorkers | None = None) -> _Server:
     """The server with every tool and knowledge resource.
 
     With ``defer``, a start-up that finds its tool listing in the start-up cache (stored by an
@@ -250,7 +310,7 @@ def build_server(*, defer: bool = True) -> _Server:
     """
     inputs = _listing_inputs()
     listing = _cached_listing(inputs) if defer else None
-    server = _Server(listing, inputs, name="vllm-caching-mcp", version=__version__, instructions=INSTRUCTIONS)
+    server = _Server(listing, inputs, workers, name="vllm-caching-mcp", version=__version__, instructions=INSTRUCTIONS)
     if server._listed is None:
         server.load()
     root = str(knowledge_dir())
@@ -285,192 +345,17 @@ def _add_knowledge_resource(server: MCPServer, root: str, file_name: str) -> Non
         return path.read_text(encoding="utf-8")
 
 
-# -- start-up and the HTTP transport --------------------------------------------------------------
+# -- start-up ---------------------------------------------------------------------------------------
 
-_LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
-# Host header patterns the SDK matches: exact, or "name:*" for any port.
-_HOST_PATTERN = re.compile(r"(\*|[A-Za-z0-9](?:[A-Za-z0-9.-]{0,252})|\[[0-9A-Fa-f:.]+\])(?::(?:\*|\d{1,5}))?")
-_ORIGIN_PATTERN = re.compile(r"https?://(?:[A-Za-z0-9][A-Za-z0-9.-]{0,252}|\[[0-9A-Fa-f:.]+\])(?::(?:\*|\d{1,5}))?")
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
-MIN_TOKEN_LENGTH = 16
-HEALTH_PATH = "/healthz"
-
-
-class StartupError(Exception):
-    """A start-up option that cannot work; the message is one line for the operator."""
-
-
-class HttpOptions(NamedTuple):
-    host: str
-    port: int
-    path: str
-    allowed_hosts: tuple[str, ...]  # ("*",) means any Host header
-    allowed_origins: tuple[str, ...]
-    token: str | None
+DEFAULT_CALL_CPU_SECONDS = 20
+MAX_CALL_CPU_SECONDS = 3600
+MAX_CALL_WORKERS = 64
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         # One line, no usage dump: start-up errors are read in service logs.
         self.exit(2, f"{self.prog}: {message}\n")
-
-
-def _is_loopback(host: str) -> bool:
-    if host in _LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def http_options(args: argparse.Namespace, environ: dict[str, str]) -> HttpOptions:
-    """Check the streamable-http options together; raises StartupError with one line."""
-    if not 0 < args.port < 65536:
-        raise StartupError(f"--port: {args.port} is not a TCP port (1-65535)")
-    if not args.path.startswith("/") or args.path == HEALTH_PATH or any(c.isspace() for c in args.path):
-        raise StartupError(f"--path: {args.path!r} must start with '/', contain no spaces and not be {HEALTH_PATH}")
-    for value in args.allowed_host:
-        if not _HOST_PATTERN.fullmatch(value):
-            raise StartupError(f"--allowed-host: {value!r} is not HOST, HOST:PORT, HOST:* or *")
-    for value in args.allowed_origin:
-        if not _ORIGIN_PATTERN.fullmatch(value):
-            raise StartupError(f"--allowed-origin: {value!r} is not http(s)://HOST[:PORT|:*]")
-    hosts = tuple(args.allowed_host)
-    origins = tuple(args.allowed_origin)
-    if not hosts:
-        if not _is_loopback(args.host):
-            raise StartupError(
-                f"--host {args.host} accepts connections from other machines: name the Host header values "
-                "clients use with --allowed-host (e.g. --allowed-host 'mcp.example.internal:*'), "
-                "or --allowed-host '*' behind a proxy that checks Host"
-            )
-        hosts = ("127.0.0.1", "127.0.0.1:*", "localhost", "localhost:*", "[::1]", "[::1]:*")
-        if not origins:
-            origins = ("http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*")
-    if "*" in hosts and len(hosts) > 1:
-        raise StartupError("--allowed-host: '*' accepts any Host header and cannot be combined with other values")
-    token = None
-    if args.auth_token_env is not None:
-        name = args.auth_token_env
-        if not _ENV_NAME.fullmatch(name):
-            raise StartupError(f"--auth-token-env: {name!r} is not an environment variable name")
-        token = environ.get(name, "")
-        if not token:
-            raise StartupError(f"--auth-token-env: the environment variable {name} is not set or empty")
-        if len(token) < MIN_TOKEN_LENGTH or any(c.isspace() or not c.isprintable() for c in token):
-            raise StartupError(
-                f"--auth-token-env: the token in {name} must be at least {MIN_TOKEN_LENGTH} printable "
-                "characters without spaces"
-            )
-    return HttpOptions(args.host, args.port, args.path, hosts, origins, token)
-
-
-def _origin_allowed(origin: str, allowed: tuple[str, ...]) -> bool:
-    return origin in allowed or any(a.endswith(":*") and origin.startswith(a[:-1]) for a in allowed)
-
-
-class _Gate:
-    """ASGI wrapper: bearer token and (when every Host is accepted) Origin checks; health is always open.
-
-    The token is compared as SHA-256 digests with `hmac.compare_digest`, so neither its content
-    nor its length leaks through timing; it is never logged or echoed.
-    """
-
-    def __init__(self, app: ASGIApp, options: HttpOptions) -> None:
-        self.app = app
-        self.token_digest = hashlib.sha256(options.token.encode()).digest() if options.token else None
-        self.check_origin = options.allowed_hosts == ("*",)  # otherwise the SDK checks Host and Origin
-        self.allowed_origins = options.allowed_origins
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] == HEALTH_PATH:
-            await self.app(scope, receive, send)
-            return
-        headers = {k.decode("latin-1").lower(): v for k, v in scope.get("headers", [])}
-        if self.token_digest is not None:
-            scheme, _, supplied = headers.get("authorization", b"").partition(b" ")
-            supplied_digest = hashlib.sha256(supplied.strip()).digest()
-            if scheme.lower() != b"bearer" or not hmac.compare_digest(supplied_digest, self.token_digest):
-                await _reply(
-                    send, 401, b'{"error": "a valid bearer token is required"}', [(b"www-authenticate", b"Bearer")]
-                )
-                return
-        origin = headers.get("origin")
-        if (
-            self.check_origin
-            and origin is not None
-            and not _origin_allowed(origin.decode("latin-1"), self.allowed_origins)
-        ):
-            await _reply(send, 403, b'{"error": "origin not allowed"}', [])
-            return
-        await self.app(scope, receive, send)
-
-
-async def _reply(send: Send, status: int, body: bytes, extra_headers: list[tuple[bytes, bytes]]) -> None:
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *extra_headers]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
-
-
-def http_app(server: MCPServer, options: HttpOptions) -> ASGIApp:
-    """The streamable HTTP app: stateless (any replica can answer any request), guarded, with /healthz."""
-    from mcp.server.transport_security import TransportSecuritySettings
-    from starlette.requests import Request
-    from starlette.responses import JSONResponse, Response
-
-    async def health(request: Request) -> Response:
-        return JSONResponse({"status": "ok"})
-
-    server.custom_route(HEALTH_PATH, methods=["GET"], include_in_schema=False)(health)
-
-    security: TransportSecuritySettings
-    if options.allowed_hosts == ("*",):
-        security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
-    else:
-        security = TransportSecuritySettings(
-            enable_dns_rebinding_protection=True,
-            allowed_hosts=list(options.allowed_hosts),
-            allowed_origins=list(options.allowed_origins),
-        )
-    app = server.streamable_http_app(
-        streamable_http_path=options.path, stateless_http=True, transport_security=security, host=options.host
-    )
-    return _Gate(app, options)
-
-
-def listen(host: str, port: int) -> socket.socket:
-    """A listening socket, so that a bad address or a busy port is one clear line, not a traceback."""
-    try:
-        family, kind, proto, _, address = socket.getaddrinfo(
-            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-        )[0]
-    except (socket.gaierror, UnicodeError):
-        raise StartupError(f"--host: {host!r} is not an address this machine can bind") from None
-    sock = socket.socket(family, kind, proto)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(address)
-        sock.listen(1024)
-    except OSError as exc:
-        sock.close()
-        raise StartupError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-    sock.set_inheritable(True)
-    return sock
-
-
-def serve_http(server: MCPServer, options: HttpOptions, sock: socket.socket) -> None:
-    import anyio
-    import uvicorn
-
-    config = uvicorn.Config(
-        http_app(server, options),
-        host=options.host,
-        port=options.port,
-        log_level=server.settings.log_level.lower(),
-        server_header=False,
-    )
-    anyio.run(uvicorn.Server(config).serve, [sock])
 
 
 def _config_root(config_dir: str | None) -> Path | None:
@@ -489,39 +374,64 @@ def _restrict_config_paths(root: Path | None) -> None:
     restrict_config_paths(root)
 
 
+def _default_call_workers() -> int:
+    return max(2, min(4, os.cpu_count() or 1))
+
+
+class CallBudget(NamedTuple):
+    cpu_seconds: float
+    workers: int
+
+
+def _call_budget(args: argparse.Namespace) -> CallBudget:
+    if not 0 < args.call_cpu_seconds <= MAX_CALL_CPU_SECONDS:  # also false for NaN
+        raise StartupError(
+            f"--call-cpu-seconds: {args.call_cpu_seconds:g} is not a number of seconds above 0 and at most "
+            f"{MAX_CALL_CPU_SECONDS}"
+        )
+    workers = _default_call_workers() if args.call_workers is None else args.call_workers
+    if not 1 <= workers <= MAX_CALL_WORKERS:
+        raise StartupError(f"--call-workers: {workers} is not between 1 and {MAX_CALL_WORKERS}")
+    return CallBudget(args.call_cpu_seconds, workers)
+
+
+def _tool_workers(budget: CallBudget, restricted: bool, config_root: Path | None) -> ToolWorkers | None:
+    """The worker processes the offline tools run in, under the CPU budget; None where that cannot work."""
+    if not tool_workers.SUPPORTED:
+        logger.warning("tool calls run in the server process, without a CPU budget: %s cannot stop one", sys.platform)
+        return None
+    settings = tool_workers.WorkerSettings(
+        cpu_seconds=budget.cpu_seconds,
+        config_paths_restricted=restricted,
+        config_root=str(config_root.resolve()) if config_root is not None else None,
+    )
+    return ToolWorkers(settings, budget.workers)
+
+
 def argument_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="vllm-caching-mcp", description="MCP server for vLLM tiered KV caching (stdio by default).")
     parser.add_argument("--transport", choices=["stdio", "streamable-http"], default="stdio")
-    parser.add_argument("--host", default="127.0.0.1", help="streamable-http: address to bind (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8000, help="streamable-http: port (default 8000)")
-    parser.add_argument("--path", default="/mcp", help="streamable-http: endpoint path (default /mcp)")
-    parser.add_argument(
-        "--allowed-host",
-        action="append",
-        default=[],
-        metavar="HOST[:PORT|:*]",
-        help="streamable-http: a Host header value to accept (repeatable; DNS-rebinding protection). Default: the "
-        "loopback names when bound to loopback; required otherwise ('*' accepts any Host)",
-    )
-    parser.add_argument(
-        "--allowed-origin",
-        action="append",
-        default=[],
-        metavar="URL",
-        help="streamable-http: an Origin to accept from browsers (repeatable; e.g. https://ide.example.com). "
-        "Requests without Origin (non-browser clients) are unaffected",
-    )
-    parser.add_argument(
-        "--auth-token-env",
-        metavar="NAME",
-        help="streamable-http: require 'Authorization: Bearer <token>', the token read from environment variable "
-        f"NAME (at least {MIN_TOKEN_LENGTH} characters); {HEALTH_PATH} stays open",
-    )
+    add_http_arguments(parser)
     parser.add_argument(
         "--config-dir",
         metavar="DIR",
-        help="size_offload reads config.json files (config_path) only under DIR. Default: anywhere over stdio, "
-        "nowhere over streamable-http",
+        help="size_offload reads config.json files (config_path) only under DIR; a relative config_path is then "
+        "relative to DIR. Default: anywhere over stdio, nowhere over streamable-http",
+    )
+    parser.add_argument(
+        "--call-cpu-seconds",
+        type=float,
+        default=DEFAULT_CALL_CPU_SECONDS,
+        metavar="SECONDS",
+        help="stop an offline tool call that uses more than this much CPU time, with an error for the caller "
+        f"(default {DEFAULT_CALL_CPU_SECONDS}). Calls run in worker processes, off the server's event loop",
+    )
+    parser.add_argument(
+        "--call-workers",
+        type=int,
+        metavar="N",
+        help="worker processes for offline tool calls, the most that run at once "
+        "(default: the CPU count, between 2 and 4)",
     )
     parser.add_argument(
         "--prepare",
@@ -532,26 +442,43 @@ def argument_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_HTTP_ONLY = ("auth_token_env", "allowed_host", "allowed_origin", "header_timeout", "idle_timeout", "max_connections")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = argument_parser().parse_args(argv)
+    workers: ToolWorkers | None = None
     try:
         options = http_options(args, dict(os.environ)) if args.transport == "streamable-http" else None
-        if options is None and (args.auth_token_env or args.allowed_host or args.allowed_origin):
-            raise StartupError("--auth-token-env, --allowed-host and --allowed-origin apply to streamable-http only")
+        given = [name for name in _HTTP_ONLY if getattr(args, name) not in (None, [])]
+        if options is None and given:
+            flags = ", ".join("--" + name.replace("_", "-") for name in given)
+            raise StartupError(f"options that apply to streamable-http only: {flags}")
         config_root = _config_root(args.config_dir)
+        budget = _call_budget(args)
         if args.prepare:
             print(prepare())
-        elif options is None:
-            server = build_server()
-            if config_root is not None:  # otherwise a stdio server reads where the user who started it can
+            return 0
+        # Over stdio a server reads config files where the user who started it can, unless given a
+        # --config-dir; a long-lived shared HTTP server reads none for callers without one.
+        restricted = options is not None or config_root is not None
+        workers = _tool_workers(budget, restricted, config_root)
+        if options is None:
+            if workers is not None:
+                workers.start_in_background(1)  # while the client initializes; more start as calls need them
+            server = build_server(workers=workers)
+            if restricted:
                 _restrict_config_paths(config_root)
             server.run("stdio")
         else:
-            # A long-lived shared server loads everything before it accepts a connection, and reads
-            # no file of its host for callers unless given a --config-dir.
-            server = build_server(defer=False)
+            if workers is not None:
+                workers.start_in_background(workers.size)
+            # A shared server loads everything, and has its workers ready, before it accepts a connection.
+            server = build_server(defer=False, workers=workers)
             sock = listen(options.host, options.port)
             _restrict_config_paths(config_root)
+            if workers is not None:
+                _wait_for(workers)
             serve_http(server, options, sock)
     except StartupError as exc:
         print(f"vllm-caching-mcp: {exc}", file=sys.stderr)
@@ -561,7 +488,17 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    finally:
+        if workers is not None:
+            workers.close()
     return 0
+
+
+def _wait_for(workers: ToolWorkers) -> None:
+    try:
+        workers.wait_started()
+    except tool_workers.WorkerStartError as exc:
+        raise StartupError(f"cannot start the tool worker processes: {exc}") from None
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -62,25 +63,52 @@ class ToolInputError(ValueError):
 
 
 def describe_validation_error(error: ValidationError) -> str:
-    """One line per problem, 'field: what is wrong', without pydantic's links and input echoes."""
+    """'field: what is wrong' for each problem, on one line, without pydantic's links, version and input echoes."""
     parts = []
     for e in error.errors(include_url=False, include_input=False):
         field = ".".join(str(p) for p in e["loc"]) or "arguments"
-        parts.append(f"{field}: {e['msg']}")
+        message = " ".join(str(e["msg"]).split())  # a validator's own message may span lines
+        for prefix in _PYDANTIC_PREFIXES:
+            message = message.removeprefix(prefix)
+        parts.append(f"{field}: {message}")
     return "; ".join(parts)
 
 
+# What pydantic puts before the message of a ValueError or assert raised in a validator.
+_PYDANTIC_PREFIXES = ("Value error, ", "Assertion failed, ")
+_SHOWN_NAME_LENGTH = 60
+
+
+def check_argument_names(name: str, arguments: Mapping[str, Any]) -> None:
+    """Raise ToolInputError naming each argument tool ``name`` does not take: none is dropped unsaid."""
+    fields = tool_spec(name).request.model_fields
+    unknown = [key for key in arguments if key not in fields]
+    if unknown:
+        shown = ", ".join(
+            repr(k[:_SHOWN_NAME_LENGTH] + ("..." if len(k) > _SHOWN_NAME_LENGTH else "")) for k in unknown[:5]
+        )
+        if len(unknown) > 5:
+            shown += f" and {len(unknown) - 5} more"
+        noun = "argument" if len(unknown) == 1 else "arguments"
+        raise ToolInputError(f"arguments: {name} takes no {noun} {shown}; it takes {', '.join(fields)}")
+
+
 def run_tool(name: str, arguments: dict[str, Any]) -> Result:
-    """Validate ``arguments`` for tool ``name`` and answer; raises ToolInputError on bad input."""
+    """Validate ``arguments`` for tool ``name`` and answer; raises ToolInputError on bad input.
+
+    The answer and the error text pass through `redact`: both adapters render from them, and a
+    server may have echoed a secret into any string of either.
+    """
     from .advice.common import AdviceError
     from .knowledge import load_knowledge
+    from .redact import redact, redact_value
 
     spec = tool_spec(name)
     try:
         request = spec.request.model_validate(arguments)
     except ValidationError as exc:
-        raise ToolInputError(describe_validation_error(exc)) from None
+        raise ToolInputError(redact(describe_validation_error(exc))) from None
     try:
-        return spec.run(request, load_knowledge())
+        return redact_value(spec.run(request, load_knowledge()))
     except AdviceError as exc:
-        raise ToolInputError(str(exc)) from None
+        raise ToolInputError(redact(str(exc))) from None

@@ -1,0 +1,154 @@
+"""Slow HTTP clients cannot hold the server: header and idle timeouts, and a cap on open connections.
+
+An attack run held 1,000 connections open for a minute by sending half a request's headers; with
+a 256 open-file limit, 300 of them left no file for a real client. uvicorn's h11 protocol times
+out only idle keep-alive connections, and any byte resets that timer. Here, with real sockets on
+127.0.0.1 and short limits set for the test: connections that trickle their headers, or stop in
+the middle of a body, are closed within the timeout while real requests are served; at the cap a
+new connection takes the place of the slow one that has waited longest, and when every
+connection is busy it is answered 503 and closed at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import select
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from conftest import running_server
+
+TIMEOUT = 2
+SLACK = 8  # how much later than its timeout a loaded 2-core machine may close a connection
+LIMITS = ("--header-timeout", str(TIMEOUT), "--idle-timeout", str(TIMEOUT), "--max-connections", "40")
+INITIALIZE = (
+    b'{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", '
+    b'"capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}'
+)
+
+
+def _port(url: str) -> int:
+    return int(url.rsplit(":", 1)[1])
+
+
+def _connect(port: int) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", port), timeout=10)
+
+
+def _seconds_until_closed(sockets: list[socket.socket], *, trickle: bytes = b"", within: float) -> list[float]:
+    """How long the server took to close each socket (reading whatever it sends first), sending one
+    byte of ``trickle`` on each still-open socket every quarter second meanwhile."""
+    started = time.monotonic()
+    waiting = list(sockets)
+    closed: list[float] = []
+    while waiting and time.monotonic() - started < within:
+        readable, _, _ = select.select(waiting, [], [], 0.25)
+        for sock in readable:
+            try:
+                data = sock.recv(65536)
+            except ConnectionError:
+                data = b""
+            if not data:
+                closed.append(time.monotonic() - started)
+                waiting.remove(sock)
+        for sock in list(waiting) if trickle else []:
+            with contextlib.suppress(OSError):  # closed by the server: the next select reads the end
+                sock.send(trickle)
+    for sock in sockets:
+        sock.close()
+    return closed
+
+
+_BODY_TO_COME = (
+    b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+    b"Accept: application/json, text/event-stream\r\nContent-Length: 1000\r\n\r\n{"
+)
+
+
+def _read_to_end(sock: socket.socket) -> bytes:
+    reply = b""
+    while chunk := sock.recv(65536):
+        reply += chunk
+    return reply
+
+
+def _initialize(url: str) -> int:
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+    return httpx.post(f"{url}/mcp", content=INITIALIZE, headers=headers, timeout=30).status_code
+
+
+@pytest.fixture(scope="module")
+def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One server with short limits for the tests below; yields its base URL."""
+    with running_server(*LIMITS, log=tmp_path_factory.mktemp("slow-clients") / "server.log") as url:
+        yield url
+
+
+def test_connections_that_trickle_their_headers_are_closed_while_real_requests_are_served(guarded: str) -> None:
+    slow = [_connect(_port(guarded)) for _ in range(30)]
+    for sock in slow:
+        sock.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+    # While they hold their connections, a real client is served.
+    assert httpx.get(f"{guarded}/healthz", timeout=30).status_code == 200
+    assert _initialize(guarded) == 200
+    closed = _seconds_until_closed(slow, trickle=b"a", within=TIMEOUT + SLACK)
+    assert len(closed) == len(slow), f"{len(slow) - len(closed)} of {len(slow)} slow connections still open"
+    assert _initialize(guarded) == 200
+
+
+def test_a_kept_alive_connection_that_trickles_its_next_request_is_closed(guarded: str) -> None:
+    sock = _connect(_port(guarded))
+    sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    assert sock.recv(65536).startswith(b"HTTP/1.1 200 ")
+    # Each byte reset uvicorn's own keep-alive timer; the header timeout runs from the response.
+    assert len(_seconds_until_closed([sock], trickle=b"G", within=TIMEOUT + SLACK)) == 1
+
+
+def test_a_request_whose_body_stops_coming_is_closed(guarded: str) -> None:
+    sock = _connect(_port(guarded))
+    sock.sendall(_BODY_TO_COME)
+    assert len(_seconds_until_closed([sock], within=TIMEOUT + SLACK)) == 1
+    assert _initialize(guarded) == 200
+
+
+def test_at_the_cap_a_new_connection_replaces_the_longest_waiting_slow_one(tmp_path: Path) -> None:
+    with running_server("--max-connections", "8", "--header-timeout", "60", log=tmp_path / "server.log") as url:
+        held = [_connect(_port(url)) for _ in range(8)]
+        for sock in held:  # a request line each, never the rest
+            sock.sendall(b"GET /healthz HTTP/1.1\r\n")
+            time.sleep(0.05)  # so the first is the longest-waiting one
+        time.sleep(0.3)
+        assert httpx.get(f"{url}/healthz", timeout=30).status_code == 200
+        assert _read_to_end(held[0]) == b""  # closed to make room
+        for sock in held:
+            sock.close()
+
+
+def test_when_every_connection_is_busy_another_is_answered_503_and_closed_at_once(tmp_path: Path) -> None:
+    args = ("--max-connections", "8", "--idle-timeout", "60")
+    with running_server(*args, log=tmp_path / "server.log") as url:
+        busy = [_connect(_port(url)) for _ in range(8)]
+        for sock in busy:  # each in the middle of a request body: not to be evicted
+            sock.sendall(_BODY_TO_COME)
+        time.sleep(0.5)
+        extra = _connect(_port(url))
+        reply = _read_to_end(extra)
+        extra.close()
+        assert reply.startswith(b"HTTP/1.1 503 ") and b"too many open connections" in reply, reply
+        for sock in busy:
+            sock.close()
+        # Once those are gone, the server takes connections again.
+        deadline = time.monotonic() + SLACK
+        while True:
+            try:
+                if httpx.get(f"{url}/healthz", timeout=5).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "the server did not take connections again"
+            time.sleep(0.1)
