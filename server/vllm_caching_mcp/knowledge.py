@@ -532,11 +532,11 @@ class CliInventory(Sourced):
 class LinearAttentionState(Frozen):
     """Gated DeltaNet (linear attention) state sizes from config.json, as vLLM shapes its state."""
 
-    conv_kernel_dim: int = Field(gt=0, description="linear_conv_kernel_dim")
-    num_key_heads: int = Field(gt=0, description="linear_num_key_heads")
-    num_value_heads: int = Field(gt=0, description="linear_num_value_heads")
-    key_head_dim: int = Field(gt=0, description="linear_key_head_dim")
-    value_head_dim: int = Field(gt=0, description="linear_value_head_dim")
+    conv_kernel_dim: int = Field(gt=0, le=65536, description="linear_conv_kernel_dim")
+    num_key_heads: int = Field(gt=0, le=65536, description="linear_num_key_heads")
+    num_value_heads: int = Field(gt=0, le=65536, description="linear_num_value_heads")
+    key_head_dim: int = Field(gt=0, le=65536, description="linear_key_head_dim")
+    value_head_dim: int = Field(gt=0, le=65536, description="linear_value_head_dim")
 
 
 class ModelArch(Sourced):
@@ -730,6 +730,162 @@ class Recipes(Frozen):
 
 
 # ---------------------------------------------------------------------------
+# Security advisories (knowledge/advisories.yaml; the lookups are in advisories.py)
+
+AdvisoryPackage = Literal["vllm", "lmcache", "nixl", "mooncake"]
+AdvisorySeverity = Literal["critical", "high", "medium", "low", "unknown"]  # GitHub's words
+# The package names the GitHub Advisory Database files them under (ecosystem pip).
+PIP_NAMES: dict[str, str] = {
+    "vllm": "vllm",
+    "lmcache": "lmcache",
+    "nixl": "nixl",
+    "mooncake": "mooncake-transfer-engine",
+}
+# KV connectors of the removed V0 engine that advisories name; they have no entry in connectors.yaml.
+LEGACY_CONNECTORS: frozenset[str] = frozenset({"PyNcclConnector", "LMCacheConnector", "MooncakeStoreConnectorV0"})
+GHSA_ID = re.compile(r"^GHSA(-[23456789cfghjmpqrvwx]{4}){3}$")
+CVE_ID = re.compile(r"^CVE-\d{4}-\d{4,}$")
+_CVSS_VECTOR = re.compile(r"^CVSS:(?P<version>3\.0|3\.1|4\.0)(/[A-Z]{1,3}:[A-Z])+$")
+
+
+class Cvss(Frozen):
+    """One CVSS score as published, with its vector."""
+
+    version: Literal["3.0", "3.1", "4.0"]
+    score: float = Field(ge=0.0, le=10.0)
+    vector: str
+
+    @model_validator(mode="after")
+    def _vector_matches_version(self) -> Cvss:
+        match = _CVSS_VECTOR.match(self.vector)
+        if match is None:
+            raise ValueError(f"vector: {self.vector!r} is not a CVSS vector such as 'CVSS:3.1/AV:N/AC:L/...'")
+        if match["version"] != self.version:
+            raise ValueError(f"vector: {self.vector!r} is a CVSS {match['version']} vector, not {self.version}")
+        return self
+
+
+class AffectedRange(Frozen):
+    """The releases one range of an advisory covers, and where it ends.
+
+    ``fixed_in`` is the first patched release (as published, or ``derived`` from the wheels when the
+    advisory names none); ``open_ended`` says the published range stops at the newest release of its
+    day rather than at a fix; ``unfixed_through`` is the newest release read and found still unfixed.
+    """
+
+    affected: SpecifierText
+    fixed_in: VersionText | None = None
+    fix_basis: Literal["published", "derived"] = "published"
+    open_ended: bool = False
+    unfixed_through: VersionText | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> AffectedRange:
+        spec = parse_specifier(self.affected, field="affected")
+        if self.fixed_in is not None and versions.contains(spec, Version(self.fixed_in)):
+            raise ValueError(f"fixed_in {self.fixed_in} is inside the affected range {self.affected!r}")
+        if self.fix_basis == "derived" and (self.fixed_in is None or not self.open_ended):
+            raise ValueError("fix_basis 'derived' is for a fixed_in read in the wheels where the range is open_ended")
+        if self.unfixed_through is not None:
+            if not self.open_ended:
+                raise ValueError("unfixed_through extends an open_ended range; this range ends at a fix")
+            if self.fixed_in is not None and Version(self.unfixed_through) >= Version(self.fixed_in):
+                raise ValueError(f"unfixed_through {self.unfixed_through} must come before fixed_in {self.fixed_in}")
+        return self
+
+
+class AdvisoryRequires(Frozen):
+    """When an advisory applies; every key given must hold for the deployment (three-valued in advisories.py)."""
+
+    components: tuple[Component, ...] | None = Field(default=None, description="one of these is in use")
+    connectors: tuple[str, ...] | None = Field(default=None, description="an effective KV connector, by name")
+    configured: tuple[str, ...] | None = Field(default=None, description="one of these flags or variables is set")
+    engine: Literal["v0", "v1"] | None = None
+    multi_node: bool | None = Field(default=None, description="the deployment spans hosts")
+    multimodal: tuple[Literal["image", "video", "audio"], ...] | None = Field(
+        default=None, description="the served model takes one of these inputs"
+    )
+    endpoints: tuple[str, ...] | None = Field(default=None, description="the server exposes one of these")
+    architectures: tuple[str, ...] | None = Field(default=None, description="the served model is one of these")
+
+    def given(self) -> list[str]:
+        """The condition keys this advisory sets."""
+        return [name for name in type(self).model_fields if getattr(self, name) is not None]
+
+
+class Advisory(Sourced):
+    """A published security advisory for one package, with the conditions under which it applies."""
+
+    ghsa: Annotated[str, Field(pattern=GHSA_ID.pattern)] | None = None
+    cve: Annotated[str, Field(pattern=CVE_ID.pattern)] | None = None
+    package: AdvisoryPackage
+    title: str
+    severity: AdvisorySeverity
+    cvss: tuple[Cvss, ...] = ()
+    ranges: tuple[AffectedRange, ...] = Field(min_length=1)
+    requires: AdvisoryRequires = Field(default_factory=AdvisoryRequires)
+    applies: str = Field(description="one plain line: when it applies")
+    residual: str | None = Field(default=None, description="what still holds after the fix")
+    published: dt.date
+
+    @property
+    def id(self) -> str:
+        """The GHSA id where there is one, else the CVE."""
+        return self.ghsa or self.cve or ""
+
+    @model_validator(mode="after")
+    def _identified_and_sourced(self) -> Advisory:
+        if self.ghsa is None and self.cve is None:
+            raise ValueError("an advisory needs a ghsa or a cve id")
+        probed = [r for r in self.ranges if r.fix_basis == "derived" or r.unfixed_through is not None]
+        if probed and not any(s.startswith(f"wheel:{self.package}==") for s in self.sources):
+            raise ValueError(
+                f"a derived fix or unfixed_through needs the wheel:{self.package}==... lines it was read from"
+            )
+        return self
+
+
+class AdvisorySnapshot(Frozen):
+    """`knowledge/advisories.yaml`: the advisories as last checked, and when (an empty file is valid)."""
+
+    checked_at: dt.date | None = None
+    advisories: tuple[Advisory, ...] = ()
+
+    @model_validator(mode="after")
+    def _dated(self) -> AdvisorySnapshot:
+        if self.advisories and self.checked_at is None:
+            raise ValueError("checked_at: the date the snapshot was checked is required once advisories are listed")
+        return self
+
+
+def _cross_check_advisories(k: Knowledge) -> list[str]:
+    """Duplicate ids, connector names no connector has, fixes that are not releases."""
+    problems: list[str] = []
+    seen: set[str] = set()
+    connector_names = {n for c in k.connectors for n in (c.name, *c.aliases)} | LEGACY_CONNECTORS
+    for a in k.advisories.advisories:
+        label = f"advisories.yaml: entry {a.id!r}"
+        for identifier in (a.ghsa, a.cve):
+            if identifier is not None and identifier in seen:
+                problems.append(f"{label}: {identifier} is listed twice")
+            seen.add(identifier or "")
+        for name in a.requires.connectors or ():
+            if name not in connector_names:
+                problems.append(f"{label}, field 'requires.connectors': no connector is called {name!r}")
+        releases = {str(v) for v in k.release_versions(a.package)} if a.package in k.releases else set()
+        if not releases:
+            continue
+        oldest = k.oldest(a.package)
+        for r in a.ranges:
+            for field, value in (("fixed_in", r.fixed_in), ("unfixed_through", r.unfixed_through)):
+                read_in_wheel = field == "unfixed_through" or r.fix_basis == "derived"
+                known_span = value is not None and Version(value) >= oldest
+                if value is not None and (read_in_wheel or known_span) and str(Version(value)) not in releases:
+                    problems.append(f"{label}, field 'ranges.{field}': {value} is not a {a.package} release")
+    return problems
+
+
+# ---------------------------------------------------------------------------
 # Files and the loaded whole
 
 
@@ -785,6 +941,7 @@ FILES: dict[str, type[Frozen]] = {
     "models.yaml": _ModelsFile,
     "cli_inventory.yaml": CliInventory,
     "recipes.yaml": Recipes,
+    "advisories.yaml": AdvisorySnapshot,
 }
 if tuple(FILES) != FILE_NAMES:  # pragma: no cover - a module that cannot import fails every test
     raise KnowledgeError("knowledge.FILES and knowledge_files.FILE_NAMES name different files")
@@ -806,6 +963,7 @@ class Knowledge(Frozen):
     models: tuple[ModelArch, ...]
     cli_inventory: CliInventory
     recipes: Recipes
+    advisories: AdvisorySnapshot
     directory: str
 
     def gated(self) -> Iterator[Gated]:
@@ -1100,13 +1258,14 @@ def _load_and_check(root: Path) -> Knowledge:
             models=parts["models.yaml"].models,  # type: ignore[attr-defined]
             cli_inventory=parts["cli_inventory.yaml"],
             recipes=parts["recipes.yaml"],
+            advisories=parts["advisories.yaml"],
             directory=str(root),
         )
     except ValidationError as exc:  # pragma: no cover - each part was validated above
         raise KnowledgeError(str(exc)) from None
     if "vllm" not in k.releases:
         raise KnowledgeError("knowledge/releases.yaml: the vllm release line is missing")
-    problems = _cross_check(k) + _cross_check_recipes(k.recipes, k)
+    problems = _cross_check(k) + _cross_check_recipes(k.recipes, k) + _cross_check_advisories(k)
     if problems:
         raise KnowledgeError("; ".join(problems))
     return k

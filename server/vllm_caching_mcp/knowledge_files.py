@@ -25,6 +25,7 @@ FILE_NAMES: tuple[str, ...] = (
     "models.yaml",
     "cli_inventory.yaml",
     "recipes.yaml",
+    "advisories.yaml",
 )
 
 
