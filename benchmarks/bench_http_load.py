@@ -6,8 +6,10 @@ Starts `vllm-caching-mcp --transport streamable-http` on a free 127.0.0.1 port, 
 round of the mix (tests/http_load.py: every offline tool, check_bug_status offline, tools/list),
 records RSS, then runs the load ``--rounds`` times, recording RSS after each: memory that keeps
 growing round after round is a leak, memory that settles after the first is caches and
-allocator arenas. Baseline, in the same run: the bare server (benchmarks/bare_server.py
---http) answering its trivial `echo` tool under the same clients and call count.
+allocator arenas. The offline tools run in worker processes (forked from one zygote), so the
+memory of the whole process tree is printed too, as PSS: each shared page counted once.
+Baseline, in the same run: the bare server (benchmarks/bare_server.py --http) answering its
+trivial `echo` tool under the same clients and call count.
 """
 
 from __future__ import annotations
@@ -47,6 +49,34 @@ def start(command: list[str], port: int) -> subprocess.Popen[bytes]:
             time.sleep(0.1)
     proc.kill()
     raise SystemExit(f"{command[0]} did not listen on {port} within 60 s")
+
+
+def _descendants(pid: int) -> list[int]:
+    parents: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        children = parents.get(todo.pop(), [])
+        found += children
+        todo += children
+    return found
+
+
+def tree_pss_mib(pid: int) -> float:
+    """The proportional set size of ``pid`` and every process under it (its zygote and workers), MiB."""
+    total = 0
+    for member in [pid, *_descendants(pid)]:
+        try:
+            rollup = Path(f"/proc/{member}/smaps_rollup").read_text()
+        except OSError:
+            continue
+        total += next(int(line.split()[1]) for line in rollup.splitlines() if line.startswith("Pss:"))
+    return total / 1024
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:
@@ -94,10 +124,12 @@ def main() -> int:
         assert httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200
         asyncio.run(http_load.run_load(url, clients=len(http_load.MIX), calls=len(http_load.MIX) * 4))
         rss = [memory_mib(ours.pid)]
+        pss = [tree_pss_mib(ours.pid)]
         rounds = []
         for _ in range(args.rounds):
             rounds.append(asyncio.run(http_load.run_load(url, clients=args.clients, calls=args.calls)))
             rss.append(memory_mib(ours.pid))
+            pss.append(tree_pss_mib(ours.pid))
     finally:
         stop(ours)
 
@@ -106,6 +138,7 @@ def main() -> int:
     for number, report in enumerate(rounds, 1):
         print(line(f"vllm-caching-mcp, round {number}", report, baseline))
     print("RSS MiB after warm-up, then after each round: " + " → ".join(f"{r:.1f}" for r in rss))
+    print("PSS MiB of the server and its workers, the same moments: " + " → ".join(f"{p:.1f}" for p in pss))
     errors = [e for report in rounds for e in report.errors]
     for error in errors[:10]:
         print(f"error: {error}")

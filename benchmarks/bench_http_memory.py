@@ -2,13 +2,15 @@
 
     python benchmarks/bench_http_memory.py [--clients 20] [--calls 800] [--rounds 3]
 
-bench_http_load.py sees RSS only, which moves with the allocator's arenas as well as with live
-objects. This runs the real server (`serve_http`, stateless, loopback) on a thread of this process
-and the load (tests/http_load.py) from the main thread, so tracemalloc sees every allocation the
-server keeps. After an untimed warm-up round it records, after each round, the bytes tracemalloc
-counts as live and RSS, then prints the sites whose live bytes grew most from the first round to
-the last. A leak is live bytes growing round after round in proportion to the calls; the baseline
-is the first measured round of the same run.
+bench_http_load.py sees RSS and PSS only, which move with the allocator's arenas as well as with
+live objects. This runs the real server (`serve_http`, stateless, loopback) on a thread of this
+process and the load (tests/http_load.py) from the main thread, so tracemalloc sees every
+allocation the server keeps. The server is built without worker processes, so the offline tools
+answer on its threads, their allocations in view too (the real server runs them in workers; see
+bench_http_load.py for the memory of that process tree). After an untimed warm-up round it
+records, after each round, the bytes tracemalloc counts as live and RSS, then prints the sites
+whose live bytes grew most from the first round to the last. A leak is live bytes growing round
+after round in proportion to the calls; the baseline is the first measured round of the same run.
 """
 
 from __future__ import annotations
