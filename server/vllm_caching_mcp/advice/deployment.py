@@ -620,6 +620,12 @@ def _load_yaml(name: str, text: str, totals: _Totals, first_line: int = 1) -> li
         _check_yaml_shape(name, text, first_line, totals)
         nodes = list(yaml.compose_all(text, Loader=SAFE_LOADER))
     except yaml.YAMLError as exc:
+        if "maximum nesting depth" in str(getattr(exc, "problem", "")):
+            # PyYAML 6.0.4's scanner has a nesting limit of its own, met while it reads ahead of the
+            # events _check_yaml_shape counts: the same refusal, in the same words.
+            raise AdviceError(
+                "text", f"{name}: nested more than {MAX_YAML_DEPTH} levels deep; manifests nest a few dozen"
+            ) from None
         raise AdviceError("text", f"{name} is not valid YAML: {_yaml_problem(exc, first_line)}") from None
     reader = _YamlReader(name, first_line)
     return [reader.located(n) for n in nodes if n is not None]
