@@ -7,6 +7,7 @@ only when every question passes.
 
 Selectors are JSON-path-like: ``matches[0].status``, ``findings[*].rule_id`` (a list of every element's
 field), ``findings[rule_id=pitfall.x].severity`` (the first element whose field equals the value),
+``findings[rule_id^=pitfall.].rule_id`` (every element whose field starts with the text, as a list),
 ``files[0].content``. A leading ``$.`` is optional. Checks, one per fact:
 
 - ``equals: V``         the selected value is V (numbers compared exactly)
@@ -65,6 +66,15 @@ def select(data: Any, selector: str) -> Any:
             if index == "*":
                 spread = True
                 current = [element for item in current for element in _as_list(item, selector)]
+            elif "^=" in index:
+                spread = True
+                name, prefix = index.split("^=", 1)
+                current = [
+                    element
+                    for item in current
+                    for element in _as_list(item, selector)
+                    if isinstance(element, dict) and str(element.get(name)).startswith(prefix)
+                ]
             elif "=" in index:
                 name, wanted = index.split("=", 1)
                 current = [_first_where(_as_list(item, selector), name, wanted, selector) for item in current]

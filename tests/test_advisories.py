@@ -134,11 +134,17 @@ def test_the_api_key_bypass_counts_only_where_an_api_key_is_what_keeps_callers_o
 
 def test_mooncake_p_d_on_0_33_0_is_still_hit_by_the_transfer_id_leak(knowledge: Knowledge) -> None:
     facts = DeploymentFacts(connectors=frozenset({"MooncakeConnector"}))
-    [finding] = [
-        f for f in affecting(knowledge.advisories.advisories, "vllm", v("0.33.0"), facts) if f.applies == "yes"
-    ]
-    assert finding.advisory.cve == "CVE-2026-94627" and finding.status == "affected" and finding.fixed_in is None
+    found = {
+        f.advisory.id: f
+        for f in affecting(knowledge.advisories.advisories, "vllm", v("0.33.0"), facts)
+        if f.applies == "yes" and f.advisory.requires.connectors  # the connector's own advisories
+    }
+    assert set(found) == {"CVE-2026-94627", "CVE-2026-94625"}
+    finding = found["CVE-2026-94627"]
+    assert finding.status == "affected" and finding.fixed_in is None
     assert "no fixed release known" in finding.line()
+    # the placeholder leak was published "through 0.29.0" and never read in a later wheel
+    assert found["CVE-2026-94625"].status == "not_established"
 
 
 def test_nixl_p_d_past_an_open_ended_range_is_not_reported_clear(knowledge: Knowledge) -> None:
@@ -155,13 +161,17 @@ def test_nixl_p_d_past_an_open_ended_range_is_not_reported_clear(knowledge: Know
     assert finding.advisory is nixl and "not established clear" in finding.line()
 
 
-def test_the_v0_multi_node_advisory_is_unknown_before_v0_went_and_fixed_after(knowledge: Knowledge) -> None:
+def test_the_v0_multi_node_advisory_is_fixed_in_0_10_0_as_published(knowledge: Knowledge) -> None:
     v0 = by_id(knowledge, "GHSA-9pcc-gvx5-r5wm")
-    assert [status_at(v0, v(x)) for x in ("0.8.5.post1", "0.10.2", "0.11.0")] == [
+    # GitHub's record (modified 2025-12-05): ">= 0.5.2, < 0.10.0", first patched 0.10.0.
+    assert [status_at(v0, v(x)) for x in ("0.5.1", "0.8.5.post1", "0.9.2", "0.10.0", "0.11.0")] == [
+        "not_affected",
         "affected",
-        "not_established",
+        "affected",
+        "fixed",
         "fixed",
     ]
+    assert v0.ranges[0].fix_basis == "published" and not v0.ranges[0].open_ended
 
 
 def test_lmcache_0_5_6_is_past_the_run_script_rce(knowledge: Knowledge) -> None:
@@ -181,14 +191,18 @@ def test_the_floor_for_a_plain_deployment_and_for_one_that_relies_on_an_api_key(
     stored = knowledge.advisories.advisories
     keyed_facts = dataclasses.replace(PLAIN, configured=frozenset({"VLLM_API_KEY"}))
     plain = floor(stored, "vllm", releases, PLAIN)
-    # The Dockerfile dependency confusion (fixed in 0.22.1) has no condition a deployment can rule out.
-    assert plain.release == v("0.22.1") and plain.blockers == ()
-    assert "GHSA-jrf6-vqxq-pjv2" in plain.considered and "GHSA-94f4-hr76-p5j6" not in plain.considered
+    # The structured-output ReDoS (fixed in 0.24.0) and the Dockerfile dependency confusion (fixed
+    # in 0.22.1) have no condition a deployment can rule out.
+    assert plain.release == v("0.24.0") and plain.blockers == ()
+    unconditioned = {"GHSA-rwxx-mrjm-wc2m", "GHSA-jrf6-vqxq-pjv2"}
+    assert unconditioned <= set(plain.considered) and "GHSA-94f4-hr76-p5j6" not in plain.considered
     keyed = floor(stored, "vllm", releases, keyed_facts)
-    assert keyed.release == v("0.22.1")
+    assert keyed.release == v("0.24.0")
     assert {"GHSA-94f4-hr76-p5j6", "GHSA-wr9h-g72x-mwhm"} <= set(keyed.considered)
-    # Without it, relying on an API key is what moves the floor.
-    rest = [a for a in stored if a.ghsa != "GHSA-jrf6-vqxq-pjv2"]
+    without_redos = [a for a in stored if a.ghsa != "GHSA-rwxx-mrjm-wc2m"]
+    assert floor(without_redos, "vllm", releases, PLAIN).release == v("0.22.1")
+    # Without both, relying on an API key is what moves the floor.
+    rest = [a for a in stored if a.ghsa not in unconditioned]
     assert floor(rest, "vllm", releases, PLAIN).release == v("0.14.0")
     assert floor(rest, "vllm", releases, keyed_facts).release == v("0.22.0")
 
@@ -210,7 +224,8 @@ def test_floors_for_lmcache_and_for_mooncake_which_has_no_release_line(knowledge
     stored = knowledge.advisories.advisories
     assert floor(stored, "lmcache", knowledge.release_versions("lmcache")).release == v("0.5.6")
     mooncake = floor(stored, "mooncake")  # candidates are the fixed releases: 0.3.13
-    assert mooncake.release is None and set(ids(mooncake.blockers)) == {"CVE-2026-103765", "CVE-2026-106037"}
+    assert mooncake.release is None
+    assert set(ids(mooncake.blockers)) == {"CVE-2026-103765", "CVE-2026-106037", "CVE-2026-96762"}
     assert floor(stored, "nixl") == advisories.Floor("nixl", None, (), ())
 
 
@@ -320,11 +335,25 @@ def test_the_live_list_keeps_the_stored_conditions_and_adds_what_is_new(
 def test_a_live_range_without_a_patch_keeps_the_fix_read_in_the_wheels(
     github: FakeGitHub, knowledge: Knowledge
 ) -> None:
-    live = [gh_advisory("GHSA-9pcc-gvx5-r5wm", "CVE-2025-30165", ">= 0.5.2, <= 0.8.5.post1", None)]
+    # The LMCache /run_script RCE: published "through 0.5.5" with no fix; 0.5.6 read in the wheels.
+    lmcache = [{"package": {"ecosystem": "pip", "name": "lmcache"}, "vulnerable_version_range": "<= 0.5.5"}]
+    live = [gh_advisory("GHSA-w3w3-w3w3-w3w3", "CVE-2026-107204", "<= 0.5.5", None, vulnerabilities=lmcache)]
+    github.script("/advisories", page(live))
+    result = current_advisories(knowledge, "lmcache")
+    assert result.provenance.source == "live"
+    got = next(a for a in result.advisories if a.cve == "CVE-2026-107204")
+    assert got.ghsa == "GHSA-w3w3-w3w3-w3w3"  # the live record, matched to the stored one by its CVE
+    assert got.ranges == by_id(knowledge, "CVE-2026-107204").ranges
+    assert got.ranges[0].fix_basis == "derived"
+    assert status_at(got, v("0.5.6")) == "fixed"
+
+
+def test_the_published_v0_multi_node_record_matches_the_stored_range(github: FakeGitHub, knowledge: Knowledge) -> None:
+    live = [gh_advisory("GHSA-9pcc-gvx5-r5wm", "CVE-2025-30165", ">= 0.5.2, < 0.10.0", "0.10.0")]
     github.script("/advisories", page(live))
     got = next(a for a in current_advisories(knowledge, "vllm").advisories if a.ghsa == "GHSA-9pcc-gvx5-r5wm")
     assert got.ranges == by_id(knowledge, "GHSA-9pcc-gvx5-r5wm").ranges
-    assert status_at(got, v("0.11.0")) == "fixed"
+    assert got.requires == by_id(knowledge, "GHSA-9pcc-gvx5-r5wm").requires  # V0 multi-node only
 
 
 def test_offline_answers_from_the_snapshot_with_its_date_and_asks_nobody(

@@ -70,6 +70,7 @@ class DeploymentFacts:
     multimodal: frozenset[str] | None = None
     endpoints: frozenset[str] | None = None
     architectures: frozenset[str] | None = None
+    offload_tiers: frozenset[str] | None = None  # the native secondary tiers' types
 
 
 def applies_to(requires: AdvisoryRequires, facts: DeploymentFacts) -> tuple[Applies, tuple[str, ...]]:

@@ -807,6 +807,9 @@ class AdvisoryRequires(Frozen):
     )
     endpoints: tuple[str, ...] | None = Field(default=None, description="the server exposes one of these")
     architectures: tuple[str, ...] | None = Field(default=None, description="the served model is one of these")
+    offload_tiers: tuple[str, ...] | None = Field(
+        default=None, description="a native secondary tier of one of these types is configured (fs, obj, p2p, ...)"
+    )
 
     def given(self) -> list[str]:
         """The condition keys this advisory sets."""

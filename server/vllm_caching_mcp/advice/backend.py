@@ -34,7 +34,18 @@ from ..knowledge import (
 )
 from ..versions import Version, contains, in_range, parse_specifier
 from .check_version import status_at
-from .common import AdviceError, Citation, Result, ToolSpec, VersionContext, cite, resolve_version
+from .common import (
+    AdviceError,
+    Citation,
+    Result,
+    SecurityCheck,
+    ToolSpec,
+    VersionContext,
+    backend_facts,
+    cite,
+    resolve_version,
+    security_check,
+)
 
 Tier = Literal["cpu", "nvme", "object_store", "peers"]
 Fabric = Literal["nvlink", "infiniband", "roce", "ethernet"]
@@ -160,6 +171,11 @@ class ChooseBackendResult(Result):
     bugs: list[BugNote]
     notes: list[str]
     citations: list[Citation]
+    security: SecurityCheck | None = Field(
+        default=None,
+        description="known advisories for the release on the chosen backend and the security floor (stored snapshot)",
+    )
+    lmcache_security: SecurityCheck | None = Field(default=None, description="the same for the LMCache release")
 
     def summary(self) -> str:
         r = self.recommendation
@@ -178,6 +194,7 @@ class ChooseBackendResult(Result):
         lines += [f"  bug {b.id} [{b.status}]: {b.title}" for b in self.bugs]
         lines += [f"  instead: {a.title}: {a.why_not}" for a in self.alternatives[:3]]
         lines += [f"  note: {n}" for n in self.notes]
+        lines += [check.lines()[0] for check in (self.security, self.lmcache_security) if check is not None]
         for ctx in (self.version_context, self.lmcache_context):
             if ctx is not None:
                 lines += [f"warning: {w}" for w in ctx.warnings]
@@ -828,9 +845,11 @@ def _bug_note(bug: Bug, status: Literal["open", "closed_without_fix", "fixed_in_
 def choose_backend(request: ChooseBackendRequest, knowledge: Knowledge) -> ChooseBackendResult:
     recipes = knowledge.recipes
     ch = _Chooser(request, knowledge, recipes)
-    lm_context = None
+    lm_context = lm_version = None
     if request.lmcache_version:
-        _, lm_context = resolve_version(knowledge, request.lmcache_version, package="lmcache", field="lmcache_version")
+        lm_version, lm_context = resolve_version(
+            knowledge, request.lmcache_version, package="lmcache", field="lmcache_version"
+        )
     backend = ch.decide()
     recipe = recipes.recipe(backend)
     tiers: list[str] = []
@@ -860,6 +879,13 @@ def choose_backend(request: ChooseBackendRequest, knowledge: Knowledge) -> Choos
     if backend == "multi_nixl_offload":
         path_ids |= {"connector.nixl", "connector.offloading"}
     bugs = _bugs(ch, path_ids - {""})
+    facts = backend_facts(knowledge, backend)
+    security = security_check(knowledge, "vllm", ch.version, facts)
+    ch.gates["security.floor"] = _floor_gate(security)
+    lm_security = None
+    if lm_version is not None and backend in ("lmcache", "lmcache_p2p", "lmcache_mp"):
+        lm_security = security_check(knowledge, "lmcache", lm_version, facts)
+        ch.gates["security.lmcache-floor"] = _floor_gate(lm_security)
     citations = [*ch.cited.values()]
     for cid in (recipe.id,):
         citations.append(
@@ -887,6 +913,29 @@ def choose_backend(request: ChooseBackendRequest, knowledge: Knowledge) -> Choos
         bugs=bugs,
         notes=ch.notes,
         citations=citations,
+        security=security,
+        lmcache_security=lm_security,
+    )
+
+
+def _floor_gate(check: SecurityCheck) -> VersionGate:
+    """The security floor as a version gate: the lowest release clear of every critical and high advisory."""
+    label = "LMCache" if check.package == "lmcache" else "vLLM"
+    serious = [a.id for a in check.advisories if a.severity in ("critical", "high") and a.applies_here == "yes"]
+    if check.security_floor is not None:
+        effect = f"lowest {label} release clear of every critical and high advisory for this backend"
+    elif check.floor_status == "none_clear":
+        effect = f"no known {label} release is clear of every critical and high advisory for this backend"
+    else:
+        effect = "no critical or high advisory applies to this backend"
+    if serious:
+        effect += f"; {check.version} is affected by {', '.join(serious[:3])}{' …' if len(serious) > 3 else ''}"
+    return VersionGate(
+        id=f"security.{'lmcache-' if check.package == 'lmcache' else ''}floor",
+        name=f"{label} security floor",
+        first_release=check.security_floor,
+        present=not check.below_floor and not (check.floor_status == "none_clear" and bool(serious)),
+        effect=f"{effect} ({check.source})",
     )
 
 
@@ -899,7 +948,8 @@ SPEC = ToolSpec(
         "disaggregation, or a MultiConnector — for a vLLM release, topology, wanted tiers, fabric, model "
         "(name or traits: hybrid attention, sliding window, MLA) and constraints. Returns the decision path, "
         "alternatives with why-not, required flags/env/packages, pitfalls to avoid, the version gates that "
-        "changed the answer and open bugs on that path, each from sourced knowledge. Feed the result to "
+        "changed the answer (the security floor among them: the lowest release clear of every critical and high "
+        "advisory, stored snapshot) and open bugs on that path, each from sourced knowledge. Feed the result to "
         "render_config for a ready configuration."
     ),
     request=ChooseBackendRequest,

@@ -17,7 +17,17 @@ from pydantic import BaseModel, Field
 
 from ..knowledge import Connector, Gated, Knowledge, Metric, Setting, normalize_name, ranged_at
 from ..versions import Version
-from .common import AdviceError, Citation, Result, ToolSpec, VersionContext, cite, resolve_version
+from .common import (
+    AdviceError,
+    Citation,
+    Result,
+    SecurityCheck,
+    ToolSpec,
+    VersionContext,
+    cite,
+    resolve_version,
+    security_check,
+)
 
 Status = Literal["available", "deprecated", "removed", "not_yet"]
 EventKind = Literal["introduced", "deprecated", "removed", "changed", "default_changed", "values_changed"]
@@ -133,6 +143,11 @@ class CheckVersionResult(Result):
     matches_at_compare: list[EntryStatus] = Field(default_factory=list)
     direction: Literal["upgrade", "downgrade", "same"] | None = None
     changes_between: list[GatedEvent] = Field(default_factory=list)
+    security: SecurityCheck | None = Field(
+        default=None, description="known advisories for `version` and the security floor (stored snapshot)"
+    )
+    compare_security: SecurityCheck | None = Field(default=None, description="the same for `compare_to`")
+    lmcache_security: SecurityCheck | None = Field(default=None, description="the same for the LMCache release")
 
     def summary(self) -> str:
         lines = [f"vLLM {self.version_context.version}" + (" (assumed)" if self.version_context.assumed else "")]
@@ -145,6 +160,9 @@ class CheckVersionResult(Result):
                 f"{self.compare_context.version} ({self.direction}):"
             )
             lines += [f"  {e.version}  {e.name}: {e.event} — {e.summary}" for e in self.changes_between]
+        for check in (self.security, self.compare_security, self.lmcache_security):
+            if check is not None:
+                lines += check.lines()
         for ctx in (self.version_context, self.compare_context, self.lmcache_context):
             if ctx is not None:
                 lines += [f"warning: {w}" for w in ctx.warnings]
@@ -310,7 +328,7 @@ def check_version(request: CheckVersionRequest, knowledge: Knowledge) -> CheckVe
             "name", "give a flag, setting, connector, metric or feature name, or compare_to with a second release"
         )
     version, context = resolve_version(knowledge, request.version)
-    result = CheckVersionResult(version_context=context)
+    result = CheckVersionResult(version_context=context, security=security_check(knowledge, "vllm", version))
     lm_version = None
     if request.name is not None:
         entries = _lookup(knowledge, request.name)
@@ -318,11 +336,14 @@ def check_version(request: CheckVersionRequest, knowledge: Knowledge) -> CheckVe
             lm_version, result.lmcache_context = resolve_version(
                 knowledge, request.lmcache_version, package="lmcache", field="lmcache_version"
             )
+        if lm_version is not None:
+            result.lmcache_security = security_check(knowledge, "lmcache", lm_version)
         result.matches = [
             describe(e, lm_version if e.component == "lmcache" and lm_version else version) for e in entries
         ]
     if request.compare_to is not None:
         other, result.compare_context = resolve_version(knowledge, request.compare_to, field="compare_to")
+        result.compare_security = security_check(knowledge, "vllm", other)
         low, high = sorted((version, other))
         result.direction = "same" if other == version else ("upgrade" if other > version else "downgrade")
         pool = (
@@ -345,7 +366,9 @@ SPEC = ToolSpec(
         "deprecated, removed or not yet there in a given vLLM release; since when; what to use instead; "
         "its default, accepted values and unit in that release. With `compare_to`, lists every KV-caching "
         "change between two releases (plan an upgrade). Answers come from facts checked against the released "
-        "wheels, each with its sources. Ask this before recommending any flag: these change every release."
+        "wheels, each with its sources. Every answer also lists the known security advisories affecting the "
+        "release(s) and the security floor (lowest release clear of every critical and high advisory), from "
+        "the stored advisory snapshot. Ask this before recommending any flag: these change every release."
     ),
     request=CheckVersionRequest,
     result=CheckVersionResult,

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..knowledge import Evidence, Knowledge, Sourced, load_knowledge
+from .. import advisories
+from ..knowledge import Connector, Evidence, Knowledge, Sourced, load_knowledge
 from ..verification import VerificationState, newest_verified, verification_state
 from ..versions import Version, parse_version
 
@@ -193,3 +195,205 @@ def resolve_version(
         warnings=warnings,
     )
     return version, context
+
+
+# -- security advisories (knowledge/advisories.yaml; the lookups are in ..advisories) ---------------
+# Offline tools answer from the stored snapshot only; the live list belongs to a network tool.
+
+_COMPONENT_OF_REQUIREMENT = {"lmcache": "lmcache", "nixl": "nixl", "mooncake-transfer-engine": "mooncake"}
+_LEGACY_COMPONENTS = {"LMCacheConnector": "lmcache", "MooncakeStoreConnectorV0": "mooncake"}
+
+
+class AdvisoryNote(BaseModel):
+    """One published advisory that hits (or may hit) a release."""
+
+    id: str = Field(description="the GHSA id, else the CVE")
+    cve: str | None
+    severity: str = Field(description="critical, high, medium, low or unknown, as published")
+    title: str
+    applies: str = Field(description="when it applies, in one line")
+    applies_here: Literal["yes", "unknown"] = Field(
+        description="yes: every condition holds (or it has none); unknown: a condition could not be checked"
+    )
+    status: Literal["affected", "not_established"] = Field(
+        description="affected: the release is in the published range; not_established: past an open-ended range"
+    )
+    fixed_in: str | None = Field(description="the lowest release above this one with the fix, if known")
+    source: str = Field(description="the advisory page")
+
+    def line(self) -> str:
+        """id, severity, fixed_in, when it applies, source: one line."""
+        ids = " / ".join(dict.fromkeys(i for i in (self.id, self.cve) if i))
+        fix = f"fixed in {self.fixed_in}" if self.fixed_in else "no fixed release known"
+        if self.status == "not_established":
+            fix = "later releases not established clear"
+        when = "applies" if self.applies_here == "yes" else "applies only if"
+        return f"{ids} [{self.severity}] {fix}; {when}: {self.applies} {self.source}"
+
+
+class SecurityCheck(BaseModel):
+    """The known advisories for one release of vLLM or LMCache, and the security floor."""
+
+    package: Literal["vllm", "lmcache"]
+    version: str
+    source: str = Field(description="where the advisories come from: the stored snapshot, with its date")
+    advisories: list[AdvisoryNote] = Field(description="advisories affecting this release, most severe first")
+    security_floor: str | None = Field(
+        description="the lowest known release from which on every release is clear of every critical and high "
+        "advisory that applies (conditions that could not be checked taken as not met); null: none is"
+    )
+    floor_status: Literal["floor", "none_clear", "no_serious_advisory"] = Field(
+        description="floor: security_floor is set; none_clear: no known release is clear; "
+        "no_serious_advisory: no critical or high advisory applies, so no release is singled out"
+    )
+    below_floor: bool | None = Field(description="whether this release is below the floor; null: no floor")
+    floor_caveats: list[AdvisoryNote] = Field(
+        default_factory=list,
+        description="critical or high advisories still open at the floor (or blocking one) when their conditions hold",
+    )
+
+    def lines(self) -> list[str]:
+        """A short block for a summary: the floor, the advisories that apply, a count of the conditional ones."""
+        label = _NAMES[self.package]
+        floor = {
+            "floor": self.security_floor,
+            "none_clear": "none (no known release is clear)",
+            "no_serious_advisory": "none needed (no critical or high advisory applies)",
+        }[self.floor_status]
+        head = f"security ({self.source}): {label} {self.version}: {len(self.advisories)} advisories; floor {floor}"
+        lines = [head + (" (BELOW THE FLOOR)" if self.below_floor else "")]
+        certain = [a for a in self.advisories if a.applies_here == "yes"]
+        serious = [a for a in certain if a.severity in advisories.FLOOR_SEVERITIES]
+        lines += [f"  {a.line()}" for a in serious]
+        more = [
+            f"{len(certain) - len(serious)} medium or low that apply" if len(certain) > len(serious) else "",
+            f"{len(self.advisories) - len(certain)} only under conditions not checked here"
+            if len(self.advisories) > len(certain)
+            else "",
+        ]
+        if any(more):
+            lines.append(f"  and {'; '.join(m for m in more if m)} (see `advisories`)")
+        if self.floor_caveats:
+            lines.append(
+                f"  still open at the floor where their conditions hold: {', '.join(a.id for a in self.floor_caveats)}"
+            )
+        return lines
+
+    def floor_warning(self) -> str | None:
+        """One line when the release is below the floor, or no release is clear of an advisory that applies."""
+        label = _NAMES[self.package]
+        serious = [a.id for a in self.advisories if a.severity in ("critical", "high") and a.applies_here == "yes"]
+        if self.below_floor:
+            named = f" ({', '.join(serious[:3])}{' …' if len(serious) > 3 else ''})" if serious else ""
+            return (
+                f"{label} {self.version} is below the security floor {self.security_floor}: critical or high "
+                f"advisories affect it{named}; use {self.security_floor} or later ({self.source})."
+            )
+        if self.floor_status == "none_clear" and serious:
+            blockers = [a.id for a in self.floor_caveats]
+            others = [a for a in self.advisories if a.id in serious and a.id not in blockers]
+            text = f"No known {label} release is clear of {', '.join(blockers[:3])}{' …' if len(blockers) > 3 else ''}"
+            if others:
+                fixes = [Version(a.fixed_in) for a in others if a.fixed_in]
+                upto = f" (fixed by {max(fixes)})" if fixes and len(fixes) == len(others) else ""
+                text += f"; {self.version} also has {len(others)} more critical or high advisories fixed later{upto}"
+            return f"{text} ({self.source})."
+        return None
+
+
+def components_of(knowledge: Knowledge, connectors: Iterable[str]) -> frozenset[str]:
+    """The KV backends the named connectors bring in (lmcache, nixl, mooncake)."""
+    found: set[str] = set()
+    for name in connectors:
+        if name in _LEGACY_COMPONENTS:
+            found.add(_LEGACY_COMPONENTS[name])
+        for c in knowledge.connectors:
+            if c.name == name or name in c.aliases:
+                found |= {_COMPONENT_OF_REQUIREMENT[r] for r in c.requires if r in _COMPONENT_OF_REQUIREMENT}
+    return frozenset(found)
+
+
+def backend_facts(knowledge: Knowledge, backend: str, tiers: Sequence[str] | None = None) -> advisories.DeploymentFacts:
+    """What a KV caching backend (a recipe) brings in: its connectors and their components, and the native
+    secondary tiers (none but for native_tiering, whose ``tiers`` are open when not given); the rest open."""
+    recipe = next((r for r in knowledge.recipes.recipes if r.backend == backend), None)
+    ids = [recipe.connector, recipe.pd_connector] if recipe is not None else []
+    if backend == "multi_nixl_offload":
+        ids += ["connector.nixl", "connector.offloading"]
+    names = {entry.name for i in ids if i and isinstance(entry := knowledge.by_id.get(i), Connector)}
+    offload_tiers = None if backend == "native_tiering" and tiers is None else frozenset(tiers or ())
+    return advisories.DeploymentFacts(
+        components=components_of(knowledge, names), connectors=frozenset(names), offload_tiers=offload_tiers
+    )
+
+
+def _note(finding: advisories.Finding) -> AdvisoryNote:
+    a = finding.advisory
+    source = next((s for s in a.sources if s.startswith("https://github.com/advisories/")), None)
+    source = source or next((s for s in a.sources if s.startswith("https://")), a.sources[0])
+    return AdvisoryNote(
+        id=a.id,
+        cve=a.cve,
+        severity=a.severity,
+        title=a.title,
+        applies=a.applies,
+        applies_here="yes" if finding.applies == "yes" else "unknown",
+        status="affected" if finding.status == "affected" else "not_established",
+        fixed_in=str(finding.fixed_in) if finding.fixed_in is not None else None,
+        source=source,
+    )
+
+
+def _closed(facts: advisories.DeploymentFacts) -> advisories.DeploymentFacts:
+    """The facts with every open condition taken as not met (no such feature in use)."""
+    empty: frozenset[str] = frozenset()
+    return advisories.DeploymentFacts(
+        components=empty if facts.components is None else facts.components,
+        connectors=empty if facts.connectors is None else facts.connectors,
+        configured=empty if facts.configured is None else facts.configured,
+        engine="v1" if facts.engine is None else facts.engine,
+        multi_node=False if facts.multi_node is None else facts.multi_node,
+        multimodal=empty if facts.multimodal is None else facts.multimodal,
+        endpoints=empty if facts.endpoints is None else facts.endpoints,
+        architectures=empty if facts.architectures is None else facts.architectures,
+        offload_tiers=empty if facts.offload_tiers is None else facts.offload_tiers,
+    )
+
+
+def snapshot_source(knowledge: Knowledge) -> str:
+    return f"stored advisory snapshot of {knowledge.advisories.checked_at or 'unknown date'}"
+
+
+def security_check(
+    knowledge: Knowledge,
+    package: Package,
+    version: Version,
+    facts: advisories.DeploymentFacts | None = None,
+) -> SecurityCheck:
+    """The stored advisories affecting ``version`` (those the facts rule out left out) and the floor."""
+    facts = facts or advisories.DeploymentFacts()
+    if package == "lmcache":  # LMCache's own advisories concern deployments that use LMCache
+        facts = dataclasses.replace(facts, components=(facts.components or frozenset()) | {"lmcache"})
+    stored = advisories.stored(knowledge, package)
+    releases = knowledge.release_versions(package)
+    found = advisories.affecting(stored, package, version, facts)
+    floor = advisories.floor(stored, package, releases, _closed(facts))
+    serious = [a for a in stored if a.severity in advisories.FLOOR_SEVERITIES]
+    if floor.release is not None:
+        caveats = [f for f in advisories.affecting(serious, package, floor.release, facts) if f.applies != "yes"]
+    else:
+        caveats = list(floor.blockers)
+    return SecurityCheck(
+        package=package,
+        version=str(version),
+        source=snapshot_source(knowledge),
+        advisories=[_note(f) for f in found],
+        security_floor=str(floor.release) if floor.release is not None else None,
+        floor_status="floor"
+        if floor.release is not None
+        else "none_clear"
+        if floor.considered
+        else "no_serious_advisory",
+        below_floor=(version < floor.release) if floor.release is not None else None,
+        floor_caveats=[_note(f) for f in caveats],
+    )

@@ -42,7 +42,17 @@ from ..registry import (
     parse_image_reference,
 )
 from ..versions import Version, in_range
-from .common import AdviceError, Citation, Result, ToolSpec, VersionContext, cite, resolve_version
+from .common import (
+    AdviceError,
+    Citation,
+    Result,
+    SecurityCheck,
+    ToolSpec,
+    VersionContext,
+    cite,
+    resolve_version,
+    security_check,
+)
 
 # Tests replace this with a factory pointing at a stand-in registry; it reads credentials itself,
 # so no credential ever travels through a request field.
@@ -178,6 +188,11 @@ class InspectImageResult(Result):
     requests_made: int
     notes: list[str]
     citations: list[Citation]
+    security: SecurityCheck | None = Field(
+        default=None,
+        description="known advisories for the image's vLLM release and the security floor (stored snapshot); "
+        "null when the image does not say which vLLM it carries",
+    )
 
     def summary(self) -> str:
         p = self.provenance
@@ -202,6 +217,8 @@ class InspectImageResult(Result):
             lines.append(f"pin: {pin.requirement} ({pin.id})")
         if self.lmcache_mp_hma is not None:
             lines.append(f"LMCacheMPConnector HMA: {self.lmcache_mp_hma.value} — {self.lmcache_mp_hma.explanation}")
+        if self.security is not None:
+            lines += self.security.lines()
         lines += [f"note: {n}" for n in self.notes]
         lines += [f"warning: {w}" for w in self.version_context.warnings]
         if self.runtime_check_script:
@@ -636,6 +653,7 @@ def inspect_image(request: InspectImageRequest, knowledge: Knowledge) -> Inspect
         env, labels, steps = _env(config), _labels(config), _history(config)
         vllm_found = _vllm_version(env, labels, steps, ref)
     version_text = vllm_found.value
+    security: SecurityCheck | None = None
     try:
         version, context = resolve_version(knowledge, version_text, field="image")
     except AdviceError:
@@ -643,10 +661,18 @@ def inspect_image(request: InspectImageRequest, knowledge: Knowledge) -> Inspect
         notes.append(
             f"the vLLM version {version_text!r} the image states is not a release number; pins are for the newest"
         )
+    else:
+        if version_text is not None:
+            security = security_check(knowledge, "vllm", version)
+            warning = security.floor_warning()
+            if warning is not None:
+                context.warnings.append(warning)
     if version_text is None:
         context.warnings.insert(
             0, "The image does not say which vLLM it carries; the pins below are for the newest release."
         )
+    if security is None:
+        notes.append("security advisories not checked: the vLLM release is not known (not a claim that it is clear)")
     pins, citations = _pins(knowledge, version)
     hma, hma_citations = _lmcache_mp_hma(knowledge, version)
     citations += hma_citations
@@ -687,6 +713,7 @@ def inspect_image(request: InspectImageRequest, knowledge: Knowledge) -> Inspect
             compat_pins=pins,
             lmcache_mp_hma=hma,
             runtime_check_script=script,
+            security=security,
             credentials_source=None,
             requests_made=requests_made,
             notes=notes,
@@ -725,6 +752,7 @@ def inspect_image(request: InspectImageRequest, knowledge: Knowledge) -> Inspect
         compat_pins=pins,
         lmcache_mp_hma=hma,
         runtime_check_script=script,
+        security=security,
         credentials_source=metadata.credentials_source,
         requests_made=requests_made,
         notes=notes,
@@ -743,7 +771,8 @@ SPEC = ToolSpec(
         "with the matched steps), the knowledge's version pins for that vLLM release and whether LMCacheMPConnector's "
         "HMA support depends on the bundled lmcache. arch defaults to amd64. With runtime_check_script, also a bash "
         "script to run on a Docker host that imports the packages and lists the registered KV connectors with their "
-        "HMA support. Reads the registry (Docker Hub, or a configured mirror); unreachable, it says so."
+        "HMA support; the known security advisories for that vLLM release and the security floor, from the stored "
+        "advisory snapshot. Reads the registry (Docker Hub, or a configured mirror); unreachable, it says so."
     ),
     request=InspectImageRequest,
     result=InspectImageResult,

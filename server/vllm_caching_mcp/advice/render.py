@@ -59,13 +59,16 @@ from .common import (
     Citation,
     Count,
     Result,
+    SecurityCheck,
     SizeBytes,
     SizeGiB,
     ToolSpec,
     VersionContext,
+    backend_facts,
     cite,
     readable_number,
     resolve_version,
+    security_check,
 )
 
 if TYPE_CHECKING:  # jinja2 is imported on the first render, not at server start-up
@@ -264,6 +267,11 @@ class RenderConfigResult(Result):
     checks: list[str] = Field(description="what was verified on the rendered text before returning it")
     notes: list[str]
     citations: list[Citation]
+    security: SecurityCheck | None = Field(
+        default=None,
+        description="known advisories for the vLLM release rendered and the security floor (stored snapshot)",
+    )
+    lmcache_security: SecurityCheck | None = Field(default=None, description="the same for the LMCache release")
 
     def summary(self) -> str:
         lines = [f"{self.backend} as {self.format} for vLLM {self.version_context.version}"]
@@ -271,6 +279,7 @@ class RenderConfigResult(Result):
             lines += [f"===== {f.name}", f.content.rstrip()]
         lines += [f"note: {n}" for n in self.notes]
         lines.append(f"checked: {'; '.join(self.checks)}")
+        lines += [check.lines()[0] for check in (self.security, self.lmcache_security) if check is not None]
         lines += [f"warning: {w}" for w in self.version_context.warnings]
         return "\n".join(lines)
 
@@ -1487,9 +1496,20 @@ def render_config(request: RenderConfigRequest, knowledge: Knowledge) -> RenderC
     citations.append(
         Citation(id=recipe.id, sources=list(recipe.sources), verified_at=recipe.verified_at, evidence=recipe.evidence)
     )
+    facts = backend_facts(knowledge, backend, request.tiers)
+    security = security_check(knowledge, "vllm", planner.version, facts)
+    lm_security = None
+    if planner.lm_version is not None:
+        lm_security = security_check(knowledge, "lmcache", planner.lm_version, facts)
+    for check, ctx in ((security, planner.context), (lm_security, planner.lm_context)):
+        warning = check.floor_warning() if check is not None else None
+        if warning is not None and ctx is not None:
+            ctx.warnings.append(warning)
     return RenderConfigResult(
         version_context=planner.context,
         lmcache_context=planner.lm_context,
+        security=security,
+        lmcache_security=lm_security,
         backend=backend,
         format=request.format,
         files=files,
@@ -1511,7 +1531,8 @@ SPEC = ToolSpec(
         "multi-tier (fs, obj, p2p), LMCache (DRAM, disk, GDS), LMCache P2P with controller, LMCache MP, NIXL 1P1D "
         "with proxy, Mooncake, MultiConnector (NIXL + CPU offload). Every value is quoted for its context and the "
         "output is re-parsed and checked against the flags of that vLLM release and the units before it is "
-        "returned; `values` says where each value came from."
+        "returned; `values` says where each value came from. A release below the security floor (the lowest "
+        "clear of every critical and high advisory, stored snapshot) gets a warning naming the floor."
     ),
     request=RenderConfigRequest,
     result=RenderConfigResult,

@@ -26,10 +26,22 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from .. import __version__
-from ..knowledge import Condition, Gated, Knowledge, Pitfall, ValueTest
+from .. import advisories as advisory_lookup
+from ..knowledge import Advisory, Condition, Gated, Knowledge, Pitfall, ValueTest
 from ..versions import Version, in_range, parse_version
 from .check_version import status_at
-from .common import AdviceError, Citation, Result, ToolSpec, VersionContext, cite, resolve_version
+from .common import (
+    AdviceError,
+    Citation,
+    Result,
+    ToolSpec,
+    VersionContext,
+    cite,
+    components_of,
+    resolve_version,
+    security_check,
+    snapshot_source,
+)
 from .deployment import (
     Deployment,
     Documents,
@@ -37,6 +49,7 @@ from .deployment import (
     EnvUse,
     Location,
     ProxyUse,
+    Workload,
     find_gpu,
     flag_bool,
     image_version,
@@ -119,6 +132,11 @@ class WorkloadReport(BaseModel):
     gpu: str | None
     facts: dict[str, float]
     env_by_reference: list[str] = Field(description="variables whose value comes from elsewhere (valueFrom, host)")
+    security_floor: str | None = Field(
+        default=None,
+        description="lowest vLLM release clear of every critical and high advisory that applies to this workload "
+        "(stored advisory snapshot); null when the release is not known or no release is clear",
+    )
 
 
 class RuleInfo(BaseModel):
@@ -149,7 +167,8 @@ class ReviewResult(Result):
                 "assumed-newest": "assumed: newest known",
             }
             conn = ", ".join(w.connectors) or "no KV connector"
-            lines.append(f"{w.name} ({w.file}): vLLM {w.vllm_version} ({source[w.version_source]}); {conn}")
+            floor = f"; security floor {w.security_floor}" if w.security_floor else ""
+            lines.append(f"{w.name} ({w.file}): vLLM {w.vllm_version} ({source[w.version_source]}); {conn}{floor}")
         counts = {s: sum(f.severity == s for f in self.findings) for s in ("error", "warning", "info")}
         lines.append(
             f"{len(self.findings)} findings: {counts['error']} errors, {counts['warning']} warnings, "
@@ -546,6 +565,143 @@ def _extra_configs(e: Effective) -> list[dict[str, Any]]:
 
 
 # ---------------------------------------------------------------------------------------------
+# Security advisories (the stored snapshot; review is offline)
+
+ADVISORY_RULE = "advisory."
+_ADVISORY_SEVERITY: dict[str, Severity] = {
+    "critical": "error",
+    "high": "error",
+    "medium": "warning",
+    "low": "info",
+    "unknown": "info",
+}
+_MULTI_NODE_FLAGS = ("--headless", "--data-parallel-address", "--data-parallel-start-rank", "--master-addr")
+_NEEDS = {
+    "components": "the KV backend in use",
+    "connectors": "the KV connector in use",
+    "configured": "whether {values} is set",
+    "engine": "which vLLM engine runs (V0 or V1)",
+    "multi_node": "whether one engine spans several hosts",
+    "multimodal": "whether the served model takes {values} input from callers",
+    "endpoints": "whether the server exposes {values}",
+    "architectures": "whether the served model is a {values}",
+    "offload_tiers": "whether a {values} secondary offload tier is configured",
+}
+
+
+def advisory_rule_id(advisory: Advisory) -> str:
+    return ADVISORY_RULE + advisory.id
+
+
+def deployment_facts(effective: Effective, nodes: int, knowledge: Knowledge) -> advisory_lookup.DeploymentFacts:
+    """What the deployment shows about the advisories' conditions; what it cannot show stays None."""
+    flags, env = effective.flags, effective.env
+    version = Version(effective.version)
+    unreadable = "--kv-transfer-config" in flags and effective.transfer_config is None
+    connectors = None if unreadable else frozenset(c.name for c in effective.connectors)
+    use_v1 = env.get("VLLM_USE_V1")
+    engine: Literal["v0", "v1"] | None = None
+    if version >= Version("0.11.0"):  # the V0 engine is gone from 0.11.0 on
+        engine = "v1"
+    elif use_v1 is not None and use_v1.value is not None and use_v1.value.strip() in ("0", "1"):
+        engine = "v1" if use_v1.value.strip() == "1" else "v0"
+    elif version < Version("0.8.0"):  # V1 became the default in 0.8.0
+        engine = "v0"
+    nnodes = flags.get("--nnodes")
+    backend = flags.get("--distributed-executor-backend")
+    multi_node: bool | None
+    spans = nnodes is not None and parse_number(nnodes.value) not in (None, 1.0)
+    if nodes > 1 or spans or any(f in flags for f in _MULTI_NODE_FLAGS):
+        multi_node = True
+    elif backend is not None and str(backend.value).strip().lower() == "ray":
+        multi_node = None  # a Ray cluster may span hosts
+    else:
+        multi_node = False
+    return advisory_lookup.DeploymentFacts(
+        components=None if connectors is None else components_of(knowledge, connectors),
+        connectors=connectors,
+        configured=frozenset(flags) | frozenset(env),
+        engine=engine,
+        multi_node=multi_node,
+        offload_tiers=None if unreadable else frozenset(effective.tiers),
+    )
+
+
+def _advisory_findings(
+    knowledge: Knowledge,
+    workload: Workload,
+    effective: Effective,
+    disabled: AbstractSet[str],
+    not_checked: list[NotChecked],
+    cache: dict[tuple[Version, advisory_lookup.DeploymentFacts], tuple[list[advisory_lookup.Finding], str | None]],
+) -> tuple[list[Finding], str | None, int]:
+    """The stored advisories that apply to this workload's release and configuration: findings for
+    those whose conditions hold, not-checked entries for critical and high ones whose conditions the
+    deployment cannot settle; the floor; how many medium or low ones were left open."""
+    version = Version(effective.version)
+    facts = deployment_facts(effective, workload.nodes, knowledge)
+    if (version, facts) not in cache:  # workloads alike in release and configuration are looked up once
+        stored = advisory_lookup.stored(knowledge, "vllm")
+        cache[version, facts] = (
+            advisory_lookup.affecting(stored, "vllm", version, facts),
+            security_check(knowledge, "vllm", version, facts).security_floor,
+        )
+    hits, floor = cache[version, facts]
+    where = workload.location
+    if effective.version_source == "image-tag" and workload.image_location is not None:
+        where = workload.image_location
+    found: list[Finding] = []
+    left_open = 0
+    for hit in hits:
+        a = hit.advisory
+        rule_id = advisory_rule_id(a)
+        if rule_id in disabled:
+            continue
+        if hit.applies != "yes":
+            if a.severity in advisory_lookup.FLOOR_SEVERITIES:
+                needs = _advisory_needs(a, hit.open_conditions)
+                not_checked.append(NotChecked(rule_id=rule_id, workload=effective.workload, needs=needs))
+            else:
+                left_open += 1
+            continue
+        ids = " / ".join(i for i in (a.ghsa, a.cve) if i)
+        state = (
+            "is affected by" if hit.status == "affected" else "is past the published range, not established clear, of"
+        )
+        if hit.fixed_in is not None:
+            fix = f"Upgrade vLLM to {hit.fixed_in} or later"
+            fix += (
+                f" (the security floor for this deployment is {floor})."
+                if floor and Version(floor) > hit.fixed_in
+                else "."
+            )
+        else:
+            fix = "No fixed vLLM release is known: keep what the advisory describes out of untrusted callers' reach."
+        found.append(
+            Finding(
+                rule_id=rule_id,
+                severity=_ADVISORY_SEVERITY[a.severity],
+                title=a.title,
+                message=f"vLLM {version} {state} {ids} ({a.severity}): {a.title}; applies: {a.applies}",
+                fix=fix,
+                location=where,
+                workload=effective.workload,
+                sources=list(a.sources),
+            )
+        )
+    return found, floor, left_open
+
+
+def _advisory_needs(advisory: Advisory, open_keys: tuple[str, ...]) -> list[str]:
+    needs = []
+    for key in open_keys:
+        wanted = getattr(advisory.requires, key)
+        values = " / ".join(map(str, wanted)) if isinstance(wanted, tuple) else str(wanted)
+        needs.append(_NEEDS.get(key, key).format(values=values))
+    return needs
+
+
+# ---------------------------------------------------------------------------------------------
 # The tool
 
 
@@ -571,7 +727,7 @@ def _workload_version(
 
 def review_deployment(request: ReviewRequest, knowledge: Knowledge) -> ReviewResult:
     all_rules = rules(knowledge)
-    known_ids = {p.id for p in all_rules}
+    known_ids = {p.id for p in all_rules} | {advisory_rule_id(a) for a in advisory_lookup.stored(knowledge, "vllm")}
     for rule_id in request.disabled_rules:
         if rule_id not in known_ids:
             close = difflib.get_close_matches(rule_id, sorted(known_ids), n=1)
@@ -654,6 +810,45 @@ def review_deployment(request: ReviewRequest, knowledge: Knowledge) -> ReviewRes
                 )
                 findings.append(found_at[key])
     findings.sort(key=lambda f: (-_RANK[f.severity], f.location.file, f.location.line or 0, f.rule_id))
+    # Security advisories come after the configuration findings, most severe first.
+    security: list[Finding] = []
+    floors: dict[str, str | None] = {}
+    unversioned: list[str] = []
+    left_open = 0
+    seen: dict[tuple[str, str, int | None, str | None, str], Finding] = {}
+    lookups: dict[tuple[Version, advisory_lookup.DeploymentFacts], tuple[list[advisory_lookup.Finding], str | None]]
+    lookups = {}
+    for workload, effective in zip(deployment.workloads, effectives, strict=True):
+        if effective.version_source == "assumed-newest":
+            unversioned.append(effective.workload)
+            continue
+        hits, floors[effective.workload], open_count = _advisory_findings(
+            knowledge, workload, effective, set(request.disabled_rules), not_checked, lookups
+        )
+        left_open += open_count
+        for hit in hits:
+            key = (hit.rule_id, hit.location.file, hit.location.line, hit.location.path, hit.message)
+            if key in seen:  # one image line several workloads share is one finding
+                seen[key].workload += f", {hit.workload}"
+            else:
+                seen[key] = hit
+                security.append(hit)
+    security.sort(key=lambda f: (-_RANK[f.severity], f.location.file, f.location.line or 0, f.rule_id))
+    findings += security
+    if floors:
+        notes.append(
+            f"security advisories: from the {snapshot_source(knowledge)}"
+            + (
+                f"; {left_open} medium or low ones may apply under conditions the deployment does not show"
+                if left_open
+                else ""
+            )
+        )
+    if unversioned:
+        notes.append(
+            f"{', '.join(unversioned)}: the vLLM release is not known (no vllm/vllm-openai image tag, no "
+            "vllm_version), so security advisories were not checked; that is not a finding that it is clear of them"
+        )
     if shared.skipped:
         notes.append(
             f"closest options were looked for the first {MAX_SUGGESTIONS} unknown options only; "
@@ -673,6 +868,7 @@ def review_deployment(request: ReviewRequest, knowledge: Knowledge) -> ReviewRes
             gpu=e.gpu,
             facts=e.facts,
             env_by_reference=[u.name for u in e.env.values() if u.value is None],
+            security_floor=floors.get(e.workload),
         )
         for w, e in zip(deployment.workloads, effectives, strict=True)
     ]
@@ -718,6 +914,14 @@ def to_sarif(result: ReviewResult, knowledge: Knowledge) -> dict[str, Any]:
         }
         for p in all_rules
     ]
+    advisories_used: dict[str, Advisory] = {}
+    by_rule = {advisory_rule_id(a): a for a in advisory_lookup.stored(knowledge, "vllm")}
+    for f in result.findings:
+        if f.rule_id in by_rule and f.rule_id not in advisories_used:
+            advisories_used[f.rule_id] = by_rule[f.rule_id]
+    for rule_id, a in advisories_used.items():
+        index[rule_id] = len(descriptors)
+        descriptors.append(_advisory_descriptor(rule_id, a))
     results = []
     for f in result.findings:
         physical: dict[str, Any] = {"artifactLocation": {"uri": urllib.parse.quote(f.location.file)}}
@@ -726,6 +930,9 @@ def to_sarif(result: ReviewResult, knowledge: Knowledge) -> dict[str, Any]:
         location: dict[str, Any] = {"physicalLocation": physical}
         if f.location.path:
             location["logicalLocations"] = [{"fullyQualifiedName": f.location.path, "kind": "member"}]
+        properties: dict[str, Any] = {"workload": f.workload}
+        if f.rule_id in advisories_used:
+            properties["tags"] = _advisory_tags(advisories_used[f.rule_id])
         results.append(
             {
                 "ruleId": f.rule_id,
@@ -733,7 +940,7 @@ def to_sarif(result: ReviewResult, knowledge: Knowledge) -> dict[str, Any]:
                 "level": _LEVEL[f.severity],
                 "message": {"text": f"{f.message}. Fix: {f.fix}"},
                 "locations": [location],
-                "properties": {"workload": f.workload},
+                "properties": properties,
             }
         )
     return {
@@ -752,6 +959,31 @@ def to_sarif(result: ReviewResult, knowledge: Knowledge) -> dict[str, Any]:
     }
 
 
+def _advisory_tags(a: Advisory) -> list[str]:
+    return ["security", *(i for i in (a.cve, a.ghsa) if i)]
+
+
+def _advisory_descriptor(rule_id: str, a: Advisory) -> dict[str, Any]:
+    """A SARIF rule for one advisory: its ids as tags, its page as help, the CVSS score for code scanning."""
+    page = next((s for s in a.sources if s.startswith("https://github.com/advisories/")), None)
+    page = page or next((s for s in a.sources if s.startswith("https://")), None)
+    properties: dict[str, Any] = {"tags": _advisory_tags(a), "sources": list(a.sources)}
+    if a.cvss:
+        properties["security-severity"] = f"{max(c.score for c in a.cvss):.1f}"
+    descriptor: dict[str, Any] = {
+        "id": rule_id,
+        "name": "".join(part.capitalize() for part in re.split(r"[^A-Za-z0-9]+", a.id)),
+        "shortDescription": {"text": a.title},
+        "fullDescription": {"text": f"{a.title}. Applies: {a.applies}"},
+        "help": {"text": f"{' / '.join(i for i in (a.ghsa, a.cve) if i)}: {a.applies}"},
+        "defaultConfiguration": {"level": _LEVEL[_ADVISORY_SEVERITY[a.severity]]},
+        "properties": properties,
+    }
+    if page is not None:
+        descriptor["helpUri"] = page
+    return descriptor
+
+
 SPEC = ToolSpec(
     name="review_deployment",
     title="Review a vLLM deployment for KV-caching mistakes",
@@ -762,7 +994,8 @@ SPEC = ToolSpec(
         "hybrid-KV-manager flag missing or harmful for the release and connector, LMCacheConnectorV1 with hybrid "
         "models, prefix caching off, fp8 KV without scales, removed flags and connectors, misspelt flags, LMCache "
         "and NIXL settings, a P/D proxy wrong for the connector and release, PYTHONHASHSEED for shared tiers, "
-        "tiers bigger than host RAM. Each finding has a rule id, "
+        "tiers bigger than host RAM; and the known security advisories (stored snapshot) that apply to the "
+        "release and configuration, as findings with their CVE and GHSA ids. Each finding has a rule id, "
         "severity, file and line or YAML path, the fix and sources. The release comes from the image tag, else "
         "`vllm_version`, else the newest known. Give host RAM, the GPU and the p99 context length to settle the "
         "rules that need them."
