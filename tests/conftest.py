@@ -6,10 +6,12 @@ import contextlib
 import os
 import shutil
 import socket
+import struct
 import subprocess
 import sys
 import sysconfig
 import tempfile
+import threading
 import time
 import venv
 from collections.abc import Iterator
@@ -136,3 +138,29 @@ def fresh_install(tmp_path_factory: pytest.TempPathFactory) -> Path:
         capture_output=True,
     )
     return env_dir
+
+
+@pytest.fixture
+def resetting_server() -> Iterator[str]:
+    """Accepts each connection and resets it (RST, not FIN) at once."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    listener.settimeout(0.2)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                continue
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            conn.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    stop.set()
+    thread.join(timeout=2)
+    listener.close()

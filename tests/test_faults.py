@@ -26,9 +26,6 @@ from __future__ import annotations
 import base64
 import json
 import logging
-import socket
-import struct
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -108,32 +105,6 @@ def test_a_misbehaving_github_gives_the_snapshot_within_the_deadline(
     assert github.requests, "the fault was never reached: the call did not go to the stand-in"
     assert elapsed < DEADLINE + SLACK, f"{fault}: {elapsed:.1f} s"
     assert_snapshot_without_token(data, summary, caplog.text)
-
-
-@pytest.fixture
-def resetting_server() -> Iterator[str]:
-    """Accepts each connection and resets it (RST, not FIN) at once."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(16)
-    listener.settimeout(0.2)
-    stop = threading.Event()
-
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                continue
-            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            conn.close()
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{listener.getsockname()[1]}"
-    stop.set()
-    thread.join(timeout=2)
-    listener.close()
 
 
 def test_connection_resets_give_the_snapshot_within_the_deadline(
