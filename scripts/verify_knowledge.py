@@ -1,7 +1,7 @@
 """Verify the knowledge's checkable claims against the released vLLM and LMCache wheels.
 
     python scripts/verify_knowledge.py --vllm 0.33.0 [--lmcache 0.5.6] [--wheel-dir DIR]
-                                       [--no-download] [--update] [--report FILE]
+                                       [--no-download] [--update] [--report FILE] [--only ID]
 
 Each fact gets probes: written next to it in the YAML (``probes:`` on an entry or on one of its
 ranged values) or implied by its kind (a connector is registered in KVConnectorFactory, a CLI
@@ -12,6 +12,12 @@ files the entry cites; defaults, ``Literal`` values and ``SupportsHMA`` follow f
 stretch in which its expectation is the same (so on both sides of each boundary, and on the
 newest), reading the source with ``ast``: nothing is imported, no GPU is needed.
 
+An advisory range whose end was read in the wheels (``fix_basis: derived``, ``unfixed_through``)
+carries ``probes`` on the vulnerable code the fix removes: they must hold in the last release the
+range covers and in ``unfixed_through``, and fail in ``fixed_in`` and the newest release. Such an
+advisory is reported like a fact, under its GHSA or CVE id (``not_checkable`` while it has no probe);
+``--update`` records its verdict but leaves advisories.yaml as written.
+
 Wheels come from ``--wheel-dir`` (default ``$XDG_CACHE_HOME/vllm-caching-mcp/wheels``), as
 ``vllm-0.33.0-*.whl`` files read in place or as extracted trees ``vllm-0.33.0/vllm/...``; a missing
 one is fetched with ``pip download --no-deps`` unless ``--no-download`` is given. Keep that
@@ -20,8 +26,11 @@ directory outside the repository.
 Each fact is reported verified, contradicted or not checkable, with file and line. ``--update``
 rewrites ``verified_at`` (and the newest source pointer) of verified facts in place, keeping the
 YAML's comments and layout, and writes ``knowledge/verification.yaml``. ``--report FILE`` writes
-the Markdown report; text above the marker line in an existing report is kept. Exit status 1
-when any fact is contradicted, 2 on bad arguments or missing wheels.
+the Markdown report; text above the marker line in an existing report is kept. ``--only ID``
+(repeatable, ``fnmatch`` patterns such as ``'CVE-*'``) checks only those facts, fetching only
+their wheels; with ``--update`` their verdicts replace theirs in the existing verification.yaml
+and the rest of it (dates and releases included) is kept. Exit status 1 when any fact is
+contradicted, 2 on bad arguments or missing wheels.
 """
 
 from __future__ import annotations
@@ -49,6 +58,7 @@ sys.path.insert(0, str(REPO / "server"))
 
 from vllm_caching_mcp.knowledge import (  # noqa: E402
     PRESENCE_PROBES,
+    Advisory,
     Connector,
     Gated,
     Knowledge,
@@ -753,8 +763,70 @@ def _expected(kind: str, value: Any) -> Any:
     return tuple(value) if isinstance(value, list) else value
 
 
+@dataclass(frozen=True)
+class AdvisoryFact:
+    """An advisory as the verifier sees a fact: its ranges' probes say where the vulnerable code is."""
+
+    advisory: Advisory
+    aliases: tuple[str, ...] = ()
+    introduced: str | None = None
+    deprecated: str | None = None
+    removed: str | None = None
+    changes: tuple[Any, ...] = ()
+
+    @property
+    def id(self) -> str:
+        return self.advisory.id
+
+    @property
+    def name(self) -> str:
+        return self.advisory.id
+
+    @property
+    def component(self) -> str:
+        return self.advisory.package
+
+    @property
+    def sources(self) -> tuple[str, ...]:
+        return self.advisory.sources
+
+
+def read_in_wheels(advisory: Advisory) -> bool:
+    """Whether a range's end was read in the wheels (or has probes), so the verifier owes it a check."""
+    return any(r.probes or r.fix_basis == "derived" or r.unfixed_through for r in advisory.ranges)
+
+
+def advisory_plan(fact: AdvisoryFact, releases: dict[str, list[Version]]) -> list[Check]:
+    """The vulnerable code is present in the last release a range covers and in ``unfixed_through``,
+    absent (unless ``absent_outside`` is false) in ``fixed_in`` and the newest release."""
+    versions = releases.get(fact.component)
+    if not versions:
+        return []
+    checks: list[Check] = []
+    for r in fact.advisory.ranges:
+        spec = SpecifierSet(r.affected)
+        points: dict[Version, bool] = {}
+        affected = [v for v in versions if contains(spec, v)]
+        if affected:
+            points[affected[-1]] = True
+        if r.unfixed_through is not None and Version(r.unfixed_through) in versions:
+            points[Version(r.unfixed_through)] = True
+        if r.fixed_in is not None:
+            fixed = [v for v in versions if v >= Version(r.fixed_in)]
+            for version in {fixed[0], fixed[-1]} if fixed else ():
+                points.setdefault(version, False)
+        for probe in r.probes:
+            for version, present in sorted(points.items()):
+                if present or probe.absent_outside:
+                    label = "present" if present else "absent"
+                    checks.append(Check(fact, probe, fact.component, version, present, label))  # type: ignore[arg-type]
+    return checks
+
+
 def plan(entry: Gated, releases: dict[str, list[Version]]) -> list[Check]:
     """Every (probe, release, expectation) the entry asks for."""
+    if isinstance(entry, AdvisoryFact):
+        return advisory_plan(entry, releases)
     package = entry.component
     versions = releases.get(package)
     if not versions:
@@ -809,6 +881,15 @@ def plan(entry: Gated, releases: dict[str, list[Version]]) -> list[Check]:
 def run_check(check: Check, tree: SourceTree) -> None:
     if isinstance(check.expected, NotCheckable):
         check.status, check.reason = "unknown", str(check.expected)
+        return
+    if (
+        isinstance(check.entry, AdvisoryFact)
+        and check.expected is False
+        and check.probe.files
+        and not tree.glob(check.probe.files)
+    ):
+        # Vulnerable code missing from a file that is gone says nothing about the fix.
+        check.status, check.reason = "unknown", f"none of {', '.join(check.probe.files)} is in {tree.version}"
         return
     try:
         observed = observe(tree, check.probe, check.entry)
@@ -884,6 +965,8 @@ class Verdict:
             return "; ".join(f"{c.describe()}: {c.reason}" for c in self.checks if c.status == "fail")
         if self.status == "not_checkable":
             reasons = sorted({c.reason for c in self.checks if c.reason})
+            if not reasons and isinstance(self.entry, AdvisoryFact):
+                return "the range's end was read in the wheels but has no probe"
             return "; ".join(reasons) or "no probe applies (a feature or a kind without an implied probe)"
         unknown = sorted({c.reason for c in self.checks if c.status == "unknown"})
         return ("partly unchecked: " + "; ".join(unknown)) if unknown else ""
@@ -899,11 +982,24 @@ def entry_files(knowledge_root: Path) -> dict[str, str]:
 
 
 def verify(
-    knowledge: Knowledge, newest: dict[str, Version], directories: list[Path], *, fetch: bool, log: Any = print
+    knowledge: Knowledge,
+    newest: dict[str, Version],
+    directories: list[Path],
+    *,
+    fetch: bool,
+    log: Any = print,
+    only: list[str] | None = None,
 ) -> tuple[list[Verdict], dict[str, list[str]]]:
     releases = {pkg: [v for v in knowledge.release_versions(pkg) if v <= newest[pkg]] for pkg in newest}
     where = entry_files(Path(knowledge.directory))
     verdicts = [Verdict(e, where.get(e.id, "?")) for e in knowledge.gated()]
+    verdicts += [
+        Verdict(AdvisoryFact(a), "advisories.yaml")  # type: ignore[arg-type]
+        for a in knowledge.advisories.advisories
+        if a.package in PACKAGES and read_in_wheels(a)
+    ]
+    if only:
+        verdicts = [v for v in verdicts if any(fnmatch.fnmatchcase(v.entry.id, p) for p in only)]
     by_release: dict[tuple[str, Version], list[Check]] = defaultdict(list)
     for verdict in verdicts:
         verdict.checks = plan(verdict.entry, releases)
@@ -996,8 +1092,7 @@ def write_report(path: Path, body: str) -> None:
     path.write_text(f"{kept}{REPORT_MARKER}\n\n{body}", encoding="utf-8")
 
 
-def status_yaml(knowledge: Knowledge, verdicts: list[Verdict], newest: dict[str, Version], today: dt.date) -> str:
-    """`knowledge/verification.yaml`: per-fact verdicts, and the facts no wheel probe can check."""
+def _verdict_facts(verdicts: list[Verdict]) -> list[dict[str, Any]]:
     facts = []
     for v in verdicts:
         best = v.newest_evidence()
@@ -1007,6 +1102,12 @@ def status_yaml(knowledge: Knowledge, verdicts: list[Verdict], newest: dict[str,
         if v.detail():
             item["detail"] = v.detail()
         facts.append(item)
+    return facts
+
+
+def status_yaml(knowledge: Knowledge, verdicts: list[Verdict], newest: dict[str, Version], today: dt.date) -> str:
+    """`knowledge/verification.yaml`: per-fact verdicts, and the facts no wheel probe can check."""
+    facts = _verdict_facts(verdicts)
     probed = {v.entry.id for v in verdicts}
     for entry_id, entry in knowledge.by_id.items():
         if entry_id not in probed:
@@ -1020,6 +1121,23 @@ def status_yaml(knowledge: Knowledge, verdicts: list[Verdict], newest: dict[str,
         "lmcache": str(newest["lmcache"]) if "lmcache" in newest else None,
         "facts": facts,
     }
+    header = (
+        "# Written by scripts/verify_knowledge.py --update: the newest releases the knowledge was checked\n"
+        "# against and each fact's verdict. Read by server/vllm_caching_mcp/verification.py.\n"
+    )
+    return header + yaml.safe_dump(document, sort_keys=False, allow_unicode=True, width=110, default_flow_style=None)
+
+
+def merge_status(existing: str, verdicts: list[Verdict]) -> str:
+    """verification.yaml with the verdicts of a ``--only`` run replacing (or joining) their facts."""
+    document = yaml.safe_load(existing) or {}
+    by_id = {f["id"]: f for f in _verdict_facts(verdicts)}
+    facts = [by_id.pop(f["id"], f) for f in document.get("facts", [])]
+    # New facts go after the probed ones, before the entries no wheel probe can check.
+    tail = next((i for i, f in enumerate(facts) if "not a claim about released code" in str(f.get("detail"))), None)
+    position = len(facts) if tail is None else tail
+    facts[position:position] = list(by_id.values())
+    document["facts"] = facts
     header = (
         "# Written by scripts/verify_knowledge.py --update: the newest releases the knowledge was checked\n"
         "# against and each fact's verdict. Read by server/vllm_caching_mcp/verification.py.\n"
@@ -1108,7 +1226,8 @@ def apply_updates(root: Path, verdicts: list[Verdict], today: dt.date, knowledge
     changed = 0
     by_file: dict[str, list[Verdict]] = defaultdict(list)
     for v in verdicts:
-        if v.status == "verified":
+        # An advisory's wheel probe checks only where its range ends, not the rest of the entry.
+        if v.status == "verified" and not isinstance(v.entry, AdvisoryFact):
             by_file[v.file].append(v)
     for name, chosen in by_file.items():
         path = root / name
@@ -1132,7 +1251,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report", type=Path, help="write the Markdown report here")
     parser.add_argument("--date", type=dt.date.fromisoformat, default=dt.date.today(), help=argparse.SUPPRESS)
     parser.add_argument("--verbose", action="store_true", help="print every probe run")
+    parser.add_argument(
+        "--only", action="append", metavar="ID", help="check only facts whose id matches (fnmatch; repeatable)"
+    )
     args = parser.parse_args(argv)
+    status_file = args.knowledge / "verification.yaml"
+    if args.only and args.update and not status_file.is_file():
+        parser.error("--only with --update merges into knowledge/verification.yaml, which does not exist")
 
     knowledge = load_knowledge(str(args.knowledge.resolve()))
     newest: dict[str, Version] = {}
@@ -1144,12 +1269,12 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--{package}: {text} is not a {package} release in knowledge/releases.yaml")
         newest[package] = version
     directories = [*(args.wheel_dir or []), *([] if args.wheel_dir else [default_cache()])]
-    verdicts, missing = verify(knowledge, newest, directories, fetch=not args.no_download)
+    verdicts, missing = verify(knowledge, newest, directories, fetch=not args.no_download, only=args.only)
 
     for verdict in verdicts:
         if args.verbose:
             for c in verdict.checks:
-                where = c.observed.where if c.observed else ""
+                where = (c.observed.where or "") if c.observed else ""
                 print(f"  {c.status:7} {verdict.entry.id}: {c.describe()} {where} {c.reason}".rstrip())
         if verdict.status == "contradicted":
             print(f"CONTRADICTED {verdict.entry.id} ({verdict.file}): {verdict.detail()}")
@@ -1161,12 +1286,15 @@ def main(argv: list[str] | None = None) -> int:
     for package, versions in missing.items():
         print(f"missing {package} wheels (their checks are not checkable): {', '.join(versions)}")
     if args.report:
-        others = len(knowledge.by_id) - len(verdicts)
+        others = len(knowledge.by_id) - sum(1 for v in verdicts if not isinstance(v.entry, AdvisoryFact))
         write_report(args.report, render_report(verdicts, newest, args.date, others))
     if args.update:
         changed = apply_updates(args.knowledge, verdicts, args.date, knowledge)
-        status = status_yaml(knowledge, verdicts, newest, args.date)
-        (args.knowledge / "verification.yaml").write_text(status, encoding="utf-8")
+        if args.only:
+            status = merge_status(status_file.read_text(encoding="utf-8"), verdicts)
+        else:
+            status = status_yaml(knowledge, verdicts, newest, args.date)
+        status_file.write_text(status, encoding="utf-8")
         print(f"updated {changed} knowledge files and verification.yaml")
     if missing and counts["verified"] == 0:
         return 2

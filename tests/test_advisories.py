@@ -9,11 +9,8 @@ import json
 import logging
 import os
 import re
-import socket
-import struct
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -172,6 +169,33 @@ def test_the_v0_multi_node_advisory_is_fixed_in_0_10_0_as_published(knowledge: K
         "fixed",
     ]
     assert v0.ranges[0].fix_basis == "published" and not v0.ranges[0].open_ended
+
+
+def test_the_speculative_decoding_token_crash_keeps_github_s_range_and_needs_speculative_decoding(
+    knowledge: Knowledge,
+) -> None:
+    spec = by_id(knowledge, "GHSA-8wr5-jm2h-8r4f")
+    assert spec.cve == "CVE-2026-54234" and spec.severity == "high"
+    assert [c.vector for c in spec.cvss] == ["CVSS:3.1/AV:N/AC:L/PR:N/UI:N/S:U/C:N/I:N/A:H"]
+    # GitHub's reviewed range (">= 0.17.1, < 0.24.0"), not the CVE record's wider "< 0.24.0".
+    assert [status_at(spec, v(x)) for x in ("0.17.0", "0.17.1", "0.23.0", "0.24.0")] == [
+        "not_affected",
+        "affected",
+        "affected",
+        "fixed",
+    ]
+    stored = knowledge.advisories.advisories
+    assert spec.id not in ids(affecting(stored, "vllm", v("0.23.0"), PLAIN))
+    with_spec = DeploymentFacts(configured=frozenset({"--speculative-config"}))
+    assert spec.id in ids(f for f in affecting(stored, "vllm", v("0.23.0"), with_spec) if f.applies == "yes")
+
+
+def test_the_gguf_truncation_advisory_records_github_s_reviewed_values(knowledge: Knowledge) -> None:
+    gguf = by_id(knowledge, "CVE-2026-53923")
+    # GitHub labels it moderate although its 3.1 vector scores 7.5; the CVE record's 4.0 score is 5.3.
+    assert gguf.ghsa == "GHSA-5jv2-g5wq-cmr4" and gguf.severity == "medium"
+    assert sorted((c.version, c.score) for c in gguf.cvss) == [("3.1", 7.5), ("4.0", 5.3)]
+    assert (gguf.ranges[0].affected, gguf.ranges[0].fixed_in) == (">=0.5.5,<0.24.0", "0.24.0")
 
 
 def test_lmcache_0_5_6_is_past_the_run_script_rce(knowledge: Knowledge) -> None:
@@ -424,32 +448,6 @@ def test_a_misbehaving_github_gives_the_dated_snapshot_within_the_deadline(
     assert fake.requests, "the fault was never reached"
     assert_dated_snapshot(result, knowledge, elapsed)
     assert TOKEN not in caplog.text
-
-
-@pytest.fixture
-def resetting_server() -> Iterator[str]:
-    """Accepts each connection and resets it (RST, not FIN) at once."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(16)
-    listener.settimeout(0.2)
-    stop = threading.Event()
-
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                continue
-            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            conn.close()
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{listener.getsockname()[1]}"
-    stop.set()
-    thread.join(timeout=2)
-    listener.close()
 
 
 def test_connection_resets_give_the_dated_snapshot_within_the_deadline(

@@ -420,3 +420,179 @@ def test_answers_from_the_real_knowledge_carry_the_verdict() -> None:
     else:
         assert citation.verification.status == "verified"
         assert citation.verification.newest_verified == record.vllm
+
+
+# ---------------------------------------------------------------------------
+# Advisories whose range end was read in the wheels: probes on the vulnerable code
+
+MOONCAKE = "vllm/distributed/kv_transfer/kv_connector/v1/mooncake/mooncake_connector.py"
+RUN_SCRIPT = "lmcache/v1/internal_api_server/common/run_script_api.py"
+UNGUARDED = '@router.post("/run_script")\nasync def run_script(request):\n    form = await request.form()\n'
+GUARDED = (
+    '@router.post("/run_script")\nasync def run_script(request):\n'
+    "    if not _is_run_script_enabled(request):\n        return None\n    form = await request.form()\n"
+)
+HANDLER = r"async def run_script\(request\):\s*\n\s*form = await request\.form\(\)"
+DUPLICATE = r"self\._reqs_need_send\[request\.request_id\] = \(request, \[\]\)"
+
+
+def _advisory(identifier: str, package: str, ranges: str, sources: str = "") -> str:
+    return (
+        f"  - cve: {identifier}\n    package: {package}\n    title: t\n    severity: high\n"
+        f"    ranges:\n{ranges}    applies: a\n    published: 2026-09-21\n"
+        f"    sources:\n      - https://example.org/{identifier}\n{sources}    verified_at: 2026-12-01\n"
+    )
+
+
+ADVISORIES = "checked_at: 2026-12-01\nadvisories:\n" + "".join(
+    (
+        _advisory(  # the producer still takes a duplicate transfer_id in 0.3.0
+            "CVE-2026-00001",
+            "vllm",
+            "      - affected: '<=0.2.0'\n        open_ended: true\n        unfixed_through: '0.3.0'\n"
+            f"        probes:\n          - {{kind: text, target: '{DUPLICATE}', files: ['{MOONCAKE}']}}\n",
+            f"      - wheel:vllm==0.3.0:{MOONCAKE}:2\n",
+        ),
+        _advisory(  # stated fixed in 0.3.0, but the code there still has it
+            "CVE-2026-00002",
+            "vllm",
+            "      - affected: '<0.3.0'\n        fixed_in: '0.3.0'\n"
+            f"        probes:\n          - {{kind: text, target: '{DUPLICATE}', files: ['{MOONCAKE}']}}\n",
+        ),
+        _advisory(  # derived: 0.5.6 checks run_script_api_enabled before reading the script
+            "CVE-2026-00003",
+            "lmcache",
+            "      - affected: '<=0.5.5'\n        open_ended: true\n        fixed_in: '0.5.6'\n"
+            "        fix_basis: derived\n"
+            f"        probes:\n          - {{kind: text, target: '{HANDLER}', files: ['{RUN_SCRIPT}']}}\n"
+            "          - kind: text\n"
+            rf"            target: '\A(?![\s\S]*if not _is_run_script_enabled\(request\):)'"
+            "\n"
+            f"            files: ['{RUN_SCRIPT}']\n",
+            f"      - wheel:lmcache==0.5.6:{RUN_SCRIPT}:3\n",
+        ),
+        _advisory(  # derived, with no probe yet
+            "CVE-2026-00004",
+            "lmcache",
+            "      - {affected: '<=0.5.5', open_ended: true, fixed_in: '0.5.6', fix_basis: derived}\n",
+            f"      - wheel:lmcache==0.5.6:{RUN_SCRIPT}:3\n",
+        ),
+        _advisory(  # published and unprobed: not the verifier's business
+            "CVE-2026-00005", "lmcache", "      - {affected: '<0.5.6', fixed_in: '0.5.6'}\n"
+        ),
+    )
+)
+
+
+@pytest.fixture
+def advisory_world(world: tuple[Path, Path]) -> tuple[Path, Path]:
+    knowledge, src = world
+    releases = knowledge / "releases.yaml"
+    releases.write_text(
+        releases.read_text().replace(
+            "releases: [{version: '0.5.6'}]", "releases: [{version: '0.5.5'}, {version: '0.5.6'}]"
+        )
+    )
+    build_lmcache(src, "0.5.5")
+    for version, text in (("0.5.5", UNGUARDED), ("0.5.6", GUARDED)):
+        (src / f"lmcache-{version}" / RUN_SCRIPT).parent.mkdir(parents=True)
+        (src / f"lmcache-{version}" / RUN_SCRIPT).write_text(text)
+    for version in ("0.2.0", "0.3.0"):
+        path = src / f"vllm-{version}" / MOONCAKE
+        path.parent.mkdir(parents=True)
+        path.write_text("if ok:\n    self._reqs_need_send[request.request_id] = (request, [])\n")
+    (knowledge / "advisories.yaml").write_text(ADVISORIES)
+    load_knowledge.cache_clear()
+    return knowledge, src
+
+
+def test_advisory_probes_run_on_both_sides_of_the_fix_and_through_unfixed_through(
+    advisory_world: tuple[Path, Path],
+) -> None:
+    found = verdicts(*advisory_world)
+    assert "CVE-2026-00005" not in found  # a published fix with no probe is taken as published
+
+    unfixed = found["CVE-2026-00001"]
+    assert unfixed.file == "advisories.yaml"
+    assert unfixed.status == "verified"
+    # present in the last release the published range covers and in unfixed_through
+    assert {(str(c.version), c.expected) for c in unfixed.checks} == {("0.2.0", True), ("0.3.0", True)}
+    assert unfixed.newest_evidence().observed.where == f"{MOONCAKE}:2"
+
+    derived = found["CVE-2026-00003"]
+    assert derived.status == "verified", derived.detail()
+    runs = {(c.probe.target[:5], str(c.version), c.expected) for c in derived.checks}
+    assert runs == {
+        (HANDLER[:5], "0.5.5", True), (HANDLER[:5], "0.5.6", False),
+        (r"\A(?!", "0.5.5", True), (r"\A(?!", "0.5.6", False),
+    }  # fmt: skip
+
+    wrong = found["CVE-2026-00002"]
+    assert wrong.status == "contradicted"
+    assert "on vllm 0.3.0: the knowledge says absent, the wheel has present" in wrong.detail()
+
+    unprobed = found["CVE-2026-00004"]
+    assert (unprobed.status, unprobed.detail()) == (
+        "not_checkable",
+        "the range's end was read in the wheels but has no probe",
+    )
+
+
+def test_a_fix_probe_on_a_file_that_is_gone_is_not_checkable(advisory_world: tuple[Path, Path]) -> None:
+    knowledge, src = advisory_world
+    (src / "lmcache-0.5.6" / RUN_SCRIPT).unlink()
+    derived = verdicts(knowledge, src)["CVE-2026-00003"]
+    assert derived.status == "verified"  # the 0.5.5 side still holds
+    assert f"none of {RUN_SCRIPT} is in 0.5.6" in derived.detail()
+    assert {str(c.version) for c in derived.checks if c.status == "pass"} == {"0.5.5"}
+
+
+def test_only_runs_the_chosen_facts_and_update_merges_them(advisory_world: tuple[Path, Path]) -> None:
+    knowledge, src = advisory_world
+    before = yaml.safe_dump(
+        {"checked_at": "2026-11-30", "vllm": "0.3.0", "lmcache": "0.5.6", "facts": [
+            {"id": "flag.old-flag", "status": "verified", "versions": ["0.1.0", "0.2.0"]},
+            {"id": "CVE-2026-00003", "status": "not_checkable"},
+            {"id": "gpu.x", "status": "not_checkable", "detail": "a gpu: not a claim about released code"},
+        ]},
+        sort_keys=False,
+    )  # fmt: skip
+    (knowledge / "verification.yaml").write_text(before)
+    advisories = (knowledge / "advisories.yaml").read_text()
+    out = run(
+        knowledge, "--vllm", "0.3.0", "--lmcache", "0.5.6", "--wheel-dir", str(src),
+        "--only", "CVE-2026-0000[13]", "--update", "--date", "2026-12-24",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "2 facts: 2 verified, 0 contradicted, 0 not checkable" in out.stdout
+    assert (knowledge / "advisories.yaml").read_text() == advisories  # the advisory entries stay as written
+    record = Verification.model_validate(yaml.safe_load((knowledge / "verification.yaml").read_text()))
+    assert record.checked_at == dt.date(2026, 11, 30)  # the rest is still the older run's
+    facts = [(f.id, f.status, f.versions) for f in record.facts]
+    assert facts == [
+        ("flag.old-flag", "verified", ("0.1.0", "0.2.0")),
+        ("CVE-2026-00003", "verified", ("0.5.5", "0.5.6")),
+        ("CVE-2026-00001", "verified", ("0.2.0", "0.3.0")),
+        ("gpu.x", "not_checkable", ()),
+    ]
+
+
+def test_probes_on_a_range_need_an_end_and_a_presence_kind() -> None:
+    from vllm_caching_mcp.knowledge import AffectedRange
+
+    probe = {"kind": "text", "target": "x", "files": ["vllm/a.py"]}
+    assert AffectedRange(affected="<0.2.0", fixed_in="0.2.0", probes=[probe]).probes[0].kind == "text"
+    with pytest.raises(ValueError, match="need fixed_in or unfixed_through"):
+        AffectedRange(affected="<=0.2.0", open_ended=True, probes=[probe])
+    with pytest.raises(ValueError, match="presence kinds"):
+        AffectedRange(affected="<0.2.0", fixed_in="0.2.0", probes=[{"kind": "default", "target": "A.b"}])
+
+
+def test_the_shipped_advisory_probes_cover_the_wheel_read_range_ends() -> None:
+    k = load_knowledge()
+    probed = {a.id for a in k.advisories.advisories if any(r.probes for r in a.ranges)}
+    assert {"CVE-2026-94627", "CVE-2026-107204", "CVE-2026-10813"} <= probed
+    record = load_verification(k.directory)
+    if record is not None:
+        status = {f.id: f.status for f in record.facts}
+        assert all(status.get(i) == "verified" for i in ("CVE-2026-94627", "CVE-2026-107204", "CVE-2026-10813"))

@@ -771,6 +771,9 @@ class AffectedRange(Frozen):
     ``fixed_in`` is the first patched release (as published, or ``derived`` from the wheels when the
     advisory names none); ``open_ended`` says the published range stops at the newest release of its
     day rather than at a fix; ``unfixed_through`` is the newest release read and found still unfixed.
+    ``probes`` (presence kinds) match the vulnerable code the fix removes: `scripts/verify_knowledge.py`
+    expects them to hold in the last release ``affected`` covers and in ``unfixed_through`` and,
+    unless ``absent_outside`` is false, to fail in ``fixed_in`` and the newest release.
     """
 
     affected: SpecifierText
@@ -778,6 +781,7 @@ class AffectedRange(Frozen):
     fix_basis: Literal["published", "derived"] = "published"
     open_ended: bool = False
     unfixed_through: VersionText | None = None
+    probes: tuple[Probe, ...] = ()
 
     @model_validator(mode="after")
     def _consistent(self) -> AffectedRange:
@@ -791,6 +795,10 @@ class AffectedRange(Frozen):
                 raise ValueError("unfixed_through extends an open_ended range; this range ends at a fix")
             if self.fixed_in is not None and Version(self.unfixed_through) >= Version(self.fixed_in):
                 raise ValueError(f"unfixed_through {self.unfixed_through} must come before fixed_in {self.fixed_in}")
+        if self.probes and self.fixed_in is None and self.unfixed_through is None:
+            raise ValueError("probes check where a range ends: they need fixed_in or unfixed_through")
+        if any(p.kind not in PRESENCE_PROBES for p in self.probes):
+            raise ValueError(f"a range's probes are presence kinds ({', '.join(sorted(PRESENCE_PROBES))})")
         return self
 
 
