@@ -1,0 +1,556 @@
+"""The released vLLM engine as the oracle for size_offload (issue 14).
+
+Runs vLLM's own code on a machine without a GPU and records what the engine would allocate:
+
+* a stand-in CUDA platform (vLLM's ``NonNvmlCudaPlatform`` reporting a chosen device name,
+  compute capability and memory) is installed as ``vllm.platforms.current_platform`` before
+  anything resolves it;
+* vLLM's compiled extensions load against a stub ``libcuda.so.1`` (libcuda_stub.c) whose every
+  entry point answers "no device";
+* the engine config comes from ``EngineArgs(...).create_engine_config()`` on a local config.json
+  (tests/data/engine/configs/), the model class is built on the meta device (no weights) with a
+  faked tensor-parallel group of the wanted size;
+* then the engine's own sequence: ``Platform.update_block_size_for_backend`` (what the executor
+  calls after load_model), ``GPUModelRunner.get_kv_cache_spec`` (each attention layer's
+  ``get_kv_cache_spec``), ``get_global_kv_cache_groups``, ``get_kv_cache_configs`` for a fixed
+  per-rank budget, ``generate_scheduler_kv_cache_config`` and
+  ``get_max_concurrency_for_kv_cache_config`` (vllm/v1/engine/core.py ``_initialize_kv_caches``).
+
+The only step replaced is ``determine_available_memory`` (the profiling run): the per-rank KV
+budget is an input, so size_offload can be given the same budget.
+
+Run it with the scratch venv's python, never the project's (vLLM is not a dependency):
+
+    "$SCRATCH/venv/bin/python" scripts/engine_oracle/oracle.py   # a venv with vllm==0.33.0, outside the repository
+
+Each cell runs in its own subprocess (vLLM keeps global state: the static forward context, the
+parallel groups, the platform). The subprocess gets LD_LIBRARY_PATH with the stub.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+CONFIGS = REPO / "tests" / "data" / "engine" / "configs"
+GIB = 1 << 30
+
+# GPUs the stand-in platform can pretend to be. total_memory is what torch reports
+# (cudaDeviceProp.totalGlobalMem) for the 80 GB H100 SXM: 81,559 MiB.
+GPUS: dict[str, dict[str, Any]] = {
+    "h100": {
+        "name": "NVIDIA H100 80GB HBM3",
+        "capability": [9, 0],
+        "total_memory_bytes": 81559 * (1 << 20),
+        "knowledge_id": "gpu.h100-sxm",
+    },
+    # Blackwell (no cell uses it yet, see CELLS). The memory is the vendor's 180 GB (hardware.yaml hbm_gb),
+    # not a driver reading: it only has to clear vLLM's 160 GiB tier for the serve defaults
+    # (arg_utils.py _set_default_args); the KV budget is given separately.
+    "b200": {
+        "name": "NVIDIA B200",
+        "capability": [10, 0],
+        "total_memory_bytes": 180 * 10**9,
+        "knowledge_id": "gpu.b200",
+    },
+}
+
+DEFAULT_BUDGET_GIB = 40  # per rank; a whole number of GiB so size_offload can be given it exactly
+
+
+def cell_id(model: str, tp: int, kv_dtype: str, gpu: str, variant: str | None = None) -> str:
+    return f"{model}/tp{tp}/{kv_dtype}/{gpu}" + (f"/{variant}" if variant else "")
+
+
+def _cid(cell: dict[str, Any]) -> str:
+    return cell_id(cell["model"], cell["tp"], cell["kv_cache_dtype"], cell["gpu"], cell.get("variant"))
+
+
+# The matrix recorded so far: (config dir under tests/data/engine/configs, TP, kv_cache_dtype, GPU).
+CELLS: list[dict[str, Any]] = (
+    [
+        {"model": m, "tp": tp, "kv_cache_dtype": "auto", "gpu": "h100"}
+        for m in ("llama-3.1-8b", "llama-3.1-70b", "mixtral-8x7b", "qwen3-235b-a22b", "deepseek-v3")
+        for tp in (1, 8)
+    ]
+    + [
+        # fp8 KV cache (--kv-cache-dtype fp8) on the dense and MLA models.
+        {"model": m, "tp": tp, "kv_cache_dtype": "fp8", "gpu": "h100"}
+        for m in ("llama-3.1-8b", "deepseek-v3")
+        for tp in (1, 8)
+    ]
+    + [
+        # Sliding window (gpt-oss: alternate layers, window 128) and hybrid linear attention (Qwen3-Next).
+        {"model": m, "tp": tp, "kv_cache_dtype": "auto", "gpu": "h100"}
+        for m in ("gpt-oss-20b", "qwen3-next-80b-a3b")
+        for tp in (1, 8)
+    ]
+    + [
+        # Qwen3-Next with prefix caching off: mamba_cache_mode "none" (one state block per request).
+        {
+            "model": "qwen3-next-80b-a3b",
+            "tp": tp,
+            "kv_cache_dtype": "auto",
+            "gpu": "h100",
+            "variant": "no-prefix-caching",
+            "engine_args": {"enable_prefix_caching": False},
+        }
+        for tp in (1, 8)
+    ]
+    + [
+        # Pipeline parallel: two stages (DeepSeek-V3's 61 layers split unevenly).
+        {"model": m, "tp": tp, "pp": 2, "kv_cache_dtype": "auto", "gpu": "h100", "variant": "pp2"}
+        for m, tp in (("llama-3.1-70b", 4), ("deepseek-v3", 4))
+    ]
+    # Blackwell cells are not run yet: FlashInfer (first on cc 10.0) reads the device's SM count through
+    # torch.cuda.get_device_properties while the model is built, which needs a stand-in (knowledge/ENGINE.md).
+)
+
+
+# ----------------------------------------------------------------------------- in the subprocess
+
+
+def _install_platform(gpu: dict[str, Any]) -> Any:
+    """Make vLLM's current platform a CUDA platform that reports ``gpu``; before anything reads it."""
+    import vllm.platforms as platforms
+
+    assert platforms._current_platform is None, "current_platform was resolved before the stand-in"
+    from vllm.platforms.cuda import NonNvmlCudaPlatform
+    from vllm.platforms.interface import DeviceCapability
+
+    major, minor = gpu["capability"]
+
+    class StandInCudaPlatform(NonNvmlCudaPlatform):
+        """vLLM's non-NVML CUDA platform, with the device facts given instead of read from a driver."""
+
+        @classmethod
+        def get_device_capability(cls, device_id: int = 0) -> DeviceCapability:
+            return DeviceCapability(major=major, minor=minor)
+
+        @classmethod
+        def get_device_name(cls, device_id: int = 0) -> str:
+            return str(gpu["name"])
+
+        @classmethod
+        def get_device_total_memory(cls, device_id: int = 0) -> int:
+            return int(gpu["total_memory_bytes"])
+
+        @classmethod
+        def is_fully_connected(cls, physical_device_ids: list[int]) -> bool:
+            return True
+
+        @classmethod
+        def device_count(cls) -> int:
+            return 8
+
+        @classmethod
+        def current_device(cls) -> Any:
+            # Platform forwards unknown names to torch.cuda; a layer that asks for the current device
+            # to place a parameter (Qwen3-Next's gated norm) gets the meta device the model is built on.
+            import torch
+
+            return torch.device("meta")
+
+    platform = StandInCudaPlatform()
+    platforms._current_platform = platform
+    return platform
+
+
+class _FakeProcessGroup:
+    """What a layer asks of a torch ProcessGroup while it is built: its size and this rank."""
+
+    def __init__(self, world_size: int, rank: int = 0) -> None:
+        self._size, self._rank = world_size, rank
+
+    def size(self) -> int:
+        return self._size
+
+    def rank(self) -> int:
+        return self._rank
+
+
+class _FakeGroup:
+    """A GroupCoordinator stand-in: the size and rank a layer reads while it is built, nothing else.
+
+    Building a model on the meta device runs no collective; any other attribute is an error
+    (so a model that would talk to its peers fails loudly instead of computing something else).
+    """
+
+    def __init__(self, name: str, world_size: int, rank_in_group: int = 0) -> None:
+        self.unique_name = name
+        self.world_size = world_size
+        self.rank_in_group = rank_in_group
+        self.rank = rank_in_group
+        self.local_rank = rank_in_group
+        self.ranks = list(range(world_size))
+        self.is_first_rank = rank_in_group == 0
+        self.is_last_rank = rank_in_group == world_size - 1
+        self.first_rank = 0
+        self.last_rank = world_size - 1
+        self.device_group = _FakeProcessGroup(world_size, rank_in_group)
+        self.cpu_group = _FakeProcessGroup(world_size, rank_in_group)
+        self.device_communicator = None
+        self.use_device_communicator = False
+
+    def __getattr__(self, name: str) -> Any:
+        raise AttributeError(f"fake process group {self.unique_name!r} has no {name!r} (the oracle runs no collective)")
+
+
+def _fake_parallel_groups(tp: int, pp: int, pp_rank: int = 0) -> None:
+    from vllm.distributed import parallel_state as ps
+
+    ps._WORLD = _FakeGroup("world", tp * pp, pp_rank * tp)
+    ps._TP = _FakeGroup("tp", tp)
+    ps._PP = _FakeGroup("pp", pp, pp_rank)
+    for attr, name in (("_DP", "dp"), ("_DCP", "dcp"), ("_PCP", "pcp"), ("_ETP", "etp"), ("_EPLB", "eplb")):
+        if hasattr(ps, attr):
+            setattr(ps, attr, _FakeGroup(name, 1))
+    # Expert parallelism is off, so the EP group is the TP × DP group (parallel_state.initialize_model_parallel).
+    if hasattr(ps, "_EP"):
+        ps._EP = _FakeGroup("ep", tp)
+
+
+def _spec_summary(spec: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": type(spec).__name__}
+    for key in (
+        "block_size",
+        "num_kv_heads",
+        "head_size",
+        "head_size_v",
+        "sliding_window",
+        "attention_chunk_size",
+        "page_size_padded",
+    ):
+        if hasattr(spec, key):
+            value = getattr(spec, key)
+            out[key] = value if isinstance(value, int | None) else str(value)
+    if hasattr(spec, "dtype"):
+        out["dtype"] = str(spec.dtype).replace("torch.", "")
+    out["page_size_bytes"] = int(spec.page_size_bytes)
+    if hasattr(spec, "real_page_size_bytes"):
+        out["real_page_size_bytes"] = int(spec.real_page_size_bytes)
+    return out
+
+
+def _kind(spec: Any) -> str:
+    name = type(spec).__name__
+    return {
+        "FullAttentionSpec": "full_attention",
+        "MLAAttentionSpec": "mla",
+        "SlidingWindowSpec": "sliding_window",
+        "ChunkedLocalAttentionSpec": "chunked_local",
+        "MambaSpec": "linear_attention",
+    }.get(name, name)
+
+
+def run_cell(cell: dict[str, Any], budget_bytes: int) -> dict[str, Any]:
+    """One cell, in this process: the engine's own figures."""
+    gpu = GPUS[cell["gpu"]]
+    platform = _install_platform(gpu)
+
+    import torch
+    import vllm
+    from vllm.config import set_current_vllm_config
+    from vllm.engine.arg_utils import EngineArgs
+    from vllm.model_executor.model_loader.utils import initialize_model
+    from vllm.usage.usage_lib import UsageContext
+    from vllm.utils.torch_utils import set_default_torch_dtype
+    from vllm.v1.attention.backends.utils import resolve_kv_cache_layout
+    from vllm.v1.core.kv_cache_config_builder import get_kv_cache_config_builder
+    from vllm.v1.core.kv_cache_planning import (
+        _pool_bytes_per_block_from_builder,
+        get_global_kv_cache_groups,
+        get_kv_cache_configs,
+    )
+    from vllm.v1.core.kv_cache_utils import (
+        generate_scheduler_kv_cache_config,
+        get_max_concurrency_for_kv_cache_config,
+    )
+    from vllm.v1.core.single_type_kv_cache_manager import register_all_kvcache_specs
+    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+    from vllm.v1.worker.worker_base import WorkerBase
+
+    tp = int(cell["tp"])
+    pp = int(cell.get("pp", 1))
+    config_dir = CONFIGS / cell["model"]
+    args = EngineArgs(
+        model=str(config_dir),
+        skip_tokenizer_init=True,
+        tensor_parallel_size=tp,
+        pipeline_parallel_size=pp,
+        dtype=cell.get("dtype", "auto"),
+        kv_cache_dtype=cell["kv_cache_dtype"],
+        load_format="dummy",
+        **({"max_model_len": cell["max_model_len"]} if cell.get("max_model_len") else {}),
+        **cell.get("engine_args", {}),
+    )
+    # MoE shared experts take vLLM's one auxiliary CUDA stream at build time (torch.cuda.Stream() needs a
+    # driver); a placeholder stands in, as nothing runs on it here.
+    import vllm.utils.torch_utils as torch_utils
+
+    torch_utils._aux_stream = object()  # type: ignore[assignment]
+
+    # GPUModelRunner.get_kv_cache_spec reads only self.vllm_config and fills shared_kv_cache_layers.
+    class _Runner:
+        pass
+
+    # One model per pipeline stage (each worker builds only its stage's layers); TP ranks of a stage have
+    # the same specs. Each stage gets its own config, as each worker process has its own.
+    stage_specs: list[dict[str, Any]] = []
+    stage_configs: list[Any] = []
+    for stage in range(pp):
+        # As `vllm serve` builds it: the usage context decides defaults such as max_num_batched_tokens.
+        stage_config = args.create_engine_config(usage_context=UsageContext.OPENAI_API_SERVER)
+        _fake_parallel_groups(tp, pp, stage)
+        # What the worker's load_model does (DefaultModelLoader): the model class under the model dtype,
+        # here on the meta device, so no weight is ever allocated.
+        with set_current_vllm_config(stage_config), set_default_torch_dtype(stage_config.model_config.dtype):
+            with torch.device("meta"):
+                initialize_model(vllm_config=stage_config)
+            # What the executor does next (uniproc_executor / multiproc_executor after load_model).
+            platform.update_block_size_for_backend(stage_config)
+            stage_runner = _Runner()
+            stage_runner.vllm_config = stage_config  # type: ignore[attr-defined]
+            stage_runner.shared_kv_cache_layers = {}  # type: ignore[attr-defined]
+            stage_specs.append(GPUModelRunner.get_kv_cache_spec(stage_runner))  # type: ignore[arg-type]
+        stage_configs.append(stage_config)
+        if stage == 0:
+            runner = stage_runner
+    vllm_config = stage_configs[0]
+    _fake_parallel_groups(tp, pp, 0)
+    # The busiest stage (most layers with a KV cache) bounds the pool; its specs are the per-rank figures.
+    busiest = max(range(pp), key=lambda i: len(stage_specs[i]))
+    spec = stage_specs[busiest]
+
+    with set_current_vllm_config(vllm_config), set_default_torch_dtype(vllm_config.model_config.dtype):
+        # EngineCore._initialize_kv_caches, with the profiled memory replaced by the budget.
+        register_all_kvcache_specs(vllm_config)
+        world = vllm_config.parallel_config.world_size
+        specs = [stage_specs[stage] for stage in range(pp) for _ in range(tp)]  # rank = stage × TP + tp_rank
+        assert len(specs) == world
+        layouts = WorkerBase.get_supported_kv_cache_layouts(runner)  # type: ignore[arg-type]
+        layout = resolve_kv_cache_layout(vllm_config, [layouts] * world, [s for w in specs for s in w.values()])
+        groups = get_global_kv_cache_groups(vllm_config, specs)
+        vllm_config.adjust_dcp_kv_cache_interleave_size(groups)
+        try:
+            configs = get_kv_cache_configs(vllm_config, specs, [budget_bytes] * world, groups)
+        except ValueError as exc:
+            # The engine refuses to start (one request at max_model_len does not fit). Record the refusal
+            # and what the pool would have been, from the same planning functions.
+            if "max seq len" not in str(exc):
+                raise
+            refusal = str(exc).split(" Try increasing", 1)[0]
+            builder = get_kv_cache_config_builder(vllm_config)
+            bytes_per_block = _pool_bytes_per_block_from_builder(builder, vllm_config, groups)
+            configs = [builder.get_kv_cache_config_from_groups(vllm_config, groups, budget_bytes // bytes_per_block)]
+        else:
+            refusal = None
+        sched = generate_scheduler_kv_cache_config(configs)
+        max_concurrency = get_max_concurrency_for_kv_cache_config(vllm_config, sched)
+
+    layer_kinds: dict[str, dict[str, Any]] = {}
+    for s in spec.values():
+        kind = layer_kinds.setdefault(_kind(s), {"layers_per_rank": 0, "spec": _spec_summary(s)})
+        kind["layers_per_rank"] += 1
+        if _kind(s) == "linear_attention":
+            # A state per sequence, not bytes per token: its content, and the page it is padded to.
+            kind["state_bytes_per_sequence_per_layer_per_rank"] = int(s.real_page_size_bytes)
+            kind["page_size_bytes"] = int(s.page_size_bytes)
+            continue
+        per_token = s.page_size_bytes // s.block_size
+        assert per_token * s.block_size == s.page_size_bytes, "page not a whole number of bytes per token"
+        kind["bytes_per_token_per_layer_per_rank"] = per_token
+    for kind in layer_kinds.values():
+        if "bytes_per_token_per_layer_per_rank" in kind:
+            kind["bytes_per_token_per_rank"] = kind["bytes_per_token_per_layer_per_rank"] * kind["layers_per_rank"]
+    config0 = configs[busiest * tp if len(configs) == world else 0]
+    # In 0.33.0 every KVCacheTensor describes the one backing allocation (groups overlay it), so the
+    # allocation is that size, not the sum; the pool's bytes per block come from vLLM's own probe.
+    backing = {int(t.size) for t in config0.kv_cache_tensors if not t.host_resident}
+    assert len(backing) == 1, f"expected one device backing allocation, got sizes {sorted(backing)}"
+    tensor_bytes = backing.pop()
+    with set_current_vllm_config(vllm_config):
+        pool_block_bytes = _pool_bytes_per_block_from_builder(
+            get_kv_cache_config_builder(vllm_config), vllm_config, config0.kv_cache_groups
+        )
+    sched_groups = [
+        {
+            "spec": _spec_summary(g.kv_cache_spec),
+            "layers": len(g.layer_names),
+            "max_memory_usage_bytes": int(g.kv_cache_spec.max_memory_usage_bytes(vllm_config)),
+        }
+        for g in sched.kv_cache_groups
+    ]
+    block_sizes = [g.kv_cache_spec.block_size for g in sched.kv_cache_groups]
+    mc = vllm_config.model_config
+    return {
+        "id": _cid(cell),
+        "provenance": {
+            "vllm_version": vllm.__version__,
+            "torch_version": torch.__version__,
+            "recorded_at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "method": "model class built on the meta device (EngineArgs.create_engine_config; "
+            "initialize_model; update_block_size_for_backend; GPUModelRunner.get_kv_cache_spec; "
+            "get_kv_cache_configs)",
+            "determine_available_memory": "replaced by the per-rank budget",
+        },
+        "inputs": {
+            "model": cell["model"],
+            "config": str((config_dir / "config.json").relative_to(REPO)),
+            "tensor_parallel_size": tp,
+            "pipeline_parallel_size": vllm_config.parallel_config.pipeline_parallel_size,
+            "dtype": str(mc.dtype).replace("torch.", ""),
+            "kv_cache_dtype": cell["kv_cache_dtype"],
+            "block_size_flag": None,
+            "engine_args": cell.get("engine_args", {}),
+            "gpu": {
+                "key": cell["gpu"],
+                "name": gpu["name"],
+                "compute_capability": ".".join(map(str, gpu["capability"])),
+                "total_memory_bytes": gpu["total_memory_bytes"],
+                "knowledge_id": gpu["knowledge_id"],
+            },
+            "kv_budget_bytes_per_rank": budget_bytes,
+            "max_model_len": mc.max_model_len,
+            "max_num_batched_tokens": vllm_config.scheduler_config.max_num_batched_tokens,
+            "max_num_seqs": vllm_config.scheduler_config.max_num_seqs,
+            "usage_context": "OPENAI_API_SERVER",
+            "async_scheduling": bool(vllm_config.scheduler_config.async_scheduling),
+            "max_in_flight_tokens": vllm_config.max_in_flight_tokens,
+            "mamba_cache_mode": str(vllm_config.cache_config.mamba_cache_mode),
+            "enable_prefix_caching": bool(vllm_config.cache_config.enable_prefix_caching),
+            "hybrid_kv_cache_manager": not vllm_config.scheduler_config.disable_hybrid_kv_cache_manager,
+        },
+        "engine": {
+            "architecture": mc.architectures[0] if mc.architectures else None,
+            "attention_backends": sorted(
+                {
+                    f"{type(layer).__name__}:{layer.get_attn_backend().get_name()}"
+                    for layer in vllm_config.compilation_config.static_forward_context.values()
+                    if hasattr(layer, "get_attn_backend")
+                }
+            ),
+            "num_kv_heads_per_rank": mc.get_num_kv_heads(vllm_config.parallel_config),
+            "use_mla": bool(mc.use_mla),
+            "block_size": min(block_sizes) if block_sizes else None,
+            "cache_config_block_size": vllm_config.cache_config.block_size,
+            "kv_cache_layout": layout.name,
+            "layers_with_kv_cache_per_rank": len(spec),
+            "layers_with_kv_cache_per_stage": [len(x) for x in stage_specs],
+            "layer_kinds": layer_kinds,
+            "kv_bytes_per_token_per_rank": sum(k.get("bytes_per_token_per_rank", 0) for k in layer_kinds.values()),
+            "kv_cache_groups": sched_groups,
+            "num_gpu_blocks": int(sched.num_blocks),
+            "kv_cache_tensor_bytes_per_rank": tensor_bytes,
+            "block_bytes_per_rank": pool_block_bytes,
+            "kv_cache_tensors_per_rank": len(config0.kv_cache_tensors),
+            "max_concurrency_at_max_model_len": float(max_concurrency),
+            "starts": refusal is None,
+            "refusal": refusal,
+        },
+    }
+
+
+# ----------------------------------------------------------------------------- the driver
+
+
+def _one(cell_json: str, budget_bytes: int) -> int:
+    cell = json.loads(cell_json)
+    try:
+        record = run_cell(cell, budget_bytes)
+    except Exception as exc:  # the driver records the failure with the cell
+        print(json.dumps({"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}))
+        return 1
+    print("ORACLE-RECORD " + json.dumps(record))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
+    parser.add_argument("--one", help=argparse.SUPPRESS)
+    parser.add_argument("--budget-gib", type=int, default=DEFAULT_BUDGET_GIB, help="KV budget per rank, GiB")
+    parser.add_argument("--only", action="append", default=[], help="cell id prefix to run (repeatable)")
+    parser.add_argument(
+        "--stub-dir",
+        default=os.path.join(tempfile.gettempdir(), "engine-oracle-lib"),
+        help="where the libcuda stub is built",
+    )
+    parser.add_argument("--out", default=None, help="golden file (default tests/data/engine/golden-<vllm>.json)")
+    args = parser.parse_args(argv)
+    budget_bytes = args.budget_gib * GIB
+    if args.one:
+        return _one(args.one, budget_bytes)
+
+    import importlib.metadata
+
+    version = importlib.metadata.version("vllm")
+    out = Path(args.out) if args.out else REPO / "tests" / "data" / "engine" / f"golden-{version}.json"
+    stub = subprocess.run(
+        ["bash", str(Path(__file__).with_name("build_stub.sh")), args.stub_dir],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    env = dict(os.environ)
+    env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (args.stub_dir, env.get("LD_LIBRARY_PATH", "")) if p)
+    env.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+    # With no active Triton driver vLLM swaps Triton for placeholders, and some kernel modules then fail
+    # at import (ssd_chunk_scan reads triton.Config attributes). An empty CUDA_VISIBLE_DEVICES is the
+    # case vLLM keeps real Triton for (vllm/triton_utils/importing.py: "distributed environment").
+    env["CUDA_VISIBLE_DEVICES"] = ""
+    # FlashInfer probes NVIDIA's cubin repository over HTTPS (vllm/utils/flashinfer.py has_nvidia_artifactory)
+    # when it is selected: point it at a closed loopback port so no request ever leaves the machine.
+    env["FLASHINFER_CUBINS_REPOSITORY"] = "http://127.0.0.1:9/"
+    existing: dict[str, Any] = {}
+    if out.exists():
+        existing = {r["id"]: r for r in json.loads(out.read_text())["cells"]}
+    failures: dict[str, str] = {}
+    started = time.monotonic()
+    for cell in CELLS:
+        cid = _cid(cell)
+        if args.only and not any(cid.startswith(p) for p in args.only):
+            continue
+        t0 = time.monotonic()
+        proc = subprocess.run(
+            [sys.executable, __file__, "--one", json.dumps(cell), "--budget-gib", str(args.budget_gib)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        lines = [line for line in proc.stdout.splitlines() if line.startswith("ORACLE-RECORD ")]
+        if proc.returncode == 0 and lines:
+            record = json.loads(lines[-1].removeprefix("ORACLE-RECORD "))
+            record["provenance"]["seconds"] = round(time.monotonic() - t0, 1)
+            existing[cid] = record
+            print(f"{cid}: ok in {time.monotonic() - t0:.0f} s", flush=True)
+        else:
+            tail = (proc.stdout + proc.stderr).strip().splitlines()[-25:]
+            failures[cid] = "\n".join(tail)
+            print(f"{cid}: FAILED\n" + "\n".join(tail), flush=True)
+    order = {_cid(c): i for i, c in enumerate(CELLS)}
+    golden = {
+        "about": "vLLM's own KV-cache figures, recorded by scripts/engine_oracle/oracle.py; "
+        "compared with size_offload by tests/test_engine_golden.py. See knowledge/ENGINE.md.",
+        "vllm_version": version,
+        "libcuda_stub": str(Path(stub).name),
+        "cells": [existing[k] for k in sorted(existing, key=lambda k: order.get(k, len(order)))],
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(golden, indent=1, sort_keys=False) + "\n")
+    print(f"{len(golden['cells'])} cells in {out} ({time.monotonic() - started:.0f} s); {len(failures)} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
