@@ -34,16 +34,7 @@ SLACK = 3.0  # interpreter and thread scheduling on a loaded 2-core machine
 HOUR = str(int(time.time()) + 3600)
 
 # A deployment about which everything is known and nothing special is used.
-PLAIN = DeploymentFacts(
-    components=frozenset(),
-    connectors=frozenset(),
-    configured=frozenset(),
-    engine="v1",
-    multi_node=False,
-    multimodal=frozenset(),
-    endpoints=frozenset(),
-    architectures=frozenset(),
-)
+PLAIN = DeploymentFacts().closed()
 
 
 def by_id(knowledge: Knowledge, advisory_id: str) -> Advisory:

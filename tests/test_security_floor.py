@@ -32,17 +32,7 @@ OLD = "0.11.0"  # below the floor: high advisories that apply to every deploymen
 API_KEY_BYPASS = "GHSA-94f4-hr76-p5j6"  # critical; only where --api-key / VLLM_API_KEY keeps callers out; fixed 0.22.0
 BEFORE_KEY_FIX = "0.21.0"
 # A deployment about which everything is known and nothing special is used (as in test_advisories.py).
-PLAIN = advisories.DeploymentFacts(
-    components=frozenset(),
-    connectors=frozenset(),
-    configured=frozenset(),
-    engine="v1",
-    multi_node=False,
-    multimodal=frozenset(),
-    endpoints=frozenset(),
-    architectures=frozenset(),
-    offload_tiers=frozenset(),
-)
+PLAIN = advisories.DeploymentFacts().closed()
 
 
 @pytest.fixture(scope="module")

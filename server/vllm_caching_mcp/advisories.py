@@ -72,6 +72,16 @@ class DeploymentFacts:
     architectures: frozenset[str] | None = None
     offload_tiers: frozenset[str] | None = None  # the native secondary tiers' types
 
+    def closed(self) -> DeploymentFacts:
+        """These facts with every open condition taken as not met: no such feature in use, the V1
+        engine, one host."""
+        empty: frozenset[str] = frozenset()
+        open_as: dict[str, Any] = {"engine": "v1", "multi_node": False}
+        return dataclasses.replace(
+            self,
+            **{f.name: open_as.get(f.name, empty) for f in dataclasses.fields(self) if getattr(self, f.name) is None},
+        )
+
 
 def applies_to(requires: AdvisoryRequires, facts: DeploymentFacts) -> tuple[Applies, tuple[str, ...]]:
     """Whether every condition holds: yes, no (one fails), or unknown, with the keys left open."""

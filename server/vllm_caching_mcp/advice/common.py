@@ -344,22 +344,6 @@ def _note(finding: advisories.Finding) -> AdvisoryNote:
     )
 
 
-def _closed(facts: advisories.DeploymentFacts) -> advisories.DeploymentFacts:
-    """The facts with every open condition taken as not met (no such feature in use)."""
-    empty: frozenset[str] = frozenset()
-    return advisories.DeploymentFacts(
-        components=empty if facts.components is None else facts.components,
-        connectors=empty if facts.connectors is None else facts.connectors,
-        configured=empty if facts.configured is None else facts.configured,
-        engine="v1" if facts.engine is None else facts.engine,
-        multi_node=False if facts.multi_node is None else facts.multi_node,
-        multimodal=empty if facts.multimodal is None else facts.multimodal,
-        endpoints=empty if facts.endpoints is None else facts.endpoints,
-        architectures=empty if facts.architectures is None else facts.architectures,
-        offload_tiers=empty if facts.offload_tiers is None else facts.offload_tiers,
-    )
-
-
 def snapshot_source(knowledge: Knowledge) -> str:
     return f"stored advisory snapshot of {knowledge.advisories.checked_at or 'unknown date'}"
 
@@ -377,7 +361,7 @@ def security_check(
     stored = advisories.stored(knowledge, package)
     releases = knowledge.release_versions(package)
     found = advisories.affecting(stored, package, version, facts)
-    floor = advisories.floor(stored, package, releases, _closed(facts))
+    floor = advisories.floor(stored, package, releases, facts.closed())
     serious = [a for a in stored if a.severity in advisories.FLOOR_SEVERITIES]
     if floor.release is not None:
         caveats = [f for f in advisories.affecting(serious, package, floor.release, facts) if f.applies != "yes"]
