@@ -43,6 +43,7 @@ from .common import (
     VersionContext,
     backend_facts,
     cite,
+    first_few,
     resolve_version,
     security_check,
 )
@@ -921,7 +922,7 @@ def choose_backend(request: ChooseBackendRequest, knowledge: Knowledge) -> Choos
 def _floor_gate(check: SecurityCheck) -> VersionGate:
     """The security floor as a version gate: the lowest release clear of every critical and high advisory."""
     label = "LMCache" if check.package == "lmcache" else "vLLM"
-    serious = [a.id for a in check.advisories if a.severity in ("critical", "high") and a.applies_here == "yes"]
+    serious = check.serious_ids()
     if check.security_floor is not None:
         effect = f"lowest {label} release clear of every critical and high advisory for this backend"
     elif check.floor_status == "none_clear":
@@ -929,7 +930,7 @@ def _floor_gate(check: SecurityCheck) -> VersionGate:
     else:
         effect = "no critical or high advisory applies to this backend"
     if serious:
-        effect += f"; {check.version} is affected by {', '.join(serious[:3])}{' …' if len(serious) > 3 else ''}"
+        effect += f"; {check.version} is affected by {first_few(serious)}"
     return VersionGate(
         id=f"security.{'lmcache-' if check.package == 'lmcache' else ''}floor",
         name=f"{label} security floor",

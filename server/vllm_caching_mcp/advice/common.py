@@ -279,12 +279,16 @@ class SecurityCheck(BaseModel):
             )
         return lines
 
+    def serious_ids(self) -> list[str]:
+        """The critical and high advisories that certainly apply to this release."""
+        return [a.id for a in self.advisories if a.severity in advisories.FLOOR_SEVERITIES and a.applies_here == "yes"]
+
     def floor_warning(self) -> str | None:
         """One line when the release is below the floor, or no release is clear of an advisory that applies."""
         label = _NAMES[self.package]
-        serious = [a.id for a in self.advisories if a.severity in ("critical", "high") and a.applies_here == "yes"]
+        serious = self.serious_ids()
         if self.below_floor:
-            named = f" ({', '.join(serious[:3])}{' …' if len(serious) > 3 else ''})" if serious else ""
+            named = f" ({first_few(serious)})" if serious else ""
             return (
                 f"{label} {self.version} is below the security floor {self.security_floor}: critical or high "
                 f"advisories affect it{named}; use {self.security_floor} or later ({self.source})."
@@ -292,13 +296,18 @@ class SecurityCheck(BaseModel):
         if self.floor_status == "none_clear" and serious:
             blockers = [a.id for a in self.floor_caveats]
             others = [a for a in self.advisories if a.id in serious and a.id not in blockers]
-            text = f"No known {label} release is clear of {', '.join(blockers[:3])}{' …' if len(blockers) > 3 else ''}"
+            text = f"No known {label} release is clear of {first_few(blockers)}"
             if others:
                 fixes = [Version(a.fixed_in) for a in others if a.fixed_in]
                 upto = f" (fixed by {max(fixes)})" if fixes and len(fixes) == len(others) else ""
                 text += f"; {self.version} also has {len(others)} more critical or high advisories fixed later{upto}"
             return f"{text} ({self.source})."
         return None
+
+
+def first_few(ids: list[str], shown: int = 3) -> str:
+    """The first ``shown`` ids, with '…' when there are more."""
+    return ", ".join(ids[:shown]) + (" …" if len(ids) > shown else "")
 
 
 def components_of(knowledge: Knowledge, connectors: Iterable[str]) -> frozenset[str]:
@@ -348,6 +357,12 @@ def snapshot_source(knowledge: Knowledge) -> str:
     return f"stored advisory snapshot of {knowledge.advisories.checked_at or 'unknown date'}"
 
 
+def security_floor(knowledge: Knowledge, package: Package, facts: advisories.DeploymentFacts) -> advisories.Floor:
+    """The floor for a deployment with these facts, every open condition taken as not met."""
+    stored = advisories.stored(knowledge, package)
+    return advisories.floor(stored, package, knowledge.release_versions(package), facts.closed())
+
+
 def security_check(
     knowledge: Knowledge,
     package: Package,
@@ -359,9 +374,8 @@ def security_check(
     if package == "lmcache":  # LMCache's own advisories concern deployments that use LMCache
         facts = dataclasses.replace(facts, components=(facts.components or frozenset()) | {"lmcache"})
     stored = advisories.stored(knowledge, package)
-    releases = knowledge.release_versions(package)
     found = advisories.affecting(stored, package, version, facts)
-    floor = advisories.floor(stored, package, releases, facts.closed())
+    floor = security_floor(knowledge, package, facts)
     serious = [a for a in stored if a.severity in advisories.FLOOR_SEVERITIES]
     if floor.release is not None:
         caveats = [f for f in advisories.affecting(serious, package, floor.release, facts) if f.applies != "yes"]

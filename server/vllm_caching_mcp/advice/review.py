@@ -39,7 +39,7 @@ from .common import (
     cite,
     components_of,
     resolve_version,
-    security_check,
+    security_floor,
     snapshot_source,
 )
 from .deployment import (
@@ -642,9 +642,10 @@ def _advisory_findings(
     facts = deployment_facts(effective, workload.nodes, knowledge)
     if (version, facts) not in cache:  # workloads alike in release and configuration are looked up once
         stored = advisory_lookup.stored(knowledge, "vllm")
+        floor_release = security_floor(knowledge, "vllm", facts).release
         cache[version, facts] = (
             advisory_lookup.affecting(stored, "vllm", version, facts),
-            security_check(knowledge, "vllm", version, facts).security_floor,
+            str(floor_release) if floor_release is not None else None,
         )
     hits, floor = cache[version, facts]
     where = workload.location
