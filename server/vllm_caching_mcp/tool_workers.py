@@ -128,9 +128,13 @@ def _answer(name: str, arguments: dict[str, Any]) -> tuple[Any, ...]:
         return ("failed", traceback.format_exc())
 
 
+def _framed(payload: bytes) -> bytes:
+    """A message as it goes on a channel: its length, then its bytes."""
+    return _HEADER.pack(len(payload)) + payload
+
+
 def _send(channel: socket.socket, payload: bytes) -> None:
-    channel.sendall(_HEADER.pack(len(payload)))
-    channel.sendall(payload)
+    channel.sendall(_framed(payload))
 
 
 def _receive(channel: socket.socket) -> bytes | None:
@@ -279,8 +283,7 @@ class _Worker:
         """Send one call and wait for its reply; None if the worker went away first."""
         loop = asyncio.get_running_loop()
         try:
-            await loop.sock_sendall(self.channel, _HEADER.pack(len(request)))
-            await loop.sock_sendall(self.channel, request)
+            await loop.sock_sendall(self.channel, _framed(request))
             header = await _receive_async(loop, self.channel, _HEADER.size)
             if header is None:
                 return None
