@@ -10,7 +10,7 @@ call gets a new worker. A wall-clock bound (a few times the budget) also stops a
 instead of computing.
 
 Workers are forked from one "zygote" process (`python -m vllm_caching_mcp.tool_workers`), which
-imports every tool and loads the knowledge once (`tool_worker_preload`) and then only forks, so a
+imports every tool and loads the knowledge once (`_preload`) and then only forks, so a
 new worker is ready in milliseconds and shares those pages with the others. The zygote is the
 workers' parent: it reaps each one when the server asks, and tells it how the worker ended.
 (multiprocessing's fork server would re-import the server's `__main__`, and with it the MCP SDK,
@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import gc
 import json
 import logging
 import os
@@ -164,7 +165,7 @@ def _zygote(control: socket.socket, settings: WorkerSettings) -> None:
     """Load everything once, then fork a worker for each request and reap one when asked."""
     import resource
 
-    import vllm_caching_mcp.tool_worker_preload  # noqa: F401  (loads every tool and the knowledge)
+    _preload()
 
     # The server decides when the zygote and its workers end: ^C in a terminal reaches the whole group.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -182,6 +183,23 @@ def _zygote(control: socket.socket, settings: WorkerSettings) -> None:
             control.sendall(_REPLY.pack(_fork_worker(control, socket.socket(fileno=fds[0]), settings)))
         else:
             control.sendall(_REPLY.pack(_reap(pid)))
+
+
+def _preload() -> None:
+    """Load every tool and the knowledge here, once: each worker forked from this process starts with
+    them in memory, shared page by page with its siblings, instead of loading its own copy."""
+    from .knowledge import load_knowledge
+    from .tools import all_tools
+
+    try:
+        all_tools()
+        load_knowledge()
+    except Exception:  # a worker loads on its own call, and reports what is wrong there
+        logger.debug("preloading the tools failed", exc_info=True)
+        return
+    # Lives as long as every worker: kept out of the collector's sight, so a collection in a
+    # worker neither walks it nor writes to (and so copies) the pages it shares.
+    gc.freeze()
 
 
 def _fork_worker(control: socket.socket, channel: socket.socket, settings: WorkerSettings) -> int:
