@@ -29,6 +29,7 @@ from vllm_caching_mcp.advice.review import (
     to_sarif,
 )
 from vllm_caching_mcp.knowledge import Knowledge, load_knowledge
+from vllm_caching_mcp.tools import run_tool
 from vllm_caching_mcp.versions import Version
 
 DATA = Path(__file__).parent / "data" / "deployments"
@@ -594,3 +595,17 @@ def test_rule_conditions_only_name_facts_the_interpreter_knows(knowledge: Knowle
     for rule in knowledge.pitfalls:
         if rule.when is not None:
             walk(rule.when)
+
+
+@pytest.mark.parametrize("options", ["-p8000:8000", "-dit", "-v=/models:/models", "-p 8000:8000 --"])
+def test_docker_run_options_are_read_as_docker_reads_them(options: str) -> None:
+    """`-p8000:8000` (a value run into its short option), `-dit` (short switches run together) and `--`
+    take no following word: the image after them is still the image."""
+    line = f"docker run --gpus all {options} vllm/vllm-openai:v0.20.2 --model m --kv-offloading-size 64"
+    result = run_tool("review_deployment", {"documents": [{"name": "run.sh", "text": line}]})
+    [workload] = result.workloads
+    assert (workload.image, workload.vllm_version, workload.version_source) == (
+        "vllm/vllm-openai:v0.20.2",
+        "0.20.2",
+        "image-tag",
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -303,6 +304,38 @@ class SecurityCheck(BaseModel):
                 text += f"; {self.version} also has {len(others)} more critical or high advisories fixed later{upto}"
             return f"{text} ({self.source})."
         return None
+
+
+def docker_run_options(
+    words: Sequence[str], switches: AbstractSet[str]
+) -> tuple[list[tuple[str, str | None, int]], int]:
+    """The options after `docker run` as Docker's flag parser (pflag) reads them, up to the image:
+    (name, value or None for a switch, index of the word) each, and the index of the image.
+
+    ``--name=value`` and ``--name value``; ``-x value``, ``-xvalue`` and ``-x=value``; a word in
+    ``switches`` (``--rm``, ``-it``) or short switches run together (``-dit``) take no value; ``--``
+    ends the options. An option whose value would be past the last word gets None."""
+    options: list[tuple[str, str | None, int]] = []
+    i = 0
+    while i < len(words) and words[i].startswith("-") and words[i] != "-":
+        word = words[i]
+        if word == "--":
+            return options, i + 1
+        if word in switches or (not word.startswith("--") and word[:2] in switches):
+            options.append((word, None, i))
+            i += 1
+            continue
+        if word.startswith("--"):
+            name, eq, inline = word.partition("=")
+        else:
+            name, eq, inline = word[:2], "=" if len(word) > 2 else "", word[2:].removeprefix("=")
+        if eq:
+            options.append((name, inline, i))
+            i += 1
+        else:
+            options.append((name, words[i + 1] if i + 1 < len(words) else None, i))
+            i += 2
+    return options, i
 
 
 def first_few(ids: list[str], shown: int = 3) -> str:

@@ -36,7 +36,7 @@ from pydantic import AfterValidator, BaseModel, Field
 
 from ..knowledge import SAFE_LOADER, Connector, Gpu, Knowledge, Setting, ranged_at
 from ..versions import Version, in_range
-from .common import AdviceError, readable_number
+from .common import AdviceError, docker_run_options, readable_number
 
 GIB = 1 << 30
 
@@ -276,17 +276,10 @@ def _docker_run(words: list[tuple[str, Location]], env: list[EnvUse]) -> _Launch
     )
     if start is None:
         return None
-    i = start
+    options, image_at = docker_run_options(texts[start:], _DOCKER_SWITCHES)
     entrypoint: tuple[str, Location] | None = None
-    while i < len(words):
-        w, loc = words[i]
-        if not w.startswith("-"):
-            break
-        name, _, inline = w.partition("=")
-        value = inline if "=" in w else None
-        if value is None and name not in _DOCKER_SWITCHES:
-            i += 1
-            value = words[i][0] if i < len(words) else ""
+    for name, value, at in options:
+        loc = words[start + at][1]
         if name == "--entrypoint" and value is not None:
             entrypoint = (value, loc)
         if name in ("-e", "--env") and value is not None:
@@ -296,7 +289,7 @@ def _docker_run(words: list[tuple[str, Location]], env: list[EnvUse]) -> _Launch
                 if eq
                 else EnvUse(name=key, value=None, reference="the host environment of docker run", location=loc)
             )
-        i += 1
+    i = start + image_at
     if i >= len(words):
         return None
     image = words[i]

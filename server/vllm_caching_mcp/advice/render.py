@@ -66,6 +66,7 @@ from .common import (
     VersionContext,
     backend_facts,
     cite,
+    docker_run_options,
     readable_number,
     resolve_version,
     security_check,
@@ -1144,27 +1145,15 @@ _DOCKER_SWITCHES = frozenset({"--rm"})
 
 
 def docker_run_words(words: list[str]) -> tuple[list[tuple[str, str | None]], list[str]]:
-    """The words after `docker run` as Docker's flag parser takes them: options, each with its value
-    (`--name value`, `--name=value`, `-v value`, `-vvalue`), up to the first word that is not an
-    option; that word is the image and the rest go to the entrypoint as they are. Returns the
-    options and the positional words. An option this project never writes is an error."""
-    options: list[tuple[str, str | None]] = []
-    i = 0
-    while i < len(words) and words[i].startswith("-") and words[i] != "--":
-        word = words[i]
-        if word.startswith("--"):
-            name, eq, inline = word.partition("=")
-        else:
-            name, eq, inline = word[:2], "=" if len(word) > 2 else "", word[2:].removeprefix("=")
-        if name in _DOCKER_SWITCHES and not eq:
-            options.append((name, None))
-            i += 1
-        elif name in _DOCKER_VALUE_OPTIONS and (eq or i + 1 < len(words)):
-            options.append((name, inline if eq else words[i + 1]))
-            i += 1 if eq else 2
-        else:
-            raise RenderCheckError("format", f"docker run would read {word!r} as an option this plan never writes")
-    return options, words[i + 1 :] if i < len(words) and words[i] == "--" else words[i:]
+    """The words after `docker run` as Docker reads them (`docker_run_options`): the options with their
+    values, and the positional words (the image, then what goes to the entrypoint as it is). An
+    option this project never writes, or one left without its value, is an error."""
+    options, image_at = docker_run_options(words, _DOCKER_SWITCHES)
+    for name, value, at in options:
+        known = name in _DOCKER_SWITCHES if value is None else name in _DOCKER_VALUE_OPTIONS
+        if not known:
+            raise RenderCheckError("format", f"docker run would read {words[at]!r} as an option this plan never writes")
+    return [(name, value) for name, value, _ in options], words[image_at:]
 
 
 def read_docker_env_file(text: str) -> list[tuple[str, str | None]]:
