@@ -1,8 +1,13 @@
-"""Shared fixtures: the real knowledge, and a server process on a free loopback port."""
+"""Shared fixtures: the real knowledge, a server process on a free loopback port, a fresh install;
+and a command's main() run in this process, where the process itself is not what a test asks about."""
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import fcntl
+import importlib.util
+import io
 import os
 import shutil
 import socket
@@ -14,7 +19,7 @@ import tempfile
 import threading
 import time
 import venv
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -63,6 +68,41 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@dataclasses.dataclass(frozen=True)
+class Ran:
+    """What a command did: its exit status and what it printed (as subprocess.CompletedProcess has them)."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run_in_process(main: Callable[[list[str]], int], *args: str) -> Ran:
+    """``main(args)`` run as its console script runs it, but in this process: a second interpreter
+    costs the suite most of a second each time. For tests of what a command says and does; the ones
+    about the process itself (that it starts, how it exits) start one."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(args))
+        except SystemExit as exited:  # argparse's refusals, and `raise SystemExit("message")`
+            if isinstance(exited.code, str):
+                print(exited.code, file=sys.stderr)
+            code = 1 if isinstance(exited.code, str) else (exited.code or 0)
+    return Ran(code, out.getvalue(), err.getvalue())
+
+
+def script_main(script: Path) -> Callable[[list[str]], int]:
+    """The ``main`` of one of the repository's scripts, loaded from its file (scripts/ is no package)."""
+    spec = importlib.util.spec_from_file_location(f"script_{script.stem}", script)
+    assert spec is not None and spec.loader is not None, script
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # where dataclasses and pickle look a class's module up
+    spec.loader.exec_module(module)
+    main: Callable[[list[str]], int] = module.main
+    return main
+
+
 def server_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "vllm_caching_mcp.mcp_server", *args]
 
@@ -105,24 +145,48 @@ def http_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield f"{url}/mcp"
 
 
+@contextlib.contextmanager
+def run_wide(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[Path]:
+    """A directory for this test run, held under a lock while the caller looks into it: under
+    pytest-xdist the workers' base directories share a parent, so what one worker builds there the
+    others find; run without xdist, it is a directory of this session's own."""
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        yield tmp_path_factory.mktemp(name)
+        return
+    directory = tmp_path_factory.getbasetemp().parent / name
+    directory.mkdir(exist_ok=True)
+    with (directory.parent / f"{name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        yield directory
+
+
 @pytest.fixture(scope="session")
 def fresh_install(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A new virtual environment holding a non-editable install of this checkout, built once.
+    """A new virtual environment holding a non-editable install of this checkout, built once a test
+    run (the xdist workers share it: they only run what it installed).
 
-    The dependencies (and the build backend) come from the test runner's own site-packages, added as
-    plain paths so nothing is downloaded; a plain path does not run the .pth files in it, so the
-    editable install of this checkout stays invisible and only the wheel built here can be imported.
+    The dependencies (and the build backend, and pip) come from the test runner's own site-packages,
+    added as plain paths so nothing is downloaded; a plain path does not run the .pth files in it, so
+    the editable install of this checkout stays invisible and only the wheel built here can be imported.
     """
-    root = tmp_path_factory.mktemp("fresh-install")
-    source = root / "src"
+    with run_wide(tmp_path_factory, "fresh-install") as root:
+        env_dir = root / "venv"
+        if not (root / "installed").exists():
+            for half_built in (root / "src", env_dir):  # a worker before this one failed to build it
+                shutil.rmtree(half_built, ignore_errors=True)
+            _install_fresh(root / "src", env_dir)
+            (root / "installed").touch()
+    return env_dir
+
+
+def _install_fresh(source: Path, env_dir: Path) -> None:
     for part in ("server", "knowledge", "pyproject.toml", "README.md"):
         item = REPO / part
         if item.is_dir():
             shutil.copytree(item, source / part, ignore=shutil.ignore_patterns("__pycache__"))
         else:
             shutil.copy2(item, source / part)
-    env_dir = root / "venv"
-    venv.create(env_dir, with_pip=True)
+    venv.create(env_dir, with_pip=False)  # pip comes from the runner's site-packages: ensurepip costs seconds
     python = env_dir / "bin" / "python"
     site = subprocess.run(
         [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
@@ -137,7 +201,6 @@ def fresh_install(tmp_path_factory: pytest.TempPathFactory) -> Path:
         check=True,
         capture_output=True,
     )
-    return env_dir
 
 
 @pytest.fixture
@@ -146,7 +209,7 @@ def resetting_server() -> Iterator[str]:
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(16)
-    listener.settimeout(0.2)
+    listener.settimeout(0.05)  # how often the loop looks at `stop`: the teardown waits this long
     stop = threading.Event()
 
     def serve() -> None:

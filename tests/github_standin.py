@@ -131,11 +131,7 @@ class FakeGitHub:
             def do_POST(self) -> None:
                 fake._handle(self, "POST")
 
-        class Server(ThreadingHTTPServer):
-            def handle_error(self, request: Any, client_address: Any) -> None:
-                pass  # a client that hangs up early (timeouts, oversized bodies) is expected here
-
-        self._server = serve(Handler, server_class=Server, tls=self.tls)
+        self._server = serve(Handler, tls=self.tls)
         scheme = "https" if self.tls is not None else "http"
         self.base = f"{scheme}://127.0.0.1:{self._server.server_address[1]}"
         return self.base

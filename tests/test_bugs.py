@@ -6,12 +6,10 @@ Release dates used below are the PyPI upload dates in knowledge/releases.yaml: v
 
 from __future__ import annotations
 
+import copy
 import difflib
 import json
 import logging
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +19,7 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from conftest import REPO, free_port
+from conftest import REPO, Ran, free_port, run_in_process, script_main
 from github_standin import FakeGitHub, FakeIssue, FakePull, Reply
 from vllm_caching_mcp.advice import bugs
 from vllm_caching_mcp.advice.bugs import BugStatus, CheckBugStatusRequest, CheckBugStatusResult, check_bug_status
@@ -304,6 +302,18 @@ def test_with_a_token_every_tracked_bug_costs_one_graphql_request(
     assert [(b.id, b.verdict, b.state) for b in graphql.bugs] == [(b.id, b.verdict, b.state) for b in rest.bugs]
 
 
+def test_check_bug_status_changes_neither_the_request_nor_the_knowledge(
+    github: FakeGitHub, knowledge: Knowledge
+) -> None:
+    add_fixed_upstream_issue(github)
+    request = CheckBugStatusRequest(bugs=["vllm-project/vllm#50001", "LMCache/LMCache#2942"], vllm_version="0.23.0")
+    request_before, knowledge_before = copy.deepcopy(request.model_dump()), copy.deepcopy(knowledge.model_dump())
+    result = check_bug_status(request, knowledge)
+    assert [b.verdict for b in result.bugs] == ["still_affects_you", "closed_without_fix"]
+    assert request.model_dump() == request_before
+    assert knowledge.model_dump() == knowledge_before
+
+
 # --- the token, and bad input ------------------------------------------------------------------------
 
 
@@ -357,16 +367,14 @@ def test_the_spec_marks_the_tool_open_world() -> None:
 # --- scripts/refresh_bugs.py -------------------------------------------------------------------------
 
 
-def refresh(bugs_file: Path, base: str, cache: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("GITHUB_TOKEN", "GH_TOKEN")}
-    env.update({"VLLM_CACHING_MCP_GITHUB_API": base, "VLLM_CACHING_MCP_CACHE_DIR": str(cache)})
-    return subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "refresh_bugs.py"), "--file", str(bugs_file), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-    )
+def refresh(bugs_file: Path, base: str, cache: Path, *args: str) -> Ran:
+    """scripts/refresh_bugs.py, run in this process with the environment it reads set for it."""
+    with pytest.MonkeyPatch.context() as env:
+        env.delenv("GITHUB_TOKEN", raising=False)
+        env.delenv("GH_TOKEN", raising=False)
+        env.setenv("VLLM_CACHING_MCP_GITHUB_API", base)
+        env.setenv("VLLM_CACHING_MCP_CACHE_DIR", str(cache))
+        return run_in_process(script_main(REPO / "scripts" / "refresh_bugs.py"), "--file", str(bugs_file), *args)
 
 
 def test_refresh_shows_a_diff_and_writes_only_when_asked(

@@ -1,4 +1,6 @@
-"""The command line, run as a user runs it."""
+"""The command line: what it prints and its exit status. Two tests start it as a user does (the
+console script's process, its exit status); the rest call its main() in this process, which
+prints and returns the same and costs no second interpreter."""
 
 from __future__ import annotations
 
@@ -9,15 +11,21 @@ import sys
 import anyio
 from mcp import Client
 
+from conftest import Ran, run_in_process
+from vllm_caching_mcp import cli
 from vllm_caching_mcp.mcp_server import build_server
 
 
-def run(*args: str) -> subprocess.CompletedProcess[str]:
+def run_as_a_process(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "vllm_caching_mcp.cli", *args], capture_output=True, text=True)
 
 
+def run(*args: str) -> Ran:
+    return run_in_process(cli.main, *args)
+
+
 def test_check_version_prints_a_readable_answer() -> None:
-    out = run("check-version", "--name", "--kv-offloading-size", "--version", "0.11.0")
+    out = run_as_a_process("check-version", "--name", "--kv-offloading-size", "--version", "0.11.0")
     assert out.returncode == 0, out.stderr
     assert "first appears in 0.11.1" in out.stdout
 
@@ -42,7 +50,7 @@ def test_call_prints_exactly_what_the_mcp_tool_returns() -> None:
 
 
 def test_bad_input_exits_2_with_one_line_naming_the_field() -> None:
-    out = run("check-version", "--name", "--block-size", "--version", "latest")
+    out = run_as_a_process("check-version", "--name", "--block-size", "--version", "latest")
     assert out.returncode == 2
     assert out.stderr.strip().count("\n") == 0
     assert "version:" in out.stderr and "Traceback" not in out.stderr

@@ -3,14 +3,12 @@ answering the questions operators ask ("does 0.11.0 take --kv-offloading-size?")
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-from conftest import REPO
+from conftest import REPO, Ran, run_in_process, script_main
 from vllm_caching_mcp.knowledge import CliInventory, Knowledge
 from vllm_caching_mcp.versions import Version
 
@@ -167,21 +165,17 @@ def write_releases(path: Path, versions: list[str]) -> None:
     path.write_text(yaml.safe_dump({"lines": lines}))
 
 
-def run_generator(tmp_path: Path, versions: list[str]) -> subprocess.CompletedProcess[str]:
+def run_generator(tmp_path: Path, versions: list[str]) -> Ran:
+    """scripts/build_cli_inventory.py over the fake sources in ``tmp_path``, run in this process."""
     write_releases(tmp_path / "releases.yaml", versions)
-    return subprocess.run(
-        [
-            sys.executable,
-            str(SCRIPT),
-            "--src-dir",
-            str(tmp_path / "src"),
-            "--releases",
-            str(tmp_path / "releases.yaml"),
-            "--out",
-            str(tmp_path / "cli_inventory.yaml"),
-        ],
-        capture_output=True,
-        text=True,
+    return run_in_process(
+        script_main(SCRIPT),
+        "--src-dir",
+        str(tmp_path / "src"),
+        "--releases",
+        str(tmp_path / "releases.yaml"),
+        "--out",
+        str(tmp_path / "cli_inventory.yaml"),
     )
 
 

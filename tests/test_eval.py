@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import yaml
 
-from conftest import REPO
+from conftest import REPO, Ran, run_in_process, script_main
 
 RUNNER = REPO / "evals" / "run_eval.py"
 QUESTIONS = REPO / "evals" / "questions.yaml"
 
 
-def run_eval(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(RUNNER), *args], cwd=REPO, capture_output=True, text=True, timeout=240)
+def run_eval(*args: str) -> Ran:
+    """The runner, run in this process; it starts its own server over stdio and asks it every question."""
+    return run_in_process(script_main(RUNNER), *args)
 
 
 def test_the_eval_covers_every_tool_with_sixty_questions_or_more() -> None:

@@ -34,6 +34,8 @@ from vllm_caching_mcp.github import (
 )
 
 TOKEN = "ghp_PLANTEDtokenVALUE0123456789abcdefXYZ"
+SLACK = 4.0  # interpreter and thread scheduling on a loaded 2-core machine, past what a test allows the client
+STALL = 30.0  # how long a slow stand-in holds its reply: far past any allowance here
 ISSUE = IssueRef("vllm-project", "vllm", 39702)
 ISSUE_PATH = "/repos/vllm-project/vllm/issues/39702"
 
@@ -71,12 +73,19 @@ class Sleeps(list[float]):
         self.append(seconds)
 
 
-class RealSleeps(Sleeps):
-    """Records and really sleeps: for waits that must let wall-clock time (a rate-limit reset) pass."""
+class ClockSleeps(Sleeps):
+    """Records each wait and moves the wall clock (``time.time``) on by it instead of sleeping: for
+    waits the client checks against the wall clock (a rate-limit reset) before it asks again."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        super().__init__()
+        self.passed = 0.0
+        real_time = time.time
+        monkeypatch.setattr(time, "time", lambda: real_time() + self.passed)
 
     def __call__(self, seconds: float) -> None:
         super().__call__(seconds)
-        time.sleep(seconds)
+        self.passed += seconds
 
 
 def client_for(base: str, cache: Path | None, sleep: Sleeps | None = None, **settings: Any) -> GitHubClient:
@@ -232,11 +241,13 @@ def test_5xx_every_time_gives_up_after_the_retries(fake: FakeGitHub, tmp_path: P
     assert caught.value.reason == "server_error"
 
 
-def test_primary_rate_limit_waits_until_reset_when_it_fits_the_deadline(fake: FakeGitHub, tmp_path: Path) -> None:
+def test_primary_rate_limit_waits_until_reset_when_it_fits_the_deadline(
+    fake: FakeGitHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     reset = int(time.time()) + 1
     headers = {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": str(reset), "X-RateLimit-Limit": "60"}
     fake.script(ISSUE_PATH, Reply(403, b'{"message": "API rate limit exceeded"}', headers))
-    sleeps = RealSleeps()
+    sleeps = ClockSleeps(monkeypatch)
     with client_for(fake.base, tmp_path, sleeps) as client:
         got = status(client, seconds=20)
     assert got.origin == "live"
@@ -259,9 +270,11 @@ def test_primary_rate_limit_beyond_the_deadline_falls_back_at_once(fake: FakeGit
     assert caught.value.reason == "rate_limited" and sleeps == []
 
 
-def test_secondary_rate_limit_honours_retry_after(fake: FakeGitHub, tmp_path: Path) -> None:
+def test_secondary_rate_limit_honours_retry_after(
+    fake: FakeGitHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     fake.script(ISSUE_PATH, Reply(429, b'{"message": "secondary rate limit"}', {"Retry-After": "1"}))
-    sleeps = RealSleeps()
+    sleeps = ClockSleeps(monkeypatch)
     with client_for(fake.base, tmp_path, sleeps) as client:
         assert status(client).origin == "live"
     assert len(sleeps) == 1 and 0.5 <= sleeps[0] <= 1.0
@@ -284,24 +297,24 @@ def test_a_plain_403_is_not_mistaken_for_a_rate_limit(fake: FakeGitHub, tmp_path
 
 
 def test_a_slow_response_times_out_within_the_deadline(fake: FakeGitHub, tmp_path: Path) -> None:
-    fake.script(ISSUE_PATH, Reply(200, b"{}", delay=3.0), Reply(200, b"{}", delay=3.0))
+    fake.script(ISSUE_PATH, Reply(200, b"{}", delay=STALL), Reply(200, b"{}", delay=STALL))
     started = time.monotonic()
     with client_for(fake.base, tmp_path, timeout=0.3, max_retries=1) as client, pytest.raises(GitHubError) as caught:
         status(client)
     assert caught.value.reason == "timeout"
-    assert time.monotonic() - started < 2.5
+    assert time.monotonic() - started < 2 * 0.3 + SLACK  # two tries of 0.3 s each, not the stand-in's delay
 
 
 @pytest.mark.parametrize(
     "path", [ISSUE_PATH, f"{ISSUE_PATH}/timeline"], ids=["on a new connection", "on a reused connection"]
 )
-def test_headers_dripped_at_two_bytes_a_second_end_at_the_deadline(path: str, fake: FakeGitHub, tmp_path: Path) -> None:
-    # Each byte arrives well inside the read timeout, which httpx restarts with every byte.
+def test_headers_dripped_a_byte_at_a_time_end_at_the_deadline(path: str, fake: FakeGitHub, tmp_path: Path) -> None:
+    # Each byte arrives well inside the read timeout, which httpx restarts with every byte; the drip lasts a minute.
     fake.script(path, *[Reply(200, b"[]", drip="head")] * 3)
     started = time.monotonic()
     with client_for(fake.base, tmp_path, timeout=10.0) as client, pytest.raises(GitHubError) as caught:
-        status(client, seconds=2.0)
-    assert time.monotonic() - started < 2.0 + 1.5  # the deadline, plus scheduling slack on a loaded machine
+        status(client, seconds=1.0)
+    assert time.monotonic() - started < 1.0 + SLACK  # the deadline, plus scheduling slack on a loaded machine
     assert caught.value.reason == "timeout"
 
 
@@ -448,7 +461,8 @@ def test_the_token_is_sent_but_never_appears_in_results_logs_or_errors(
             client.issue_status(IssueRef("vllm-project", "vllm", 1), Deadline(5))
         texts.append(str(caught.value))
     with GitHubClient(
-        GitHubSettings.from_env({"GITHUB_TOKEN": TOKEN}, api_base=f"http://127.0.0.1:{free_port()}")
+        GitHubSettings.from_env({"GITHUB_TOKEN": TOKEN}, api_base=f"http://127.0.0.1:{free_port()}"),
+        sleep=Sleeps(),  # the retries' backoff is not what is asked here
     ) as c:
         with pytest.raises(GitHubError) as refused:
             c.issue_status(ISSUE, Deadline(5))

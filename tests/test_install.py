@@ -50,8 +50,10 @@ README_COMMANDS = [
 
 def test_readme_starts_with_the_install_and_run_and_the_test_commands() -> None:
     assert README_COMMANDS[0].startswith("python -m pip install . && vllm-caching ")
-    assert README_COMMANDS[1] == "python -m pip install -e '.[test]' && python -m pytest -q"
+    assert README_COMMANDS[1] == "python -m pip install -e '.[test]' && python -m pytest -q -n auto"
     ci = (REPO / ".ci" / "run").read_text()
     # CI installs, then runs exactly the README's test command.
     assert "python -m pip install -q -e '.[test]'" in ci
     assert ci.strip().splitlines()[-1] == README_COMMANDS[1].split(" && ", 1)[1]
+    # CONTRIBUTING.md sets up with the same command; tests/test_contributing.py checks the others it shows.
+    assert README_COMMANDS[1] in (REPO / "CONTRIBUTING.md").read_text(encoding="utf-8").splitlines()

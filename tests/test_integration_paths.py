@@ -9,6 +9,7 @@ expose is the console scripts of a non-editable install, which is what is checke
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -50,11 +51,13 @@ def resolve(command: str, bin_dir: Path) -> str:
     return found
 
 
-def list_tools_and_ask(command: str, args: list[str], bin_dir: Path) -> tuple[set[str], dict[str, Any]]:
-    """Start the server as a client would, list its tools and ask one question."""
+@functools.cache
+def list_tools_and_ask(command: str, args: tuple[str, ...], bin_dir: Path) -> tuple[set[str], dict[str, Any]]:
+    """Start the server as a client would, list its tools and ask one question. Once per command
+    line: the documented ways mostly name the same one, and its answer does not change."""
 
     async def go() -> tuple[set[str], dict[str, Any]]:
-        params = StdioServerParameters(command=resolve(command, bin_dir), args=args, env=server_env(bin_dir))
+        params = StdioServerParameters(command=resolve(command, bin_dir), args=list(args), env=server_env(bin_dir))
         async with Client(params) as client:
             names = {t.name for t in (await client.list_tools()).tools}
             answer = await client.call_tool("check_version", {"name": "--kv-offloading-size", "version": "0.11.0"})
@@ -98,7 +101,7 @@ def test_claude_mcp_add_lines_name_a_server_that_answers(fresh_bin: Path) -> Non
         separator = argv.index("--")
         assert argv[separator - 1] == "vllm-caching"
         command, *args = argv[separator + 1 :]
-        names, answer = list_tools_and_ask(command, args, fresh_bin)
+        names, answer = list_tools_and_ask(command, tuple(args), fresh_bin)
         assert names == set(TOOL_NAMES)
         assert answer["matches"][0]["status"] == "not_yet"
 
@@ -112,7 +115,7 @@ def test_mcp_json_files_start_the_server(config: str, fresh_bin: Path) -> None:
     assert set(servers) == {"vllm-caching"}
     entry = servers["vllm-caching"]
     assert entry.get("type", "stdio") == "stdio"
-    names, answer = list_tools_and_ask(entry["command"], entry.get("args", []), fresh_bin)
+    names, answer = list_tools_and_ask(entry["command"], tuple(entry.get("args", [])), fresh_bin)
     assert names == set(TOOL_NAMES)
     assert answer["matches"][0]["introduced"] == "0.11.1"
 

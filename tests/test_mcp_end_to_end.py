@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import functools
 import json
-import subprocess
 import sys
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
@@ -16,74 +14,63 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
-from vllm_caching_mcp import __version__
+from conftest import run_in_process
+from vllm_caching_mcp import __version__, cli
 from vllm_caching_mcp.knowledge_files import FILE_NAMES
 from vllm_caching_mcp.tools import TOOL_NAMES
 
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture(params=["stdio", "http"])
-def transport(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-@asynccontextmanager
-async def connect(transport: str, http_url: str | None) -> AsyncIterator[Client]:
-    if transport == "stdio":
+@pytest.fixture(scope="module", params=["stdio", "http"])
+async def client(request: pytest.FixtureRequest) -> AsyncIterator[Client]:
+    """A client over each transport, connected once for the module: the tests below only ask, so one
+    server per transport answers them all (over stdio, a server of its own; over HTTP, the session's)."""
+    if request.param == "stdio":
         target: Any = StdioServerParameters(command=sys.executable, args=["-m", "vllm_caching_mcp.mcp_server"])
     else:
-        target = http_url
-    async with Client(target) as client:
-        yield client
+        target = request.getfixturevalue("http_server")
+    async with Client(target) as connected:
+        yield connected
 
 
-@pytest.fixture
-def url(transport: str, request: pytest.FixtureRequest) -> str | None:
-    return str(request.getfixturevalue("http_server")) if transport == "http" else None
+async def test_lists_every_tool_with_schemas_and_annotations(client: Client) -> None:
+    listed = {t.name: t for t in (await client.list_tools()).tools}
+    assert set(listed) == set(TOOL_NAMES)
+    tool = listed["check_version"]
+    assert tool.output_schema is not None and "version_context" in tool.output_schema["properties"]
+    props = tool.input_schema["properties"]
+    assert props["name"]["description"] and props["version"]["anyOf"][0]["maxLength"] == 40
+    assert tool.annotations is not None
+    assert tool.annotations.read_only_hint and tool.annotations.idempotent_hint
+    assert tool.annotations.open_world_hint is False
 
 
-async def test_lists_every_tool_with_schemas_and_annotations(transport: str, url: str | None) -> None:
-    async with connect(transport, url) as client:
-        listed = {t.name: t for t in (await client.list_tools()).tools}
-        assert set(listed) == set(TOOL_NAMES)
-        tool = listed["check_version"]
-        assert tool.output_schema is not None and "version_context" in tool.output_schema["properties"]
-        props = tool.input_schema["properties"]
-        assert props["name"]["description"] and props["version"]["anyOf"][0]["maxLength"] == 40
-        assert tool.annotations is not None
-        assert tool.annotations.read_only_hint and tool.annotations.idempotent_hint
-        assert tool.annotations.open_world_hint is False
+async def test_server_version_comes_from_package_metadata(client: Client) -> None:
+    info = client.server_info if hasattr(client, "server_info") else None
+    if info is None:
+        pytest.skip("client does not expose server info")
+    assert info.version == __version__
 
 
-async def test_server_version_comes_from_package_metadata(transport: str, url: str | None) -> None:
-    async with connect(transport, url) as client:
-        info = client.server_info if hasattr(client, "server_info") else None
-        if info is None:
-            pytest.skip("client does not expose server info")
-        assert info.version == __version__
+async def test_call_returns_structured_content_and_a_text_summary(client: Client) -> None:
+    result = await client.call_tool("check_version", {"name": "--kv-offloading-size", "version": "0.11.0"})
+    assert not result.is_error
+    data = result.structured_content
+    assert data is not None
+    match = data["matches"][0]
+    assert match["status"] == "not_yet" and match["introduced"] == "0.11.1"
+    assert "first appears in 0.11.1" in result.content[0].text
 
 
-async def test_call_returns_structured_content_and_a_text_summary(transport: str, url: str | None) -> None:
-    async with connect(transport, url) as client:
-        result = await client.call_tool("check_version", {"name": "--kv-offloading-size", "version": "0.11.0"})
-        assert not result.is_error
-        data = result.structured_content
-        assert data is not None
-        match = data["matches"][0]
-        assert match["status"] == "not_yet" and match["introduced"] == "0.11.1"
-        assert "first appears in 0.11.1" in result.content[0].text
-
-
-async def test_bad_input_is_an_error_result_naming_the_field(transport: str, url: str | None) -> None:
-    async with connect(transport, url) as client:
-        result = await client.call_tool("check_version", {"name": "--block-size", "version": "zero.two"})
-        assert result.is_error
-        assert "version:" in result.content[0].text and "MAJOR.MINOR.PATCH" in result.content[0].text
-        result = await client.call_tool("check_version", {"name": "x" * 500})
-        assert result.is_error and "name" in result.content[0].text
-        result = await client.call_tool("check_version", {"name": "--kv-offlaoding-size"})
-        assert result.is_error and "Did you mean: --kv-offloading-size" in result.content[0].text
+async def test_bad_input_is_an_error_result_naming_the_field(client: Client) -> None:
+    result = await client.call_tool("check_version", {"name": "--block-size", "version": "zero.two"})
+    assert result.is_error
+    assert "version:" in result.content[0].text and "MAJOR.MINOR.PATCH" in result.content[0].text
+    result = await client.call_tool("check_version", {"name": "x" * 500})
+    assert result.is_error and "name" in result.content[0].text
+    result = await client.call_tool("check_version", {"name": "--kv-offlaoding-size"})
+    assert result.is_error and "Did you mean: --kv-offloading-size" in result.content[0].text
 
 
 # Refused by the SDK's own check of the tool's input schema (before the tool runs), by the request
@@ -111,36 +98,31 @@ REFUSED: list[tuple[str, dict[str, Any]]] = [
 @functools.cache
 def cli_error(tool: str, arguments_json: str) -> str:
     """What `vllm-caching call` prints for these arguments: its one error line, without the program's prefix."""
-    out = subprocess.run(
-        [sys.executable, "-m", "vllm_caching_mcp.cli", "call", tool, arguments_json], capture_output=True, text=True
-    )
+    out = run_in_process(cli.main, "call", tool, arguments_json)
     assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
     return out.stderr.removeprefix("vllm-caching: error: ").rstrip("\n")
 
 
-async def test_refused_arguments_read_as_the_cli_says_them(transport: str, url: str | None) -> None:
-    async with connect(transport, url) as client:
-        for tool, arguments in REFUSED:
-            result = await client.call_tool(tool, arguments)
-            text = result.content[0].text
-            assert result.is_error and text == cli_error(tool, json.dumps(arguments)), (arguments, text)
-            assert "\n" not in text and "pydantic" not in text and "Error executing" not in text, text
+async def test_refused_arguments_read_as_the_cli_says_them(client: Client) -> None:
+    for tool, arguments in REFUSED:
+        result = await client.call_tool(tool, arguments)
+        text = result.content[0].text
+        assert result.is_error and text == cli_error(tool, json.dumps(arguments)), (arguments, text)
+        assert "\n" not in text and "pydantic" not in text and "Error executing" not in text, text
 
 
-async def test_unknown_tool_is_a_protocol_error(transport: str, url: str | None) -> None:
-    async with connect(transport, url) as client:
-        with pytest.raises(MCPError, match="Unknown tool"):
-            await client.call_tool("no_such_tool", {})
+async def test_unknown_tool_is_a_protocol_error(client: Client) -> None:
+    with pytest.raises(MCPError, match="Unknown tool"):
+        await client.call_tool("no_such_tool", {})
 
 
-async def test_every_knowledge_file_is_a_readable_resource(transport: str, url: str | None) -> None:
-    async with connect(transport, url) as client:
-        uris = {str(r.uri) for r in (await client.list_resources()).resources}
-        assert uris == {f"knowledge://{name}" for name in FILE_NAMES}
-        read = await client.read_resource("knowledge://releases.yaml")
-        text = read.contents[0].text  # type: ignore[union-attr]
-        lines = yaml.safe_load(text)["lines"]
-        assert {line["package"] for line in lines} >= {"vllm", "lmcache"}
+async def test_every_knowledge_file_is_a_readable_resource(client: Client) -> None:
+    uris = {str(r.uri) for r in (await client.list_resources()).resources}
+    assert uris == {f"knowledge://{name}" for name in FILE_NAMES}
+    read = await client.read_resource("knowledge://releases.yaml")
+    text = read.contents[0].text  # type: ignore[union-attr]
+    lines = yaml.safe_load(text)["lines"]
+    assert {line["package"] for line in lines} >= {"vllm", "lmcache"}
 
 
 MINIMAL_CALLS: dict[str, dict[str, Any]] = {
@@ -156,14 +138,14 @@ MINIMAL_CALLS: dict[str, dict[str, Any]] = {
     "review_deployment": {"documents": [{"name": "serve.sh", "text": "vllm serve m --kv-offloading-size 64"}]},
     "diagnose": {"symptoms": ["ttft_high"], "vllm_version": "0.33.0"},
     "check_bug_status": {"offline": True, "bugs": ["LMCache/LMCache#2942"]},
+    "check_advisories": {"offline": True, "version": "0.22.1"},
     "inspect_image": {"image": "v0.22.1", "offline": True},
 }
 
 
-async def test_every_tool_answers_over_the_protocol(transport: str, url: str | None) -> None:
+async def test_every_tool_answers_over_the_protocol(client: Client) -> None:
     assert set(MINIMAL_CALLS) == set(TOOL_NAMES)
-    async with connect(transport, url) as client:
-        for name, arguments in MINIMAL_CALLS.items():
-            result = await client.call_tool(name, arguments)
-            assert not result.is_error, (name, result.content)
-            assert result.structured_content is not None and result.content[0].text, name
+    for name, arguments in MINIMAL_CALLS.items():
+        result = await client.call_tool(name, arguments)
+        assert not result.is_error, (name, result.content)
+        assert result.structured_content is not None and result.content[0].text, name

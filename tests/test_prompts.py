@@ -27,8 +27,9 @@ DEPLOYMENT = (
 )
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 async def client() -> AsyncIterator[Client]:
+    """One server over stdio for the module: the tests only list and render prompts."""
     target = StdioServerParameters(command=sys.executable, args=["-m", "vllm_caching_mcp.mcp_server"])
     async with Client(target) as connected:
         yield connected

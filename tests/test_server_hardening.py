@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,8 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from conftest import REPO, free_port, running_server
+from conftest import REPO, free_port, run_in_process, running_server
+from vllm_caching_mcp import cli
 from vllm_caching_mcp.mcp_server import main
 
 TOKEN = "planted-token-5f0c1e9a7b3d4c21"
@@ -42,6 +44,13 @@ MCP_HEADERS = {"content-type": "application/json", "accept": "application/json, 
 
 def post(url: str, headers: dict[str, str] | None = None) -> httpx.Response:
     return httpx.post(f"{url}/mcp", json=INITIALIZE, headers={**MCP_HEADERS, **(headers or {})}, timeout=10)
+
+
+@pytest.fixture(scope="module")
+def default_server(http_server: str) -> str:
+    """The session's server with no options (loopback, no token, no config directory); its base URL.
+    The tests given it only send requests, so one server serves them all."""
+    return http_server.removesuffix("/mcp")
 
 
 # -- start-up options: one line, exit status 2, no traceback, no path ------------------------------------
@@ -108,13 +117,13 @@ def test_a_busy_port_is_one_line_not_a_traceback(capsys: pytest.CaptureFixture[s
 # -- DNS rebinding: Host and Origin ------------------------------------------------------------------
 
 
-def test_loopback_server_refuses_a_foreign_host_or_origin_and_serves_its_own(tmp_path: Path) -> None:
-    with running_server(log=tmp_path / "server.log") as url:
-        assert post(url).status_code == 200
-        assert post(url, {"origin": "http://localhost:3000"}).status_code == 200  # a local web UI
-        # A page on evil.example whose DNS name now resolves to 127.0.0.1: the Host header gives it away.
-        assert post(url, {"host": "evil.example"}).status_code == 421
-        assert post(url, {"origin": "http://evil.example"}).status_code == 403
+def test_loopback_server_refuses_a_foreign_host_or_origin_and_serves_its_own(default_server: str) -> None:
+    url = default_server
+    assert post(url).status_code == 200
+    assert post(url, {"origin": "http://localhost:3000"}).status_code == 200  # a local web UI
+    # A page on evil.example whose DNS name now resolves to 127.0.0.1: the Host header gives it away.
+    assert post(url, {"host": "evil.example"}).status_code == 421
+    assert post(url, {"origin": "http://evil.example"}).status_code == 403
 
 
 def test_named_hosts_and_origins_are_the_only_ones_accepted(tmp_path: Path) -> None:
@@ -145,16 +154,16 @@ def test_any_host_still_checks_origin(tmp_path: Path) -> None:
         assert post(url, {"origin": "https://ide.example.com.evil.com"}).status_code == 403
 
 
-def test_a_host_or_origin_that_only_begins_like_an_allowed_one_is_refused(tmp_path: Path) -> None:
-    with running_server(log=tmp_path / "server.log") as url:
-        assert post(url, {"host": "localhost:8000"}).status_code == 200
-        for host in ("localhost:1234.evil.com", "localhost:80@evil.com", "127.0.0.1:99999", "localhost.evil.com"):
-            assert post(url, {"host": host}).status_code == 421, host
-        for origin in ("http://localhost:1234.evil.com", "http://127.0.0.1:1.evil.com", "https://localhost:3000"):
-            assert post(url, {"origin": origin}).status_code == 403, origin
-        # Two Origin headers, one allowed: the parts behind the check might read the other.
-        two = [*MCP_HEADERS.items(), ("origin", "http://localhost:3000"), ("origin", "http://evil.example")]
-        assert httpx.post(f"{url}/mcp", json=INITIALIZE, headers=two, timeout=10).status_code == 403
+def test_a_host_or_origin_that_only_begins_like_an_allowed_one_is_refused(default_server: str) -> None:
+    url = default_server
+    assert post(url, {"host": "localhost:8000"}).status_code == 200
+    for host in ("localhost:1234.evil.com", "localhost:80@evil.com", "127.0.0.1:99999", "localhost.evil.com"):
+        assert post(url, {"host": host}).status_code == 421, host
+    for origin in ("http://localhost:1234.evil.com", "http://127.0.0.1:1.evil.com", "https://localhost:3000"):
+        assert post(url, {"origin": origin}).status_code == 403, origin
+    # Two Origin headers, one allowed: the parts behind the check might read the other.
+    two = [*MCP_HEADERS.items(), ("origin", "http://localhost:3000"), ("origin", "http://evil.example")]
+    assert httpx.post(f"{url}/mcp", json=INITIALIZE, headers=two, timeout=10).status_code == 403
 
 
 # -- the bearer token ---------------------------------------------------------------------------------
@@ -195,6 +204,30 @@ def _config(directory: Path) -> Path:
     return directory
 
 
+@pytest.fixture(scope="module")
+def host_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A host's files: ``allowed/`` (a model, and every kind of file a caller might point at) and
+    ``private/`` beside it, which no caller may read."""
+    top = tmp_path_factory.mktemp("host")
+    root = top / "allowed"
+    _config(root / "model")
+    _config(top / "private")
+    (root / "escape").symlink_to(top / "private")
+    (root / "loop").symlink_to(root / "loop")
+    (root / "secret.json").write_text('{"num_hidden_layers": "planted-secret-3f9a", "num_attention_heads": 8}')
+    (root / "deep.json").write_text("[" * 100_000)
+    (root / "latin1.json").write_bytes(b'{"name": "caf\xe9"}')
+    os.mkfifo(root / "fifo")
+    return top
+
+
+@pytest.fixture(scope="module")
+def config_dir_server(host_files: Path) -> Iterator[str]:
+    """A server reading config files from ``allowed/`` only; its base URL (the tests only ask it)."""
+    with running_server("--config-dir", str(host_files / "allowed"), log=host_files / "server.log") as url:
+        yield url
+
+
 async def _size_from(url: str, config_path: str) -> tuple[bool, str]:
     async with Client(f"{url}/mcp") as client:
         result: Any = await client.call_tool(
@@ -204,54 +237,45 @@ async def _size_from(url: str, config_path: str) -> tuple[bool, str]:
 
 
 @pytest.mark.anyio
-async def test_a_shared_server_reads_no_config_file_unless_given_a_directory(tmp_path: Path) -> None:
-    inside = _config(tmp_path / "allowed" / "model")
-    outside = _config(tmp_path / "private")
-    (tmp_path / "allowed" / "escape").symlink_to(outside)
-    with running_server(log=tmp_path / "a.log") as url:
-        # Refused before any lookup: no '~' expanded, no name too long for the file system, no NUL.
-        for path in (str(inside), "~nosuchuser/x", "a" * 300, "a\x00b"):
-            failed, text = await _size_from(url, path)
-            assert failed and text.startswith("config_path: this shared server reads no files"), text
-    with running_server("--config-dir", str(tmp_path / "allowed"), log=tmp_path / "b.log") as url:
-        failed, text = await _size_from(url, str(inside))
-        assert not failed and "KV per token: 2,048 B" in text, text
-        for path in (outside, tmp_path / "allowed" / "escape", tmp_path / "allowed" / ".." / "private"):
-            failed, text = await _size_from(url, str(path))
-            assert failed and "is outside" in text, text
+async def test_a_shared_server_reads_no_config_file_unless_given_a_directory(
+    host_files: Path, default_server: str, config_dir_server: str
+) -> None:
+    allowed = host_files / "allowed"
+    inside = allowed / "model"
+    # Refused before any lookup: no '~' expanded, no name too long for the file system, no NUL.
+    for path in (str(inside), "~nosuchuser/x", "a" * 300, "a\x00b"):
+        failed, text = await _size_from(default_server, path)
+        assert failed and text.startswith("config_path: this shared server reads no files"), text
+    failed, text = await _size_from(config_dir_server, str(inside))
+    assert not failed and "KV per token: 2,048 B" in text, text
+    for outside in (host_files / "private", allowed / "escape", allowed / ".." / "private"):
+        failed, text = await _size_from(config_dir_server, str(outside))
+        assert failed and "is outside" in text, text
 
 
 @pytest.mark.anyio
-async def test_errors_about_config_paths_show_neither_the_config_dir_nor_what_a_file_holds(tmp_path: Path) -> None:
-    root = tmp_path / "allowed"
-    _config(root / "model")
-    _config(tmp_path / "private")
-    (root / "escape").symlink_to(tmp_path / "private")
-    (root / "loop").symlink_to(root / "loop")
-    (root / "secret.json").write_text('{"num_hidden_layers": "planted-secret-3f9a", "num_attention_heads": 8}')
-    (root / "deep.json").write_text("[" * 100_000)
-    (root / "latin1.json").write_bytes(b'{"name": "caf\xe9"}')
-    os.mkfifo(root / "fifo")
-    with running_server("--config-dir", str(root), log=tmp_path / "server.log") as url:
-        failed, text = await _size_from(url, "model")  # relative to the directory
-        assert not failed and "KV per token: 2,048 B" in text, text
-        refusals = {
-            "../private": "is outside the directory this server reads config files from",
-            "escape": "is outside the directory",
-            "loop": "leads into a loop of symbolic links",
-            "~/model": "no config.json at '~/model'",  # a shared server expands no '~'
-            "a" * 300: "File name too long",
-            "a\x00b": "a path cannot contain a NUL character",
-            "secret.json": "config.json field 'num_hidden_layers' must be a positive integer",
-            "deep.json": "nests arrays or objects too deeply",
-            "latin1.json": "is not UTF-8 text",
-            "fifo": "is not a regular file",
-        }
-        for path, expected in refusals.items():
-            failed, text = await _size_from(url, path)
-            assert failed and text.startswith("config_path: ") and expected in text, (path, text)
-            assert "\n" not in text and str(tmp_path) not in text and "planted-secret" not in text, text
-            assert "Error executing" not in text, text
+async def test_errors_about_config_paths_show_neither_the_config_dir_nor_what_a_file_holds(
+    host_files: Path, config_dir_server: str
+) -> None:
+    failed, text = await _size_from(config_dir_server, "model")  # relative to the directory
+    assert not failed and "KV per token: 2,048 B" in text, text
+    refusals = {
+        "../private": "is outside the directory this server reads config files from",
+        "escape": "is outside the directory",
+        "loop": "leads into a loop of symbolic links",
+        "~/model": "no config.json at '~/model'",  # a shared server expands no '~'
+        "a" * 300: "File name too long",
+        "a\x00b": "a path cannot contain a NUL character",
+        "secret.json": "config.json field 'num_hidden_layers' must be a positive integer",
+        "deep.json": "nests arrays or objects too deeply",
+        "latin1.json": "is not UTF-8 text",
+        "fifo": "is not a regular file",
+    }
+    for path, expected in refusals.items():
+        failed, text = await _size_from(config_dir_server, path)
+        assert failed and text.startswith("config_path: ") and expected in text, (path, text)
+        assert "\n" not in text and str(host_files) not in text and "planted-secret" not in text, text
+        assert "Error executing" not in text, text
 
 
 @pytest.mark.parametrize(
@@ -265,8 +289,7 @@ async def test_errors_about_config_paths_show_neither_the_config_dir_nor_what_a_
 )
 def test_a_config_path_the_file_system_cannot_take_is_one_line_from_the_cli(path: str, expected: str) -> None:
     arguments = json.dumps({"config_path": path, "kv_offloading_size_gib": 8})
-    command = [sys.executable, "-m", "vllm_caching_mcp.cli", "call", "size_offload", arguments]
-    out = subprocess.run(command, capture_output=True, text=True)
+    out = run_in_process(cli.main, "call", "size_offload", arguments)
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and expected in out.stderr, out.stderr
 
 

@@ -16,14 +16,13 @@ import select
 import socket
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
 
 from conftest import running_server
 
-TIMEOUT = 2
+TIMEOUT = 1  # each test below waits this long for the server to close a slow connection
 SLACK = 8  # how much later than its timeout a loaded 2-core machine may close a connection
 LIMITS = ("--header-timeout", str(TIMEOUT), "--idle-timeout", str(TIMEOUT), "--max-connections", "40")
 INITIALIZE = (
@@ -116,39 +115,46 @@ def test_a_request_whose_body_stops_coming_is_closed(guarded: str) -> None:
     assert _initialize(guarded) == 200
 
 
-def test_at_the_cap_a_new_connection_replaces_the_longest_waiting_slow_one(tmp_path: Path) -> None:
-    with running_server("--max-connections", "8", "--header-timeout", "60", log=tmp_path / "server.log") as url:
-        held = [_connect(_port(url)) for _ in range(8)]
-        for sock in held:  # a request line each, never the rest
-            sock.sendall(b"GET /healthz HTTP/1.1\r\n")
-            time.sleep(0.05)  # so the first is the longest-waiting one
-        time.sleep(0.3)
-        assert httpx.get(f"{url}/healthz", timeout=30).status_code == 200
-        assert _read_to_end(held[0]) == b""  # closed to make room
-        for sock in held:
-            sock.close()
+@pytest.fixture(scope="module")
+def capped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One server with room for 8 connections and timeouts too long to close any during a test, so that
+    only the cap closes or refuses one; yields its base URL. A connection a test leaves behind is
+    older than the next test's, so it is the one evicted first."""
+    args = ("--max-connections", "8", "--header-timeout", "60", "--idle-timeout", "60")
+    with running_server(*args, log=tmp_path_factory.mktemp("capped") / "server.log") as url:
+        yield url
 
 
-def test_when_every_connection_is_busy_another_is_answered_503_and_closed_at_once(tmp_path: Path) -> None:
-    args = ("--max-connections", "8", "--idle-timeout", "60")
-    with running_server(*args, log=tmp_path / "server.log") as url:
-        busy = [_connect(_port(url)) for _ in range(8)]
-        for sock in busy:  # each in the middle of a request body: not to be evicted
-            sock.sendall(_BODY_TO_COME)
-        time.sleep(0.5)
-        extra = _connect(_port(url))
-        reply = _read_to_end(extra)
-        extra.close()
-        assert reply.startswith(b"HTTP/1.1 503 ") and b"too many open connections" in reply, reply
-        for sock in busy:
-            sock.close()
-        # Once those are gone, the server takes connections again.
-        deadline = time.monotonic() + SLACK
-        while True:
-            try:
-                if httpx.get(f"{url}/healthz", timeout=5).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "the server did not take connections again"
-            time.sleep(0.1)
+def test_at_the_cap_a_new_connection_replaces_the_longest_waiting_slow_one(capped: str) -> None:
+    held = [_connect(_port(capped)) for _ in range(8)]
+    for sock in held:  # a request line each, never the rest
+        sock.sendall(b"GET /healthz HTTP/1.1\r\n")
+        time.sleep(0.05)  # so the first is the longest-waiting one
+    time.sleep(0.3)
+    assert httpx.get(f"{capped}/healthz", timeout=30).status_code == 200
+    assert _read_to_end(held[0]) == b""  # closed to make room
+    for sock in held:
+        sock.close()
+
+
+def test_when_every_connection_is_busy_another_is_answered_503_and_closed_at_once(capped: str) -> None:
+    busy = [_connect(_port(capped)) for _ in range(8)]
+    for sock in busy:  # each in the middle of a request body: not to be evicted
+        sock.sendall(_BODY_TO_COME)
+    time.sleep(0.5)
+    extra = _connect(_port(capped))
+    reply = _read_to_end(extra)
+    extra.close()
+    assert reply.startswith(b"HTTP/1.1 503 ") and b"too many open connections" in reply, reply
+    for sock in busy:
+        sock.close()
+    # Once those are gone, the server takes connections again.
+    deadline = time.monotonic() + SLACK
+    while True:
+        try:
+            if httpx.get(f"{capped}/healthz", timeout=5).status_code == 200:
+                break
+        except httpx.TransportError:
+            pass
+        assert time.monotonic() < deadline, "the server did not take connections again"
+        time.sleep(0.1)
