@@ -331,7 +331,7 @@ def test_every_gate_in_the_knowledge_answers_right_on_both_sides_of_its_boundary
             boundary = getattr(entry, field)
             if boundary is None:
                 continue
-            at = Version(boundary)
+            at = boundary
             status = one(entry.id, **_version_argument(entry.component, str(at)))
             if field == "introduced" and entry.deprecated == boundary:
                 expected = "deprecated"

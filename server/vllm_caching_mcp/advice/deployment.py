@@ -1453,14 +1453,13 @@ def resolve(
         name: str, via: Literal["kv-transfer-config", "offload-shorthand", "multi-connector"], loc: Location
     ) -> None:
         entry = _connector_entry(knowledge, name)
-        hma = ranged_at(entry.hma, version) if entry is not None else None
         connectors.append(
             ConnectorUse(
                 name=name,
                 entry_id=entry.id if entry else None,
                 via=via,
                 location=loc,
-                hma=str(hma.value) if hma is not None else None,
+                hma=entry.hma_at(version) if entry is not None else None,
             )
         )
 

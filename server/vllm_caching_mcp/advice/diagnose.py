@@ -25,7 +25,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from ..knowledge import Knowledge, Metric, normalize_name
-from .check_version import status_at
 from .common import AdviceError, Citation, Result, ToolSpec, VersionContext, cite, readable_number, resolve_version
 from .deployment import Documents
 from .review import HostFacts, ReviewRequest, review_deployment
@@ -324,7 +323,7 @@ def diagnose(request: DiagnoseRequest, knowledge: Knowledge) -> DiagnoseResult:
         readings[metric_id] = Reading(
             metric=metric.name,
             id=metric_id,
-            available_in_version=status_at(metric, version) in ("available", "deprecated"),
+            available_in_version=metric.status_at(version) in ("available", "deprecated"),
             present=present,
             value=value,
         )
@@ -380,7 +379,7 @@ def diagnose(request: DiagnoseRequest, knowledge: Knowledge) -> DiagnoseResult:
         wrong = []
         for family in latest.values():
             for entry in knowledge.find(family["name"]):
-                if isinstance(entry, Metric) and status_at(entry, version) in ("removed", "not_yet"):
+                if isinstance(entry, Metric) and entry.status_at(version) in ("removed", "not_yet"):
                     state = f"removed in {entry.removed}" if entry.removed else f"first in {entry.introduced}"
                     wrong.append(f"{entry.name} is {state}, so vLLM {version} does not export it")
                     cited[entry.id] = entry
@@ -396,7 +395,7 @@ def diagnose(request: DiagnoseRequest, knowledge: Knowledge) -> DiagnoseResult:
                 )
             )
     old_names = metrics.get("metric.gpu_prefix_cache_hits")
-    if "gpu_prefix_cache" in text and old_names is not None and status_at(old_names, version) == "removed":
+    if "gpu_prefix_cache" in text and old_names is not None and old_names.status_at(version) == "removed":
         causes.append(
             Cause(
                 id="wrong_metric_names",
@@ -597,7 +596,7 @@ def diagnose(request: DiagnoseRequest, knowledge: Knowledge) -> DiagnoseResult:
     merged: dict[str, Cause] = {}
     for cause in sorted(causes, key=lambda c: order[c.likelihood]):
         merged.setdefault(cause.id, cause)
-    citations = [cite(i, e) for i, e in cited.items()]
+    citations = [cite(i, e, knowledge) for i, e in cited.items()]
     if review is not None:
         citations += review.citations
     return DiagnoseResult(

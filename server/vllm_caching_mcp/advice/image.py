@@ -407,7 +407,8 @@ def _kv_extras(steps: list[_Step]) -> KvConnectorExtras:
             "predate bundling, be a custom build, or have been squashed (run the runtime check to be sure)"
         )
     packages = []
-    for package in ("lmcache", "nixl", "mooncake"):
+    extras: tuple[Literal["lmcache", "nixl", "mooncake"], ...] = ("lmcache", "nixl", "mooncake")
+    for package in extras:
         if package in direct:
             packages.append(
                 ExtraPackage(
@@ -456,7 +457,7 @@ def _pins(knowledge: Knowledge, version: Version) -> tuple[list[CompatPinInfo], 
                     note=pin.note,
                 )
             )
-            citations.append(cite(pin.id, pin))
+            citations.append(cite(pin.id, pin, knowledge))
     return pins, citations
 
 
@@ -464,8 +465,8 @@ def _lmcache_mp_hma(knowledge: Knowledge, version: Version) -> tuple[LmcacheMpHm
     connector = next((c for c in knowledge.connectors if c.id == "connector.lmcache-mp"), None)
     if not isinstance(connector, Connector):
         return None, []
-    citations = [cite(connector.id, connector)]
-    if connector.introduced and version < Version(connector.introduced):
+    citations = [cite(connector.id, connector, knowledge)]
+    if connector.status_at(version) == "not_yet":
         return (
             LmcacheMpHma(
                 value="no",
@@ -495,7 +496,7 @@ def _lmcache_mp_hma(knowledge: Knowledge, version: Version) -> tuple[LmcacheMpHm
         )
         if pin is not None:
             requirement = pin.requirement
-            citations.append(cite(pin.id, pin))
+            citations.append(cite(pin.id, pin, knowledge))
     explanation = ranged.note or ""
     if value == "conditional":
         explanation = (

@@ -43,6 +43,7 @@ from ..knowledge import (
     SAFE_LOADER,
     Backend,
     Connector,
+    Gated,
     Knowledge,
     Pitfall,
     Recipes,
@@ -53,7 +54,6 @@ from ..knowledge import (
 from ..registry import InvalidImageReference, parse_image_reference
 from ..versions import Version, in_range
 from .backend import Fabric
-from .check_version import status_at
 from .common import (
     AdviceError,
     Citation,
@@ -380,7 +380,7 @@ class _Planner:
     def cite(self, entry_id: str) -> None:
         entry = self.k.by_id.get(entry_id)
         if entry is not None:
-            self.plan.cited.setdefault(entry_id, cite(entry_id, entry))
+            self.plan.cited.setdefault(entry_id, cite(entry_id, entry, self.k))
 
     def setting(self, entry_id: str) -> Setting:
         entry = self.k.by_id[entry_id]
@@ -390,9 +390,9 @@ class _Planner:
 
     def available(self, entry_id: str, version: Version | None = None) -> bool:
         entry = self.k.by_id[entry_id]
-        assert not isinstance(entry, Pitfall)
+        assert isinstance(entry, Gated), entry_id
         self.cite(entry_id)
-        return status_at(entry, version or self.version) in ("available", "deprecated")  # type: ignore[arg-type]
+        return entry.exists_in(version or self.version)
 
     def require(self, entry_id: str, what: str, field: str = "version") -> None:
         if not self.available(entry_id):
@@ -400,7 +400,7 @@ class _Planner:
             since = getattr(entry, "introduced", None)
             gone = getattr(entry, "removed", None)
             when = (
-                f"it first ships in {since}" if since and self.version < Version(since) else f"it was removed in {gone}"
+                f"it first ships in {since}" if since and self.version < since else f"it was removed in {gone}"
             )
             raise AdviceError(field, f"{what} is not in vLLM {self.version}; {when}")
 
@@ -417,8 +417,7 @@ class _Planner:
     def hma(self, connector_id: str) -> str:
         c = self.k.by_id[connector_id]
         assert isinstance(c, Connector)
-        found = ranged_at(c.hma, self.version)
-        return str(found.value) if found else "no"
+        return c.hma_at(self.version) or "no"
 
     def host(self, given: str | None, label: str, role: str) -> str:
         if self.kube:
@@ -575,7 +574,7 @@ class _Planner:
                 tiers.append(tier)
                 obj = self.k.by_id["feature.tier-obj"]
                 optional_keys = next((c.version for c in getattr(obj, "changes", ())), None)
-                if optional_keys and self.version < Version(optional_keys):
+                if optional_keys and self.version < optional_keys:
                     self.plan.notes.append(
                         f"vLLM {self.version} needs access_key and secret_key in store_config (optional from "
                         f"{optional_keys}); add them from your secret store — they are never rendered here."
@@ -632,7 +631,7 @@ class _Planner:
                 raise AdviceError("sizes.disk_gib", "give the LMCache disk tier size in GiB per worker")
             local_disk = self.k.by_id["lmcache.local_disk"]
             many = next((c.version for c in getattr(local_disk, "changes", ())), None)
-            if len(self.r.paths.disk) > 1 and many and self.lm_version < Version(many):
+            if len(self.r.paths.disk) > 1 and many and self.lm_version < many:
                 raise AdviceError("paths.disk", f"LMCache {self.lm_version} takes one disk path; a list needs {many}+")
             config["local_disk"] = _lmcache_list("disk", [f"file://{p}" for p in self.r.paths.disk])
             config["max_local_disk_size"] = disk_gib
@@ -834,7 +833,7 @@ class _Planner:
         proxy = self.recipes.pd_proxy(connector_id, self.version)
         if proxy is None:  # the loader checks every release with the connector; one older than those has none
             raise AdviceError("version", f"no P/D proxy is known for vLLM {self.version}; give a release it covers")
-        self.plan.cited.setdefault(proxy.id, cite(proxy.id, proxy))
+        self.plan.cited.setdefault(proxy.id, cite(proxy.id, proxy, self.k))
         where = (
             (lambda role: f"{self.r.name}-{role}" + (f".{self.r.namespace}.svc" if self.r.namespace else ""))
             if self.kube
@@ -1089,7 +1088,7 @@ def _accepted_flags(planner: _Planner) -> tuple[frozenset[str] | set[str], str]:
         if (
             s.kind == "cli_flag"
             and s.component == "vllm"
-            and status_at(s, planner.version) in ("available", "deprecated")
+            and s.status_at(planner.version) in ("available", "deprecated")
         ):
             names |= {n for n in (s.name, *s.aliases) if n.startswith("-")}
     return names, "flags.yaml"
@@ -1482,9 +1481,7 @@ def render_config(request: RenderConfigRequest, knowledge: Knowledge) -> RenderC
     checks = _validate(planner, files)
     recipe = recipes.recipe(backend)
     citations = [*planner.plan.cited.values()]
-    citations.append(
-        Citation(id=recipe.id, sources=list(recipe.sources), verified_at=recipe.verified_at, evidence=recipe.evidence)
-    )
+    citations.append(cite(recipe.id, recipe, knowledge))
     facts = backend_facts(knowledge, backend, request.tiers)
     security = security_check(knowledge, "vllm", planner.version, facts)
     lm_security = None

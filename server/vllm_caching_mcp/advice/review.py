@@ -29,7 +29,6 @@ from .. import __version__
 from .. import advisories as advisory_lookup
 from ..knowledge import Advisory, Condition, Gated, Knowledge, Pitfall, ValueTest
 from ..versions import Version, in_range, parse_version
-from .check_version import status_at
 from .common import (
     AdviceError,
     Citation,
@@ -340,7 +339,7 @@ def _known_lifecycle_flag(ctx: Context, name: str) -> Gated | None:
     """A flag the knowledge tracks whose lifecycle excludes this release (reported by flag_unavailable)."""
     stem = "--" + name[5:] if name.startswith("--no-") else name
     for entry in ctx.knowledge.find(stem):
-        if entry.name.startswith("-") and status_at(entry, ctx.version) in ("removed", "not_yet"):
+        if entry.name.startswith("-") and entry.status_at(ctx.version) in ("removed", "not_yet"):
             return entry
     return None
 
@@ -397,7 +396,7 @@ def evaluate(condition: Condition, ctx: Context, workload_flags: list[Any]) -> O
                 continue
             when = (
                 f"was removed in {entry.removed}"
-                if status_at(entry, ctx.version) == "removed"
+                if entry.status_at(ctx.version) == "removed"
                 else f"first appears in {entry.introduced}"
             )
             instead = f"; instead: {entry.instead}" if entry.instead else ""
@@ -433,7 +432,7 @@ def evaluate(condition: Condition, ctx: Context, workload_flags: list[Any]) -> O
                 continue
             known = ctx.knowledge.by_id.get(conn.entry_id) if conn.entry_id else None
             if isinstance(known, Gated):
-                status = status_at(known, ctx.version)
+                status = known.status_at(ctx.version)
                 if status == "removed":
                     items.append(Evidence(f"{conn.name} was removed in {known.removed}", conn.location))
                 elif status == "not_yet":
@@ -503,7 +502,7 @@ def evaluate(condition: Condition, ctx: Context, workload_flags: list[Any]) -> O
         gated = ctx.knowledge.by_id.get(c.entry_unavailable or c.entry_deprecated or "")
         if not isinstance(gated, Gated):
             raise ValueError(f"{c.entry_unavailable or c.entry_deprecated} is not a gated knowledge entry")
-        status = status_at(gated, ctx.version)
+        status = gated.status_at(ctx.version)
         if c.entry_unavailable is not None:
             text = {"removed": f"removed in {gated.removed}", "not_yet": f"first in {gated.introduced}"}.get(status, "")
             return Outcome(status in ("removed", "not_yet"), [Evidence(f"{gated.name}: {text}")] if text else [])
@@ -881,7 +880,7 @@ def review_deployment(request: ReviewRequest, knowledge: Knowledge) -> ReviewRes
         disabled_rules=list(request.disabled_rules),
         rules_evaluated=evaluated,
         notes=notes,
-        citations=[cite(p.id, p) for p in used.values()],
+        citations=[cite(p.id, p, knowledge) for p in used.values()],
     )
 
 

@@ -30,7 +30,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from ..knowledge import Connector, Gated, Gpu, Knowledge, ModelArch, Nvme, Sourced, model_key, ranged_at
+from ..knowledge import Connector, Gated, Gpu, Knowledge, ModelArch, Nvme, Sourced, model_key
 from ..versions import Version
 from .common import (
     AdviceError,
@@ -306,12 +306,7 @@ def _feature_since(knowledge: Knowledge, feature_id: str) -> Version:
     """The first release with a feature the arithmetic depends on (a knowledge entry by id)."""
     entry = knowledge.by_id[feature_id]
     assert isinstance(entry, Gated) and entry.introduced is not None, feature_id
-    return Version(entry.introduced)
-
-
-def _hma_supported(connector: Connector, version: Version) -> bool:
-    found = ranged_at(connector.hma, version)
-    return found is not None and found.value != "no"
+    return entry.introduced
 
 
 # ---------------------------------------------------------------------------- arithmetic
@@ -374,7 +369,7 @@ def size_offload(request: SizeOffloadRequest, knowledge: Knowledge) -> SizeOfflo
     def use(entry_id: str) -> Sourced:
         entry = knowledge.by_id[entry_id]
         if not any(c.id == entry_id for c in citations):
-            citations.append(cite(entry_id, entry))
+            citations.append(cite(entry_id, entry, knowledge))
         return entry
 
     def note(name: str, formula: str, value: object, source: str) -> None:
@@ -419,7 +414,7 @@ def size_offload(request: SizeOffloadRequest, knowledge: Knowledge) -> SizeOfflo
     use(offload_conn.id)
     hma = request.hybrid_kv_cache_manager
     if hma is None:
-        hma = request.offload_backend != "native" or _hma_supported(offload_conn, version)
+        hma = request.offload_backend != "native" or offload_conn.hma_at(version) not in (None, "no")
     has_bounded = arch.sliding_window_layers or arch.chunked_local_layers
     if not hma and arch.linear_attention_layers:
         warnings.append(
@@ -762,12 +757,12 @@ def size_offload(request: SizeOffloadRequest, knowledge: Knowledge) -> SizeOfflo
                     "lmcache.max_local_cpu_size, overriding LMCACHE_MAX_LOCAL_CPU_SIZE; set one or the other, "
                     "consistently."
                 )
-        if request.offload_backend == "native" and bytes_key.introduced and version < Version(bytes_key.introduced):
+        if request.offload_backend == "native" and bytes_key.status_at(version) == "not_yet":
             warnings.append(
                 f"In {version} the native CPU spec is sized by num_cpu_blocks and the --kv-offloading-size shorthand "
                 f"cannot start it; pass num_cpu_blocks = {num_chunks:,} in --kv-transfer-config instead."
             )
-        if size_flag.introduced and version < Version(size_flag.introduced):
+        if size_flag.status_at(version) == "not_yet":
             warnings.append(f"--kv-offloading-size does not exist in {version}; configure the connector by hand.")
         offload = OffloadTier(
             backend=request.offload_backend,
