@@ -35,7 +35,6 @@ from pathlib import Path
 import httpx
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
 from vllm_caching_mcp.versions import Version, in_range
 
 RELEASE_SOURCE = re.compile(

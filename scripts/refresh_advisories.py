@@ -27,7 +27,8 @@ import typing
 from pathlib import Path
 
 from vllm_caching_mcp import advisories
-from vllm_caching_mcp.github import NETWORK_DOWN, ConfigError
+from vllm_caching_mcp.github import ConfigError
+from vllm_caching_mcp.http_client import NETWORK_DOWN
 from vllm_caching_mcp.knowledge import Advisory, AdvisoryPackage, load_knowledge
 
 

@@ -92,14 +92,21 @@ def replace_snapshot(text: str, bug: Bug, block: str) -> str:
     return text[: start.start()] + block + text[stop:]
 
 
+def _issue_ref(bug: Bug) -> IssueRef:
+    owner, repo = bug.repo.split("/")  # the schema holds it to owner/repo
+    return IssueRef(owner, repo, bug.number)
+
+
 def refresh(
     path: Path, client: GitHubClient, *, only: list[IssueRef], deadline: float, today: dt.date
 ) -> tuple[str, str, list[str]]:
     """(old text, new text, problems) for bugs.yaml at ``path``."""
     old = path.read_text(encoding="utf-8")
-    bugs = FILES["bugs.yaml"].model_validate(yaml.safe_load(old)).bugs  # type: ignore[attr-defined]
-    selected = [b for b in bugs if not only or IssueRef(*b.repo.split("/"), b.number) in only]
-    refs = [IssueRef(*b.repo.split("/"), b.number) for b in selected]
+    document = yaml.safe_load(old)
+    FILES["bugs.yaml"].model_validate(document)  # the whole file, as the loader checks it
+    bugs = [Bug.model_validate(b) for b in document["bugs"]]
+    selected = [b for b in bugs if not only or _issue_ref(b) in only]
+    refs = [_issue_ref(b) for b in selected]
     statuses = client.issue_statuses(refs, Deadline(deadline), max_age=0)
     new = old
     problems: list[str] = []

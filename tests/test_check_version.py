@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
 
-from vllm_caching_mcp.advice.check_version import CheckVersionResult, EntryStatus
+from vllm_caching_mcp.advice.check_version import CheckVersionRequest, CheckVersionResult, EntryStatus, check_version
 from vllm_caching_mcp.knowledge import load_knowledge
 from vllm_caching_mcp.tools import ToolInputError, run_tool
 from vllm_caching_mcp.versions import Version
@@ -345,3 +346,13 @@ def test_every_gate_in_the_knowledge_answers_right_on_both_sides_of_its_boundary
 
 def _version_argument(component: str, version: str) -> dict[str, str]:
     return {"lmcache_version": version} if component == "lmcache" else {"version": version}
+
+
+def test_check_version_changes_neither_the_request_nor_the_knowledge() -> None:
+    knowledge = load_knowledge()
+    request = CheckVersionRequest(name="secondary_tiers[].type", version="0.22.1", compare_to="0.25.0")
+    request_before, knowledge_before = copy.deepcopy(request.model_dump()), copy.deepcopy(knowledge.model_dump())
+    first = check_version(request, knowledge)
+    assert request.model_dump() == request_before
+    assert knowledge.model_dump() == knowledge_before
+    assert check_version(request, knowledge) == first

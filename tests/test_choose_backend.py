@@ -6,14 +6,16 @@ MooncakeConnector from 0.13.0; NixlConnector HMA from 0.18.0."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from pydantic import ValidationError
 
 from vllm_caching_mcp.advice.backend import ChooseBackendRequest, ChooseBackendResult, choose_backend
 from vllm_caching_mcp.advice.common import AdviceError
-from vllm_caching_mcp.knowledge import Knowledge
+from vllm_caching_mcp.knowledge import SAFE_DUMPER, SAFE_LOADER, Knowledge, load_knowledge
 
 HYBRID = {"hybrid_attention": True}
 
@@ -317,3 +319,20 @@ def test_a_bad_version_names_the_field(knowledge: Knowledge) -> None:
 def test_an_unknown_tier_names_the_field() -> None:
     with pytest.raises(ValidationError, match=r"tiers"):
         ChooseBackendRequest.model_validate({"tiers": ["tape"]})
+
+
+def test_the_tier_a_caller_wants_and_the_feature_that_ships_it_are_read_from_the_knowledge(
+    knowledge_copy: Path,
+) -> None:
+    """recipes.yaml tier_types says which native tier serves a wanted tier and which feature gates it; no
+    second copy of that map in code (here the fs tier is re-pointed at the obj tier's feature, from 0.23.0)."""
+    path = knowledge_copy / "recipes.yaml"
+    data = yaml.load(path.read_text(), Loader=SAFE_LOADER)
+    next(t for t in data["tier_types"] if t["kind"] == "fs")["feature"] = "feature.tier-obj"
+    path.write_text(yaml.dump(data, Dumper=SAFE_DUMPER, sort_keys=False))
+    edited = load_knowledge(str(knowledge_copy))
+    assert ask(edited, version="0.23.0", tiers=["cpu", "nvme"]).recommendation.backend == "native_tiering"
+    result = ask(edited, version="0.22.1", tiers=["cpu", "nvme"])
+    assert result.recommendation.backend == "lmcache"
+    gate = next(g for g in result.version_gates if g.id == "feature.tier-obj")
+    assert not gate.present and gate.effect == "the fs tier first ships in 0.23.0"

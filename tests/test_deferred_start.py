@@ -17,7 +17,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from test_mcp_end_to_end import MINIMAL_CALLS
-from vllm_caching_mcp import mcp_server, startup_cache
+from vllm_caching_mcp import listing_cache, mcp_server, startup_cache
 from vllm_caching_mcp.tools import TOOL_NAMES
 
 # Modules a listing-only start-up must not import: every tool's module, the knowledge models, YAML.
@@ -53,13 +53,13 @@ def test_a_listing_from_other_inputs_or_naming_other_tools_is_not_used(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("VLLM_CACHING_MCP_CACHE_DIR", str(tmp_path))
-    inputs = mcp_server.listing_cache_inputs()
+    inputs = listing_cache.inputs()
     listing = anyio.run(mcp_server.build_server().list_tools)
-    assert mcp_server._cached_listing(inputs) == listing
-    startup_cache.write(mcp_server.LISTING_CACHE, inputs, listing[:-1])  # a tool short
-    assert mcp_server._cached_listing(inputs) is None
-    startup_cache.write(mcp_server.LISTING_CACHE, [*inputs[:-1], b"another pydantic"], listing)
-    assert mcp_server._cached_listing(inputs) is None
+    assert listing_cache.read(inputs) == listing
+    listing_cache.write(inputs, listing[:-1])  # a tool short
+    assert listing_cache.read(inputs) is None
+    listing_cache.write([*inputs[:-1], b"another pydantic"], listing)
+    assert listing_cache.read(inputs) is None
 
 
 def test_tools_register_in_the_background_after_the_first_listing(
@@ -91,7 +91,7 @@ def test_a_deferred_start_answers_every_tool_as_a_full_one(tmp_path: Path) -> No
             return out
 
     full = anyio.run(answers)
-    assert (tmp_path / f"{mcp_server.LISTING_CACHE}.pickle").is_file()
+    assert (tmp_path / f"{listing_cache.NAME}.pickle").is_file()
     deferred = anyio.run(answers)
     assert deferred == full
 
@@ -106,8 +106,24 @@ def test_prepare_validates_and_stores_the_cache_so_the_next_start_is_deferred(tm
         env=env,
     )
     assert out.stdout.strip() == f"knowledge and tools are valid; start-up cache written to {tmp_path}"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["knowledge.pickle", f"{mcp_server.LISTING_CACHE}.pickle"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["knowledge.pickle", f"{listing_cache.NAME}.pickle"]
     assert _start(tmp_path)["cached"]
+
+
+def test_prepare_with_the_cache_switched_off_validates_and_says_so(tmp_path: Path) -> None:
+    env = {**os.environ, "VLLM_CACHING_MCP_CACHE_DIR": str(tmp_path), startup_cache.DISABLE_ENV: "1"}
+    out = subprocess.run(
+        [sys.executable, "-m", "vllm_caching_mcp.mcp_server", "--prepare"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+    )
+    assert out.stdout.strip() == (
+        "knowledge and tools are valid; the start-up cache is switched off (VLLM_CACHING_MCP_NO_STARTUP_CACHE), "
+        "so every start-up loads them in full"
+    )
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_server_built_not_to_defer_loads_everything_despite_the_cache(

@@ -6,6 +6,7 @@ worked out in the comment next to it.
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import pytest
@@ -134,6 +135,9 @@ def test_thrashing_when_the_tier_stores_far_more_than_it_loads(knowledge: Knowle
     # external 1e6 / 4e7 = 2.5 %; stored 500 GiB vs loaded 10 GiB = 50x
     assert causes(result) == ["tier_thrashing"]
     assert result.causes[0].evidence[0] == "stored 500 GiB, loaded 10 GiB"
+    # the release that brought the reuse filter, as the knowledge records it (0.18.0)
+    threshold = knowledge.by_id["spec.store-threshold"]
+    assert f"on {threshold.introduced}+ store_threshold: 2 keeps" in result.causes[0].next_check
 
 
 def test_decode_bound_when_prefill_is_already_cached(knowledge: Knowledge) -> None:
@@ -160,3 +164,39 @@ def test_bad_input_names_the_field(knowledge: Knowledge) -> None:
         diagnose(DiagnoseRequest(metrics_before="this is not {prometheus"), knowledge)
     with pytest.raises(AdviceError, match=r"^metrics_before: metrics_after needs"):
         diagnose(DiagnoseRequest(metrics_after=dump(prefix_cache_queries_total=1)), knowledge)
+
+
+def test_an_empty_gpu_kv_cache_is_reported_not_dropped(knowledge: Knowledge) -> None:
+    # Usage 0.0 is a reading (the engine went idle); it was taken for "absent", the old name asked
+    # instead (gone on 0.30.0), and gpu_kv_usage left out of the answer.
+    before = dump(prefix_cache_queries_total=3e6, prefix_cache_hits_total=1e6, kv_cache_usage_perc=0.4)
+    after = dump(prefix_cache_queries_total=5e6, prefix_cache_hits_total=2e6, kv_cache_usage_perc=0.0)
+    result = diagnose(DiagnoseRequest(metrics_before=before, metrics_after=after, vllm_version="0.30.0"), knowledge)
+    assert result.derived["gpu_kv_usage"] == 0.0
+    assert result.derived["gpu_prefix_hit_rate"] == pytest.approx(0.5)  # (2e6 - 1e6) / (5e6 - 3e6)
+    # on 0.11.0, before the rename, the old name is read
+    old = dump(gpu_prefix_cache_queries_total=1e7, gpu_cache_usage_perc=0.25)
+    assert (
+        diagnose(DiagnoseRequest(metrics_before=old, vllm_version="0.11.0"), knowledge).derived["gpu_kv_usage"] == 0.25
+    )
+
+
+def test_diagnose_changes_neither_the_request_nor_the_knowledge(knowledge: Knowledge) -> None:
+    """Read through every step (the deployment's review, both dumps, the fallback byte counter), write nothing."""
+    text = (DATA / "production-stack-values.yaml").read_text()
+    before = dump(prefix_cache_queries_total=1e7, kv_offload_total_bytes_total=1e9, num_preemptions_total=1)
+    after = dump(prefix_cache_queries_total=2e7, kv_offload_total_bytes_total=9e9, num_preemptions_total=5)
+    request = DiagnoseRequest(
+        symptoms=["offload_does_not_help", "tpot_high"],
+        description="after a restart our gpu_prefix_cache panel is empty",
+        deployment=[Document(name="values.yaml", text=text)],
+        metrics_before=before,
+        metrics_after=after,
+        host={"ram_gib": 512},
+        p99_context_tokens=4096,
+    )
+    request_before, knowledge_before = copy.deepcopy(request.model_dump()), copy.deepcopy(knowledge.model_dump())
+    first = diagnose(request, knowledge)
+    assert request.model_dump() == request_before
+    assert knowledge.model_dump() == knowledge_before
+    assert diagnose(request, knowledge) == first

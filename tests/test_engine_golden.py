@@ -33,54 +33,10 @@ CONCURRENCY_TOLERANCE = 5e-4 + 1e-9
 # (golden file version, cell id, source of the architecture) → (the fields that differ, why).
 # "config": size_offload reads the same config.json the engine was given; "knowledge": size_offload is
 # given the model by its knowledge id (knowledge/models.yaml). The fields must match exactly too, so a
-# partial fix or a new difference in a known cell fails as well.
-_NULL_BLOCK = (
-    "starts: True != False. The engine refuses to start: get_kv_cache_configs takes the null block out of the "
-    "pool before checking that one max_model_len request fits (vllm==0.33.0 vllm/v1/core/kv_cache_planning.py:"
-    "1531-1560), so 8192 blocks for an 8192-block request is one too few; size_offload warns only below 1.0"
-)
-_MLA_FP8_BLOCK = (
-    "block_size: 16 != 64 (so gpu_block_bytes_per_rank 562176 != 2248704, num_gpu_blocks 76398 != 19099). "
-    "With --kv-cache-dtype fp8 on Hopper, FLASH_ATTN_MLA is rejected and FLASHMLA is chosen, whose preferred "
-    "block is 64 (vllm/platforms/cuda.py _get_backend_priorities; Platform.update_block_size_for_backend); "
-    "size_offload keeps 16. max concurrency agrees"
-)
-_SLIDING_IN_FLIGHT = (
-    "max_concurrency: size_offload is higher (12.536 vs 11.840 at TP1; 100.288 vs 94.722 at TP8). The engine "
-    "bounds a sliding-window request by window − 1 + max_in_flight_tokens, and max_in_flight_tokens = "
-    "max_concurrent_batches × max_num_batched_tokens = 2 × 8192 with async scheduling (vllm/config/vllm.py:"
-    "588-609); size_offload uses max_num_batched_tokens × PP"
-)
-_HYBRID_ALIGN = (
-    "block_size: 544 != 576 at TP1, 144 != 192 at TP8 (so gpu_block_bytes_per_rank, num_gpu_blocks and "
-    "max_concurrency differ). With mamba_cache_mode 'align' (on with prefix caching) the attention block is "
-    "aligned to lcm(kernel block 16, the prefill checkpoint alignment 64) (vllm/platforms/interface.py "
-    "_align_hybrid_block_size), and each Mamba group costs 2 + checkpoint blocks (3) per request, not 1 "
-    "(vllm/v1/kv_cache_interface.py MambaSpec.max_memory_usage_bytes). The state bytes agree, and with prefix "
-    "caching off (mamba_cache_mode 'none', the /no-prefix-caching cells) everything agrees"
-)
-_BLOCKS = frozenset({"block_size", "gpu_block_bytes_per_rank", "num_gpu_blocks"})
-KNOWN_MISMATCHES: dict[tuple[str, str, str], tuple[frozenset[str], str]] = {
-    **{
-        ("0.33.0", "llama-3.1-70b/tp1/auto/h100", src): (frozenset({"starts"}), _NULL_BLOCK)
-        for src in ("config", "knowledge")
-    },
-    **{
-        ("0.33.0", f"deepseek-v3/tp{tp}/fp8/h100", src): (_BLOCKS, _MLA_FP8_BLOCK)
-        for tp in (1, 8)
-        for src in ("config", "knowledge")
-    },
-    **{
-        ("0.33.0", f"gpt-oss-20b/tp{tp}/auto/h100", src): (frozenset({"max_concurrency"}), _SLIDING_IN_FLIGHT)
-        for tp in (1, 8)
-        for src in ("config", "knowledge")
-    },
-    **{
-        ("0.33.0", f"qwen3-next-80b-a3b/tp{tp}/auto/h100", src): (_BLOCKS | {"max_concurrency"}, _HYBRID_ALIGN)
-        for tp in (1, 8)
-        for src in ("config", "knowledge")
-    },
-}
+# partial fix or a new difference in a known cell fails as well. None today: the four found when the cells
+# were first recorded (the null block, FlashMLA's 64-token block for fp8 MLA on Hopper, sliding-window
+# in-flight tokens, hybrid 'align' mode) are fixed; knowledge/ENGINE.md tells the story.
+KNOWN_MISMATCHES: dict[tuple[str, str, str], tuple[frozenset[str], str]] = {}
 
 
 def _records() -> list[tuple[str, dict[str, Any]]]:
@@ -113,6 +69,8 @@ def _ask(version: str, cell: dict[str, Any], source: str) -> SizeOffloadResult:
         "max_model_len": inputs["max_model_len"],
         "max_num_batched_tokens": inputs["max_num_batched_tokens"],
     }
+    if inputs.get("enable_prefix_caching") is not None:
+        request["enable_prefix_caching"] = inputs["enable_prefix_caching"]
     if inputs["block_size_flag"] is not None:
         request["block_size"] = inputs["block_size_flag"]
     if source == "config":

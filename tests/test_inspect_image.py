@@ -3,6 +3,7 @@ stand-in registry on 127.0.0.1 (tests/registry_standin.py); nothing reaches the 
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import os
@@ -293,3 +294,14 @@ def test_the_result_serialises_for_mcp(registry: FakeRegistry, knowledge: Knowle
     result = ask(knowledge, image="v0.22.1")
     assert json.loads(result.model_dump_json())["kv_connector_extras"]["verdict"] == "installed"
     assert image.SPEC.open_world and image.SPEC.name == "inspect_image"
+
+
+def test_inspect_image_changes_neither_the_request_nor_the_knowledge(
+    registry: FakeRegistry, knowledge: Knowledge
+) -> None:
+    request = InspectImageRequest(image="v0.22.1", runtime_check_script=True)
+    request_before, knowledge_before = copy.deepcopy(request.model_dump()), copy.deepcopy(knowledge.model_dump())
+    result = inspect_image(request, knowledge)
+    assert result.security is not None and result.kv_connector_extras is not None  # every step ran
+    assert request.model_dump() == request_before
+    assert knowledge.model_dump() == knowledge_before

@@ -5,9 +5,11 @@ the payload created."""
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import shlex
+import shutil
 import stat
 import subprocess
 from pathlib import Path
@@ -20,10 +22,12 @@ from pydantic import ValidationError
 from vllm_caching_mcp.advice.backend import ChooseBackendRequest, choose_backend
 from vllm_caching_mcp.advice.common import AdviceError
 from vllm_caching_mcp.advice.render import RenderConfigRequest, RenderConfigResult, render_config, shell_words
-from vllm_caching_mcp.knowledge import Knowledge
+from vllm_caching_mcp.knowledge import SAFE_DUMPER, SAFE_LOADER, Knowledge, load_knowledge
+from vllm_caching_mcp.knowledge_files import KnowledgeError
 from vllm_caching_mcp.tools import ToolInputError, run_tool
 
 GIB = 2**30
+SIZE = {"kv_offloading_size_gib": 8}
 
 
 def render(knowledge: Knowledge, **arguments: Any) -> RenderConfigResult:
@@ -633,3 +637,182 @@ def test_a_size_offload_result_brings_the_parallelism_it_was_sized_for(knowledge
         render(knowledge, backend="lmcache", parallelism={"tensor_parallel_size": 2}, size_offload=sized)
     with pytest.raises(AdviceError, match=r"^size_offload\.tensor_parallel_size: "):
         render(knowledge, backend="lmcache", size_offload={**sized, "tensor_parallel_size": 512})
+
+
+# --- purity ------------------------------------------------------------------------------------------------
+
+_BACKEND_INPUTS: dict[str, dict[str, Any]] = {
+    "none": {},
+    "native_cpu": {},
+    "native_tiering": {"tiers": ["fs", "obj", "p2p"], "paths": {"disk": ["/nvme"]}},
+    "lmcache": {"paths": {"disk": ["/nvme"]}, "sizes": {"disk_gib": 10}},
+    "lmcache_p2p": {"instances": 3},
+    "lmcache_mp": {},
+    "nixl_pd": {"fabric": "infiniband"},
+    "mooncake_pd": {"fabric": "ethernet"},
+    "multi_nixl_offload": {},
+}
+
+
+@pytest.mark.parametrize("backend", sorted(_BACKEND_INPUTS))
+@pytest.mark.parametrize("output", ["vllm_serve", "kubernetes"])
+def test_render_config_changes_neither_the_request_nor_the_knowledge(
+    knowledge: Knowledge, backend: str, output: str
+) -> None:
+    """A request (with a size_offload result and a choice to fill in) and the knowledge are read, never written:
+    the same request rendered twice gives the same files, and a cached knowledge serves every later call."""
+    choice = choose_backend(ChooseBackendRequest(version="0.33.0", tiers=["cpu", "nvme"]), knowledge)
+    arguments = {
+        "model": "m",
+        "format": output,
+        "object_store": {"bucket": "b", "endpoint_override": "http://s3:9000"},
+        **_BACKEND_INPUTS[backend],
+        "size_offload": {"offload": {"kv_offloading_size_gib": 8.0}, "tensor_parallel_size": 2},
+    }
+    if backend == "native_tiering":  # the choice fills in the version and the tiers
+        arguments |= {"choice": choice.model_dump(mode="json"), "tiers": None}
+    else:
+        arguments["backend"] = backend
+    request = RenderConfigRequest.model_validate(arguments)
+    request_before = copy.deepcopy(request.model_dump())
+    knowledge_before = copy.deepcopy(knowledge.model_dump())
+    first = render_config(request, knowledge)
+    assert request.model_dump() == request_before
+    assert knowledge.model_dump() == knowledge_before
+    assert render_config(request, knowledge).files == first.files
+
+
+# --- what the renderer reads from the knowledge ------------------------------------------------------------
+
+
+def _edited(knowledge_copy: Path, edit: Any) -> Knowledge:
+    """The knowledge with recipes.yaml (and features.yaml, lmcache.yaml) changed by ``edit``, templates included."""
+    shutil.copytree(Path(load_knowledge().directory) / "templates", knowledge_copy / "templates")
+    files = {name: knowledge_copy / name for name in ("recipes.yaml", "features.yaml", "lmcache.yaml")}
+    data = {name: yaml.load(path.read_text(), Loader=SAFE_LOADER) for name, path in files.items()}
+    edit(data)
+    for name, path in files.items():
+        path.write_text(yaml.dump(data[name], Dumper=SAFE_DUMPER, sort_keys=False))
+    return load_knowledge(str(knowledge_copy))
+
+
+def test_ports_and_the_eviction_policy_are_the_knowledges(knowledge_copy: Path) -> None:
+    def edit(data: dict[str, Any]) -> None:
+        facts = data["recipes.yaml"]["facts"]
+        facts["vllm_http_port"]["port"] = 8100
+        facts["pd_proxy_port"]["port"] = 9192
+        facts["lmcache_mp_address"]["port"] = 6555
+        facts["lmcache_server"]["eviction_policy"] = "ARC"
+        facts["lmcache_p2p_ports"] |= {
+            "init_base": 7200,
+            "lookup_base": 7300,
+            "worker_base": 7500,
+            "instance_stride": 20,
+        }
+        facts["lmcache_controller"] |= {"http_port": 9001, "pull_port": 9300, "reply_port": 9400}
+
+    edited = _edited(knowledge_copy, edit)
+    nixl = render(edited, backend="nixl_pd", version="0.33.0", hosts={"prefill": "p", "decode": "d"})
+    proxy = argv_of(file(nixl, "proxy.sh"))[1]
+    assert proxy[proxy.index("--port") + 1] == "9192"
+    assert proxy[proxy.index("--prefiller-ports") + 1] == proxy[proxy.index("--decoder-ports") + 1] == "8100"
+    mooncake = render(edited, backend="mooncake_pd", version="0.33.0", hosts={"prefill": "p", "decode": "d"})
+    assert argv_of(file(mooncake, "proxy.sh"))[1][-3:] == ["8998", "--decode", "http://d:8100"]
+    mp = render(edited, backend="lmcache_mp", lmcache_version="0.5.6", sizes={"kv_offloading_size_gib": 8})
+    server = argv_of(file(mp, "lmcache-server.sh"))[1]
+    assert server[server.index("--port") + 1] == "6555" and server[-2:] == ["--eviction-policy", "ARC"]
+    assert ktc(argv_of(file(mp, "vllm.sh"))[1])["kv_connector_extra_config"]["lmcache.mp.port"] == 6555
+    p2p = render(
+        edited, backend="lmcache_p2p", parallelism={"tensor_parallel_size": 2}, sizes={"kv_offloading_size_gib": 8}
+    )
+    second = argv_of(file(p2p, "vllm-1.sh"))[0]
+    assert (second["LMCACHE_P2P_INIT_PORTS"], second["LMCACHE_P2P_LOOKUP_PORTS"]) == ("7220,7221", "7320,7321")
+    assert second["LMCACHE_LMCACHE_WORKER_PORTS"] == "7520,7521"
+    assert second["LMCACHE_CONTROLLER_PULL_URL"] == "localhost:9300"
+    controller = argv_of(file(p2p, "lmcache-controller.sh"))[1]
+    assert controller[controller.index("--port") + 1] == "9001"
+    assert json.loads(controller[-1]) == {"pull": 9300, "reply": 9400}
+
+
+def test_the_lmcache_server_command_is_chosen_by_a_version_range(knowledge_copy: Path) -> None:
+    """A range with an upper bound, read as a PEP 440 specifier (it was stripped of '>=' and read as a version)."""
+
+    def edit(data: dict[str, Any]) -> None:
+        data["recipes.yaml"]["facts"]["lmcache_server"]["command_versions"] = ">=0.4.3,<0.5.0"
+
+    edited = _edited(knowledge_copy, edit)
+    for lmcache, command in (("0.4.4", ["lmcache", "server"]), ("0.5.6", ["python3", "-m"])):
+        result = render(edited, backend="lmcache_mp", lmcache_version=lmcache, sizes={"kv_offloading_size_gib": 8})
+        assert argv_of(file(result, "lmcache-server.sh"))[1][: len(command)] == command, lmcache
+
+
+def test_changes_are_found_by_their_kind_not_their_place(knowledge_copy: Path) -> None:
+    """An earlier change listed first must not be taken for the one that made the obj tier's keys optional
+    (0.26.0) or LMCache's disk setting a list (0.4.4)."""
+    earlier = {"summary": "an unrelated change", "sources": ["pypi:vllm"], "verified_at": "2026-11-30"}
+
+    def edit(data: dict[str, Any]) -> None:
+        obj = next(f for f in data["features.yaml"]["features"] if f["id"] == "feature.tier-obj")
+        obj["changes"].insert(0, {"version": "0.24.0", **earlier})
+        disk = next(s for s in data["lmcache.yaml"]["settings"] if s["id"] == "lmcache.local_disk")
+        disk["changes"].insert(0, {"version": "0.3.9", **earlier})
+
+    edited = _edited(knowledge_copy, edit)
+    store = {"bucket": "b", "endpoint_override": "http://s3:9000"}
+    result = render(edited, backend="native_tiering", version="0.25.0", tiers=["obj"], object_store=store, sizes=SIZE)
+    assert any("optional from 0.26.0" in note for note in result.notes), result.notes
+    with pytest.raises(AdviceError, match=r"^paths\.disk: LMCache 0\.4\.3 takes one disk path; a list needs 0\.4\.4\+"):
+        render(
+            edited,
+            backend="lmcache",
+            lmcache_version="0.4.3",
+            paths={"disk": ["/a", "/b"]},
+            sizes={"kv_offloading_size_gib": 8, "disk_gib": 10},
+        )
+
+
+def test_the_p2p_tier_port_of_0_25_is_the_tier_entrys_default_and_cited(knowledge: Knowledge) -> None:
+    result = render(
+        knowledge, backend="native_tiering", version="0.25.0", tiers=["p2p"], sizes=SIZE, format="kubernetes"
+    )
+    ports = container(workload(manifests(result), "vllm-vllm"))["ports"]
+    assert {"name": "p2p", "containerPort": 7777} in ports
+    assert "spec.tier.p2p.port" in {c.id for c in result.citations}
+    newer = render(
+        knowledge, backend="native_tiering", version="0.26.0", tiers=["p2p"], sizes=SIZE, format="kubernetes"
+    )
+    assert {"name": "p2p", "containerPort": 5710} in container(workload(manifests(newer), "vllm-vllm"))["ports"]
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        (
+            lambda d: d["recipes.yaml"]["facts"]["pd_proxy_port"].update(port=70000),
+            r"field 'facts\.pd_proxy_port\.port': Input should be less than or equal to 65535",
+        ),
+        (
+            lambda d: d["recipes.yaml"]["facts"]["lmcache_server"].update(command_versions="0.4.3+"),
+            r"field 'facts\.lmcache_server\.command_versions'",
+        ),
+        (
+            lambda d: d["recipes.yaml"]["facts"]["ucx_tls_by_fabric"].pop("roce"),
+            r"field 'facts\.ucx_tls_by_fabric\.roce': Field required",
+        ),
+        (
+            lambda d: d["recipes.yaml"]["tier_types"][0].update(feature="feature.tier-nope"),
+            r"tier_types 'fs': no knowledge entry has the id 'feature\.tier-nope'",
+        ),
+        (
+            lambda d: d["recipes.yaml"]["tier_types"][1].update(serves="nvme"),
+            r"tier_types: each of nvme, object_store, peers is the serves of one entry",
+        ),
+        (
+            lambda d: d["features.yaml"]["features"][0]["changes"][0].update(kind="first"),
+            r"features\.yaml: .*field 'changes\.0\.kind'",
+        ),
+    ],
+)
+def test_a_fact_of_the_wrong_shape_is_refused_at_load(knowledge_copy: Path, edit: Any, expected: str) -> None:
+    with pytest.raises(KnowledgeError, match=expected):
+        _edited(knowledge_copy, edit)

@@ -7,6 +7,7 @@ tests/data/deployments/ are reviewed end to end with the findings written out by
 
 from __future__ import annotations
 
+import gc
 import json
 import shutil
 from pathlib import Path
@@ -16,7 +17,7 @@ import pytest
 import yaml
 
 from vllm_caching_mcp.advice.common import AdviceError
-from vllm_caching_mcp.advice.deployment import Document, parse_documents, resolve, tokenize_shell
+from vllm_caching_mcp.advice.deployment import _SWITCHES, Document, parse_documents, resolve, tokenize_shell
 from vllm_caching_mcp.advice.review import (
     Context,
     HostFacts,
@@ -29,6 +30,7 @@ from vllm_caching_mcp.advice.review import (
     to_sarif,
 )
 from vllm_caching_mcp.knowledge import Knowledge, load_knowledge
+from vllm_caching_mcp.knowledge_files import KnowledgeError
 from vllm_caching_mcp.tools import run_tool
 from vllm_caching_mcp.versions import Version
 
@@ -609,3 +611,198 @@ def test_docker_run_options_are_read_as_docker_reads_them(options: str) -> None:
         "0.20.2",
         "image-tag",
     )
+
+
+# ------------------------------------------------------- resolve is pure, caches are per knowledge
+
+
+def test_reviewing_changes_neither_the_request_nor_the_parsed_deployment(knowledge: Knowledge) -> None:
+    # resolve wrote into the parsed workload: the model a switch had taken as its value, and the model
+    # named by --model.
+    shell = f"vllm serve --enable-prefix-caching {M} --kv-offloading-size 10 ; vllm serve --model {M} -tp 2"
+    corpus = [Document(name=p.name, text=p.read_text()) for p in sorted(DATA.iterdir())]
+    for documents in ([Document(name="serve.sh", text=shell)], *([doc] for doc in corpus), corpus):
+        request = ReviewRequest(documents=documents, host=HostFacts(ram_gib=512))
+        asked = request.model_dump_json()
+        review_deployment(request, knowledge)
+        assert request.model_dump_json() == asked
+        deployment = parse_documents(documents, knowledge)
+        parsed = deployment.model_dump_json()
+        first = [resolve(w, deployment, knowledge, Version("0.33.0"), "stated") for w in deployment.workloads]
+        assert deployment.model_dump_json() == parsed, [d.name for d in documents]
+        assert [resolve(w, deployment, knowledge, Version("0.33.0"), "stated") for w in deployment.workloads] == first
+    served = parse_documents([Document(name="serve.sh", text=shell)], knowledge)
+    effective = resolve(served.workloads[0], served, knowledge, Version("0.33.0"), "stated")
+    assert (effective.model, effective.flags["--enable-prefix-caching"].value) == (M, True)
+
+
+def _without_switches(knowledge: Knowledge) -> Knowledge:
+    """A Knowledge object in which no flag is a switch (no bool settings, no inventory)."""
+    return knowledge.model_copy(
+        update={"settings": (), "cli_inventory": knowledge.cli_inventory.model_copy(update={"flags": ()})}
+    )
+
+
+def _served_model(knowledge: Knowledge, command: str) -> str | None:
+    deployment = parse_documents([Document(name="serve.sh", text=command)], knowledge)
+    return resolve(deployment.workloads[0], deployment, knowledge, Version("0.33.0"), "stated").model
+
+
+def test_switches_are_worked_out_for_each_knowledge_object_and_forgotten_with_it(knowledge: Knowledge) -> None:
+    command = f"vllm serve --enforce-eager {M}"  # the model, unless --enforce-eager takes a value
+    held = len(_SWITCHES)
+    # Objects are made and dropped in turn, so that one is given the id of another collected
+    # before it: a cache keyed by id alone then answers with the other's switches.
+    for _ in range(5):
+        plain = _without_switches(knowledge)
+        assert _served_model(plain, command) is None
+        del plain
+        same = knowledge.model_copy()
+        assert _served_model(same, command) == M
+        del same
+    gc.collect()
+    assert len(_SWITCHES) == held  # nothing kept for the objects that are gone
+
+
+def test_lmcache_config_keys_come_from_the_knowledge_object_asked(knowledge: Knowledge) -> None:
+    doc = Document(name="lmcache.yaml", text=(DATA / "lmcache-config.yaml").read_text())
+    assert parse_documents([doc], knowledge).lmcache_configs
+    no_lmcache = knowledge.model_copy(
+        update={"settings": tuple(s for s in knowledge.settings if s.component != "lmcache")}
+    )
+    with pytest.raises(AdviceError, match="no vLLM server found"):
+        parse_documents([doc], no_lmcache)
+
+
+# ------------------------------------------------------------ connector tier sizes, from the knowledge
+
+
+def _transfer(connector: str, **extra: Any) -> str:
+    config = {"kv_connector": connector, "kv_role": "kv_both", "kv_connector_extra_config": extra}
+    return f"--kv-transfer-config '{json.dumps(config)}'"
+
+
+def _facts(knowledge: Knowledge, command: str, version: str = "0.33.0") -> dict[str, float]:
+    return review(knowledge, command, version=version).workloads[0].facts
+
+
+def test_each_connector_reads_its_own_tier_size_keys(knowledge: Knowledge) -> None:
+    sizes = {"cpu_bytes_to_use": 100 * 2**30, "cpu_bytes_to_use_per_rank": 30 * 2**30}
+    # cpu_bytes_to_use_per_rank is SimpleCPUOffloadConnector's; OffloadingConnector's spec reads only the total.
+    assert (
+        _facts(knowledge, f"vllm serve {M} -tp 2 {_transfer('OffloadingConnector', **sizes)}")["offload_tier_gib"]
+        == 100
+    )
+    simple = _facts(knowledge, f"vllm serve {M} -tp 2 {_transfer('SimpleCPUOffloadConnector', **sizes)}")
+    assert simple["offload_tier_gib"] == 60  # 30 GiB a rank x TP 2 overrides the total
+    # LMCache sizes each rank's pool from its variable; the 0.22.1 shorthand's size overrides it.
+    lmcache = f"LMCACHE_MAX_LOCAL_CPU_SIZE=20 vllm serve {M} -tp 2"
+    assert _facts(knowledge, f"{lmcache} {LMCACHE_V1}")["offload_tier_gib"] == 40
+    shorthand = f"{lmcache} --kv-offloading-backend lmcache --kv-offloading-size 100"
+    assert _facts(knowledge, shorthand, "0.22.1")["offload_tier_gib"] == 100
+    # From 0.23.0 the lmcache shorthand means LMCacheMPConnector, whose server the size is not passed to.
+    assert "offload_tier_gib" not in _facts(knowledge, shorthand, "0.23.0")
+
+
+def test_a_multi_connector_with_two_cpu_tiers_takes_both_from_host_memory(knowledge: Knowledge) -> None:
+    children = [
+        {"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"},
+        {"kv_connector": "OffloadingConnector", "kv_connector_extra_config": {"cpu_bytes_to_use": 200 * 2**30}},
+    ]
+    command = f"LMCACHE_MAX_LOCAL_CPU_SIZE=20 vllm serve {M} -tp 2 {_transfer('MultiConnector', connectors=children)}"
+    result = review(knowledge, command, version="0.33.0", host={"ram_gib": 256})
+    # 20 GiB a rank x TP 2 for LMCache, plus OffloadingConnector's 200 GiB: 240 > 0.8 x 256 = 204.8.
+    assert result.workloads[0].facts["host_offload_gib"] == 240
+    assert "pitfall.offload-exceeds-host-ram" in fired(result)
+
+
+def test_tier_sizes_and_wrapped_connectors_are_read_as_the_knowledge_says(knowledge: Knowledge) -> None:
+    nixl_and_offload = [
+        {"kv_connector": "NixlConnector", "kv_role": "kv_both"},
+        {"kv_connector": "OffloadingConnector", "kv_connector_extra_config": {"cpu_bytes_to_use": 64 * 2**30}},
+    ]
+    command = f"vllm serve {M} {_transfer('MultiConnector', connectors=nixl_and_offload)}"
+    full = review(knowledge, command).workloads[0]
+    assert (full.connectors, full.facts["offload_tier_gib"]) == (
+        ["MultiConnector", "NixlConnector", "OffloadingConnector"],
+        64,
+    )
+    unsized = tuple(
+        c.model_copy(update={"tier_size": (), "children_key": None})
+        if c.name in ("OffloadingConnector", "MultiConnector")
+        else c
+        for c in knowledge.connectors
+    )
+    bare = review(knowledge.model_copy(update={"connectors": unsized}), command).workloads[0]
+    assert (bare.connectors, "offload_tier_gib" in bare.facts) == (["MultiConnector"], False)
+
+
+def test_a_tier_too_large_for_the_host_points_at_where_its_size_is_written(knowledge: Knowledge) -> None:
+    config = json.dumps(
+        {"kv_connector": "OffloadingConnector", "kv_connector_extra_config": {"cpu_bytes_to_use": 200 * 2**30}}
+    )
+    manifest = (
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: v}\nspec:\n  template:\n    spec:\n"
+        f"      containers:\n      - name: vllm\n        image: vllm/vllm-openai:v0.22.1\n"
+        f"        args: [--model, {M}, --kv-transfer-config, '{config}']\n"
+    )
+    result = review_deployment(
+        ReviewRequest(documents=[Document(name="d.yaml", text=manifest)], host=HostFacts(ram_gib=100)), knowledge
+    )
+    [finding] = [f for f in result.findings if f.rule_id == "pitfall.offload-exceeds-host-ram"]
+    assert (finding.location.line, finding.location.path) == (
+        10,
+        "spec.template.spec.containers[0].args[2]",
+    )  # was the container, line 8
+
+
+@pytest.mark.parametrize(
+    ("extra", "note"),
+    [
+        ({"connectors": 5}, "kv_connector_extra_config.connectors is not a list; it is not used"),
+        ({"connectors": [], "secondary_tiers": 5}, "kv_connector_extra_config.secondary_tiers is not a list"),
+    ],
+)
+def test_a_list_given_as_something_else_is_left_out_with_a_note(
+    knowledge: Knowledge, extra: dict[str, Any], note: str
+) -> None:
+    result = review(knowledge, f"vllm serve {M} {_transfer('MultiConnector', **extra)}")
+    assert result.workloads[0].connectors == ["MultiConnector"]
+    assert any(note in n for n in result.notes), result.notes
+
+
+def test_the_tier_readings_agree_with_the_settings_they_read(knowledge: Knowledge) -> None:
+    def scope(setting: Any) -> str:
+        # LMCache builds one engine in each vLLM worker process, one per TP x PP rank.
+        return "per_rank" if setting.scope == "per_process" else str(setting.scope)
+
+    readings = [(c.name, r) for c in knowledge.connectors for r in c.tier_size]
+    assert {name for name, _ in readings} >= {"OffloadingConnector", "SimpleCPUOffloadConnector", "LMCacheConnectorV1"}
+    for name, reading in readings:
+        if reading.given_by == "kv_offloading_size":
+            settings = [s for s in knowledge.settings if s.name == "--kv-offloading-size"]
+        elif reading.given_by == "env":
+            settings = [s for s in knowledge.settings if s.name == reading.key]
+        else:
+            settings = [s for s in knowledge.settings if (s.config_path or "").endswith(f"extra_config.{reading.key}")]
+        assert settings, (name, reading.key)
+        assert {(s.unit, scope(s)) for s in settings} == {(reading.unit, reading.scope)}, (name, reading.key)
+
+
+@pytest.mark.parametrize(
+    ("reading", "expected"),
+    [
+        ({"given_by": "extra_config", "unit": "bytes", "scope": "per_rank"}, r"a extra_config reading names its key"),
+        ({"given_by": "kv_offloading_size", "key": "x", "unit": "GiB", "scope": "total_across_ranks"}, r"takes no key"),
+        ({"given_by": "flag", "key": "x", "unit": "GiB", "scope": "per_rank"}, r"field 'tier_size\.0\.given_by'"),
+    ],
+)
+def test_a_tier_reading_the_code_cannot_follow_fails_the_load(
+    knowledge_copy: Path, reading: dict[str, Any], expected: str
+) -> None:
+    path = knowledge_copy / "connectors.yaml"
+    data = yaml.safe_load(path.read_text())
+    data["connectors"][0]["tier_size"] = [{**reading, "sources": ["pypi:vllm"], "verified_at": "2026-11-30"}]
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    with pytest.raises(KnowledgeError, match=r"connectors\.yaml: .*" + expected):
+        load_knowledge(str(knowledge_copy))

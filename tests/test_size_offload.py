@@ -3,23 +3,40 @@
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from pydantic import ValidationError
 
 from vllm_caching_mcp.advice.common import AdviceError
-from vllm_caching_mcp.advice.model_config import Architecture
+from vllm_caching_mcp.advice.model_config import Architecture, from_knowledge
 from vllm_caching_mcp.advice.sizing import (
     BenchmarkPlan,
     OffloadTier,
     SizeOffloadRequest,
     SizeOffloadResult,
+    _backend_block_size,
+    _gpu_memory_utilization,
+    _in_flight_tokens,
+    _layer_specs,
+    _mamba_layout,
+    _Model,
+    _offload_connector,
+    _Parallel,
+    _Pool,
+    _start_check,
+    _token_bytes,
+    _Trail,
     size_offload,
 )
-from vllm_caching_mcp.knowledge import Knowledge
+from vllm_caching_mcp.knowledge import Knowledge, load_knowledge
+from vllm_caching_mcp.knowledge_files import KnowledgeError
 from vllm_caching_mcp.tools import ToolInputError, describe_validation_error, run_tool
+from vllm_caching_mcp.versions import Version, parse_specifier
 
 GIB = 1 << 30
 
@@ -51,8 +68,8 @@ def test_llama_70b_bf16_bytes_per_token_total_and_per_rank_at_tp8(knowledge: Kno
     assert r.kv_heads_per_rank == 1
     # One GPU block = 16 tokens × 512 B × 80 layers = 655,360 B per rank.
     assert r.gpu_block_bytes_per_rank == 655_360
-    # Budget: 80e9 B = 74.506 GiB × 0.9 − 70.6e9 × 2 B / 8 GPUs (16.437 GiB) − 4 GiB reserve.
-    budget = 80e9 / GIB * 0.9 - 70.6e9 * 2 / 8 / GIB - 4
+    # Budget: 80e9 B = 74.506 GiB × 0.92 (0.33.0's default) − 70.6e9 × 2 B / 8 GPUs (16.437 GiB) − 4 GiB reserve.
+    budget = 80e9 / GIB * 0.92 - 70.6e9 * 2 / 8 / GIB - 4
     assert r.gpu_budget_gib_per_rank == pytest.approx(budget, abs=1e-3)
     assert r.num_gpu_blocks == int(budget * GIB) // 655_360
     # A 131,072-token request needs 131072 / 16 = 8192 blocks.
@@ -118,14 +135,15 @@ def test_mla_with_pipeline_parallel_is_not_replicated(knowledge: Knowledge) -> N
 def test_gpt_oss_sliding_layers_are_bounded_by_their_window(knowledge: Knowledge) -> None:
     r = ask(knowledge, model="gpt-oss-120b", tensor_parallel_size=2, max_model_len=131072)
     sliding = next(k for k in r.layer_kinds if k.kind == "sliding_window")
-    # Window 128 with 8192 batched tokens: cdiv(min(127 + 8192, 131072), 16) + 1 = 520 + 1 = 521 blocks.
-    assert sliding.tokens_bounded_to == 521 * 16
+    # Window 128 with 2 in-flight batches of 8192 tokens (async scheduling, 0.33.0):
+    # cdiv(min(127 + 16384, 131072), 16) + 1 = 1032 + 1 = 1033 blocks.
+    assert sliding.tokens_bounded_to == 1033 * 16
     # Per rank 8 // 2 = 4 heads × 64 × 2 × 2 = 1,024 B per layer; only the 18 full layers grow with context.
     assert r.kv_bytes_per_token_per_rank == 18 * 1_024
     # 18 full + 18 sliding layers: one group each of 18 layers, block = 16 × 1,024 × 18 = 294,912 B.
     assert r.gpu_block_bytes_per_rank == 294_912
-    # A 131,072-token request: 8192 full blocks + 521 sliding blocks.
-    assert r.live_sessions_at_max_model_len == pytest.approx(r.num_gpu_blocks / (8192 + 521), abs=1e-3)
+    # A 131,072-token request: 8192 full blocks + 1033 sliding blocks.
+    assert r.live_sessions_at_max_model_len == pytest.approx(r.num_gpu_blocks / (8192 + 1033), abs=1e-3)
 
 
 def test_without_the_hybrid_manager_sliding_layers_cost_full_attention(knowledge: Knowledge) -> None:
@@ -142,24 +160,25 @@ def test_gemma_3_five_sliding_layers_per_global_one(knowledge: Knowledge) -> Non
     r = ask(knowledge, model="gemma-3-27b", max_model_len=131072)
     kinds = {k.kind: k for k in r.layer_kinds}
     assert kinds["full_attention"].layers == 10 and kinds["sliding_window"].layers == 52
-    # Window 1024: (cdiv(1023 + 8192, 16) + 1) × 16 = 577 × 16 = 9,232 tokens held at most.
-    assert kinds["sliding_window"].tokens_bounded_to == 9_232
+    # Window 1024, 2 × 8192 tokens in flight: (cdiv(1023 + 16384, 16) + 1) × 16 = 1089 × 16 = 17,424 tokens.
+    assert kinds["sliding_window"].tokens_bounded_to == 17_424
     # group size 10 (the smaller count): 1 full group + cdiv(52, 10) = 6 sliding groups.
-    # One request at 131,072 tokens: 8192 + 6 × 577 = 11,654 blocks of 16 × 8,192 × 10 B.
+    # One request at 131,072 tokens: 8192 + 6 × 1089 = 14,726 blocks of 16 × 8,192 × 10 B.
     assert r.gpu_block_bytes_per_rank == 16 * 8_192 * 10
-    assert r.live_sessions_at_max_model_len == pytest.approx(r.num_gpu_blocks / 11_654, abs=1e-3)
+    assert r.live_sessions_at_max_model_len == pytest.approx(r.num_gpu_blocks / 14_726, abs=1e-3)
 
 
 def test_llama_4_scout_chunked_local_layers(knowledge: Knowledge) -> None:
     r = ask(knowledge, model="llama-4-scout", tensor_parallel_size=8, max_model_len=131072)
     chunked = next(k for k in r.layer_kinds if k.kind == "chunked_local")
-    # 36 chunked layers with chunk 8192: cdiv(min(8192 + 8192, 131072), 16) = 1024 blocks = 16,384 tokens.
-    assert chunked.layers == 36 and chunked.tokens_bounded_to == 16_384
+    # 36 chunked layers with chunk 8192, 2 × 8192 in flight: cdiv(min(8192 + 16384, 131072), 16) = 1536 blocks.
+    assert chunked.layers == 36 and chunked.tokens_bounded_to == 24_576
     assert r.kv_bytes_per_token_per_rank == 12 * 2 * 1 * 128 * 2
 
 
 def test_qwen3_next_linear_state_is_per_sequence_and_raises_the_block_size(knowledge: Knowledge) -> None:
-    r = ask(knowledge, model="qwen3-next-80b-a3b", tensor_parallel_size=4, gpu="h200-sxm", max_model_len=131072)
+    common = dict(model="qwen3-next-80b-a3b", tensor_parallel_size=4, gpu="h200-sxm", max_model_len=131072)
+    r = ask(knowledge, enable_prefix_caching=False, **common)
     linear = next(k for k in r.layer_kinds if k.kind == "linear_attention")
     # conv: (128·16·2 + 128·32) / 4 × (4 − 1) = 2048 × 3 = 6,144; recurrent: 32/4 × 128 × 128 = 131,072;
     # (6,144 + 131,072) × 2 B = 274,432 B per sequence per layer per rank.
@@ -169,8 +188,14 @@ def test_qwen3_next_linear_state_is_per_sequence_and_raises_the_block_size(knowl
     assert r.block_size == 272
     assert r.kv_bytes_per_token_per_rank == 12 * 1_024
     # group size 12: 1 full group + 3 linear groups; a 131,072-token request needs
-    # cdiv(131072, 272) = 482 blocks + 3 state blocks.
+    # cdiv(131072, 272) = 482 blocks + 3 state blocks (mamba_cache_mode 'none': 1 per group).
     assert r.live_sessions_at_max_model_len == pytest.approx(r.num_gpu_blocks / (482 + 3), abs=1e-3)
+    # Prefix caching on (0.33.0's default for hybrid models): 'align' mode on Hopper aligns the block to
+    # lcm(16, 64) = 64: 64 × cdiv(274,432, 64 × 1,024) = 320 tokens, and each linear group holds 2 + 1
+    # checkpoint = 3 blocks: cdiv(131072, 320) = 410 + 3 × 3 blocks per request.
+    aligned = ask(knowledge, **common)
+    assert aligned.block_size == 320
+    assert aligned.live_sessions_at_max_model_len == pytest.approx(aligned.num_gpu_blocks / (410 + 9), abs=1e-3)
 
 
 def test_linear_layers_without_the_hybrid_manager_cannot_start(knowledge: Knowledge) -> None:
@@ -524,3 +549,263 @@ def test_the_bounds_say_what_they_accept() -> None:
 def test_summary_reads_well(knowledge: Knowledge) -> None:
     text = ask(knowledge, model="llama-3.1-70b", tensor_parallel_size=8, kv_offloading_size_gib=400).summary()
     assert "327,680 B total" in text and "--kv-offloading-size 400" in text
+
+
+# --------------------------------------------------------------------------- the engine's rules (knowledge/engine.yaml)
+# Each fix of a difference from the released engine (tests/test_engine_golden.py, knowledge/ENGINE.md) is tested
+# here on its step function too, and across the releases its rule distinguishes.
+
+
+def trail_for(knowledge: Knowledge) -> _Trail:
+    return _Trail(knowledge)
+
+
+def request_of(**fields: object) -> SizeOffloadRequest:
+    return SizeOffloadRequest.model_validate({"model": "llama-3.1-8b", **fields})
+
+
+def layout_of(tp: int = 1, pp: int = 1) -> _Parallel:
+    return _Parallel(tp=tp, pp=pp, dp=1, gpus_per_node=8)
+
+
+def model_of(knowledge: Knowledge, model: str, gpu: str, version: str) -> _Model:
+    entry = knowledge.find_model(model)
+    assert entry is not None
+    found = knowledge.hardware.find_gpu(gpu)
+    assert found is not None
+    return _Model(arch=from_knowledge(entry), gpu=found, version=Version(version), hma=True)
+
+
+def exact_budget(**fields: object) -> dict[str, object]:
+    """A request whose per-rank KV budget is exactly gpu_memory_gib."""
+    return {"gpu_memory_utilization": 1.0, "weights_gib_per_gpu": 0, "activation_reserve_gib": 0, **fields}
+
+
+@pytest.mark.parametrize(
+    ("version", "pp", "in_flight"),
+    [
+        ("0.25.1", 1, 8192),  # before max_in_flight_tokens: the bound adds max_num_batched_tokens
+        ("0.25.1", 2, 8192),
+        ("0.26.0", 1, 2 * 8192),  # async scheduling: 2 concurrent batches
+        ("0.28.0", 2, 2 * 8192),  # the V1 model runner runs PP batches (async scheduling off with PP)
+        ("0.33.0", 1, 2 * 8192),
+        ("0.33.0", 2, 3 * 8192),  # Model Runner V2: PP + 1
+    ],
+)
+def test_in_flight_tokens_follow_the_release(knowledge: Knowledge, version: str, pp: int, in_flight: int) -> None:
+    tokens, formula = _in_flight_tokens(request_of(), layout_of(pp=pp), Version(version), trail_for(knowledge))
+    assert tokens == in_flight
+    assert "8,192" in formula
+
+
+def test_sliding_window_bound_uses_two_in_flight_batches_in_0_33_0(knowledge: Knowledge) -> None:
+    # gpt-oss-20b: 12 sliding (window 128) + 12 full layers. The engine (golden-0.33.0.json) holds
+    # cdiv(127 + 2 × 8192, 16) + 1 = 1033 sliding blocks per request next to 8192 full ones.
+    r = ask(knowledge, model="gpt-oss-20b", max_model_len=131072, **exact_budget(gpu_memory_gib=40))
+    assert next(k for k in r.layer_kinds if k.kind == "sliding_window").tokens_bounded_to == 1033 * 16
+    assert r.live_sessions_at_max_model_len == round(r.num_gpu_blocks / (8192 + 1033), 3)
+    older = ask(knowledge, model="gpt-oss-20b", version="0.25.1", max_model_len=131072)
+    assert next(k for k in older.layer_kinds if k.kind == "sliding_window").tokens_bounded_to == 521 * 16
+
+
+def test_the_null_block_makes_an_exactly_fitting_request_refuse_to_start(knowledge: Knowledge) -> None:
+    # 80 layers × 4 KiB × 131,072 tokens is exactly 40 GiB: 8192 blocks, all of them needed by one request.
+    fields = dict(model="llama-3.1-70b", max_model_len=131072, **exact_budget(gpu_memory_gib=40))
+    r = ask(knowledge, **fields)
+    assert r.num_gpu_blocks == 8192 and r.live_sessions_at_max_model_len == 1.0
+    [refusal] = [w for w in r.warnings if "refuse to start" in w]
+    assert refusal.startswith("ERROR: ")
+    assert "8,191 are usable" in refusal and "null block" in refusal
+    assert "more GPU memory" in refusal and "lower max_model_len to at most 131,056 tokens" in refusal
+    # Before 0.29.0 the start check planned against every block, so the same request fitted.
+    assert not any("refuse to start" in w for w in ask(knowledge, version="0.28.0", **fields).warnings)
+
+
+def test_start_check_holds_back_the_null_block_by_release(knowledge: Knowledge) -> None:
+    specs = _layer_specs(
+        request_of(), model_of(knowledge, "llama-3.1-8b", "h100", "0.33.0"), layout_of(), _Trail(knowledge)
+    )
+    one_request = specs.blocks_per_session(4096)  # 256 blocks
+    pool = _Pool(num_blocks=one_request, max_len=4096, max_blocks=one_request, typical=4096, typical_blocks=one_request)
+    for version, refuses in (("0.28.0", False), ("0.29.0", True), ("0.33.0", True)):
+        trail = trail_for(knowledge)
+        _start_check(Version(version), specs, pool, trail)
+        assert any("refuse to start" in w for w in trail.warnings) is refuses, version
+        assert any(c.id == "engine.null-block" for c in trail.citations)
+
+
+@pytest.mark.parametrize(
+    ("version", "gpu", "kv_cache_dtype", "block"),
+    [
+        ("0.33.0", "h100", "fp8", 64),  # FLASH_ATTN_MLA takes no fp8 KV: FLASHMLA, kernel block 64
+        ("0.33.0", "h100", "auto", 16),  # FLASH_ATTN_MLA
+        ("0.18.0", "h200", "fp8", 64),
+        ("0.17.1", "h100", "auto", 64),  # before 0.18.0 the platform forced FlashMLA's 64 for any MLA
+        ("0.33.0", "a100", "fp8", 16),  # TRITON_MLA on 8.x
+    ],
+)
+def test_mla_block_size_is_the_default_backends(
+    knowledge: Knowledge, version: str, gpu: str, kv_cache_dtype: str, block: int
+) -> None:
+    model = model_of(knowledge, "deepseek-v3", gpu, version)
+    request = request_of(model="deepseek-v3", kv_cache_dtype=kv_cache_dtype)
+    trail = trail_for(knowledge)
+    token = _token_bytes(request, model.arch, 8, trail)
+    assert _backend_block_size(request, knowledge, model.version, model.gpu, token, trail) == block
+    note = next(f for f in trail.formulas if f.rule == "engine.attention-backend-block")
+    assert note.value == str(block) and any(
+        "flashmla" in s or "triton_mla" in s or "cuda.py" in s for s in note.sources
+    )
+
+
+def test_mla_fp8_on_hopper_takes_64_token_blocks_unless_block_size_is_given(knowledge: Knowledge) -> None:
+    r = ask(knowledge, model="deepseek-v3", kv_cache_dtype="fp8", **exact_budget(gpu_memory_gib=40))
+    # 64 tokens × 576 B × 61 layers = 2,248,704 B per block; 40 GiB of them (golden-0.33.0.json: 19,099 blocks).
+    assert (r.block_size, r.gpu_block_bytes_per_rank, r.num_gpu_blocks) == (64, 2_248_704, 19_099)
+    given = ask(knowledge, model="deepseek-v3", kv_cache_dtype="fp8", block_size=16, **exact_budget(gpu_memory_gib=40))
+    assert given.block_size == 16
+
+
+def test_mla_on_a_gpu_family_without_a_recorded_backend_says_so(knowledge: Knowledge) -> None:
+    r = ask(knowledge, model="deepseek-v3", tensor_parallel_size=8, gpu="b200")
+    assert r.block_size == 16
+    assert any("MLA attention backend" in w and "not recorded" in w for w in r.warnings)
+
+
+def test_hybrid_align_mode_on_hopper_aligns_the_block_and_holds_three_state_blocks(knowledge: Knowledge) -> None:
+    model = model_of(knowledge, "qwen3-next-80b-a3b", "h100", "0.33.0")
+    on = _mamba_layout(request_of(), model, trail_for(knowledge))  # prefix caching: 0.33.0's default, on
+    assert (on.mode, on.state_blocks, on.checkpoint_alignment) == ("align", 3, 64)
+    off = _mamba_layout(request_of(enable_prefix_caching=False), model, trail_for(knowledge))
+    assert (off.mode, off.state_blocks, off.checkpoint_alignment) == ("none", 1, 1)
+    # Without FlashInfer's GDN prefill (8.x) no checkpoints are exported: 2 blocks, no extra alignment.
+    ampere = _mamba_layout(request_of(), model_of(knowledge, "qwen3-next", "a100", "0.33.0"), trail_for(knowledge))
+    assert (ampere.mode, ampere.state_blocks, ampere.checkpoint_alignment) == ("align", 2, 1)
+
+
+def test_hybrid_align_mode_is_not_modelled_before_0_33_0_and_says_so(knowledge: Knowledge) -> None:
+    # 0.27.0: prefix caching is on by default for hybrid models, align mode is not modelled there;
+    # 0.11.0: the hybrid default is not recorded; 0.20.0: off by default, so 'none' is the engine's layout.
+    for version, warning in (("0.27.0", "models only from 0.33.0"), ("0.11.0", "not recorded"), ("0.20.0", None)):
+        trail = trail_for(knowledge)
+        layout = _mamba_layout(request_of(), model_of(knowledge, "qwen3-next", "h100", version), trail)
+        assert layout.mode == "none", version
+        if warning is None:
+            assert trail.warnings == [], version
+        else:
+            assert [w for w in trail.warnings if warning in w], version
+
+
+def test_qwen3_next_matches_the_engines_align_layout_at_tp1(knowledge: Knowledge) -> None:
+    # golden-0.33.0.json qwen3-next-80b-a3b/tp1: block lcm(16, 64) × cdiv(1,097,728, 64 × 2,048) = 576 tokens,
+    # 3,034 blocks of 576 × 2,048 × 12 B; a 262,144-token request takes 456 + 3 groups × 3 state blocks.
+    r = ask(knowledge, model="qwen3-next-80b-a3b", max_model_len=262144, **exact_budget(gpu_memory_gib=40))
+    assert (r.block_size, r.num_gpu_blocks) == (576, 3_034)
+    assert r.live_sessions_at_max_model_len == round(3_034 / (456 + 9), 3)
+
+
+@pytest.mark.parametrize(("version", "default"), [("0.19.1", 0.9), ("0.20.0", 0.92), ("0.33.0", 0.92)])
+def test_gpu_memory_utilization_default_is_the_releases(knowledge: Knowledge, version: str, default: float) -> None:
+    trail = trail_for(knowledge)
+    assert _gpu_memory_utilization(request_of(), Version(version), trail) == (default, f"vLLM {version}'s default")
+    assert _gpu_memory_utilization(request_of(gpu_memory_utilization=0.5), Version(version), trail)[0] == 0.5
+    r = ask(knowledge, version=version, model="llama-3.1-8b", weights_gib_per_gpu=10, activation_reserve_gib=0)
+    assert r.gpu_budget_gib_per_rank == round(80e9 / GIB * default - 10, 3)
+
+
+@pytest.mark.parametrize(
+    ("backend", "version", "connector"),
+    [
+        ("native", "0.11.0", "OffloadingConnector"),  # no shorthand yet: configured by hand
+        ("native", "0.33.0", "OffloadingConnector"),
+        ("lmcache", "0.22.1", "LMCacheConnectorV1"),
+        ("lmcache", "0.23.0", "LMCacheMPConnector"),
+    ],
+)
+def test_the_offload_connector_is_the_one_the_shorthand_selects(
+    knowledge: Knowledge, backend: str, version: str, connector: str
+) -> None:
+    assert _offload_connector(request_of(offload_backend=backend), knowledge, Version(version)).name == connector
+
+
+def test_lmcache_connector_v1_turns_the_hybrid_manager_off(knowledge: Knowledge) -> None:
+    # connectors.yaml: LMCacheConnectorV1 never supports HMA; LMCacheMPConnector is 'conditional' from 0.22.0.
+    v1 = ask(knowledge, model="gemma-3-27b", version="0.22.1", offload_backend="lmcache", kv_offloading_size_gib=64)
+    assert v1.hybrid_kv_cache_manager is False
+    assert any("stored as full attention" in w for w in v1.warnings)
+    assert any(c.id == "connector.lmcache" for c in v1.citations)
+    mp = ask(knowledge, model="gemma-3-27b", version="0.23.0", offload_backend="lmcache", kv_offloading_size_gib=64)
+    assert mp.hybrid_kv_cache_manager is True
+    linear = ask(knowledge, model="qwen3-next", version="0.22.1", offload_backend="lmcache", tensor_parallel_size=4)
+    assert any("LMCacheConnectorV1 has no HMA support in 0.22.1" in w for w in linear.warnings)
+
+
+# --------------------------------------------------------------------------- every formula cites a rule
+
+
+def test_every_formula_names_a_rule_with_its_sources_and_cites_it(knowledge: Knowledge) -> None:
+    answers = [
+        ask(knowledge, model="gpt-oss-120b", tensor_parallel_size=2, kv_offloading_size_gib=100),
+        ask(knowledge, model="qwen3-next", tensor_parallel_size=4, host_ram_gib=1024),
+        ask(knowledge, model="deepseek-v3", kv_cache_dtype="fp8", tensor_parallel_size=8, warm_sessions=10),
+    ]
+    for r in answers:
+        cited = {c.id: c for c in r.citations}
+        for note in r.formulas:
+            rule = knowledge.engine.rule(note.rule)
+            assert set(rule.sources) <= set(note.sources), note.name
+            assert cited[note.rule].sources == list(rule.sources)
+        if r.benchmark is not None:
+            assert r.benchmark.rule.endswith("(flags: rule engine.bench-prefix-repetition)")
+            assert "engine.bench-prefix-repetition" in cited
+    assert answers[0].benchmark is not None
+
+
+def test_sizing_code_holds_no_release_citations() -> None:
+    source = (Path(__file__).resolve().parents[1] / "server/vllm_caching_mcp/advice/sizing.py").read_text()
+    assert re.findall(r"vllm==\d", source) == []
+
+
+def test_engine_rule_values_are_ones_the_code_reads_and_cover_every_release(knowledge: Knowledge) -> None:
+    readable: dict[str, Callable[[object], bool]] = {
+        "engine.bounded-attention-holding": lambda v: v in ("max_num_batched_tokens", "max_in_flight_tokens"),
+        "engine.max-in-flight-tokens": lambda v: v in ("v1", "v2"),
+        "engine.null-block": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+        "engine.mamba-align-mode": lambda v: v is None or (isinstance(v, int) and v > 0),
+        "engine.hybrid-prefix-caching-default": lambda v: v is None or isinstance(v, bool),
+    }
+    for rule_id, reads in readable.items():
+        rule = knowledge.engine.rule(rule_id)
+        for release in knowledge.release_versions():
+            hits = [r for r in rule.values if parse_specifier(r.versions).contains(release, prereleases=True)]
+            # max-in-flight-tokens is read only where the bound uses it (0.26.0 on).
+            if rule_id == "engine.max-in-flight-tokens" and release < Version("0.26.0"):
+                assert hits == [], (rule_id, str(release))
+                continue
+            assert len(hits) == 1, (rule_id, str(release), hits)
+            assert reads(hits[0].value), (rule_id, str(release), hits[0].value)
+
+
+def test_every_gpu_has_a_compute_capability_and_backend_rows_do_not_overlap(knowledge: Knowledge) -> None:
+    assert {g.id for g in knowledge.hardware.gpus} == {c.gpu for c in knowledge.engine.gpu_capabilities}
+    rows = knowledge.engine.attention_backends
+    for release in knowledge.release_versions():
+        keys = [
+            (b.compute_capability_major, b.attention, b.kv_cache_dtype)
+            for b in rows
+            if parse_specifier(b.versions).contains(release, prereleases=True)
+        ]
+        assert len(keys) == len(set(keys)), str(release)
+
+
+def test_a_broken_engine_file_names_the_file_and_the_field(knowledge_copy: Path) -> None:
+    path = knowledge_copy / "engine.yaml"
+    data = yaml.safe_load(path.read_text())
+    data["rules"][0]["id"] = "sizing.kv-heads"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    with pytest.raises(KnowledgeError, match=r"engine\.yaml: entry 'sizing\.kv-heads' \(rules\[0\]\), field 'id'"):
+        load_knowledge(str(knowledge_copy))
+    data["rules"][0]["id"] = data["rules"][1]["id"]
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    with pytest.raises(KnowledgeError, match=r"engine\.yaml: .*rules: listed more than once: engine\."):
+        load_knowledge(str(knowledge_copy))

@@ -16,7 +16,7 @@ import pytest
 
 from vllm_caching_mcp import startup_cache
 from vllm_caching_mcp.knowledge import Knowledge, load_knowledge
-from vllm_caching_mcp.startup_cache import CACHE_DIR_ENV, MAGIC, inputs_digest, load_or_build
+from vllm_caching_mcp.startup_cache import CACHE_DIR_ENV, DISABLE_ENV, MAGIC, inputs_digest, load_or_build
 
 HEADER = len(MAGIC) + 2 * 32  # magic, SHA-256 of the inputs, SHA-256 of the payload
 
@@ -128,6 +128,20 @@ def test_no_home_directory_means_no_cache(monkeypatch: pytest.MonkeyPatch) -> No
     build = Builds({"v": 1})
     assert load_or_build("thing", [b"x"], dict, build) == {"v": 1}
     assert build.calls == 1
+
+
+def test_the_switch_turns_the_cache_off_for_reading_and_writing(
+    cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    load_or_build("thing", [b"x"], dict, Builds({"v": "stored before"}))
+    monkeypatch.setenv(DISABLE_ENV, "1")
+    build = Builds({"v": "built"})
+    assert load_or_build("thing", [b"x"], dict, build) == {"v": "built"}  # the stored one is not read
+    assert load_or_build("other", [b"x"], dict, build) == {"v": "built"}
+    assert build.calls == 2
+    assert sorted(p.name for p in cache_dir.iterdir()) == ["thing.pickle"]  # nor is anything written
+    monkeypatch.setenv(DISABLE_ENV, "")  # empty: on, as for PYTHONDONTWRITEBYTECODE
+    assert load_or_build("thing", [b"x"], dict, build) == {"v": "stored before"}
 
 
 def test_cache_directory_follows_the_http_clients_one(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

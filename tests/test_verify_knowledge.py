@@ -5,16 +5,24 @@ probes read: the flag definitions, a config class with a Literal alias, the conn
 connector that gains SupportsHMA in 0.3.0, envs.py and a metrics logger. The knowledge written
 next to them states most facts right and two wrong: a default port of 5601 (the code says 5600)
 and a metric introduced in 0.3.0 (the code has it from 0.2.0).
+
+The verifier's main() runs in-process; one test runs the script as documented, and every script
+in scripts/ has its --help run that way.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import importlib
 import importlib.util
+import io
+import os
 import subprocess
 import sys
 import typing
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
@@ -24,21 +32,32 @@ import yaml
 from conftest import REPO
 from vllm_caching_mcp.advice.common import cite, resolve_version
 from vllm_caching_mcp.knowledge import FILES, Verification, load_knowledge
+from vllm_caching_mcp.knowledge_files import knowledge_dir
 from vllm_caching_mcp.verification import load_verification, newest_verified, verification_state
+from vllm_caching_mcp.versions import Version
 
-SCRIPT = REPO / "scripts" / "verify_knowledge.py"
+SCRIPTS = REPO / "scripts"
+SCRIPT = SCRIPTS / "verify_knowledge.py"
 
 
-def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("verify_knowledge", SCRIPT)
+def _verifier() -> ModuleType:
+    """scripts/verifier as the script imports it: by its own name, from the directory next to it."""
+    directory = SCRIPTS / "verifier"
+    spec = importlib.util.spec_from_file_location(
+        "verifier", directory / "__init__.py", submodule_search_locations=[str(directory)]
+    )
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
-    sys.modules["verify_knowledge"] = module
+    sys.modules["verifier"] = module
     spec.loader.exec_module(module)
     return module
 
 
-verify_knowledge = _script()
+_verifier()
+cli = importlib.import_module("verifier.cli")
+download = importlib.import_module("verifier.download")
+report_module = importlib.import_module("verifier.report")
+run_module = importlib.import_module("verifier.run")
 
 ARG_UTILS = {
     "0.1.0": 'parser.add_argument("--old-flag", type=int)\n',
@@ -253,6 +272,14 @@ def _empty(model: type) -> dict[str, object]:
     return content
 
 
+def _recipes() -> dict[str, object]:
+    """recipes.yaml without recipes or proxies. The rest (one entry per tier kind, the render facts)
+    must be there: it is the shipped file's, each tier's feature pointed at this world's unprobed one."""
+    shipped = yaml.safe_load((knowledge_dir() / "recipes.yaml").read_text())
+    tiers = [{**tier, "feature": "feature.unprobed"} if "feature" in tier else tier for tier in shipped["tier_types"]]
+    return {**shipped, "recipes": [], "tier_types": tiers, "pd_proxies": []}
+
+
 @pytest.fixture
 def world(tmp_path: Path) -> tuple[Path, Path]:
     """(knowledge directory, source directory) for the fake releases."""
@@ -260,7 +287,9 @@ def world(tmp_path: Path) -> tuple[Path, Path]:
     knowledge.mkdir()
     for name, model in FILES.items():
         text = FACTS.get(name)
-        (knowledge / name).write_text(text if text is not None else yaml.safe_dump(_empty(model)))
+        if text is None:
+            text = yaml.safe_dump(_recipes() if name == "recipes.yaml" else _empty(model))
+        (knowledge / name).write_text(text)
     src = tmp_path / "src"
     for version in ("0.1.0", "0.2.0", "0.3.0"):
         build_vllm(src, version)
@@ -268,20 +297,32 @@ def world(tmp_path: Path) -> tuple[Path, Path]:
     return knowledge, src
 
 
-def run(knowledge: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, str(SCRIPT), "--knowledge", str(knowledge), "--no-download", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+@dataclass
+class Ran:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run(knowledge: Path, *args: str) -> Ran:
+    """The verifier's main() on ``knowledge``, offline; an argument error is exit status 2, as from the shell."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = cli.main(["--knowledge", str(knowledge), "--no-download", *args])
+        except SystemExit as exited:
+            code = exited.code if isinstance(exited.code, int) else 2
+    return Ran(code, out.getvalue(), err.getvalue())
+
+
+def run_script(*args: str) -> subprocess.CompletedProcess[str]:
+    """``python scripts/verify_knowledge.py ...`` exactly as the README and VERIFICATION.md show it."""
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=120)
 
 
 def verdicts(knowledge: Path, src: Path) -> dict[str, typing.Any]:
     k = load_knowledge(str(knowledge))
-    found, missing = verify_knowledge.verify(
-        k, {"vllm": verify_knowledge.Version("0.3.0"), "lmcache": verify_knowledge.Version("0.5.6")}, [src], fetch=False
-    )
+    found, missing = run_module.verify(k, {"vllm": Version("0.3.0"), "lmcache": Version("0.5.6")}, [src], fetch=False)
     assert not missing
     return {v.entry.id: v for v in found}
 
@@ -290,7 +331,7 @@ def test_a_wrong_default_and_a_wrong_introduction_are_contradicted_with_file_and
     world: tuple[Path, Path],
 ) -> None:
     knowledge, src = world
-    out = run(knowledge, "--vllm", "0.3.0", "--lmcache", "0.5.6", "--wheel-dir", str(src))
+    out = run(knowledge, "--vllm", "0.3.0", "--lmcache", "0.5.6", "--src", str(src))
     assert out.returncode == 1, out.stdout + out.stderr
     lines = [line for line in out.stdout.splitlines() if line.startswith("CONTRADICTED")]
     assert len(lines) == 2, out.stdout
@@ -338,24 +379,71 @@ def test_wheels_are_read_in_place_without_extracting(world: tuple[Path, Path], t
         with zipfile.ZipFile(wheels / f"vllm-{version}-cp38-abi3-manylinux1_x86_64.whl", "w") as archive:
             for path in tree.rglob("*.py"):
                 archive.write(path, str(path.relative_to(tree)))
-    out = run(knowledge, "--vllm", "0.3.0", "--wheel-dir", str(wheels))
+    out = run(knowledge, "--vllm", "0.3.0", "--wheel-dir", str(wheels))  # --src's older spelling, kept working
     # without --lmcache the LMCache fact is not checkable
     assert "9 facts: 5 verified, 2 contradicted, 2 not checkable" in out.stdout, out.stdout + out.stderr
 
 
 def test_missing_wheels_without_download_are_reported_not_guessed(world: tuple[Path, Path], tmp_path: Path) -> None:
+    """Run as the documentation shows it: the script finds its package and the installed project itself."""
     knowledge, _ = world
-    out = run(knowledge, "--vllm", "0.3.0", "--wheel-dir", str(tmp_path / "empty"))
-    assert out.returncode == 2
+    out = run_script("--vllm", "0.3.0", "--knowledge", str(knowledge), "--no-download", "--src", str(tmp_path / "e"))
+    assert out.returncode == 2, out.stderr
     assert "missing vllm wheels (their checks are not checkable): 0.1.0, 0.2.0, 0.3.0" in out.stdout
+
+
+@pytest.mark.parametrize("script", sorted(p.name for p in SCRIPTS.glob("*.py")))
+def test_every_script_runs_as_documented_without_touching_the_import_path(script: str) -> None:
+    source = (SCRIPTS / script).read_text()
+    assert "sys.path" not in source  # it imports the installed vllm_caching_mcp and its own package
+    out = subprocess.run([sys.executable, str(SCRIPTS / script), "--help"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.startswith("usage: "), out.stderr
+
+
+def test_a_source_directory_inside_the_repository_is_refused(world: tuple[Path, Path]) -> None:
+    knowledge, _ = world
+    out = run(knowledge, "--vllm", "0.3.0", "--src", str(REPO / "wheels"))
+    assert out.returncode == 2
+    assert out.stderr.splitlines()[-1].endswith(
+        f"error: --src: {REPO / 'wheels'} is inside the repository; give a directory outside it for the wheels"
+    )
+    assert not (REPO / "wheels").exists()
+
+
+def test_without_src_the_wheels_go_to_the_user_cache() -> None:
+    # conftest points XDG_CACHE_HOME at a throwaway directory for the whole suite
+    assert download.default_src() == Path(os.environ["XDG_CACHE_HOME"]) / "vllm-caching-mcp" / "wheels"
+    assert not download.default_src().resolve().is_relative_to(REPO)
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--vllm", "abc"], "argument --vllm: 'abc' is not a release version (MAJOR.MINOR.PATCH, e.g. 0.33.0)"),
+        (["--vllm", "0.3.0", "--lmcache", "0.5"], "error: --lmcache: 0.5 is not a lmcache release in knowledge/"),
+    ],
+)
+def test_a_bad_release_is_one_line_naming_the_option(world: tuple[Path, Path], args: list[str], expected: str) -> None:
+    knowledge, src = world
+    out = run(knowledge, *args, "--src", str(src))
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert expected in out.stderr.splitlines()[-1], out.stderr
+
+
+def test_a_broken_knowledge_file_is_one_line_not_a_traceback(world: tuple[Path, Path]) -> None:
+    knowledge, src = world
+    (knowledge / "releases.yaml").write_text("lines:\n  - package: vllm\n")
+    out = run(knowledge, "--vllm", "0.3.0", "--src", str(src))
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.startswith("verify_knowledge: knowledge/releases.yaml: ") and out.stderr.count("\n") == 1
 
 
 def test_update_refreshes_verified_facts_only_and_keeps_the_layout(world: tuple[Path, Path], tmp_path: Path) -> None:
     knowledge, src = world
     report = tmp_path / "VERIFICATION.md"
-    report.write_text("# Verification\n\nHand-written fixes.\n\n" + verify_knowledge.REPORT_MARKER + "\nold body\n")
+    report.write_text("# Verification\n\nHand-written fixes.\n\n" + report_module.REPORT_MARKER + "\nold body\n")
     out = run(
-        knowledge, "--vllm", "0.3.0", "--lmcache", "0.5.6", "--wheel-dir", str(src),
+        knowledge, "--vllm", "0.3.0", "--lmcache", "0.5.6", "--src", str(src),
         "--update", "--report", str(report), "--date", "2026-12-24",
     )  # fmt: skip
     assert out.returncode == 1
@@ -384,6 +472,7 @@ def test_update_refreshes_verified_facts_only_and_keeps_the_layout(world: tuple[
     assert text.startswith("# Verification\n\nHand-written fixes.\n")
     assert "old body" not in text
     assert "### Contradicted (2)" in text and "`env.vllm-side-port`" in text
+    assert str(src) not in text and str(tmp_path) not in text  # where the wheels were read is this machine's
 
 
 def test_the_server_reports_verification_state_and_warns_past_the_newest_verified(
@@ -402,7 +491,7 @@ def test_the_server_reports_verification_state_and_warns_past_the_newest_verifie
     assert (state.status, state.newest_verified, state.checked_at) == ("verified", "0.2.0", dt.date(2026, 12, 24))
     assert verification_state("env.vllm-side-port", directory).status == "contradicted"
     assert verification_state("metric.kv_offload_usage", directory).status == "not_yet_run"
-    assert newest_verified("vllm", directory) == (verify_knowledge.Version("0.2.0"), dt.date(2026, 12, 24))
+    assert newest_verified("vllm", directory) == (Version("0.2.0"), dt.date(2026, 12, 24))
 
     k = load_knowledge(directory)
     _, context = resolve_version(k, "0.3.0")
@@ -560,7 +649,7 @@ def test_only_runs_the_chosen_facts_and_update_merges_them(advisory_world: tuple
     (knowledge / "verification.yaml").write_text(before)
     advisories = (knowledge / "advisories.yaml").read_text()
     out = run(
-        knowledge, "--vllm", "0.3.0", "--lmcache", "0.5.6", "--wheel-dir", str(src),
+        knowledge, "--vllm", "0.3.0", "--lmcache", "0.5.6", "--src", str(src),
         "--only", "CVE-2026-0000[13]", "--update", "--date", "2026-12-24",
     )  # fmt: skip
     assert out.returncode == 0, out.stdout + out.stderr

@@ -26,7 +26,7 @@ import re
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar, cast
+from typing import Annotated, Any, Literal, TypeVar, cast, get_args
 
 import packaging
 import pydantic
@@ -125,11 +125,24 @@ class Sourced(Frozen):
         return "reference"
 
 
+# What code looks a change up by, where it acts on one (most changes are only reported).
+ChangeKind = Literal[
+    "keys-optional",  # a tier's access keys may be left out (the store's own credential chain is used)
+    "path-list",  # a path setting takes a ','-separated list
+]
+
+
 class Change(Sourced):
     """A behaviour change that first holds in ``version``."""
 
     version: VersionText
     summary: str
+    kind: ChangeKind | None = None
+
+
+def change_of(changes: Iterable[Change], kind: ChangeKind) -> Change | None:
+    """The change of ``kind`` among an entry's ``changes``; None when it has none."""
+    return next((c for c in changes if c.kind == kind), None)
 
 
 ProbeKind = Literal[
@@ -259,6 +272,30 @@ class Feature(Gated):
 HmaSupport = Literal["yes", "no", "conditional"]
 
 
+class TierSize(Sourced):
+    """One place a connector's CPU tier size is written, in what unit, and for how many ranks.
+
+    ``given_by``: ``kv_offloading_size`` is the offload shorthand's --kv-offloading-size, when the
+    shorthand selects the connector; ``extra_config`` is ``key`` in the connector's own
+    kv_connector_extra_config; ``env`` is the environment variable ``key`` (LMCache also reads its
+    config file as LMCACHE_* variables). ``scope``: ``per_rank`` values are allocated by each of the
+    engine's TP x PP workers.
+    """
+
+    given_by: Literal["kv_offloading_size", "extra_config", "env"]
+    key: str | None = None
+    unit: Literal["GiB", "bytes"]
+    scope: Literal["total_across_ranks", "per_rank"]
+
+    @model_validator(mode="after")
+    def _key_names_the_value(self) -> TierSize:
+        if self.given_by == "kv_offloading_size" and self.key is not None:
+            raise ValueError("key: the kv_offloading_size reading takes no key (it is the --kv-offloading-size flag)")
+        if self.given_by != "kv_offloading_size" and not self.key:
+            raise ValueError(f"key: a {self.given_by} reading names its key (the extra-config key or variable)")
+        return self
+
+
 class Connector(Gated):
     """A KV connector as registered in vLLM's `KVConnectorFactory`."""
 
@@ -266,6 +303,11 @@ class Connector(Gated):
     requires: tuple[str, ...] = ()
     hma: tuple[Ranged, ...] = ()
     roles: tuple[str, ...] = ()
+    # How `resolve` reads the size of the CPU tier this connector allocates: in the order vLLM
+    # applies them, so a later one that is given overrides an earlier one. Empty: not known.
+    tier_size: tuple[TierSize, ...] = ()
+    # The kv_connector_extra_config key that lists the connectors this one wraps (MultiConnector).
+    children_key: str | None = None
 
     @model_validator(mode="after")
     def _hma_values(self) -> Connector:
@@ -711,15 +753,135 @@ class Recipe(Sourced):
     avoid: tuple[EntryId, ...] = ()
 
 
+SecondaryTier = Literal["nvme", "object_store", "peers"]  # the tiers beyond DRAM a choose_backend caller asks for
+
+
 class TierTypeNames(Sourced):
+    """A native secondary tier kind: the choose_backend tier it serves, the feature that ships it, and its
+    secondary_tiers[].type name by release."""
+
     kind: TierKind
+    serves: SecondaryTier
+    feature: EntryId
     names: tuple[Ranged, ...]
 
 
-class Fact(Sourced):
-    id: EntryId
+# Facts the renderer writes that no other file states (recipes.yaml `facts`): one typed shape each,
+# read by attribute. A port or value of our own choosing, not an upstream default, says so in its summary.
+
+Fabric = Literal["nvlink", "infiniband", "roce", "ethernet"]
+PortNumber = Annotated[int, Field(ge=1, le=65535)]
+
+
+class RenderFact(Sourced):
+    """A value render_config writes that no other knowledge file states; ``summary`` says what it is and,
+    for one of our own choosing rather than an upstream default, why it is the rendered default."""
+
     summary: str
-    value: Any
+
+
+class KvTransferConfigKeys(RenderFact):
+    """The three keys of a --kv-transfer-config object."""
+
+    connector: str
+    role: str
+    extra_config: str
+
+    @property
+    def names(self) -> tuple[str, str, str]:
+        return (self.connector, self.role, self.extra_config)
+
+
+class ServicePort(RenderFact):
+    """The port a rendered process serves on."""
+
+    port: PortNumber
+
+
+class LmcacheMpAddress(RenderFact):
+    """Where LMCacheMPConnector finds the LMCache server: two kv_connector_extra_config keys, and the
+    port both the connector and the server default to."""
+
+    host_key: str
+    port_key: str
+    port: PortNumber
+
+
+class LmcacheServerCommand(RenderFact):
+    """How the LMCache MP server starts, by LMCache release, and the eviction policy it is given."""
+
+    command: tuple[str, ...] = Field(min_length=1)
+    command_versions: SpecifierText = Field(description="the LMCache releases that have `command`")
+    older_command: tuple[str, ...] = Field(min_length=1)
+    eviction_policy: str
+
+    def command_for(self, version: Version) -> tuple[str, ...]:
+        return self.command if in_range(self.command_versions, version) else self.older_command
+
+
+class LmcacheControllerCommand(RenderFact):
+    """The LMCache controller's command, its HTTP port and the two monitor ports instances report to."""
+
+    command: tuple[str, ...] = Field(min_length=1)
+    http_port: PortNumber
+    pull_port: PortNumber
+    reply_port: PortNumber
+
+
+class LmcacheP2pPorts(RenderFact):
+    """The ports LMCache P2P instance ``i`` gives worker rank ``r``: ``base + instance_stride * i + r``."""
+
+    init_base: PortNumber
+    lookup_base: PortNumber
+    worker_base: PortNumber
+    instance_stride: int = Field(ge=1, le=1000)
+
+    def ports(self, base: int, instance: int, ranks: int) -> list[int]:
+        start = base + self.instance_stride * instance
+        return list(range(start, start + ranks))
+
+
+class UcxTlsByFabric(RenderFact):
+    """UCX_TLS for NIXL on each fabric."""
+
+    nvlink: str
+    infiniband: str
+    roce: str
+    ethernet: str
+
+    def transports(self, fabric: Fabric) -> str:
+        by_fabric = {"nvlink": self.nvlink, "infiniband": self.infiniband, "roce": self.roce, "ethernet": self.ethernet}
+        return by_fabric[fabric]
+
+
+class MooncakeProtocolKey(RenderFact):
+    """The kv_connector_extra_config key that picks Mooncake's transport, where the connector reads it."""
+
+    key: str
+    default: str
+    without_rdma: str = Field(description="the value for a fabric without RDMA")
+    versions: SpecifierText = Field(description="the vLLM releases whose MooncakeConnector reads the key")
+
+
+class P2pTierHostInConfig(RenderFact):
+    """Where the p2p tier's host comes from: the tier entry, or VLLM_P2P_SIDE_CHANNEL_HOST in ``env_fallback``."""
+
+    env_fallback: SpecifierText = Field(description="the vLLM releases in which an unset host falls back to the env")
+
+
+class RenderFacts(Frozen):
+    """recipes.yaml ``facts``: one entry per fact, each in its own shape."""
+
+    kv_transfer_config_keys: KvTransferConfigKeys
+    vllm_http_port: ServicePort
+    pd_proxy_port: ServicePort
+    lmcache_mp_address: LmcacheMpAddress
+    lmcache_server: LmcacheServerCommand
+    lmcache_controller: LmcacheControllerCommand
+    lmcache_p2p_ports: LmcacheP2pPorts
+    ucx_tls_by_fabric: UcxTlsByFabric
+    mooncake_protocol_key: MooncakeProtocolKey
+    p2p_tier_host_in_config: P2pTierHostInConfig
 
 
 class PdProxy(Sourced):
@@ -744,7 +906,15 @@ class Recipes(Frozen):
     recipes: tuple[Recipe, ...]
     tier_types: tuple[TierTypeNames, ...]
     pd_proxies: tuple[PdProxy, ...]
-    facts: tuple[Fact, ...]
+    facts: RenderFacts
+
+    @model_validator(mode="after")
+    def _one_entry_per_tier(self) -> Recipes:
+        for field, wanted in (("kind", TierKind), ("serves", SecondaryTier)):
+            listed = [getattr(t, field) for t in self.tier_types]
+            if sorted(listed) != sorted(get_args(wanted)):
+                raise ValueError(f"tier_types: each of {', '.join(get_args(wanted))} is the {field} of one entry")
+        return self
 
     def pd_proxy(self, connector: str, version: Version) -> PdProxy | None:
         return next((p for p in self.pd_proxies if p.connector == connector and in_range(p.versions, version)), None)
@@ -752,16 +922,17 @@ class Recipes(Frozen):
     def recipe(self, backend: Backend) -> Recipe:
         return next(r for r in self.recipes if r.backend == backend)
 
-    def fact(self, fact_id: str) -> Fact:
-        return next(f for f in self.facts if f.id == fact_id)
-
     def tier_type(self, kind: TierKind, version: Version) -> str | None:
         """The secondary_tiers[].type name of ``kind`` in ``version``; None when the tier is not there."""
-        ranged = ranged_at(next(t for t in self.tier_types if t.kind == kind).names, version)
+        ranged = ranged_at(self.tier_names_entry(kind).names, version)
         return None if ranged is None else str(ranged.value)
 
     def tier_names_entry(self, kind: TierKind) -> TierTypeNames:
         return next(t for t in self.tier_types if t.kind == kind)
+
+    def tier_serving(self, wanted: SecondaryTier) -> TierTypeNames:
+        """The native tier kind that gives what a choose_backend caller asks for (nvme: fs, ...)."""
+        return next(t for t in self.tier_types if t.serves == wanted)
 
 
 # ---------------------------------------------------------------------------
@@ -972,6 +1143,88 @@ class _ModelsFile(Frozen):
     models: tuple[ModelArch, ...]
 
 
+# ---------------------------------------------------------------------------
+# The engine's KV cache arithmetic (knowledge/engine.yaml; size_offload computes with it)
+
+
+class EngineRule(Sourced):
+    """One rule of vLLM's KV cache planning that size_offload follows: what the engine computes and
+    where in its code. Where the rule differs by release, ``values`` holds what applies in each range
+    (the code maps each value to its formula); empty means one rule for every release covered."""
+
+    id: EntryId = Field(pattern=r"^engine\.")
+    summary: str
+    values: tuple[Ranged, ...] = ()
+
+    def value_at(self, version: Version) -> Ranged | None:
+        return ranged_at(self.values, version)
+
+
+class GpuCapability(Sourced):
+    """The CUDA compute capability of a GPU in hardware.yaml: what vLLM picks attention kernels by."""
+
+    gpu: EntryId
+    compute_capability: str = Field(pattern=r"^\d+\.\d+$")
+
+    @property
+    def major(self) -> int:
+        return int(self.compute_capability.split(".", 1)[0])
+
+
+class AttentionBackendBlock(Sourced):
+    """The attention backend a release picks by default for one GPU family (compute capability major),
+    attention kind and KV cache dtype, and the block size it brings when --block-size is not given."""
+
+    versions: SpecifierText = ""
+    compute_capability_major: int = Field(ge=1)
+    attention: Literal["mla"]
+    kv_cache_dtype: Literal["16-bit", "fp8"]
+    backend: str
+    block_size: int = Field(gt=0)
+
+
+class EngineRules(Frozen):
+    rules: tuple[EngineRule, ...]
+    gpu_capabilities: tuple[GpuCapability, ...] = ()
+    attention_backends: tuple[AttentionBackendBlock, ...] = ()
+
+    @model_validator(mode="after")
+    def _each_once(self) -> EngineRules:
+        for label, keys in (
+            ("rules", [r.id for r in self.rules]),
+            ("gpu_capabilities", [g.gpu for g in self.gpu_capabilities]),
+        ):
+            twice = sorted({k for k in keys if keys.count(k) > 1})
+            if twice:
+                raise ValueError(f"{label}: listed more than once: {', '.join(twice)}")
+        return self
+
+    def rule(self, rule_id: str) -> EngineRule:
+        found = next((r for r in self.rules if r.id == rule_id), None)
+        if found is None:  # pragma: no cover - the knowledge tests guard the ids the code asks for
+            raise LookupError(f"knowledge/engine.yaml has no rule {rule_id!r}")
+        return found
+
+    def capability(self, gpu_id: str) -> GpuCapability | None:
+        return next((g for g in self.gpu_capabilities if g.gpu == gpu_id), None)
+
+    def backend_block(
+        self, version: Version, major: int, attention: str, kv_cache_dtype: str
+    ) -> AttentionBackendBlock | None:
+        """The default backend and its block for this case in ``version``; None when not recorded."""
+        return next(
+            (
+                b
+                for b in self.attention_backends
+                if in_range(b.versions, version)
+                and b.compute_capability_major == major
+                and b.attention == attention
+                and b.kv_cache_dtype == kv_cache_dtype
+            ),
+            None,
+        )
+
+
 FILES: dict[str, type[Frozen]] = {
     "releases.yaml": _ReleasesFile,
     "features.yaml": _FeaturesFile,
@@ -985,6 +1238,7 @@ FILES: dict[str, type[Frozen]] = {
     "hardware.yaml": Hardware,
     "compat.yaml": _CompatFile,
     "models.yaml": _ModelsFile,
+    "engine.yaml": EngineRules,
     "cli_inventory.yaml": CliInventory,
     "recipes.yaml": Recipes,
     "advisories.yaml": AdvisorySnapshot,
@@ -1010,6 +1264,7 @@ class Knowledge(Frozen):
     cli_inventory: CliInventory
     recipes: Recipes
     advisories: AdvisorySnapshot
+    engine: EngineRules
     directory: str
 
     def gated(self) -> Iterator[Gated]:
@@ -1225,6 +1480,11 @@ def _cross_check_recipes(recipes: Recipes, knowledge: Knowledge) -> list[str]:
     for proxy in recipes.pd_proxies:
         if proxy.connector not in known:
             problems.append(f"recipes.yaml: pd_proxies {proxy.id!r}: no knowledge entry has the id {proxy.connector!r}")
+    problems += [
+        f"recipes.yaml: tier_types {t.kind!r}: no knowledge entry has the id {t.feature!r}"
+        for t in recipes.tier_types
+        if t.feature not in known
+    ]
     # Exactly one proxy for each P/D connector in every release that has the connector.
     for connector_id in {r.pd_connector for r in recipes.recipes if r.pd_connector}:
         connector = knowledge.by_id.get(connector_id)
@@ -1308,6 +1568,7 @@ def _load_and_check(root: Path) -> Knowledge:
             cli_inventory=cast(CliInventory, parts["cli_inventory.yaml"]),
             recipes=cast(Recipes, parts["recipes.yaml"]),
             advisories=cast(AdvisorySnapshot, parts["advisories.yaml"]),
+            engine=cast(EngineRules, parts["engine.yaml"]),
             directory=str(root),
         )
     except ValidationError as exc:  # pragma: no cover - each part was validated above

@@ -23,6 +23,7 @@ FILE_NAMES: tuple[str, ...] = (
     "hardware.yaml",
     "compat.yaml",
     "models.yaml",
+    "engine.yaml",
     "cli_inventory.yaml",
     "recipes.yaml",
     "advisories.yaml",

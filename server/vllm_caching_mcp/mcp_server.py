@@ -5,16 +5,14 @@ request model, flattened into typed parameters with their `Field` descriptions a
 its output schema is the result model. A call returns the result as structured content plus
 a short text summary. Bad input is a tool error whose message is the line the CLI prints,
 naming the field; a tool name the server does not have is a protocol error. The offline tools
-run in worker processes, each call under a CPU budget (tool_workers); the streamable HTTP
-transport and its guards are in http_transport.
+run in worker processes, each call under a CPU budget (tool_workers). Not here: the command line
+and what its options decide (server_options), the streamable HTTP transport and its guards
+(http_transport), the tool listing kept between starts (listing_cache).
 """
 
 from __future__ import annotations
 
-import argparse
 import gc
-import importlib
-import importlib.util
 import inspect
 import logging
 import operator
@@ -22,7 +20,7 @@ import os
 import sys
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NamedTuple, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.context import Context
@@ -32,13 +30,12 @@ from mcp_types import INVALID_PARAMS, CallToolResult, InputRequiredResult, TextC
 from mcp_types import Tool as MCPTool
 from pydantic import Field, ValidationError
 
-from . import __version__, startup_cache, tool_workers
+from . import __version__, listing_cache, startup_cache, tool_workers
 from .http_transport import (
     HEALTH_PATH,
     MIN_TOKEN_LENGTH,
     HttpOptions,
     StartupError,
-    add_http_arguments,
     http_app,
     http_options,
     listen,
@@ -47,13 +44,15 @@ from .http_transport import (
 from .knowledge_files import FILE_NAMES, KnowledgeError, knowledge_dir
 from .prompts import add_prompts
 from .redact import redact, redact_value
+from .server_options import ServerOptions, argument_parser, restrict_config_paths, server_options
 from .tool_workers import ToolWorkers
 from .tools import TOOL_NAMES, ToolInputError, check_argument_names, describe_validation_error, run_tool, tool_spec
 
 if TYPE_CHECKING:  # the tools' models are imported on first use
     from .advice.common import ToolSpec
 
-# The HTTP transport lives in http_transport; these names are part of this module's interface too.
+# The HTTP transport lives in http_transport and the command line in server_options; these names
+# are part of this module's interface too.
 __all__ = [
     "HEALTH_PATH",
     "MIN_TOKEN_LENGTH",
@@ -143,7 +142,7 @@ class _Server(MCPServer):
             self.load()
             self._listed = await super().list_tools()
             if self._listing_inputs is not None:
-                startup_cache.write(LISTING_CACHE, self._listing_inputs, self._listed)
+                listing_cache.write(self._listing_inputs, self._listed)
         elif self._warm_up is None and len(self._registered) < len(TOOL_NAMES):
             self._warm_up = threading.Timer(WARM_UP_DELAY_S, self._warm)
             self._warm_up.daemon = True
@@ -184,57 +183,6 @@ def _as_the_cli_says_it(error: ToolError) -> ToolError:
 
 # The listing is answered first; the tools register this long after, off the event loop.
 WARM_UP_DELAY_S = 0.2
-LISTING_CACHE = "tool-listing"
-# Third-party code that shapes the listing or the knowledge it rests on, fingerprinted by file.
-_DEPENDENCIES = (
-    "mcp.server.mcpserver.server",
-    "mcp.server.mcpserver.tools.base",
-    "mcp.server.mcpserver.utilities.func_metadata",
-    "mcp_types._types",
-    "pydantic.version",
-    "pydantic.json_schema",
-    "pydantic_core",
-    "yaml",
-    "packaging.version",
-)
-
-
-def listing_cache_inputs() -> list[bytes]:
-    """What the cached tool listing stands for: this package's source, the knowledge files, and the
-    dependencies above (each by path, size and modification time). A listing stored under these
-    inputs was written by a start-up that loaded and validated exactly this knowledge."""
-    package = Path(__file__).resolve().parent
-    root = knowledge_dir()
-    parts = [f"{__version__} {sys.version}".encode(), str(root).encode()]
-    for path in sorted(package.rglob("*.py")):
-        parts += [str(path.relative_to(package)).encode(), path.read_bytes()]
-    for name in FILE_NAMES:
-        parts += [name.encode(), (root / name).read_bytes()]
-    for module_name in _DEPENDENCIES:
-        spec = importlib.util.find_spec(module_name)
-        if spec is None or spec.origin is None:
-            raise OSError(f"{module_name} has no source file")
-        stat = os.stat(spec.origin)
-        parts.append(f"{spec.origin} {stat.st_size} {stat.st_mtime_ns}".encode())
-    return parts
-
-
-def _listing_inputs() -> list[bytes] | None:
-    try:
-        return listing_cache_inputs()
-    except OSError:  # a file that vanished or cannot be read: this start-up neither reads nor writes the cache
-        return None
-
-
-def _cached_listing(inputs: list[bytes] | None) -> list[MCPTool] | None:
-    if inputs is None:
-        return None
-    listing = startup_cache.read(LISTING_CACHE, inputs, list)
-    if listing is None or [getattr(t, "name", None) for t in listing] != list(TOOL_NAMES):
-        return None
-    if not all(isinstance(t, MCPTool) for t in listing):
-        return None
-    return listing
 
 
 def _tool_function(spec: ToolSpec, workers: ToolWorkers | None) -> Any:
@@ -308,8 +256,8 @@ def build_server(*, defer: bool = True, workers: ToolWorkers | None = None) -> _
     from it and loads the rest later (see _Server). Any other start-up loads and validates the
     knowledge now, so a broken file stops it with one line, and registers every tool.
     """
-    inputs = _listing_inputs()
-    listing = _cached_listing(inputs) if defer else None
+    inputs = listing_cache.inputs_if_readable()
+    listing = listing_cache.read(inputs) if defer else None
     server = _Server(listing, inputs, workers, name="vllm-caching-mcp", version=__version__, instructions=INSTRUCTIONS)
     if server._listed is None:
         server.load()
@@ -326,8 +274,13 @@ def prepare() -> str:
 
     server = build_server(defer=False)
     anyio.run(server.list_tools)
+    if os.environ.get(startup_cache.DISABLE_ENV):
+        return (
+            f"knowledge and tools are valid; the start-up cache is switched off ({startup_cache.DISABLE_ENV}), "
+            "so every start-up loads them in full"
+        )
     directory = startup_cache.cache_dir()
-    if directory is None or _cached_listing(server._listing_inputs) is None:
+    if directory is None or listing_cache.read(server._listing_inputs) is None:
         return "knowledge and tools are valid; no writable cache directory, so every start-up loads them in full"
     return f"knowledge and tools are valid; start-up cache written to {directory}"
 
@@ -347,139 +300,20 @@ def _add_knowledge_resource(server: MCPServer, root: str, file_name: str) -> Non
 
 # -- start-up ---------------------------------------------------------------------------------------
 
-DEFAULT_CALL_CPU_SECONDS = 20
-MAX_CALL_CPU_SECONDS = 3600
-MAX_CALL_WORKERS = 64
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        # One line, no usage dump: start-up errors are read in service logs.
-        self.exit(2, f"{self.prog}: {message}\n")
-
-
-def _config_root(config_dir: str | None) -> Path | None:
-    if config_dir is None:
-        return None
-    root = Path(config_dir).expanduser()
-    if not root.is_dir():
-        raise StartupError(f"--config-dir: {config_dir!r} is not a directory")
-    return root
-
-
-def _restrict_config_paths(root: Path | None) -> None:
-    """size_offload's `config_path` reads files on this host: from here on, only under ``root``, or none."""
-    from .advice.model_config import restrict_config_paths
-
-    restrict_config_paths(root)
-
-
-def _default_call_workers() -> int:
-    return max(2, min(4, os.cpu_count() or 1))
-
-
-class CallBudget(NamedTuple):
-    cpu_seconds: float
-    workers: int
-
-
-def _call_budget(args: argparse.Namespace) -> CallBudget:
-    if not 0 < args.call_cpu_seconds <= MAX_CALL_CPU_SECONDS:  # also false for NaN
-        raise StartupError(
-            f"--call-cpu-seconds: {args.call_cpu_seconds:g} is not a number of seconds above 0 and at most "
-            f"{MAX_CALL_CPU_SECONDS}"
-        )
-    workers = _default_call_workers() if args.call_workers is None else args.call_workers
-    if not 1 <= workers <= MAX_CALL_WORKERS:
-        raise StartupError(f"--call-workers: {workers} is not between 1 and {MAX_CALL_WORKERS}")
-    return CallBudget(args.call_cpu_seconds, workers)
-
-
-def _tool_workers(budget: CallBudget, restricted: bool, config_root: Path | None) -> ToolWorkers | None:
-    """The worker processes the offline tools run in, under the CPU budget; None where that cannot work."""
-    if not tool_workers.SUPPORTED:
-        logger.warning("tool calls run in the server process, without a CPU budget: %s cannot stop one", sys.platform)
-        return None
-    settings = tool_workers.WorkerSettings(
-        cpu_seconds=budget.cpu_seconds,
-        config_paths_restricted=restricted,
-        config_root=str(config_root.resolve()) if config_root is not None else None,
-    )
-    return ToolWorkers(settings, budget.workers)
-
-
-def argument_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="vllm-caching-mcp", description="MCP server for vLLM tiered KV caching (stdio by default).")
-    parser.add_argument("--transport", choices=["stdio", "streamable-http"], default="stdio")
-    add_http_arguments(parser)
-    parser.add_argument(
-        "--config-dir",
-        metavar="DIR",
-        help="size_offload reads config.json files (config_path) only under DIR; a relative config_path is then "
-        "relative to DIR. Default: anywhere over stdio, nowhere over streamable-http",
-    )
-    parser.add_argument(
-        "--call-cpu-seconds",
-        type=float,
-        default=DEFAULT_CALL_CPU_SECONDS,
-        metavar="SECONDS",
-        help="stop an offline tool call that uses more than this much CPU time, with an error for the caller "
-        f"(default {DEFAULT_CALL_CPU_SECONDS}). Calls run in worker processes, off the server's event loop",
-    )
-    parser.add_argument(
-        "--call-workers",
-        type=int,
-        metavar="N",
-        help="worker processes for offline tool calls, the most that run at once "
-        "(default: the CPU count, between 2 and 4)",
-    )
-    parser.add_argument(
-        "--prepare",
-        action="store_true",
-        help="load and validate the knowledge and tools, store the start-up cache, and exit (run after installing)",
-    )
-    parser.add_argument("--version", action="version", version=f"vllm-caching-mcp {__version__}")
-    return parser
-
-
-_HTTP_ONLY = ("auth_token_env", "allowed_host", "allowed_origin", "header_timeout", "idle_timeout", "max_connections")
-
 
 def main(argv: list[str] | None = None) -> int:
     args = argument_parser().parse_args(argv)
     workers: ToolWorkers | None = None
     try:
-        options = http_options(args, dict(os.environ)) if args.transport == "streamable-http" else None
-        given = [name for name in _HTTP_ONLY if getattr(args, name) not in (None, [])]
-        if options is None and given:
-            flags = ", ".join("--" + name.replace("_", "-") for name in given)
-            raise StartupError(f"options that apply to streamable-http only: {flags}")
-        config_root = _config_root(args.config_dir)
-        budget = _call_budget(args)
-        if args.prepare:
+        options = server_options(args, os.environ)
+        if options.prepare:
             print(prepare())
             return 0
-        # Over stdio a server reads config files where the user who started it can, unless given a
-        # --config-dir; a long-lived shared HTTP server reads none for callers without one.
-        restricted = options is not None or config_root is not None
-        workers = _tool_workers(budget, restricted, config_root)
-        if options is None:
-            if workers is not None:
-                workers.start_in_background(1)  # while the client initializes; more start as calls need them
-            server = build_server(workers=workers)
-            if restricted:
-                _restrict_config_paths(config_root)
-            server.run("stdio")
+        workers = options.tool_workers()
+        if options.http is None:
+            _serve_stdio(options, workers)
         else:
-            if workers is not None:
-                workers.start_in_background(workers.size)
-            # A shared server loads everything, and has its workers ready, before it accepts a connection.
-            server = build_server(defer=False, workers=workers)
-            sock = listen(options.host, options.port)
-            _restrict_config_paths(config_root)
-            if workers is not None:
-                _wait_for(workers)
-            serve_http(server, options, sock)
+            _serve_http(options, options.http, workers)
     except StartupError as exc:
         print(f"vllm-caching-mcp: {exc}", file=sys.stderr)
         return 2
@@ -494,11 +328,28 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _wait_for(workers: ToolWorkers) -> None:
-    try:
-        workers.wait_started()
-    except tool_workers.WorkerStartError as exc:
-        raise StartupError(f"cannot start the tool worker processes: {exc}") from None
+def _serve_stdio(options: ServerOptions, workers: ToolWorkers | None) -> None:
+    if workers is not None:
+        workers.start_in_background(1)  # while the client initializes; more start as calls need them
+    server = build_server(workers=workers)
+    if options.config_paths_restricted:
+        restrict_config_paths(options.config_root)
+    server.run("stdio")
+
+
+def _serve_http(options: ServerOptions, http: HttpOptions, workers: ToolWorkers | None) -> None:
+    if workers is not None:
+        workers.start_in_background(workers.size)
+    # A shared server loads everything, and has its workers ready, before it accepts a connection.
+    server = build_server(defer=False, workers=workers)
+    sock = listen(http.host, http.port)
+    restrict_config_paths(options.config_root)
+    if workers is not None:
+        try:
+            workers.wait_started()
+        except tool_workers.WorkerStartError as exc:
+            raise StartupError(f"cannot start the tool worker processes: {exc}") from None
+    serve_http(server, http, sock)
 
 
 if __name__ == "__main__":

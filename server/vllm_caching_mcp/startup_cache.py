@@ -29,6 +29,9 @@ _DIGEST_SIZE = hashlib.sha256().digest_size
 
 # http_client.default_cache_dir delegates here, so start-up does not import httpx to find the directory.
 CACHE_DIR_ENV = "VLLM_CACHING_MCP_CACHE_DIR"
+# Set to any non-empty value, start-up neither reads nor writes this cache (the HTTP clients' caches
+# are unaffected): to measure what it buys, or to rule it out.
+DISABLE_ENV = "VLLM_CACHING_MCP_NO_STARTUP_CACHE"
 
 
 def cache_dir(env: Mapping[str, str] | None = None) -> Path | None:
@@ -94,15 +97,19 @@ def _write(path: Path, key: bytes, value: object) -> None:
         pass  # an unwritable cache costs the next start-up time, nothing else
 
 
+def _startup_cache_dir() -> Path | None:
+    return None if os.environ.get(DISABLE_ENV) else cache_dir()
+
+
 def read(name: str, inputs: Iterable[bytes], expected: type[T]) -> T | None:
     """The object cached under ``name`` if it was built from exactly ``inputs``, else None."""
-    directory = cache_dir()
+    directory = _startup_cache_dir()
     return None if directory is None else _read(directory / f"{name}.pickle", inputs_digest(inputs), expected)
 
 
 def write(name: str, inputs: Iterable[bytes], value: object) -> None:
     """Cache ``value`` under ``name`` as built from ``inputs``; a failure to write is silent."""
-    directory = cache_dir()
+    directory = _startup_cache_dir()
     if directory is not None:
         _write(directory / f"{name}.pickle", inputs_digest(inputs), value)
 

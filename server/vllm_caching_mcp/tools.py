@@ -30,6 +30,7 @@ _MODULES = {
     "review_deployment": "review",
     "diagnose": "diagnose",
     "check_bug_status": "bugs",
+    "check_advisories": "advisories_tool",
     "inspect_image": "image",
 }
 

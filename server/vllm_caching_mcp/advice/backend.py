@@ -21,6 +21,7 @@ from ..knowledge import (
     Bug,
     CompatPin,
     Connector,
+    Fabric,
     Feature,
     Gated,
     Knowledge,
@@ -28,6 +29,7 @@ from ..knowledge import (
     Recipe,
     Recipes,
     RequirementKind,
+    SecondaryTier,
     Setting,
     TierKind,
 )
@@ -46,11 +48,7 @@ from .common import (
     security_check,
 )
 
-Tier = Literal["cpu", "nvme", "object_store", "peers"]
-Fabric = Literal["nvlink", "infiniband", "roce", "ethernet"]
-
-_TIER_KIND: dict[Tier, TierKind] = {"nvme": "fs", "object_store": "obj", "peers": "p2p"}
-_TIER_FEATURE: dict[TierKind, str] = {"fs": "feature.tier-fs", "obj": "feature.tier-obj", "p2p": "feature.tier-p2p"}
+Tier = Literal["cpu", SecondaryTier]
 
 
 class Topology(BaseModel):
@@ -338,7 +336,7 @@ class _Chooser:
         if c.lmcache_features or c.share_with_sglang or c.gpudirect_storage:
             return self._lmcache_only(tiers)
         self.ask("Needs an LMCache-only feature, GDS, or a cache shared with SGLang?", "no")
-        beyond: list[Tier] = [x for x in r.tiers if x != "cpu"]
+        beyond: list[SecondaryTier] = [x for x in r.tiers if x != "cpu"]
         if beyond:
             return self._more_tiers(beyond)
         self.ask("Tiers beyond CPU DRAM (NVMe, object store, peers)?", "no")
@@ -370,8 +368,8 @@ class _Chooser:
         self.reject("lmcache_mp", "adds an LMCache server process; only worth it for a cache shared between instances")
         return "native_cpu"
 
-    def _more_tiers(self, beyond: list[Tier]) -> Backend:  # beyond: the tiers other than cpu
-        kinds = [_TIER_KIND[x] for x in beyond]
+    def _more_tiers(self, beyond: list[SecondaryTier]) -> Backend:  # beyond: the tiers other than cpu
+        kinds = [self.recipes.tier_serving(x).kind for x in beyond]
         has_tiering = self.has(
             "feature.native-multi-tier-offload",
             effect_if_missing="no native multi-tier offload in this release: a disk, object or peer tier needs "
@@ -380,7 +378,7 @@ class _Chooser:
         )
         missing = []
         for kind in kinds:
-            feature = _TIER_FEATURE[kind]
+            feature = self.recipes.tier_names_entry(kind).feature
             entry = self.gated(feature)
             name = self.recipes.tier_type(kind, self.version)
             present = self.has(
@@ -467,45 +465,52 @@ class _Chooser:
         return "lmcache"
 
     def _shared(self, tiers: set[Tier]) -> Backend:
-        t, c = self.request.topology, self.request.constraints
-        across_nodes = t.nodes > 1 or "peers" in tiers
-        if across_nodes:
-            has_p2p = self.has(
-                "feature.tier-p2p",
-                effect_if_missing="no native p2p tier before this feature's release: peer sharing needs LMCache P2P",
-                effect_if_present="the native p2p tier shares CPU-tier blocks between instances over NIXL",
-            ) and self.has("feature.native-multi-tier-offload")
-            if has_p2p and not c.lmcache_features and self.keeps_hma("connector.offloading"):
-                self.tier_kinds = ["p2p"]
-                if "nvme" in tiers:
-                    self.tier_kinds = ["fs", "p2p"]
-                self.ask(
-                    "Must instances on different machines share one cache?",
-                    "yes: native TieringOffloadingSpec with a p2p tier",
-                    decided=True,
-                )
-                self.reject("lmcache_p2p", "needs a controller pod and the in-process LMCache connector")
-                return "native_tiering"
-            if self.needs_hma:
-                self.reject("lmcache_p2p", "LMCache P2P runs on LMCacheConnectorV1, which cannot serve hybrid models")
-                self.ask(
-                    "Must instances on different machines share one cache (hybrid/sliding model)?",
-                    "no peer-sharing path keeps HMA here: each instance keeps its own cache",
-                    decided=True,
-                )
-                self.notes.append(
-                    f"Native peer sharing arrives with the p2p tier in {self.gated('feature.tier-p2p').introduced}."
-                )
-                return self._cpu_only()
+        if self.request.topology.nodes > 1 or "peers" in tiers:
+            return self._shared_across_nodes(tiers)
+        return self._shared_on_one_node()
+
+    def _shared_across_nodes(self, tiers: set[Tier]) -> Backend:
+        """Instances on several machines share one cache: the native p2p tier, else LMCache P2P."""
+        c = self.request.constraints
+        has_p2p = self.has(
+            "feature.tier-p2p",
+            effect_if_missing="no native p2p tier before this feature's release: peer sharing needs LMCache P2P",
+            effect_if_present="the native p2p tier shares CPU-tier blocks between instances over NIXL",
+        ) and self.has("feature.native-multi-tier-offload")
+        if has_p2p and not c.lmcache_features and self.keeps_hma("connector.offloading"):
+            self.tier_kinds = ["p2p"]
+            if "nvme" in tiers:
+                self.tier_kinds = ["fs", "p2p"]
             self.ask(
                 "Must instances on different machines share one cache?",
-                "yes: LMCache P2P with its controller",
+                "yes: native TieringOffloadingSpec with a p2p tier",
                 decided=True,
             )
-            if has_p2p:
-                self.reject("native_tiering", "the LMCache controller was asked for")
-            return "lmcache_p2p"
-        # One machine, several instances (or cache work out of the engine process).
+            self.reject("lmcache_p2p", "needs a controller pod and the in-process LMCache connector")
+            return "native_tiering"
+        if self.needs_hma:
+            self.reject("lmcache_p2p", "LMCache P2P runs on LMCacheConnectorV1, which cannot serve hybrid models")
+            self.ask(
+                "Must instances on different machines share one cache (hybrid/sliding model)?",
+                "no peer-sharing path keeps HMA here: each instance keeps its own cache",
+                decided=True,
+            )
+            self.notes.append(
+                f"Native peer sharing arrives with the p2p tier in {self.gated('feature.tier-p2p').introduced}."
+            )
+            return self._cpu_only()
+        self.ask(
+            "Must instances on different machines share one cache?",
+            "yes: LMCache P2P with its controller",
+            decided=True,
+        )
+        if has_p2p:
+            self.reject("native_tiering", "the LMCache controller was asked for")
+        return "lmcache_p2p"
+
+    def _shared_on_one_node(self) -> Backend:
+        """Several instances on one machine share a cache (or cache work must leave the engine process)."""
+        c = self.request.constraints
         if c.no_extra_pods and not c.isolate_cache_from_engine:
             fs_ok = (
                 self.has(
@@ -602,62 +607,8 @@ _KIND_ORDER: tuple[RequirementKind, ...] = ("flag", "env", "process", "service",
 
 def _requirements(ch: _Chooser, recipe: Recipe) -> list[Requirement]:
     """Flags, environment, packages and processes the recommended backend needs in this release."""
-    k, v, req = ch.k, ch.version, []
     backend = recipe.backend
-    if backend == "native_cpu":
-        shorthand = ch.gated("feature.kv-offloading-cli-shorthand")
-        broken = k.by_id["pitfall.native-backend-before-0.14"]
-        assert isinstance(broken, Pitfall)
-        broken_range = parse_specifier(broken.versions)
-        fix_release = next((s.version for s in broken_range if s.operator == "<"), None)
-        shorthand_ok = ch.has("flag.kv-offloading-size") and not contains(broken_range, v)
-        if shorthand_ok:
-            req.append(
-                Requirement(
-                    kind="flag",
-                    name="--kv-offloading-size",
-                    value="<GiB, total across ranks>",
-                    why="turns on native CPU offload; total for the instance, not per GPU",
-                    source="flag.kv-offloading-size",
-                )
-            )
-            req.append(
-                Requirement(
-                    kind="flag",
-                    name="--kv-offloading-backend",
-                    value="native",
-                    why="selects OffloadingConnector",
-                    source="flag.kv-offloading-backend",
-                )
-            )
-            pitfall = k.by_id["pitfall.hma-flag-missing-with-shorthand"]
-            assert isinstance(pitfall, Pitfall)
-            if in_range(pitfall.versions, v) and ch.hma("connector.offloading") == "no":
-                req.append(
-                    Requirement(
-                        kind="flag", name="--disable-hybrid-kv-cache-manager", why=pitfall.why, source=pitfall.id
-                    )
-                )
-        else:
-            ch.gates["feature.kv-offloading-cli-shorthand"] = VersionGate(
-                id="feature.kv-offloading-cli-shorthand",
-                name=shorthand.name,
-                first_release=fix_release,
-                present=False,
-                effect="the --kv-offloading-size shorthand cannot start native offload here: "
-                "configure OffloadingConnector "
-                "with --kv-transfer-config and num_cpu_blocks",
-            )
-            ch.cite("feature.kv-offloading-cli-shorthand")
-            req.append(
-                Requirement(
-                    kind="flag",
-                    name="--kv-transfer-config",
-                    value='{"kv_connector":"OffloadingConnector","kv_role":"kv_both","kv_connector_extra_config":{"num_cpu_blocks":N}}',
-                    why="explicit config; the shorthand does not work before its fix",
-                    source="spec.num-cpu-blocks",
-                )
-            )
+    req = _native_cpu_flags(ch) if backend == "native_cpu" else []
     if recipe.connector is not None and backend != "native_cpu":
         req.append(
             Requirement(
@@ -668,121 +619,207 @@ def _requirements(ch: _Chooser, recipe: Recipe) -> list[Requirement]:
                 source="flag.kv-transfer-config",
             )
         )
-    req += [
+    req += _recipe_requirements(ch, recipe)
+    if backend == "native_tiering":
+        req += _tiering_requirements(ch)
+    req += _pd_requirements(ch, recipe)
+    req += _package_requirements(ch, recipe, req)
+    return sorted(req, key=lambda q: _KIND_ORDER.index(q.kind))  # stable: each kind keeps its order
+
+
+def _native_cpu_flags(ch: _Chooser) -> list[Requirement]:
+    """The shorthand flags where they start native CPU offload in this release, else the explicit config."""
+    broken = ch.k.by_id["pitfall.native-backend-before-0.14"]
+    assert isinstance(broken, Pitfall)
+    broken_range = parse_specifier(broken.versions)
+    if ch.has("flag.kv-offloading-size") and not contains(broken_range, ch.version):
+        return _shorthand_flags(ch)
+    shorthand = ch.gated("feature.kv-offloading-cli-shorthand")
+    ch.gates[shorthand.id] = VersionGate(
+        id=shorthand.id,
+        name=shorthand.name,
+        first_release=next((s.version for s in broken_range if s.operator == "<"), None),
+        present=False,
+        effect="the --kv-offloading-size shorthand cannot start native offload here: configure OffloadingConnector "
+        "with --kv-transfer-config and num_cpu_blocks",
+    )
+    ch.cite(shorthand.id)
+    return [
+        Requirement(
+            kind="flag",
+            name="--kv-transfer-config",
+            value='{"kv_connector":"OffloadingConnector","kv_role":"kv_both","kv_connector_extra_config":{"num_cpu_blocks":N}}',
+            why="explicit config; the shorthand does not work before its fix",
+            source="spec.num-cpu-blocks",
+        )
+    ]
+
+
+def _shorthand_flags(ch: _Chooser) -> list[Requirement]:
+    flags = [
+        Requirement(
+            kind="flag",
+            name="--kv-offloading-size",
+            value="<GiB, total across ranks>",
+            why="turns on native CPU offload; total for the instance, not per GPU",
+            source="flag.kv-offloading-size",
+        ),
+        Requirement(
+            kind="flag",
+            name="--kv-offloading-backend",
+            value="native",
+            why="selects OffloadingConnector",
+            source="flag.kv-offloading-backend",
+        ),
+    ]
+    pitfall = ch.k.by_id["pitfall.hma-flag-missing-with-shorthand"]
+    assert isinstance(pitfall, Pitfall)
+    if in_range(pitfall.versions, ch.version) and ch.hma("connector.offloading") == "no":
+        flags.append(
+            Requirement(kind="flag", name="--disable-hybrid-kv-cache-manager", why=pitfall.why, source=pitfall.id)
+        )
+    return flags
+
+
+def _recipe_requirements(ch: _Chooser, recipe: Recipe) -> list[Requirement]:
+    """What the recipe states for every release: the environment LMCache asserts, then the requirements
+    that apply to what was asked (an NVMe tier, GPUDirect Storage)."""
+    req = [
         Requirement(kind="env", name=e.name, value=e.value, why=_REQUIRED_ENV_WHY, source=e.setting)
         for e in recipe.required_env
     ]
     asked = {"nvme-tier": "nvme" in ch.request.tiers, "gpudirect-storage": ch.request.constraints.gpudirect_storage}
-    req += [
+    return req + [
         Requirement(kind=r.kind, name=r.name, value=r.value, why=r.why, source=r.source)
         for r in recipe.requirements
         if r.when is None or asked[r.when]
     ]
-    if backend == "native_tiering":
-        seed = k.by_id["env.pythonhashseed"]
-        if "p2p" in ch.tier_kinds and ch.has(
-            "feature.p2p-pythonhashseed-check",
-            effect_if_present="the p2p tier refuses to start without PYTHONHASHSEED in this release",
-        ):
-            req.append(
-                Requirement(
-                    kind="env",
-                    name="PYTHONHASHSEED",
-                    value="0",
-                    why="the p2p tier raises at start-up when it is unset in this release",
-                    source=seed.id if isinstance(seed, Setting) else None,
-                )
+
+
+def _tiering_requirements(ch: _Chooser) -> list[Requirement]:
+    """The hash seed, p2p addressing and NIXL the chosen secondary tiers need in this release."""
+    req = _hash_seed_requirements(ch)
+    if "p2p" in ch.tier_kinds:
+        req += _p2p_tier_requirements(ch)
+    if {"obj", "p2p"} & set(ch.tier_kinds):
+        req.append(
+            Requirement(
+                kind="package",
+                name="nixl",
+                why="the obj and p2p tiers move blocks through NIXL",
+                source=ch.recipes.tier_names_entry("obj" if "obj" in ch.tier_kinds else "p2p").feature,
             )
-        elif ("p2p" in ch.tier_kinds or ch.request.topology.share_cache_across_instances) and not ch.has(
-            "feature.prefix-hash-fixed-default-seed",
-            effect_if_missing="block hashes are seeded per process: instances sharing a tier need one PYTHONHASHSEED",
-        ):
-            req.append(
-                Requirement(
-                    kind="env",
-                    name="PYTHONHASHSEED",
-                    value="0",
-                    why="same value on every instance that shares the tier, or they never hit each other's blocks",
-                    source="pitfall.shared-tier-without-hash-seed",
-                )
+        )
+    return req
+
+
+def _hash_seed_requirements(ch: _Chooser) -> list[Requirement]:
+    seed = ch.k.by_id["env.pythonhashseed"]
+    if "p2p" in ch.tier_kinds and ch.has(
+        "feature.p2p-pythonhashseed-check",
+        effect_if_present="the p2p tier refuses to start without PYTHONHASHSEED in this release",
+    ):
+        return [
+            Requirement(
+                kind="env",
+                name="PYTHONHASHSEED",
+                value="0",
+                why="the p2p tier raises at start-up when it is unset in this release",
+                source=seed.id if isinstance(seed, Setting) else None,
             )
-        if "p2p" in ch.tier_kinds:
-            if ch.has("env.vllm-p2p-side-channel-host"):
-                req.append(
-                    Requirement(
-                        kind="env",
-                        name="VLLM_P2P_SIDE_CHANNEL_HOST",
-                        value="<this instance's routable IP>",
-                        why="the default is localhost, which keeps the tier on one machine",
-                        source="env.vllm-p2p-side-channel-host",
-                    )
-                )
-            else:
-                req.append(
-                    Requirement(
-                        kind="flag",
-                        name="secondary_tiers[type=p2p].host",
-                        value="<this instance's routable IP>",
-                        why="advertised verbatim to peers; 0.0.0.0 is not reachable",
-                        source="spec.tier.p2p.host",
-                    )
-                )
-            req.append(
-                Requirement(
-                    kind="service",
-                    name="headless Service with publishNotReadyAddresses",
-                    why="peers dial each pod by its own address",
-                    source="spec.tier.p2p.host",
-                )
+        ]
+    if ("p2p" in ch.tier_kinds or ch.request.topology.share_cache_across_instances) and not ch.has(
+        "feature.prefix-hash-fixed-default-seed",
+        effect_if_missing="block hashes are seeded per process: instances sharing a tier need one PYTHONHASHSEED",
+    ):
+        return [
+            Requirement(
+                kind="env",
+                name="PYTHONHASHSEED",
+                value="0",
+                why="same value on every instance that shares the tier, or they never hit each other's blocks",
+                source="pitfall.shared-tier-without-hash-seed",
             )
-        if {"obj", "p2p"} & set(ch.tier_kinds):
-            req.append(
-                Requirement(
-                    kind="package",
-                    name="nixl",
-                    why="the obj and p2p tiers move blocks through NIXL",
-                    source="feature.tier-obj" if "obj" in ch.tier_kinds else "feature.tier-p2p",
-                )
-            )
-    proxy = ch.recipes.pd_proxy(recipe.pd_connector, v) if recipe.pd_connector else None
+        ]
+    return []
+
+
+def _p2p_tier_requirements(ch: _Chooser) -> list[Requirement]:
+    """A routable address for the p2p tier: the environment where vLLM reads one, else the tier entry."""
+    if ch.has("env.vllm-p2p-side-channel-host"):
+        address = Requirement(
+            kind="env",
+            name="VLLM_P2P_SIDE_CHANNEL_HOST",
+            value="<this instance's routable IP>",
+            why="the default is localhost, which keeps the tier on one machine",
+            source="env.vllm-p2p-side-channel-host",
+        )
+    else:
+        address = Requirement(
+            kind="flag",
+            name="secondary_tiers[type=p2p].host",
+            value="<this instance's routable IP>",
+            why="advertised verbatim to peers; 0.0.0.0 is not reachable",
+            source="spec.tier.p2p.host",
+        )
+    service = Requirement(
+        kind="service",
+        name="headless Service with publishNotReadyAddresses",
+        why="peers dial each pod by its own address",
+        source="spec.tier.p2p.host",
+    )
+    return [address, service]
+
+
+def _pd_requirements(ch: _Chooser, recipe: Recipe) -> list[Requirement]:
+    """The proxy a disaggregated backend needs in this release, and UCX's transports for NIXL."""
+    req = []
+    proxy = ch.recipes.pd_proxy(recipe.pd_connector, ch.version) if recipe.pd_connector else None
     if proxy is not None:
         req.append(
             Requirement(
                 kind="process",
                 name=f"P/D proxy ({proxy.script})",
                 value=proxy.path,
-                why=f"sends each request to prefill, then decode; from the vLLM source tree at v{v} (not in the wheel "
-                "or image)",
+                why=f"sends each request to prefill, then decode; from the vLLM source tree at v{ch.version} (not in "
+                "the wheel or image)",
                 source=proxy.id,
             )
         )
         ch.cited.setdefault(proxy.id, cite(proxy.id, proxy, ch.k))
-    if backend in ("nixl_pd", "multi_nixl_offload"):
-        fabric = ch.request.fabric or "ethernet"
+    if recipe.backend in ("nixl_pd", "multi_nixl_offload"):
         req.append(
             Requirement(
                 kind="env",
                 name="UCX_TLS",
-                value=ch.recipes.fact("fact.ucx-tls-by-fabric").value[fabric],
+                value=ch.recipes.facts.ucx_tls_by_fabric.transports(ch.request.fabric or "ethernet"),
                 why="UCX must see a CUDA transport or the transfer thread crashes",
                 source="pitfall.nixl-ucx-without-cuda",
             )
         )
-    for pkg in recipe.packages:
-        req.append(Requirement(kind="package", name=pkg, why=f"{recipe.title} imports it", source=recipe.connector))
+    return req
+
+
+def _package_requirements(ch: _Chooser, recipe: Recipe, required: list[Requirement]) -> list[Requirement]:
+    """The packages the recipe imports, and the version pins its connectors need in this release."""
+    k = ch.k
+    req = [
+        Requirement(kind="package", name=pkg, why=f"{recipe.title} imports it", source=recipe.connector)
+        for pkg in recipe.packages
+    ]
     connector = k.by_id.get(recipe.connector or "")
     pin_ids = set(connector.related) if isinstance(connector, Gated) else set()
-    if backend in ("multi_nixl_offload", "lmcache_p2p"):
+    if recipe.backend in ("multi_nixl_offload", "lmcache_p2p"):
         pin_ids |= set(ch.gated("connector.nixl").related)
     for pin in k.pins:
-        if pin.id in pin_ids and in_range(pin.vllm_versions, v):
+        if pin.id in pin_ids and in_range(pin.vllm_versions, ch.version):
             req.append(Requirement(kind="package", name=pin.requirement, why=pin.note or "", source=pin.id))
             ch.cite(pin.id)
-    if backend == "lmcache_mp" and ch.needs_hma:
+    if recipe.backend == "lmcache_mp" and ch.needs_hma:
         hma_pin = k.by_id.get("pin.lmcache-mp-hma")
-        if isinstance(hma_pin, CompatPin) and not any(q.source == hma_pin.id for q in req):
+        if isinstance(hma_pin, CompatPin) and not any(q.source == hma_pin.id for q in [*required, *req]):
             req.append(Requirement(kind="package", name=hma_pin.requirement, why=hma_pin.note or "", source=hma_pin.id))
-    return sorted(req, key=lambda q: _KIND_ORDER.index(q.kind))  # stable: each kind keeps its order
+    return req
 
 
 def _avoid(ch: _Chooser, recipe: Recipe, requirements: list[Requirement]) -> list[AvoidNote]:
@@ -886,7 +923,9 @@ def choose_backend(request: ChooseBackendRequest, knowledge: Knowledge) -> Choos
         ch.gates["security.lmcache-floor"] = _floor_gate(lm_security)
     citations = [*ch.cited.values()]
     for cid in (recipe.id,):
-        citations.append(cite(cid, recipe, knowledge))
+        citations.append(
+            Citation(id=cid, sources=list(recipe.sources), verified_at=recipe.verified_at, evidence=recipe.evidence)
+        )
     return ChooseBackendResult(
         version_context=ch.context,
         lmcache_context=lm_context,

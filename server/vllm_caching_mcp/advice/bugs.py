@@ -43,7 +43,7 @@ from ..github import (
     is_bot_login,
     parse_issue_ref,
 )
-from ..knowledge import Bug, BugSnapshot, Knowledge
+from ..knowledge import Bug, BugSnapshot, FixedIn, Knowledge
 from ..versions import Version, contains, in_range, parse_specifier
 from .common import AdviceError, Citation, Package, Result, ToolSpec, VersionContext, cite, resolve_version
 
@@ -360,93 +360,120 @@ class _Verdict:
 
 
 def _judge(bug: Bug | None, seen: _Observed, facts: _VersionFacts, stored_refs: set[str]) -> _Verdict:
+    """The verdict from the strongest evidence there is: fixed_in, then the affected range, then the tracker."""
+    closure = _Closure.of(seen, stored_refs)
     package, version = facts.package, facts.version
     label = {"vllm": "vLLM", "lmcache": "LMCache"}.get(package or "", package or "")
-    known = [v for v, _ in facts.releases]
-    fix_pulls = [p for p in seen.pulls if p.merged and (p.relation in _FIX_RELATIONS or p.ref in stored_refs)]
-    closed_without_fix = (
-        seen.state == "closed"
-        and not fix_pulls
-        and (
-            seen.state_reason in ("not_planned", "duplicate") or (seen.closed_by is not None and seen.closed_by.is_bot)
-        )
-    )
-    why_no_fix = (
-        f"closed as {seen.state_reason.replace('_', ' ')}"
-        if seen.state_reason in ("not_planned", "duplicate")
-        else f"closed by {seen.closed_by.login}, a bot"
-        if seen.closed_by
-        else "closed"
-    ) + " with no merged fix"
-
-    # 1. The knowledge's fixed_in, read from released code.
     if bug is not None and bug.fixed_in is not None and version is not None and bug.fixed_in.package == package:
-        fixed = FixRelease(package=package, version=str(bug.fixed_in.version), basis="knowledge_fixed_in")
-        if version >= bug.fixed_in.version:
-            reason = f"fixed in {label} {fixed.version}; you run {version}"
-            if seen.state == "open":
-                reason += " (the issue is open upstream again: check that the fix covers your case)"
-            return _Verdict("fixed_in_your_version", reason, fixed)
-        spec_text = bug.affected_versions.get(package)
-        if spec_text and not in_range(spec_text, version):
-            return _Verdict("not_affected", f"affects {label} {spec_text} only; you run {version}", fixed)
-        return _Verdict("still_affects_you", f"fixed in {label} {fixed.version}; you run {version}: upgrade", fixed)
-
-    # 2. The knowledge's affected range.
+        spec_text = bug.affected_versions.get(bug.fixed_in.package)
+        return _by_fixed_in(bug.fixed_in, spec_text, version, label, seen)
     spec_text = bug.affected_versions.get(package) if bug is not None and package is not None else None
     if spec_text and version is not None:
-        after = _fix_after_range(spec_text, known)
-        if in_range(spec_text, version):
-            if after is not None and after > version:
-                # The range ends: the first release past it no longer has the problem, however the issue closed.
-                return _Verdict(
-                    "still_affects_you",
-                    f"{label} {version} is in the affected range {spec_text}; fixed from {after}: upgrade",
-                    FixRelease(package=package or "", version=str(after), basis="affected_range"),
-                )
-            beyond = (
-                " (the range is open-ended: no release known to the knowledge fixes it)"
-                if not any(v > version and not in_range(spec_text, v) for v in known)
-                else ""
-            )
-            if closed_without_fix:
-                return _Verdict(
-                    "closed_without_fix",
-                    f"{why_no_fix}; {label} {version} is in the affected range {spec_text}{beyond}",
-                )
-            return _Verdict("still_affects_you", f"{label} {version} is in the affected range {spec_text}{beyond}")
+        known = [v for v, _ in facts.releases]
+        return _by_affected_range(spec_text, package or "", version, label, known, closure)
+    return _by_tracker(seen, closure, facts, label)
+
+
+@dataclass(frozen=True)
+class _Closure:
+    """How the issue was closed, as far as a fix goes."""
+
+    fix_pulls: list[PullStatus]  # merged pull requests that say they fixed it
+    without_fix: bool  # closed as not planned or a duplicate, or by a bot, with no merged fix
+    why_no_fix: str
+
+    @classmethod
+    def of(cls, seen: _Observed, stored_refs: set[str]) -> _Closure:
+        fix_pulls = [p for p in seen.pulls if p.merged and (p.relation in _FIX_RELATIONS or p.ref in stored_refs)]
+        dismissed = seen.state_reason in ("not_planned", "duplicate")
+        by_bot = seen.closed_by is not None and seen.closed_by.is_bot
+        if dismissed:
+            how = f"closed as {(seen.state_reason or '').replace('_', ' ')}"
+        elif seen.closed_by:
+            how = f"closed by {seen.closed_by.login}, a bot"
+        else:
+            how = "closed"
+        without_fix = seen.state == "closed" and not fix_pulls and (dismissed or by_bot)
+        return cls(fix_pulls, without_fix, how + " with no merged fix")
+
+
+def _by_fixed_in(fixed_in: FixedIn, spec_text: str | None, version: Version, label: str, seen: _Observed) -> _Verdict:
+    """1. The knowledge's fixed_in, read from released code (and its affected range, if it has one)."""
+    fixed = FixRelease(package=fixed_in.package, version=str(fixed_in.version), basis="knowledge_fixed_in")
+    if version >= fixed_in.version:
+        reason = f"fixed in {label} {fixed.version}; you run {version}"
+        if seen.state == "open":
+            reason += " (the issue is open upstream again: check that the fix covers your case)"
+        return _Verdict("fixed_in_your_version", reason, fixed)
+    if spec_text and not in_range(spec_text, version):
+        return _Verdict("not_affected", f"affects {label} {spec_text} only; you run {version}", fixed)
+    return _Verdict("still_affects_you", f"fixed in {label} {fixed.version}; you run {version}: upgrade", fixed)
+
+
+def _by_affected_range(
+    spec_text: str, package: str, version: Version, label: str, known: list[Version], closure: _Closure
+) -> _Verdict:
+    """2. The knowledge's affected range: inside it, past its end, or before it."""
+    after = _fix_after_range(spec_text, known)
+    if not in_range(spec_text, version):
         if after is not None and version >= after:
             return _Verdict(
                 "fixed_in_your_version",
                 f"affects {label} {spec_text}: fixed from {after}, the first release past that range; "
                 f"you run {version}",
-                FixRelease(package=package or "", version=str(after), basis="affected_range"),
+                FixRelease(package=package, version=str(after), basis="affected_range"),
             )
         return _Verdict("not_affected", f"affects {label} {spec_text} only; you run {version}")
+    if after is not None and after > version:
+        # The range ends: the first release past it no longer has the problem, however the issue closed.
+        return _Verdict(
+            "still_affects_you",
+            f"{label} {version} is in the affected range {spec_text}; fixed from {after}: upgrade",
+            FixRelease(package=package, version=str(after), basis="affected_range"),
+        )
+    beyond = (
+        " (the range is open-ended: no release known to the knowledge fixes it)"
+        if not any(v > version and not in_range(spec_text, v) for v in known)
+        else ""
+    )
+    if closure.without_fix:
+        return _Verdict(
+            "closed_without_fix",
+            f"{closure.why_no_fix}; {label} {version} is in the affected range {spec_text}{beyond}",
+        )
+    return _Verdict("still_affects_you", f"{label} {version} is in the affected range {spec_text}{beyond}")
 
-    # 3. The tracker alone.
+
+def _by_tracker(seen: _Observed, closure: _Closure, facts: _VersionFacts, label: str) -> _Verdict:
+    """3. The tracker alone: its state, how it closed, and when the fix merged against when the release shipped."""
     if seen.state is None:
         return _Verdict(
             "unknown", "the issue's state is not known (GitHub could not be asked and there is no snapshot)"
         )
     if seen.state == "open":
         return _Verdict("still_affects_you", "open upstream, with no fixed release recorded in the knowledge")
-    if closed_without_fix:
-        return _Verdict("closed_without_fix", f"{why_no_fix}: the problem is not fixed, keep the avoidance")
-    merged_times = [dt.datetime.fromisoformat(p.merged_at) for p in fix_pulls if p.merged_at]
-    if not fix_pulls:
+    if closure.without_fix:
+        return _Verdict("closed_without_fix", f"{closure.why_no_fix}: the problem is not fixed, keep the avoidance")
+    if not closure.fix_pulls:
         mentioned = [p.ref for p in seen.pulls if p.merged]
         extra = f"; merged pull requests that only mention it: {', '.join(mentioned)}" if mentioned else ""
         return _Verdict("unknown", f"closed as {seen.state_reason or 'closed'} but no merged fix is linked{extra}")
-    pulls = ", ".join(p.ref for p in fix_pulls)
-    if not merged_times or package is None or version is None:
-        what = "no release line for this repository in the knowledge" if package is None else "merge date unknown"
+    pulls = ", ".join(p.ref for p in closure.fix_pulls)
+    merged_times = [dt.datetime.fromisoformat(p.merged_at) for p in closure.fix_pulls if p.merged_at]
+    if not merged_times or facts.package is None or facts.version is None:
+        what = "no release line for this repository in the knowledge" if facts.package is None else "merge date unknown"
         return _Verdict(
             "unknown", f"fixed upstream by {pulls}; the release that contains it is not established ({what})"
         )
-    merged_at = max(merged_times)
-    after_merge = next((str(v) for v, d in facts.releases if d is not None and d > merged_at.date()), None)
-    published = next((d for v, d in facts.releases if v == version), None)
+    return _by_merge_date(max(merged_times), pulls, facts.version, facts.releases, label)
+
+
+def _by_merge_date(
+    merged_at: dt.datetime, pulls: str, version: Version, releases: list[tuple[Version, dt.date | None]], label: str
+) -> _Verdict:
+    """A fix merged after the release was published cannot be in it; one merged before may or may not be."""
+    after_merge = next((str(v) for v, d in releases if d is not None and d > merged_at.date()), None)
+    published = next((d for v, d in releases if v == version), None)
     if published is not None and published < merged_at.date():
         return _Verdict(
             "still_affects_you",

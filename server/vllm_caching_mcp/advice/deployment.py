@@ -15,7 +15,8 @@ Two steps, both pure:
 - `resolve` turns one workload into its effective configuration for a vLLM release: flag values
   after `--no-` negations and `=`/space forms, the `--kv-transfer-config` JSON (also given
   in dotted form), the connector the offload shorthand selects in that release (from the
-  knowledge), parallel sizes, offload tier sizes and the numbers rules compare.
+  knowledge), parallel sizes, offload tier sizes (read where each connector's knowledge entry
+  says it takes them) and the numbers rules compare, with where each was written.
 
 What is pasted costs time and memory in proportion to its size: the bounds (MAX_*) refuse what no
 deployment holds — alias bombs, nesting past 100 levels, more than 1,000 servers or 50,000
@@ -27,18 +28,52 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+import weakref
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal, NamedTuple
+from typing import Annotated, Any, Generic, Literal, NamedTuple, TypeVar
 
 import yaml
 from pydantic import AfterValidator, BaseModel, Field
 
-from ..knowledge import SAFE_LOADER, Connector, Gpu, Knowledge, Setting, ranged_at
+from ..knowledge import SAFE_LOADER, Connector, Gpu, Knowledge, Setting, TierSize, ranged_at
 from ..versions import Version, in_range
 from .common import AdviceError, docker_run_options, readable_number
 
 GIB = 1 << 30
+T = TypeVar("T")
+
+
+class PerKnowledge(Generic[T]):
+    """What ``build`` works out from a Knowledge object, kept for as long as that object lives.
+
+    Keyed by identity, through a weak reference: a Knowledge (a frozen pydantic model) hashes by
+    value, which its ``releases`` dict makes fail, so it cannot key a WeakKeyDictionary or an
+    lru_cache; and an ``id`` alone is handed to another object once this one is collected, so each
+    entry is dropped when its Knowledge goes.
+    """
+
+    def __init__(self, build: Callable[[Knowledge], T]) -> None:
+        self._build = build
+        self._entries: dict[int, tuple[weakref.ref[Knowledge], T]] = {}
+
+    def __call__(self, knowledge: Knowledge) -> T:
+        key = id(knowledge)
+        entry = self._entries.get(key)
+        if entry is not None and entry[0]() is knowledge:
+            return entry[1]
+        value = self._build(knowledge)
+
+        def forget(ref: weakref.ref[Knowledge]) -> None:
+            if self._entries.get(key, (None,))[0] is ref:
+                del self._entries[key]
+
+        self._entries[key] = (weakref.ref(knowledge, forget), value)
+        return value
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
 
 # The official image names its vLLM release in the tag (v0.22.1, v0.22.1-cu130); other images
 # (lmcache/vllm-openai, private builds) tag their own versions, so only this repository counts.
@@ -802,7 +837,9 @@ def _pod_specs(doc: Document, obj: _Located, notes: list[str]) -> list[tuple[_Lo
     return found
 
 
-def _parse_kubernetes(doc: Document, objects: list[_Located], deployment: Deployment, totals: _Totals) -> None:
+def _parse_kubernetes(
+    doc: Document, objects: list[_Located], deployment: Deployment, totals: _Totals, lmcache_keys: frozenset[str]
+) -> None:
     config_maps = {
         _text_of(o.get("metadata").get("name")): o
         for o in objects
@@ -814,7 +851,7 @@ def _parse_kubernetes(doc: Document, objects: list[_Located], deployment: Deploy
     for cm in config_maps.values():
         for key, item in (cm.get("data").value if cm.get("data") is not None else {}).items():
             if key.endswith((".yaml", ".yml")) and isinstance(item.value, str):
-                _maybe_lmcache_config(doc.name, item.value, deployment, totals, item.line + 1)
+                _maybe_lmcache_config(doc.name, item.value, deployment, totals, item.line + 1, lmcache_keys)
     for obj in objects:
         kind = _text_of(obj.get("kind")) if obj.get("kind") else ""
         meta = obj.get("metadata")
@@ -931,95 +968,115 @@ def _parse_helm_values(doc: Document, root: _Located, deployment: Deployment) ->
     """Values of the production-stack chart or of vLLM's example chart; false when neither."""
     stack = root.get("servingEngineSpec")
     if stack is not None and stack.get("modelSpec") is not None:
-        for spec in stack.get("modelSpec").items():
-            name = _text_of(spec.get("name")) if spec.get("name") else "model"
-            repo = _text_of(spec.get("repository")) if spec.get("repository") else None
-            tag = _text_of(spec.get("tag")) if spec.get("tag") else None
-            image = f"{repo}:{tag}" if repo and tag else repo
-            workload = Workload(
-                name=f"servingEngineSpec.modelSpec {name}",
-                file=doc.name,
-                source="helm-values",
-                image=image,
-                image_location=_loc(doc, spec.get("tag") or spec.get("repository") or spec),
-                location=_loc(doc, spec),
-            )
-            url = spec.get("modelURL")
-            if url is not None:
-                workload.model, workload.model_location = _text_of(url), _loc(doc, url)
-            config = spec.get("vllmConfig")
-            args: list[tuple[str, Location]] = []
-            if config is not None and isinstance(config.value, dict):
-                for key, item in config.value.items():
-                    flag = _STACK_FLAGS.get(key)
-                    if flag is None:
-                        continue
-                    if isinstance(item.value, bool):
-                        args.append((flag if item.value else "--no-" + flag[2:], _loc(doc, item)))
-                    else:
-                        args += [(flag, _loc(doc, item)), (_text_of(item), _loc(doc, item))]
-                extra = config.get("extraArgs")
-                args += _words_from_list(doc, extra.items() if extra else [], "")
-            lmcache = spec.get("lmcacheConfig")
-            if lmcache is not None and lmcache.get("enabled") is not None and lmcache.get("enabled").value is True:
-                where = _loc(doc, lmcache.get("enabled"))
-                args += [
-                    ("--kv-transfer-config", where),
-                    ('{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}', where),
-                ]
-                workload.env.append(EnvUse(name="LMCACHE_LOCAL_CPU", value="True", location=where))
-                size = lmcache.get("cpuOffloadingBufferSize")
-                if size is not None:
-                    workload.env.append(
-                        EnvUse(name="LMCACHE_MAX_LOCAL_CPU_SIZE", value=_text_of(size), location=_loc(doc, size))
-                    )
-            for item in spec.get("env").items() if spec.get("env") else []:
-                if item.get("name") is not None:
-                    value = item.get("value")
-                    workload.env.append(
-                        EnvUse(
-                            name=_text_of(item.get("name")),
-                            value=_text_of(value) if value is not None else None,
-                            reference=None if value is not None else "valueFrom",
-                            location=_loc(doc, item),
-                        )
-                    )
-            _read_args(workload, args)
-            deployment.workloads.append(workload)
+        deployment.workloads += [_stack_model_spec(doc, spec) for spec in stack.get("modelSpec").items()]
         return True
     image_values = root.get("image")
     if image_values is not None and image_values.get("command") is not None:
-        repo = image_values.get("repository")
-        tag = image_values.get("tag")
-        ref = f"{_text_of(repo)}:{_text_of(tag)}" if repo is not None and tag is not None else None
-        argv = _words_from_list(doc, image_values.each("command"), "")
-        found = _launch_from_argv(doc, argv, ref)
-        if found is None:
+        workload = _example_chart_values(doc, root, image_values)
+        if workload is None:
             return False
-        workload = Workload(
-            name="image.command",
-            file=doc.name,
-            source="helm-values",
-            image=ref,
-            image_location=_loc(doc, tag or repo or image_values),
-            env=found[1],
-            location=_loc(doc, image_values),
-        )
-        for item in root.get("env").items() if root.get("env") else []:
-            if item.get("name") is not None and item.get("value") is not None:
-                workload.env.append(
-                    EnvUse(name=_text_of(item.get("name")), value=_text_of(item.get("value")), location=_loc(doc, item))
-                )
-        _read_args(workload, found[0])
         deployment.workloads.append(workload)
         return True
     return False
 
 
-_LMCACHE_KEYS: set[str] = set()
+def _stack_model_spec(doc: Document, spec: _Located) -> Workload:
+    """One ``servingEngineSpec.modelSpec`` entry of the production-stack chart."""
+    name = _text_of(spec.get("name")) if spec.get("name") else "model"
+    repo = _text_of(spec.get("repository")) if spec.get("repository") else None
+    tag = _text_of(spec.get("tag")) if spec.get("tag") else None
+    workload = Workload(
+        name=f"servingEngineSpec.modelSpec {name}",
+        file=doc.name,
+        source="helm-values",
+        image=f"{repo}:{tag}" if repo and tag else repo,
+        image_location=_loc(doc, spec.get("tag") or spec.get("repository") or spec),
+        location=_loc(doc, spec),
+    )
+    url = spec.get("modelURL")
+    if url is not None:
+        workload.model, workload.model_location = _text_of(url), _loc(doc, url)
+    config = spec.get("vllmConfig")
+    args: list[tuple[str, Location]] = []
+    if config is not None and isinstance(config.value, dict):
+        for key, item in config.value.items():
+            flag = _STACK_FLAGS.get(key)
+            if flag is None:
+                continue
+            if isinstance(item.value, bool):
+                args.append((flag if item.value else "--no-" + flag[2:], _loc(doc, item)))
+            else:
+                args += [(flag, _loc(doc, item)), (_text_of(item), _loc(doc, item))]
+        extra = config.get("extraArgs")
+        args += _words_from_list(doc, extra.items() if extra else [], "")
+    lmcache = spec.get("lmcacheConfig")
+    if lmcache is not None and lmcache.get("enabled") is not None and lmcache.get("enabled").value is True:
+        # The chart's template starts the in-process LMCache connector with a CPU pool of this size.
+        where = _loc(doc, lmcache.get("enabled"))
+        args += [("--kv-transfer-config", where), ('{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}', where)]
+        workload.env.append(EnvUse(name="LMCACHE_LOCAL_CPU", value="True", location=where))
+        size = lmcache.get("cpuOffloadingBufferSize")
+        if size is not None:
+            workload.env.append(
+                EnvUse(name="LMCACHE_MAX_LOCAL_CPU_SIZE", value=_text_of(size), location=_loc(doc, size))
+            )
+    for item in spec.get("env").items() if spec.get("env") else []:
+        if item.get("name") is not None:
+            value = item.get("value")
+            workload.env.append(
+                EnvUse(
+                    name=_text_of(item.get("name")),
+                    value=_text_of(value) if value is not None else None,
+                    reference=None if value is not None else "valueFrom",
+                    location=_loc(doc, item),
+                )
+            )
+    _read_args(workload, args)
+    return workload
 
 
-def _maybe_lmcache_config(name: str, text: str, deployment: Deployment, totals: _Totals, first_line: int) -> bool:
+def _example_chart_values(doc: Document, root: _Located, image_values: _Located) -> Workload | None:
+    """vLLM's example chart: ``image.command`` starts the server; None when it starts something else."""
+    repo = image_values.get("repository")
+    tag = image_values.get("tag")
+    ref = f"{_text_of(repo)}:{_text_of(tag)}" if repo is not None and tag is not None else None
+    argv = _words_from_list(doc, image_values.each("command"), "")
+    found = _launch_from_argv(doc, argv, ref)
+    if found is None:
+        return None
+    workload = Workload(
+        name="image.command",
+        file=doc.name,
+        source="helm-values",
+        image=ref,
+        image_location=_loc(doc, tag or repo or image_values),
+        env=found[1],
+        location=_loc(doc, image_values),
+    )
+    for item in root.get("env").items() if root.get("env") else []:
+        if item.get("name") is not None and item.get("value") is not None:
+            workload.env.append(
+                EnvUse(name=_text_of(item.get("name")), value=_text_of(item.get("value")), location=_loc(doc, item))
+            )
+    _read_args(workload, found[0])
+    return workload
+
+
+def _lmcache_keys(knowledge: Knowledge) -> frozenset[str]:
+    """The keys of LMCache's config file: its LMCACHE_* variables, lower case without the prefix."""
+    return frozenset(
+        s.name[len("LMCACHE_") :].lower()
+        for s in knowledge.settings
+        if s.component == "lmcache" and s.name.startswith("LMCACHE_")
+    )
+
+
+_LMCACHE_KEYS = PerKnowledge(_lmcache_keys)
+
+
+def _maybe_lmcache_config(
+    name: str, text: str, deployment: Deployment, totals: _Totals, first_line: int, lmcache_keys: frozenset[str]
+) -> bool:
     """Read ``text`` as an LMCache config file when it is one (its first line is ``first_line`` of file ``name``)."""
     try:
         roots = _load_yaml(name, text, totals, first_line)
@@ -1027,16 +1084,16 @@ def _maybe_lmcache_config(name: str, text: str, deployment: Deployment, totals: 
         if totals.yaml_nodes > MAX_YAML_NODES:
             raise
         return False
-    return _lmcache_config(name, roots, deployment)
+    return _lmcache_config(name, roots, deployment, lmcache_keys)
 
 
-def _lmcache_config(name: str, roots: list[_Located], deployment: Deployment) -> bool:
+def _lmcache_config(name: str, roots: list[_Located], deployment: Deployment, lmcache_keys: frozenset[str]) -> bool:
     """Read the YAML documents of file ``name`` as an LMCache config file when they are one."""
     if len(roots) != 1 or not isinstance(roots[0].value, dict):
         return False
     root = roots[0]
     keys = set(root.value)
-    if not keys or not keys & _LMCACHE_KEYS:
+    if not keys or not keys & lmcache_keys:
         return False
     env = []
     for key, item in root.value.items():
@@ -1083,7 +1140,9 @@ class _Totals:
             )
 
 
-def _read_document(doc: Document, deployment: Deployment, proxy_scripts: list[str], totals: _Totals) -> None:
+def _read_document(
+    doc: Document, deployment: Deployment, totals: _Totals, proxy_scripts: list[str], lmcache_keys: frozenset[str]
+) -> None:
     """Add the workloads of one document; AdviceError("text", ...) when its text cannot be read."""
     deployment.proxies += _proxy_uses(doc, proxy_scripts)
     # Everything is tried as YAML first: shell text reads as one plain scalar, never as a mapping.
@@ -1097,10 +1156,13 @@ def _read_document(doc: Document, deployment: Deployment, proxy_scripts: list[st
     if mappings:
         before = len(deployment.workloads)
         if any(m.get("kind") is not None and m.get("apiVersion") is not None for m in mappings):
-            _parse_kubernetes(doc, mappings, deployment, totals)
+            _parse_kubernetes(doc, mappings, deployment, totals, lmcache_keys)
         elif mappings[0].get("services") is not None:
             _parse_compose(doc, mappings[0], deployment)
-        elif not (_parse_helm_values(doc, mappings[0], deployment) or _lmcache_config(doc.name, roots, deployment)):
+        elif not (
+            _parse_helm_values(doc, mappings[0], deployment)
+            or _lmcache_config(doc.name, roots, deployment, lmcache_keys)
+        ):
             deployment.notes.append(
                 f"{doc.name}: a YAML file that is no manifest, compose file, Helm values or LMCache config"
             )
@@ -1126,17 +1188,12 @@ def parse_documents(documents: list[Document], knowledge: Knowledge) -> Deployme
     """Every vLLM workload (and LMCache configuration) in the documents."""
     if not documents:
         raise AdviceError("documents", "give at least one document: a command line, compose file or manifest")
-    _LMCACHE_KEYS.update(
-        s.name[len("LMCACHE_") :].lower()
-        for s in knowledge.settings
-        if s.component == "lmcache" and s.name.startswith("LMCACHE_")
-    )
     deployment = Deployment(workloads=[])
     proxy_scripts = sorted({p.script for p in knowledge.recipes.pd_proxies})
     totals = _Totals()
     for index, doc in enumerate(documents):
         try:
-            _read_document(doc, deployment, proxy_scripts, totals)
+            _read_document(doc, deployment, totals, proxy_scripts, _LMCACHE_KEYS(knowledge))
         except AdviceError as exc:
             if exc.field != "text":
                 raise
@@ -1189,16 +1246,16 @@ def _is_number(text: str) -> bool:
     return re.fullmatch(r"-?\d+(\.\d+)?", text) is not None
 
 
-def _switches(knowledge: Knowledge) -> set[str]:
+def _switches(knowledge: Knowledge) -> frozenset[str]:
     """Flags that take no value: from the CLI inventory, and boolean flags in the knowledge."""
     found = {f.flag for f in knowledge.cli_inventory.flags if not f.takes_value}
     for s in knowledge.settings:
         if s.kind == "cli_flag" and s.type is not None and s.type.split("|")[0].strip() == "bool":
             found.add(s.name)
-    return found
+    return frozenset(found)
 
 
-_SWITCH_CACHE: dict[int, set[str]] = {}
+_SWITCHES = PerKnowledge(_switches)
 
 
 def _read_args(workload: Workload, args: list[tuple[str, Location]]) -> None:
@@ -1222,14 +1279,19 @@ def _read_args(workload: Workload, args: list[tuple[str, Location]]) -> None:
         i += 1
 
 
-def _fix_switches(workload: Workload, switches: set[str]) -> None:
-    """A switch followed by a word took that word as its value while reading; give it back as the model."""
+def _switches_fixed(workload: Workload, switches: frozenset[str]) -> Workload:
+    """A copy of the workload in which each switch that took the next word as its value while reading
+    gives the word back, as the model when none is named; the parsed deployment stays as written."""
+    flags: list[FlagUse] = []
+    model, model_location = workload.model, workload.model_location
     for flag in workload.flags:
         base = flag.name[5:] if flag.name.startswith("--no-") else flag.name[2:]
         if isinstance(flag.value, str) and "=" not in flag.written and ("--" + base) in switches:
-            if workload.model is None:
-                workload.model, workload.model_location = flag.value, flag.location
-            flag.value = True
+            if model is None:
+                model, model_location = flag.value, flag.location
+            flag = flag.model_copy(update={"value": True})
+        flags.append(flag)
+    return workload.model_copy(update={"flags": flags, "model": model, "model_location": model_location})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1259,9 +1321,15 @@ class Effective(BaseModel):
     offload_backend: str | None
     transfer_config: dict[str, Any] | None
     transfer_location: Location | None
+    extra_configs: list[dict[str, Any]] = Field(
+        default_factory=list, description="the kv_connector_extra_config, then those of the connectors it wraps"
+    )
     tiers: list[str] = Field(description="types of native secondary tiers")
     gpu: str | None = Field(default=None, description="the GPU entry in the knowledge, when known")
     facts: dict[str, float] = Field(description="numbers the rules compare: world_size, offload tier GiB, ...")
+    fact_locations: dict[str, Location] = Field(
+        default_factory=dict, description="where the number behind each fact was written, when it was"
+    )
     notes: list[str] = Field(default_factory=list)
 
 
@@ -1412,157 +1480,286 @@ def resolve(
     version_source: Literal["image-tag", "stated", "assumed-newest"],
     gpu_hint: str | None = None,
 ) -> Effective:
-    """The configuration vLLM ``version`` runs this workload with."""
-    key = id(knowledge)
-    if key not in _SWITCH_CACHE:
-        _SWITCH_CACHE[key] = _switches(knowledge)
-    _fix_switches(workload, _SWITCH_CACHE[key])
+    """The configuration vLLM ``version`` runs this workload with; the workload and deployment are not changed."""
+    workload = _switches_fixed(workload, _SWITCHES(knowledge))
     notes: list[str] = []
     flags, transfer, transfer_location = _effective_flags(workload, knowledge, notes)
-    env: dict[str, EnvUse] = {}
-    for config in deployment.lmcache_configs:
-        for use in config:
-            env[use.name] = use
-    for use in workload.env:
-        env[use.name] = use  # an environment variable overrides the config file
+    env = _effective_env(workload, deployment)
+    numbers = _Numbers(flags, notes, transfer_location)
     backend_flag = flags.get("--kv-offloading-backend")
-    backend: str | None
-    if backend_flag is not None and isinstance(backend_flag.value, str):
-        backend = backend_flag.value
-    else:
-        setting = next((s for s in knowledge.settings if s.id == "flag.kv-offloading-backend"), None)
-        default = ranged_at(setting.defaults, version) if isinstance(setting, Setting) else None
-        backend = str(default.value) if default is not None and default.value is not None else None
-
-    def read(text: str | bool | None, what: str, where: Location | None) -> float | None:
-        """``parse_number``, with a note when the text is a number too large to use."""
-        value = parse_number(text)
-        if value is None and isinstance(text, str) and _CLI_NUMBER.fullmatch(text):
-            notes.append(f"{where}: {what} {_clip(text.strip(), 40)} is beyond ±2^63; it is not used")
-        return value
-
-    def flag_number(flag_name: str) -> float | None:
-        flag = flags.get(flag_name)
-        return read(flag.value, flag_name, flag.location) if flag is not None else None
-
-    size = flag_number("--kv-offloading-size")
+    backend = _offload_backend(backend_flag, knowledge, version)
+    size = numbers.flag("--kv-offloading-size")
     shorthand = size is not None and backend is not None
-    connectors: list[ConnectorUse] = []
-
-    def add(
-        name: str, via: Literal["kv-transfer-config", "offload-shorthand", "multi-connector"], loc: Location
-    ) -> None:
-        entry = _connector_entry(knowledge, name)
-        connectors.append(
-            ConnectorUse(
-                name=name,
-                entry_id=entry.id if entry else None,
-                via=via,
-                location=loc,
-                hma=entry.hma_at(version) if entry is not None else None,
-            )
-        )
-
+    extras = _extra_configs(knowledge, transfer, notes, transfer_location)
     if shorthand:
-        mapping = None
-        for m in knowledge.offload_shorthand:
-            if m.backend != backend or not in_range(m.versions, version):
-                continue
-            if m.when_env is not None:
-                value = _env_literal(env, m.when_env.name)
-                if value is None or not re.search(m.when_env.matches, value):
-                    continue
-                mapping = m
-                break
-            mapping = mapping or m
-        if mapping is not None:
-            entry = knowledge.by_id.get(mapping.connector)
-            loc = (backend_flag or flags["--kv-offloading-size"]).location
-            add(entry.name if isinstance(entry, Connector) else mapping.connector, "offload-shorthand", loc)
-    elif transfer is not None and isinstance(transfer.get("kv_connector"), str):
-        assert transfer_location is not None
-        add(transfer["kv_connector"], "kv-transfer-config", transfer_location)
-        extra = transfer.get("kv_connector_extra_config")
-        if transfer["kv_connector"] == "MultiConnector" and isinstance(extra, dict):
-            for child in extra.get("connectors", []) or []:
-                if isinstance(child, dict) and isinstance(child.get("kv_connector"), str):
-                    add(child["kv_connector"], "multi-connector", transfer_location)
-    tiers: list[str] = []
-    extras: list[dict[str, Any]] = []
-    if transfer is not None and isinstance(transfer.get("kv_connector_extra_config"), dict):
-        extras.append(transfer["kv_connector_extra_config"])
-        for child in extras[0].get("connectors", []) or []:
-            if isinstance(child, dict) and isinstance(child.get("kv_connector_extra_config"), dict):
-                extras.append(child["kv_connector_extra_config"])
-    for extra in extras:
-        for tier in extra.get("secondary_tiers", []) or []:
-            if isinstance(tier, dict) and isinstance(tier.get("type"), str):
-                tiers.append(tier["type"])
-
-    def number(flag_name: str, default: float) -> float:
-        found = flag_number(flag_name)
-        return found if found is not None else default
-
-    def extra_number(extra: dict[str, Any], key: str) -> float | None:
-        raw = extra.get(key)
-        value = readable_number(raw)
-        if value is None and isinstance(raw, (int, float)) and not isinstance(raw, bool):
-            shown = _clip(repr(raw), 40)
-            notes.append(f"{transfer_location}: kv_connector_extra_config.{key} {shown} is out of range; not used")
-        return value
-
-    tp = number("--tensor-parallel-size", 1)
-    pp = number("--pipeline-parallel-size", 1)
-    dp = number("--data-parallel-size", 1)
-    facts: dict[str, float] = {"tp": tp, "pp": pp, "dp": dp, "world_size": tp * pp}
-    tier_gib: float | None = None
-    names = {c.name for c in connectors}
-    if shorthand and names & {"OffloadingConnector", "SimpleCPUOffloadConnector"} and size is not None:
-        tier_gib = size
-    elif names & {"OffloadingConnector", "SimpleCPUOffloadConnector"}:
-        for extra in extras:
-            raw = extra_number(extra, "cpu_bytes_to_use")
-            if raw is not None:
-                tier_gib = raw / GIB
-            per_rank = extra_number(extra, "cpu_bytes_to_use_per_rank")
-            if per_rank is not None:
-                tier_gib = per_rank / GIB * tp * pp
-    if names & {"LMCacheConnectorV1"}:
-        lm_use = env.get("LMCACHE_MAX_LOCAL_CPU_SIZE")
-        lm = read(lm_use.value, lm_use.name, lm_use.location) if lm_use is not None else None
-        if shorthand and size is not None:
-            tier_gib = size  # these releases pass size / (TP x PP) to each rank
-        elif lm is not None:
-            tier_gib = lm * tp * pp
-    if tier_gib is not None:
-        facts["offload_tier_gib"] = tier_gib
-    weights = number("--cpu-offload-gb", 0) * tp * pp
-    if tier_gib is not None or weights:
-        facts["host_offload_gib"] = ((tier_gib or 0) + weights) * dp / workload.nodes
-    parsed_len = flag_number("--max-model-len")
-    if parsed_len is not None and parsed_len > 0:
-        facts["max_model_len"] = parsed_len
-    if workload.memory_limit_gib is not None:
-        facts["container_memory_limit_gib"] = workload.memory_limit_gib
+        where = (backend_flag or flags["--kv-offloading-size"]).location
+        in_use = _shorthand_connectors(knowledge, version, str(backend), env, where)
+    else:
+        in_use = _transfer_connectors(knowledge, version, transfer, transfer_location, extras)
+    tiers = _secondary_tiers(extras, notes, transfer_location)
+    facts, fact_locations = _facts(workload, numbers, in_use, env)
     gpu = find_gpu(knowledge, gpu_hint) or find_gpu(knowledge, workload.gpu_label)
-    model_flag = flags.get("--model")
-    if workload.model is None and model_flag is not None and isinstance(model_flag.value, str):
-        workload.model, workload.model_location = model_flag.value, model_flag.location
+    model, model_flag = workload.model, flags.get("--model")
+    if model is None and model_flag is not None and isinstance(model_flag.value, str):
+        model = model_flag.value
     return Effective(
         workload=workload.name,
         version=str(version),
         version_source=version_source,
         flags=flags,
         env=env,
-        model=workload.model,
+        model=model,
         image=workload.image,
-        connectors=connectors,
+        connectors=[c.use for c in in_use],
         offload_shorthand=shorthand,
         offload_backend=backend if shorthand else None,
         transfer_config=transfer,
         transfer_location=transfer_location,
+        extra_configs=extras,
         tiers=tiers,
         gpu=gpu.id if gpu else None,
         facts=facts,
+        fact_locations=fact_locations,
         notes=notes,
     )
+
+
+def _effective_env(workload: Workload, deployment: Deployment) -> dict[str, EnvUse]:
+    """The variables the workload sees: the LMCache config files', then its own, which override them."""
+    env: dict[str, EnvUse] = {}
+    for config in deployment.lmcache_configs:
+        for use in config:
+            env[use.name] = use
+    for use in workload.env:
+        env[use.name] = use
+    return env
+
+
+def _offload_backend(flag: FlagUse | None, knowledge: Knowledge, version: Version) -> str | None:
+    """The --kv-offloading-backend given, else the release's default (none before 0.14.0)."""
+    if flag is not None and isinstance(flag.value, str):
+        return flag.value
+    setting = next((s for s in knowledge.settings if s.id == "flag.kv-offloading-backend"), None)
+    default = ranged_at(setting.defaults, version) if isinstance(setting, Setting) else None
+    return str(default.value) if default is not None and default.value is not None else None
+
+
+@dataclass
+class _Numbers:
+    """Numbers as vLLM reads them from the flags, variables and extra config, with a note for each
+    that is a number too large to use."""
+
+    flags: dict[str, FlagUse]
+    notes: list[str]
+    transfer_location: Location | None
+
+    def text(self, text: str | bool | None, what: str, where: Location | None) -> float | None:
+        value = parse_number(text)
+        if value is None and isinstance(text, str) and _CLI_NUMBER.fullmatch(text):
+            self.notes.append(f"{where}: {what} {_clip(text.strip(), 40)} is beyond ±2^63; it is not used")
+        return value
+
+    def flag(self, name: str) -> float | None:
+        flag = self.flags.get(name)
+        return self.text(flag.value, name, flag.location) if flag is not None else None
+
+    def flag_or(self, name: str, default: float) -> float:
+        found = self.flag(name)
+        return found if found is not None else default
+
+    def extra(self, extra: dict[str, Any], key: str) -> float | None:
+        raw = extra.get(key)
+        value = readable_number(raw)
+        if value is None and isinstance(raw, (int, float)) and not isinstance(raw, bool):
+            shown = _clip(repr(raw), 40)
+            self.notes.append(
+                f"{self.transfer_location}: kv_connector_extra_config.{key} {shown} is out of range; not used"
+            )
+        return value
+
+
+class _InUse(NamedTuple):
+    """A connector the workload runs, its knowledge entry, and the extra config it is given."""
+
+    use: ConnectorUse
+    entry: Connector | None
+    extra: dict[str, Any] | None
+
+
+_Via = Literal["kv-transfer-config", "offload-shorthand", "multi-connector"]
+
+
+def _in_use(
+    knowledge: Knowledge, version: Version, name: str, via: _Via, where: Location, extra: dict[str, Any] | None
+) -> _InUse:
+    entry = _connector_entry(knowledge, name)
+    use = ConnectorUse(
+        name=name,
+        entry_id=entry.id if entry else None,
+        via=via,
+        location=where,
+        hma=entry.hma_at(version) if entry is not None else None,
+    )
+    return _InUse(use, entry, extra)
+
+
+def _shorthand_connectors(
+    knowledge: Knowledge,
+    version: Version,
+    backend: str,
+    env: dict[str, EnvUse],
+    where: Location,
+) -> list[_InUse]:
+    """The connector --kv-offloading-backend ``backend`` selects in this release: the mapping whose
+    variable is set to a matching value, else the plain one; none when no mapping covers the release.
+    The shorthand writes the connector's config itself, so it has no extra config of the user's."""
+    mapping = None
+    for m in knowledge.offload_shorthand:
+        if m.backend != backend or not in_range(m.versions, version):
+            continue
+        if m.when_env is not None:
+            value = _env_literal(env, m.when_env.name)
+            if value is None or not re.search(m.when_env.matches, value):
+                continue
+            mapping = m
+            break
+        mapping = mapping or m
+    if mapping is None:
+        return []
+    entry = knowledge.by_id.get(mapping.connector)
+    name = entry.name if isinstance(entry, Connector) else mapping.connector
+    return [_in_use(knowledge, version, name, "offload-shorthand", where, None)]
+
+
+def _transfer_connectors(
+    knowledge: Knowledge,
+    version: Version,
+    transfer: dict[str, Any] | None,
+    where: Location | None,
+    extras: list[dict[str, Any]],
+) -> list[_InUse]:
+    """The --kv-transfer-config connector, then the ones it wraps, each with its own extra config."""
+    if transfer is None or not isinstance(transfer.get("kv_connector"), str) or where is None:
+        return []
+    root = _in_use(
+        knowledge, version, transfer["kv_connector"], "kv-transfer-config", where, extras[0] if extras else None
+    )
+    found = [root]
+    for child in _children(root.entry, transfer.get("kv_connector_extra_config")):
+        if isinstance(child.get("kv_connector"), str):
+            extra = child.get("kv_connector_extra_config")
+            found.append(
+                _in_use(
+                    knowledge,
+                    version,
+                    child["kv_connector"],
+                    "multi-connector",
+                    where,
+                    extra if isinstance(extra, dict) else None,
+                )
+            )
+    return found
+
+
+def _children(entry: Connector | None, extra: Any) -> list[dict[str, Any]]:
+    """The configs of the connectors a wrapping connector (MultiConnector) lists in its extra config."""
+    key = entry.children_key if entry is not None else None
+    listed = extra.get(key) if key is not None and isinstance(extra, dict) else None
+    return [child for child in listed if isinstance(child, dict)] if isinstance(listed, list) else []
+
+
+def _extra_configs(
+    knowledge: Knowledge, transfer: dict[str, Any] | None, notes: list[str], where: Location | None
+) -> list[dict[str, Any]]:
+    """The kv_connector_extra_config of the --kv-transfer-config, then those of the connectors it wraps."""
+    root = (transfer or {}).get("kv_connector_extra_config")
+    if not isinstance(root, dict):
+        return []
+    name = (transfer or {}).get("kv_connector")
+    entry = _connector_entry(knowledge, name) if isinstance(name, str) else None
+    if entry is not None and entry.children_key is not None:
+        listed = root.get(entry.children_key)
+        if listed is not None and not isinstance(listed, list):
+            notes.append(f"{where}: kv_connector_extra_config.{entry.children_key} is not a list; it is not used")
+    children = [child.get("kv_connector_extra_config") for child in _children(entry, root)]
+    return [root, *(extra for extra in children if isinstance(extra, dict))]
+
+
+def _secondary_tiers(extras: list[dict[str, Any]], notes: list[str], where: Location | None) -> list[str]:
+    """The types of the native secondary tiers (TieringOffloadingSpec) the extra configs list."""
+    tiers: list[str] = []
+    for extra in extras:
+        listed = extra.get("secondary_tiers")
+        if listed is not None and not isinstance(listed, list):
+            notes.append(f"{where}: kv_connector_extra_config.secondary_tiers is not a list; it is not used")
+            continue
+        tiers += [t["type"] for t in listed or [] if isinstance(t, dict) and isinstance(t.get("type"), str)]
+    return tiers
+
+
+def _facts(
+    workload: Workload, numbers: _Numbers, in_use: list[_InUse], env: dict[str, EnvUse]
+) -> tuple[dict[str, float], dict[str, Location]]:
+    """The numbers the rules compare, and where each was written."""
+    flags = numbers.flags
+    tp = numbers.flag_or("--tensor-parallel-size", 1)
+    pp = numbers.flag_or("--pipeline-parallel-size", 1)
+    dp = numbers.flag_or("--data-parallel-size", 1)
+    facts: dict[str, float] = {"tp": tp, "pp": pp, "dp": dp, "world_size": tp * pp}
+    parallel = (("tp", "--tensor-parallel-size"), ("pp", "--pipeline-parallel-size"), ("dp", "--data-parallel-size"))
+    locations = {fact: flags[name].location for fact, name in parallel if name in flags}
+    world = flags.get("--tensor-parallel-size") or flags.get("--pipeline-parallel-size")
+    if world is not None:
+        locations["world_size"] = world.location
+    sizes = [found for c in in_use if (found := _tier_size(c, numbers, env, tp, pp)) is not None]
+    tier_gib = sum(gib for gib, _ in sizes) if sizes else None
+    if tier_gib is not None:
+        facts["offload_tier_gib"] = tier_gib
+        if sizes[0][1] is not None:
+            locations["offload_tier_gib"] = sizes[0][1]
+    weights = numbers.flag_or("--cpu-offload-gb", 0) * tp * pp
+    if tier_gib is not None or weights:
+        facts["host_offload_gib"] = ((tier_gib or 0) + weights) * dp / workload.nodes
+        where = locations.get("offload_tier_gib") or (flags["--cpu-offload-gb"].location if weights else None)
+        if where is not None:
+            locations["host_offload_gib"] = where
+    parsed_len = numbers.flag("--max-model-len")
+    if parsed_len is not None and parsed_len > 0:
+        facts["max_model_len"] = parsed_len
+        locations["max_model_len"] = flags["--max-model-len"].location
+    if workload.memory_limit_gib is not None:
+        facts["container_memory_limit_gib"] = workload.memory_limit_gib
+    return facts, locations
+
+
+def _tier_size(
+    connector: _InUse, numbers: _Numbers, env: dict[str, EnvUse], tp: float, pp: float
+) -> tuple[float, Location | None] | None:
+    """The GiB of CPU memory the connector's tier takes over all the engine's ranks, and where that was
+    given: its readings in the knowledge are in the order vLLM applies them, so the last one given wins."""
+    found: tuple[float, Location | None] | None = None
+    for reading in connector.entry.tier_size if connector.entry is not None else ():
+        given = _given(reading, connector, numbers, env)
+        if given is not None:
+            value, where = given
+            gib = value / GIB if reading.unit == "bytes" else value
+            found = (gib * tp * pp if reading.scope == "per_rank" else gib), where
+    return found
+
+
+def _given(
+    reading: TierSize, connector: _InUse, numbers: _Numbers, env: dict[str, EnvUse]
+) -> tuple[float, Location | None] | None:
+    """The number one tier reading finds in the workload's configuration, and where; None when not given."""
+    value: float | None = None
+    where: Location | None = None
+    if reading.given_by == "kv_offloading_size":
+        if connector.use.via == "offload-shorthand":
+            value, where = numbers.flag("--kv-offloading-size"), numbers.flags["--kv-offloading-size"].location
+    elif reading.given_by == "extra_config":
+        if connector.extra is not None and reading.key is not None:
+            value, where = numbers.extra(connector.extra, reading.key), numbers.transfer_location
+    elif reading.key is not None and reading.key in env:
+        use = env[reading.key]
+        value, where = numbers.text(use.value, use.name, use.location), use.location
+    return None if value is None else (value, where)

@@ -24,7 +24,7 @@ import datetime as dt
 import re
 import shlex
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -332,112 +332,109 @@ def _version_from_tag(ref: ImageRef, why: str) -> Found:
     return Found(value=None, source="none", detail="neither the image nor the tag states it")
 
 
-def _kv_extras(steps: list[_Step]) -> KvConnectorExtras:
-    matches: list[HistoryMatch] = []
-    arg_default: str | None = None
-    install_steps: list[tuple[_Step, str | None, bool]] = []  # step, arg value it ran with, conditional on it
-    direct: dict[str, _Step] = {}
-    for step in steps:
+@dataclass(frozen=True)
+class _Install:
+    """A history step that installs requirements/kv_connectors.txt."""
+
+    step: _Step
+    ran_with: str | None  # the value of INSTALL_KV_CONNECTORS the step recorded, if it did
+    conditional: bool  # whether the step installs only when INSTALL_KV_CONNECTORS is true
+
+
+@dataclass
+class _ExtrasScan:
+    """What the build history says about the KV-connector extras, step by step."""
+
+    matches: list[HistoryMatch] = field(default_factory=list)
+    arg_default: str | None = None  # the Dockerfile's ARG default, the last one recorded
+    installs: list[_Install] = field(default_factory=list)
+    direct: dict[str, _Step] = field(default_factory=dict)  # package -> the first step naming it
+
+    def read(self, step: _Step) -> None:
         default = _ARG_DEFAULT.match(step.text)
         if default:
-            arg_default = default["value"]
-            matches.append(
-                HistoryMatch(
-                    step=step.index, created=step.created, matched=f"ARG {_KV_ARG} default", text=_short(step.text)
-                )
-            )
-            continue
+            self.arg_default = default["value"]
+            self._match(step, f"ARG {_KV_ARG} default")
+            return
         if not _INSTALL.search(step.text):
-            continue
+            return
         run_args = _RUN_ARGS.match(step.text)
-        ran_with = None
-        if run_args:
-            found = re.search(rf"(?:^|\s){_KV_ARG}=(\S*)", run_args["args"])
-            ran_with = found.group(1) if found else None
+        found = re.search(rf"(?:^|\s){_KV_ARG}=(\S*)", run_args["args"]) if run_args else None
+        ran_with = found.group(1) if found else None
         if _KV_REQUIREMENTS in step.text:
-            conditional = bool(_CONDITIONAL.search(step.text))
-            install_steps.append((step, ran_with, conditional))
+            install = _Install(step, ran_with, conditional=bool(_CONDITIONAL.search(step.text)))
+            self.installs.append(install)
             what = f"install of requirements/{_KV_REQUIREMENTS}"
-            what += f", conditional on ${_KV_ARG}" if conditional else ", unconditional"
+            what += f", conditional on ${_KV_ARG}" if install.conditional else ", unconditional"
             if ran_with is not None:
                 what += f"; the step ran with {_KV_ARG}={ran_with}"
-            matches.append(HistoryMatch(step=step.index, created=step.created, matched=what, text=_short(step.text)))
+            self._match(step, what)
         for package, pattern in _EXTRA_PACKAGES.items():
             if pattern.search(step.text.split(" -c ", 1)[-1]):
-                direct.setdefault(package, step)
-                matches.append(
-                    HistoryMatch(
-                        step=step.index,
-                        created=step.created,
-                        matched=f"direct install of {package}",
-                        text=_short(step.text),
-                    )
-                )
-    verdict: ExtrasVerdict
-    ran_with = next((r for _, r, _ in reversed(install_steps) if r is not None), None)
-    if install_steps:
-        step, value, conditional = install_steps[-1]
-        if not conditional:
-            verdict, reason = "installed", f"history step {step.index} installs requirements/{_KV_REQUIREMENTS}"
-        elif value is not None and value.lower() == "true":
-            verdict = "installed"
-            reason = (
-                f"history step {step.index} installs requirements/{_KV_REQUIREMENTS} and ran with {_KV_ARG}={value}"
-            )
-        elif value is not None:
-            verdict = "not_installed"
-            reason = (
-                f"history step {step.index} would install requirements/{_KV_REQUIREMENTS} "
-                f"but ran with {_KV_ARG}={value}"
-            )
-        else:
-            verdict = "unknown"
-            reason = (
-                f"history step {step.index} installs requirements/{_KV_REQUIREMENTS} only if {_KV_ARG} is true, "
-                "and the history does not record the value it ran with"
-                + (f" (the Dockerfile default is {arg_default})" if arg_default is not None else "")
-            )
-    elif direct:
-        verdict = "installed"
-        reason = f"no requirements/{_KV_REQUIREMENTS} step, but direct installs of {', '.join(direct)}"
-    else:
-        verdict = "no_evidence"
-        reason = (
-            f"no history step installs requirements/{_KV_REQUIREMENTS}, LMCache, NIXL or Mooncake; the image may "
-            "predate bundling, be a custom build, or have been squashed (run the runtime check to be sure)"
-        )
-    packages = []
-    extras: tuple[Literal["lmcache", "nixl", "mooncake"], ...] = ("lmcache", "nixl", "mooncake")
-    for package in extras:
-        if package in direct:
-            packages.append(
-                ExtraPackage(
-                    package=package,
-                    installed_at_build="installed",
-                    how=f"named in history step {direct[package].index}",
-                )
-            )
-        elif install_steps:
-            packages.append(
-                ExtraPackage(
-                    package=package,
-                    installed_at_build=verdict,
-                    how=f"through requirements/{_KV_REQUIREMENTS}, which lists LMCache, NIXL and Mooncake in vLLM's "
-                    "source tree; the file's contents are not part of the image metadata",
-                )
-            )
-        else:
-            packages.append(
-                ExtraPackage(package=package, installed_at_build="no_evidence", how="not named in the history")
-            )
+                self.direct.setdefault(package, step)
+                self._match(step, f"direct install of {package}")
+
+    def _match(self, step: _Step, what: str) -> None:
+        self.matches.append(HistoryMatch(step=step.index, created=step.created, matched=what, text=_short(step.text)))
+
+
+def _kv_extras(steps: list[_Step]) -> KvConnectorExtras:
+    scan = _ExtrasScan()
+    for step in steps:
+        scan.read(step)
+    verdict, reason = _extras_verdict(scan)
     return KvConnectorExtras(
         verdict=verdict,
         reason=reason,
-        build_arg=ran_with,
-        build_arg_default=arg_default,
-        packages=packages,
-        matches=matches,
+        build_arg=next((i.ran_with for i in reversed(scan.installs) if i.ran_with is not None), None),
+        build_arg_default=scan.arg_default,
+        packages=[_extra_package(scan, package, verdict) for package in ("lmcache", "nixl", "mooncake")],
+        matches=scan.matches,
     )
+
+
+def _extras_verdict(scan: _ExtrasScan) -> tuple[ExtrasVerdict, str]:
+    """Whether the extras were installed, from the last requirements install, else from direct installs."""
+    requirements = f"requirements/{_KV_REQUIREMENTS}"
+    if not scan.installs:
+        if scan.direct:
+            return "installed", f"no {requirements} step, but direct installs of {', '.join(scan.direct)}"
+        return (
+            "no_evidence",
+            f"no history step installs {requirements}, LMCache, NIXL or Mooncake; the image may "
+            "predate bundling, be a custom build, or have been squashed (run the runtime check to be sure)",
+        )
+    last = scan.installs[-1]
+    index, value = last.step.index, last.ran_with
+    if not last.conditional:
+        return "installed", f"history step {index} installs {requirements}"
+    if value is not None and value.lower() == "true":
+        return "installed", f"history step {index} installs {requirements} and ran with {_KV_ARG}={value}"
+    if value is not None:
+        return "not_installed", f"history step {index} would install {requirements} but ran with {_KV_ARG}={value}"
+    default = f" (the Dockerfile default is {scan.arg_default})" if scan.arg_default is not None else ""
+    return (
+        "unknown",
+        f"history step {index} installs {requirements} only if {_KV_ARG} is true, "
+        f"and the history does not record the value it ran with{default}",
+    )
+
+
+def _extra_package(
+    scan: _ExtrasScan, package: Literal["lmcache", "nixl", "mooncake"], verdict: ExtrasVerdict
+) -> ExtraPackage:
+    if package in scan.direct:
+        return ExtraPackage(
+            package=package, installed_at_build="installed", how=f"named in history step {scan.direct[package].index}"
+        )
+    if scan.installs:
+        return ExtraPackage(
+            package=package,
+            installed_at_build=verdict,
+            how=f"through requirements/{_KV_REQUIREMENTS}, which lists LMCache, NIXL and Mooncake in vLLM's "
+            "source tree; the file's contents are not part of the image metadata",
+        )
+    return ExtraPackage(package=package, installed_at_build="no_evidence", how="not named in the history")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -476,7 +473,7 @@ def _lmcache_mp_hma(knowledge: Knowledge, version: Version) -> tuple[LmcacheMpHm
             ),
             citations,
         )
-    ranged = ranged_at(connector.hma, version)
+    ranged = ranged_at(connector.hma, version)  # the range's note explains the value
     if ranged is None:
         return None, citations
     value = str(ranged.value)
@@ -620,6 +617,72 @@ def _created(config: dict[str, Any]) -> str | None:
 def inspect_image(request: InspectImageRequest, knowledge: Knowledge) -> InspectImageResult:
     ref = _parse(request)
     platform = f"linux/{request.arch}"
+    fetched = _fetch(ref, request)
+    if fetched.metadata is None:
+        vllm_found = _version_from_tag(ref, "the image's metadata could not be read")
+        read = _nothing_read(ref, fetched, platform)
+    else:
+        config = _Config.of(fetched.metadata.config)
+        vllm_found = _vllm_version(config.env, config.labels, config.steps, ref)
+        read = _read(fetched.metadata, config)
+    release = _release(knowledge, vllm_found.value)
+    pins, citations = _pins(knowledge, release.version)
+    hma, hma_citations = _lmcache_mp_hma(knowledge, release.version)
+    script_ref = str(ref)
+    if fetched.metadata is not None and not ref.digest:
+        script_ref = f"{ref}@{fetched.metadata.top_digest}"  # run exactly the image that was inspected
+    notes = fetched.notes + release.notes
+    if fetched.metadata is None:
+        notes.append(
+            "no image metadata: nothing about this image is cached locally; the vLLM version, pins and HMA note "
+            "come from the tag and the knowledge only"
+        )
+    return InspectImageResult(
+        version_context=release.context,
+        image=str(ref),
+        registry=ref.registry,
+        repository=ref.repository,
+        endpoint=read.endpoint,
+        platform=read.platform,
+        provenance=read.provenance,
+        digest=read.digest,
+        manifest_digest=read.manifest_digest,
+        media_type=read.media_type,
+        platforms_available=read.platforms_available,
+        config_digest=read.config_digest,
+        created=read.created,
+        compressed_size_bytes=read.compressed_size_bytes,
+        layers=read.layers,
+        cuda_version=read.cuda_version,
+        python_version=read.python_version,
+        vllm_version=vllm_found,
+        entrypoint=read.entrypoint,
+        cmd=read.cmd,
+        kv_connector_extras=read.kv_connector_extras,
+        compat_pins=pins,
+        lmcache_mp_hma=hma,
+        runtime_check_script=runtime_check_script(script_ref, platform) if request.runtime_check_script else None,
+        security=release.security,
+        credentials_source=read.credentials_source,
+        requests_made=fetched.requests_made,
+        notes=notes,
+        citations=citations + hma_citations,
+    )
+
+
+@dataclass(frozen=True)
+class _Fetched:
+    """What the registry (or the cache) gave for one image."""
+
+    metadata: ImageMetadata | None
+    failure: RegistryError | None  # why there is no metadata
+    requests_made: int
+    endpoint: tuple[str, str]  # the API base and the repository path asked
+    notes: list[str]
+
+
+def _fetch(ref: ImageRef, request: InspectImageRequest) -> _Fetched:
+    """The image's metadata; an outage is a failure to report, what the caller must change an error."""
     try:
         client = client_factory()
     except ConfigError as exc:
@@ -642,18 +705,113 @@ def inspect_image(request: InspectImageRequest, knowledge: Knowledge) -> Inspect
             if exc.reason in ("unauthorized", "forbidden"):
                 raise AdviceError("image", f"{ref}: {exc.detail}") from None
             failure = exc
-        requests_made = client.requests_made
-        endpoint = client.endpoint(ref)
         notes = list(metadata.notes if metadata else dict.fromkeys(client.notes))
+        return _Fetched(metadata, failure, client.requests_made, client.endpoint(ref), notes)
 
-    if metadata is None:
-        vllm_found = _version_from_tag(ref, "the image's metadata could not be read")
-        config: dict[str, Any] = {}
-    else:
-        config = metadata.config
-        env, labels, steps = _env(config), _labels(config), _history(config)
-        vllm_found = _vllm_version(env, labels, steps, ref)
-    version_text = vllm_found.value
+
+@dataclass(frozen=True)
+class _Config:
+    """The parts of an image config this tool reads."""
+
+    env: dict[str, str]
+    labels: dict[str, str]
+    steps: list[_Step]
+    inner: dict[str, Any]  # the config's "config" object: Env, Entrypoint, Cmd, Labels
+
+    @classmethod
+    def of(cls, config: dict[str, Any]) -> _Config:
+        inner = config.get("config")
+        return cls(_env(config), _labels(config), _history(config), inner if isinstance(inner, dict) else {})
+
+
+@dataclass(frozen=True)
+class _Read:
+    """What the answer says about the image itself, from its metadata (or that there was none)."""
+
+    endpoint: str
+    platform: str
+    provenance: Provenance
+    digest: str | None
+    manifest_digest: str | None
+    media_type: str | None
+    platforms_available: list[str]
+    config_digest: str | None
+    created: str | None
+    compressed_size_bytes: int | None
+    layers: int | None
+    cuda_version: Found
+    python_version: Found
+    entrypoint: list[str] | None
+    cmd: list[str] | None
+    kv_connector_extras: KvConnectorExtras | None
+    credentials_source: str | None
+
+
+def _read(metadata: ImageMetadata, config: _Config) -> _Read:
+    return _Read(
+        endpoint=metadata.endpoint,
+        platform=metadata.platform,
+        provenance=Provenance(
+            source=metadata.origin,
+            cache_age_seconds=round(metadata.age_seconds, 1) if metadata.origin == "cache" else None,
+            failure_reason=metadata.fallback.reason if metadata.fallback else None,
+            detail=metadata.fallback.detail if metadata.fallback else None,
+        ),
+        digest=metadata.top_digest,
+        manifest_digest=metadata.manifest_digest,
+        media_type=metadata.top_media_type,
+        platforms_available=list(metadata.platforms),
+        config_digest=metadata.config_digest,
+        created=_created(metadata.config),
+        compressed_size_bytes=sum(metadata.layer_sizes),
+        layers=len(metadata.layer_sizes),
+        cuda_version=_cuda(config.env, config.labels, config.steps),
+        python_version=_python(config.env, config.steps),
+        entrypoint=_string_list(config.inner.get("Entrypoint")),
+        cmd=_string_list(config.inner.get("Cmd")),
+        kv_connector_extras=_kv_extras(config.steps),
+        credentials_source=metadata.credentials_source,
+    )
+
+
+def _nothing_read(ref: ImageRef, fetched: _Fetched, platform: str) -> _Read:
+    assert fetched.failure is not None
+    return _Read(
+        endpoint=f"{fetched.endpoint[0]}/v2/{fetched.endpoint[1]}",
+        platform=platform,
+        provenance=Provenance(
+            source="unavailable", failure_reason=fetched.failure.reason, detail=fetched.failure.detail
+        ),
+        digest=ref.digest,
+        manifest_digest=None,
+        media_type=None,
+        platforms_available=[],
+        config_digest=None,
+        created=None,
+        compressed_size_bytes=None,
+        layers=None,
+        cuda_version=Found(value=None, source="none", detail="registry not reached"),
+        python_version=Found(value=None, source="none", detail="registry not reached"),
+        entrypoint=None,
+        cmd=None,
+        kv_connector_extras=None,
+        credentials_source=None,
+    )
+
+
+@dataclass(frozen=True)
+class _Release:
+    """The vLLM release the answer is for, its advisories, and notes on how it was settled."""
+
+    version: Version
+    context: VersionContext
+    security: SecurityCheck | None
+    notes: list[str]
+
+
+def _release(knowledge: Knowledge, version_text: str | None) -> _Release:
+    """The release the image states; the newest (said so) when it states none or no release number."""
+    notes: list[str] = []
     security: SecurityCheck | None = None
     try:
         version, context = resolve_version(knowledge, version_text, field="image")
@@ -674,91 +832,7 @@ def inspect_image(request: InspectImageRequest, knowledge: Knowledge) -> Inspect
         )
     if security is None:
         notes.append("security advisories not checked: the vLLM release is not known (not a claim that it is clear)")
-    pins, citations = _pins(knowledge, version)
-    hma, hma_citations = _lmcache_mp_hma(knowledge, version)
-    citations += hma_citations
-    script_ref = str(ref)
-    if metadata is not None and not ref.digest:
-        script_ref = f"{ref}@{metadata.top_digest}"  # run exactly the image that was inspected
-    script = runtime_check_script(script_ref, platform) if request.runtime_check_script else None
-
-    if metadata is None:
-        assert failure is not None
-        provenance = Provenance(source="unavailable", failure_reason=failure.reason, detail=failure.detail)
-        notes.append(
-            "no image metadata: nothing about this image is cached locally; the vLLM version, pins and HMA note "
-            "come from the tag and the knowledge only"
-        )
-        return InspectImageResult(
-            version_context=context,
-            image=str(ref),
-            registry=ref.registry,
-            repository=ref.repository,
-            endpoint=f"{endpoint[0]}/v2/{endpoint[1]}",
-            platform=platform,
-            provenance=provenance,
-            digest=ref.digest,
-            manifest_digest=None,
-            media_type=None,
-            platforms_available=[],
-            config_digest=None,
-            created=None,
-            compressed_size_bytes=None,
-            layers=None,
-            cuda_version=Found(value=None, source="none", detail="registry not reached"),
-            python_version=Found(value=None, source="none", detail="registry not reached"),
-            vllm_version=vllm_found,
-            entrypoint=None,
-            cmd=None,
-            kv_connector_extras=None,
-            compat_pins=pins,
-            lmcache_mp_hma=hma,
-            runtime_check_script=script,
-            security=security,
-            credentials_source=None,
-            requests_made=requests_made,
-            notes=notes,
-            citations=citations,
-        )
-
-    inner = config.get("config") if isinstance(config.get("config"), dict) else {}
-    provenance = Provenance(
-        source=metadata.origin,
-        cache_age_seconds=round(metadata.age_seconds, 1) if metadata.origin == "cache" else None,
-        failure_reason=metadata.fallback.reason if metadata.fallback else None,
-        detail=metadata.fallback.detail if metadata.fallback else None,
-    )
-    return InspectImageResult(
-        version_context=context,
-        image=str(ref),
-        registry=ref.registry,
-        repository=ref.repository,
-        endpoint=metadata.endpoint,
-        platform=metadata.platform,
-        provenance=provenance,
-        digest=metadata.top_digest,
-        manifest_digest=metadata.manifest_digest,
-        media_type=metadata.top_media_type,
-        platforms_available=list(metadata.platforms),
-        config_digest=metadata.config_digest,
-        created=_created(config),
-        compressed_size_bytes=sum(metadata.layer_sizes),
-        layers=len(metadata.layer_sizes),
-        cuda_version=_cuda(env, labels, steps),
-        python_version=_python(env, steps),
-        vllm_version=vllm_found,
-        entrypoint=_string_list(inner.get("Entrypoint")) if isinstance(inner, dict) else None,
-        cmd=_string_list(inner.get("Cmd")) if isinstance(inner, dict) else None,
-        kv_connector_extras=_kv_extras(steps),
-        compat_pins=pins,
-        lmcache_mp_hma=hma,
-        runtime_check_script=script,
-        security=security,
-        credentials_source=metadata.credentials_source,
-        requests_made=requests_made,
-        notes=notes,
-        citations=citations,
-    )
+    return _Release(version, context, security, notes)
 
 
 SPEC = ToolSpec(

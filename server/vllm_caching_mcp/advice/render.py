@@ -43,17 +43,19 @@ from ..knowledge import (
     SAFE_LOADER,
     Backend,
     Connector,
+    Fabric,
     Gated,
     Knowledge,
+    LmcacheControllerCommand,
     Pitfall,
     Recipes,
     Setting,
     TierKind,
+    change_of,
     ranged_at,
 )
 from ..registry import InvalidImageReference, parse_image_reference
 from ..versions import Version, in_range
-from .backend import Fabric
 from .common import (
     AdviceError,
     Citation,
@@ -78,7 +80,6 @@ if TYPE_CHECKING:  # jinja2 is imported on the first render, not at server start
 Format = Literal["vllm_serve", "docker_run", "kubernetes", "kv_transfer_config", "lmcache_yaml", "env_file"]
 Origin = Literal["user", "default", "computed", "knowledge"]
 GIB = 2**30
-PROXY_PORT = 8192  # the P/D proxy's port; the vLLM instances it routes to keep 8000
 _DNS_LABEL = re.compile(r"[a-z0-9](?:[-a-z0-9]{0,40}[a-z0-9])?")
 _HOST_LABEL = r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
 _HOST = re.compile(rf"{_HOST_LABEL}(?:\.{_HOST_LABEL})*")
@@ -388,6 +389,11 @@ class _Planner:
         self.cite(entry_id)
         return entry
 
+    def gated(self, entry_id: str) -> Gated:
+        entry = self.k.by_id[entry_id]
+        assert isinstance(entry, Gated), entry_id
+        return entry
+
     def available(self, entry_id: str, version: Version | None = None) -> bool:
         entry = self.k.by_id[entry_id]
         assert isinstance(entry, Gated), entry_id
@@ -400,7 +406,7 @@ class _Planner:
             since = getattr(entry, "introduced", None)
             gone = getattr(entry, "removed", None)
             when = (
-                f"it first ships in {since}" if since and self.version < since else f"it was removed in {gone}"
+                f"it first ships in {since}" if since and self.version < Version(since) else f"it was removed in {gone}"
             )
             raise AdviceError(field, f"{what} is not in vLLM {self.version}; {when}")
 
@@ -469,10 +475,10 @@ class _Planner:
         self.require(connector_id, connector.name, "backend")
         if role not in connector.roles:
             raise AdviceError("backend", f"{connector.name} does not take kv_role {role}; it takes {connector.roles}")
-        keys = self.recipes.fact("fact.kv-transfer-config-keys").value
-        config: dict[str, Any] = {keys[0]: connector.name, keys[1]: role}
+        keys = self.recipes.facts.kv_transfer_config_keys
+        config: dict[str, Any] = {keys.connector: connector.name, keys.role: role}
         if extra:
-            config[keys[2]] = extra
+            config[keys.extra_config] = extra
         return config
 
     def vllm(
@@ -495,7 +501,7 @@ class _Planner:
             argv=argv,
             image=self.image,
             gpus=self.tp * self.pp * self.r.parallelism.data_parallel_size,
-            ports=[Port("http", 8000)],
+            ports=[Port("http", self.recipes.facts.vllm_http_port.port)],
             kv_transfer_config=config,
         )
 
@@ -551,7 +557,7 @@ class _Planner:
         tiers: list[dict[str, Any]] = []
         for kind in kinds:
             name = self.recipes.tier_type(kind, self.version)
-            feature = {"fs": "feature.tier-fs", "obj": "feature.tier-obj", "p2p": "feature.tier-p2p"}[kind]
+            feature = self.recipes.tier_names_entry(kind).feature
             self.require(feature, f"the {kind} secondary tier", "tiers")
             assert name is not None
             self.note(f"secondary_tiers[{kind}].type", name, "knowledge", "tier type name registered in this release")
@@ -572,12 +578,11 @@ class _Planner:
                 if store.prefix:
                     tier["prefix"] = store.prefix
                 tiers.append(tier)
-                obj = self.k.by_id["feature.tier-obj"]
-                optional_keys = next((c.version for c in getattr(obj, "changes", ())), None)
-                if optional_keys and self.version < optional_keys:
+                optional_keys = change_of(self.gated(feature).changes, "keys-optional")
+                if optional_keys and self.version < optional_keys.version:
                     self.plan.notes.append(
                         f"vLLM {self.version} needs access_key and secret_key in store_config (optional from "
-                        f"{optional_keys}); add them from your secret store — they are never rendered here."
+                        f"{optional_keys.version}); add them from your secret store — they are never rendered here."
                     )
             else:
                 entry: dict[str, Any] = {"type": name}
@@ -605,19 +610,24 @@ class _Planner:
             )
             self.cite("pitfall.shared-tier-without-hash-seed")
         if "p2p" in kinds:
-            port = (
-                self.default_of("env.vllm-p2p-side-channel-port")
-                if self.available("env.vllm-p2p-side-channel-port")
-                else 7777
-            )
+            port = self._p2p_tier_port()
             if self.available("env.vllm-p2p-side-channel-host"):
                 host = self.host(self.r.hosts.this_instance, "this_instance", "instance")
                 c.env.append(Env("VLLM_P2P_SIDE_CHANNEL_HOST", host, "status.podIP" if self.kube else None))
-            c.ports.append(Port("p2p", int(port or 7777)))
+            c.ports.append(Port("p2p", port))
             c.service = "headless"
             c.replicas = 2
             c.pod_ip = self.kube and not self.available("env.vllm-p2p-side-channel-host")
         self.plan.components.append(c)
+
+    def _p2p_tier_port(self) -> int:
+        """The port the p2p tier binds: VLLM_P2P_SIDE_CHANNEL_PORT's default where vLLM reads it, else the
+        tier entry's own default (0.25.x)."""
+        for entry_id in ("env.vllm-p2p-side-channel-port", "spec.tier.p2p.port"):
+            port = self.default_of(entry_id) if self.available(entry_id) else None
+            if isinstance(port, int):
+                return port
+        raise AdviceError("version", f"no p2p tier port is known for vLLM {self.version}")
 
     def _lmcache_env(self, component: Component, per_rank: float) -> dict[str, Any]:
         """LMCache settings for in-process LMCache, as both env and the YAML config."""
@@ -629,10 +639,11 @@ class _Planner:
             disk_gib = self.r.sizes.disk_gib
             if disk_gib is None:
                 raise AdviceError("sizes.disk_gib", "give the LMCache disk tier size in GiB per worker")
-            local_disk = self.k.by_id["lmcache.local_disk"]
-            many = next((c.version for c in getattr(local_disk, "changes", ())), None)
-            if len(self.r.paths.disk) > 1 and many and self.lm_version < many:
-                raise AdviceError("paths.disk", f"LMCache {self.lm_version} takes one disk path; a list needs {many}+")
+            many = change_of(self.gated("lmcache.local_disk").changes, "path-list")
+            if len(self.r.paths.disk) > 1 and many and self.lm_version < many.version:
+                raise AdviceError(
+                    "paths.disk", f"LMCache {self.lm_version} takes one disk path; a list needs {many.version}+"
+                )
             config["local_disk"] = _lmcache_list("disk", [f"file://{p}" for p in self.r.paths.disk])
             config["max_local_disk_size"] = disk_gib
             self.note("max_local_disk_size", disk_gib, "user", "GiB per worker process")
@@ -677,13 +688,10 @@ class _Planner:
 
     def _lmcache_p2p(self) -> None:
         self.cite("connector.lmcache")
-        recipe = self.recipes.recipe("lmcache_p2p")
-        controller = self.recipes.fact("fact.lmcache-controller-command").value
         gib = self.total_gib()
         assert gib is not None
         per_rank = self.r.sizes.lmcache_max_local_cpu_size_gib or gib / (self.tp * self.pp)
         self.plan.lmcache_per_rank_gib = per_rank
-        ranks = self.tp * self.pp
         ctrl_host = (
             f"{self.r.name}-lmcache-controller" + (f".{self.r.namespace}.svc" if self.r.namespace else "")
             if self.kube
@@ -694,76 +702,81 @@ class _Planner:
             ctrl_host,
             "computed" if self.kube else ("user" if self.r.hosts.controller else "default"),
         )
-        components: list[Component] = []
+        controller = self.recipes.facts.lmcache_controller
         count = 1 if self.kube else self.r.instances
-        for i in range(count):
-            name = "vllm" if self.kube else f"vllm-{i}"
-            c = self.vllm(name, "vLLM with LMCache P2P sharing", self.ktc("connector.lmcache", "kv_both"))
-            config = self._lmcache_env(c, per_rank)
-            for e in recipe.required_env:
-                self.cite(e.setting)
-                config[e.name.removeprefix("LMCACHE_").lower()] = _typed(e.value)
-            base = 8200 + 10 * i
-            config |= {
-                "controller_pull_url": f"{ctrl_host}:{controller['pull_port']}",
-                "controller_reply_url": f"{ctrl_host}:{controller['reply_port']}",
-                "lmcache_worker_ports": ",".join(str(8500 + 10 * i + r) for r in range(ranks)),
-                "p2p_init_ports": ",".join(str(base + r) for r in range(ranks)),
-                "p2p_lookup_ports": ",".join(str(base + 100 + r) for r in range(ranks)),
-                "p2p_host": Env(
-                    "",
-                    self.host(self.r.hosts.this_instance, "this_instance", "instance"),
-                    "status.podIP" if self.kube else None,
-                ),
-                "lmcache_instance_id": Env("", f"{self.r.name}-{i}", "metadata.name" if self.kube else None),
-            }
-            self.note("p2p ports", config["p2p_init_ports"], "computed", "one per worker rank (TP × PP)")
-            c.env.append(Env("PYTHONHASHSEED", "0"))
-            c.ports += [Port(f"p2p-{r}", base + r) for r in range(min(ranks, 4))]
-            c.service, c.replicas = "headless", self.r.instances
-            self._attach_lmcache(c, config)
-            if self.r.format == "lmcache_yaml":
-                c.lmcache_config = {k: (v.value if isinstance(v, Env) else v) for k, v in config.items()}
-            components.append(c)
-        monitor = json.dumps({"pull": controller["pull_port"], "reply": controller["reply_port"]})
-        components.append(
-            Component(
-                name="lmcache-controller",
-                description="LMCache controller: tracks which instance holds which chunks",
-                argv=[
-                    *controller["command"],
-                    "--host",
-                    "0.0.0.0",
-                    "--port",
-                    str(controller["http_port"]),
-                    "--monitor-ports",
-                    monitor,
-                ],
-                image=self.r.lmcache_image or self.image,
-                kind="helper",
-                ports=[
-                    Port("http", controller["http_port"]),
-                    Port("pull", controller["pull_port"]),
-                    Port("reply", controller["reply_port"]),
-                ],
-                service="cluster",
-            )
-        )
+        components = [self._lmcache_peer(i, per_rank, ctrl_host, controller) for i in range(count)]
+        components.append(self._lmcache_controller(controller))
         self.cite("pitfall.lmcache-p2p-incomplete")
         self.plan.components += components
+
+    def _lmcache_peer(self, i: int, per_rank: float, ctrl_host: str, controller: LmcacheControllerCommand) -> Component:
+        """vLLM instance ``i`` of an LMCache P2P group: every setting LMCache asserts for P2P, and its own ports."""
+        name = "vllm" if self.kube else f"vllm-{i}"
+        c = self.vllm(name, "vLLM with LMCache P2P sharing", self.ktc("connector.lmcache", "kv_both"))
+        config = self._lmcache_env(c, per_rank)
+        for e in self.recipes.recipe("lmcache_p2p").required_env:
+            self.cite(e.setting)
+            config[e.name.removeprefix("LMCACHE_").lower()] = _typed(e.value)
+        layout, ranks = self.recipes.facts.lmcache_p2p_ports, self.tp * self.pp
+        init_ports = layout.ports(layout.init_base, i, ranks)
+        config |= {
+            "controller_pull_url": f"{ctrl_host}:{controller.pull_port}",
+            "controller_reply_url": f"{ctrl_host}:{controller.reply_port}",
+            "lmcache_worker_ports": _port_list(layout.ports(layout.worker_base, i, ranks)),
+            "p2p_init_ports": _port_list(init_ports),
+            "p2p_lookup_ports": _port_list(layout.ports(layout.lookup_base, i, ranks)),
+            "p2p_host": Env(
+                "",
+                self.host(self.r.hosts.this_instance, "this_instance", "instance"),
+                "status.podIP" if self.kube else None,
+            ),
+            "lmcache_instance_id": Env("", f"{self.r.name}-{i}", "metadata.name" if self.kube else None),
+        }
+        self.note("p2p ports", config["p2p_init_ports"], "computed", "one per worker rank (TP × PP)")
+        c.env.append(Env("PYTHONHASHSEED", "0"))
+        c.ports += [Port(f"p2p-{r}", port) for r, port in enumerate(init_ports[:4])]
+        c.service, c.replicas = "headless", self.r.instances
+        self._attach_lmcache(c, config)
+        if self.r.format == "lmcache_yaml":
+            c.lmcache_config = {k: (v.value if isinstance(v, Env) else v) for k, v in config.items()}
+        return c
+
+    def _lmcache_controller(self, controller: LmcacheControllerCommand) -> Component:
+        monitor = json.dumps({"pull": controller.pull_port, "reply": controller.reply_port})
+        return Component(
+            name="lmcache-controller",
+            description="LMCache controller: tracks which instance holds which chunks",
+            argv=[
+                *controller.command,
+                "--host",
+                "0.0.0.0",
+                "--port",
+                str(controller.http_port),
+                "--monitor-ports",
+                monitor,
+            ],
+            image=self.r.lmcache_image or self.image,
+            kind="helper",
+            ports=[
+                Port("http", controller.http_port),
+                Port("pull", controller.pull_port),
+                Port("reply", controller.reply_port),
+            ],
+            service="cluster",
+        )
 
     def _lmcache_mp(self) -> None:
         self.cite("connector.lmcache-mp")
         assert self.lm_version is not None
-        server = self.recipes.fact("fact.lmcache-server-command").value
-        keys = self.recipes.fact("fact.lmcache-mp-address-keys").value
+        server, address = self.recipes.facts.lmcache_server, self.recipes.facts.lmcache_mp_address
         l1 = self.r.sizes.lmcache_server_l1_gib or self.total_gib()
         self.note("--l1-size-gb", l1, "user", "GiB, one pool for every vLLM on the node")
         self.cite("lmcache.mp_server.l1_size_gb")
-        command = server["command"] if self.lm_version >= Version(server["versions"].lstrip(">=")) else server["older"]
-        port = 5555
+        port = address.port
         host = self.host_ip if self.kube else (self.r.hosts.lmcache_server or "localhost")
-        config = self.ktc("connector.lmcache-mp", "kv_both", {keys[0]: f"tcp://{host}", keys[1]: port})
+        config = self.ktc(
+            "connector.lmcache-mp", "kv_both", {address.host_key: f"tcp://{host}", address.port_key: port}
+        )
         c = self.vllm("vllm", "vLLM connected to the node's LMCache server", config)
         c.host_ip, c.shm = self.kube, True
         if self.pitfall_applies("pitfall.lmcache-backend-means-mp-server"):
@@ -775,7 +788,7 @@ class _Planner:
                 name="lmcache-server",
                 description="LMCache MP server: one shared KV pool per node",
                 argv=[
-                    *command,
+                    *server.command_for(self.lm_version),
                     "--host",
                     "0.0.0.0",
                     "--port",
@@ -783,7 +796,7 @@ class _Planner:
                     "--l1-size-gb",
                     _num(l1 or 0),
                     "--eviction-policy",
-                    "LRU",
+                    server.eviction_policy,
                 ],
                 image=self.r.lmcache_image or self.image,
                 kind="helper",
@@ -808,8 +821,7 @@ class _Planner:
                     self.ktc("connector.offloading", "kv_both", {"cpu_bytes_to_use": self.cpu_bytes()}),
                 ]
                 self.require("spec.cpu-bytes-to-use", "cpu_bytes_to_use (the byte-sized CPU tier)")
-                key = self.recipes.fact("fact.multi-connector-children-key").value
-                config = self.ktc("connector.multi", role, {key: children})
+                config = self.ktc("connector.multi", role, {_children_key(self.k): children})
             else:
                 config = self.ktc(connector_id, role, extra)
             c = self.vllm(label, f"{label} instance ({role})", config)
@@ -823,7 +835,7 @@ class _Planner:
                 c.env += [
                     Env("VLLM_NIXL_SIDE_CHANNEL_HOST", host, "status.podIP" if self.kube else None),
                     Env("VLLM_NIXL_SIDE_CHANNEL_PORT", str(port)),
-                    Env("UCX_TLS", self.recipes.fact("fact.ucx-tls-by-fabric").value[fabric]),
+                    Env("UCX_TLS", self.recipes.facts.ucx_tls_by_fabric.transports(fabric)),
                 ]
                 self.cite("pitfall.nixl-side-channel-service-address")
                 self.cite("pitfall.nixl-ucx-without-cuda")
@@ -841,21 +853,22 @@ class _Planner:
         )
         pre = where("prefill") if where else (self.r.hosts.prefill or "localhost")
         dec = where("decode") if where else (self.r.hosts.decode or "localhost")
+        vllm_port, proxy_port = self.recipes.facts.vllm_http_port.port, self.recipes.facts.pd_proxy_port.port
         if proxy.cli == "toy":
-            routes = ["--prefiller-hosts", pre, "--prefiller-ports", "8000"]
-            routes += ["--decoder-hosts", dec, "--decoder-ports", "8000"]
+            routes = ["--prefiller-hosts", pre, "--prefiller-ports", str(vllm_port)]
+            routes += ["--decoder-hosts", dec, "--decoder-ports", str(vllm_port)]
         else:
             bootstrap = str(self.default_of("env.vllm-mooncake-bootstrap-port"))
-            routes = ["--prefill", f"http://{pre}:8000", bootstrap, "--decode", f"http://{dec}:8000"]
+            routes = ["--prefill", f"http://{pre}:{vllm_port}", bootstrap, "--decode", f"http://{dec}:{vllm_port}"]
         script = f"/opt/proxy/{proxy.script}" if self.kube else proxy.script
         self.plan.components.append(
             Component(
                 name="proxy",
                 description="P/D proxy: each request goes to prefill, then decode",
-                argv=["python3", script, "--host", "0.0.0.0", "--port", str(PROXY_PORT), *routes],
+                argv=["python3", script, "--host", "0.0.0.0", "--port", str(proxy_port), *routes],
                 image=self.image,
                 kind="helper",
-                ports=[Port("http", PROXY_PORT)],
+                ports=[Port("http", proxy_port)],
                 service="cluster",
                 mounts=["/opt/proxy"] if self.kube else [],
                 notes=[f"{proxy.script} comes from {proxy.path} in the vLLM repository at v{self.version}."],
@@ -873,12 +886,24 @@ class _Planner:
         self._pd("connector.nixl", None, local_tier=True)
 
     def _mooncake_pd(self) -> None:
-        fact = self.recipes.fact("fact.mooncake-protocol-key").value
+        protocol = self.recipes.facts.mooncake_protocol_key
         extra = None
-        if (self.r.fabric or "ethernet") == "ethernet" and self.version >= Version(fact["introduced"]):
-            extra = {fact["key"]: "tcp"}
-            self.note(fact["key"], "tcp", "computed", "no RDMA fabric given")
+        if (self.r.fabric or "ethernet") == "ethernet" and in_range(protocol.versions, self.version):
+            extra = {protocol.key: protocol.without_rdma}
+            self.note(protocol.key, protocol.without_rdma, "computed", "no RDMA fabric given")
         self._pd("connector.mooncake", extra)
+
+
+def _port_list(ports: list[int]) -> str:
+    """LMCache's list syntax for its port settings: the numbers joined by ','."""
+    return ",".join(map(str, ports))
+
+
+def _children_key(knowledge: Knowledge) -> str:
+    """The kv_connector_extra_config key under which MultiConnector lists the connectors it wraps."""
+    multi = knowledge.by_id["connector.multi"]
+    assert isinstance(multi, Connector) and multi.children_key is not None
+    return multi.children_key
 
 
 def _lmcache_list(kind: Literal["disk", "gds"], entries: list[str]) -> str:
@@ -1124,13 +1149,15 @@ def _check_units(planner: _Planner, argv: list[str], env: dict[str, str], where:
 
 
 def _check_ktc(planner: _Planner, config: dict[str, Any], where: str) -> None:
-    keys = planner.recipes.fact("fact.kv-transfer-config-keys").value
-    if not set(config) <= set(keys) or keys[0] not in config:
-        raise RenderCheckError("backend", f"{where}: kv-transfer-config keys {sorted(config)} are not {keys}")
-    extra = config.get(keys[2], {})
-    children = extra.get("connectors", []) if isinstance(extra, dict) else []
+    keys = planner.recipes.facts.kv_transfer_config_keys
+    if not set(config) <= set(keys.names) or keys.connector not in config:
+        raise RenderCheckError(
+            "backend", f"{where}: kv-transfer-config keys {sorted(config)} are not {list(keys.names)}"
+        )
+    extra = config.get(keys.extra_config, {})
+    children = extra.get(_children_key(planner.k), []) if isinstance(extra, dict) else []
     for child in [config, *children]:
-        inner = child.get(keys[2], {})
+        inner = child.get(keys.extra_config, {})
         if "cpu_bytes_to_use" in inner:
             value = inner["cpu_bytes_to_use"]
             if not isinstance(value, int) or value != planner.plan.cpu_bytes:
@@ -1398,27 +1425,29 @@ def _validate_kubernetes(planner: _Planner, text: str) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def _merge_size_offload(request: RenderConfigRequest) -> None:
-    """Fill the sizes from a size_offload result, refusing numbers that disagree with each other."""
+def _with_size_offload(request: RenderConfigRequest) -> RenderConfigRequest:
+    """The request with the sizes of a size_offload result filled in (and the parallelism they were
+    sized for), refusing numbers that disagree with each other. The request given stays as it is."""
     data = request.size_offload
     if not data:
-        return
+        return request
+    parallelism = request.parallelism
     if isinstance(data.get("offload"), dict):
         # A whole size_offload result, as the tool returns it: the tier values sit under `offload`,
         # and the parallelism they were sized for at the top.
-        _adopt_parallelism(request, data)
+        parallelism = _adopted_parallelism(request, data)
         data = data["offload"]
-    sizes = request.sizes
-    allowed = {"kv_offloading_size_gib", "cpu_bytes_to_use", "lmcache_max_local_cpu_size_gib"}
-    for key in allowed:
+    filled: dict[str, int | float] = {}
+    for key in ("kv_offloading_size_gib", "cpu_bytes_to_use", "lmcache_max_local_cpu_size_gib"):
         value = data.get(key)
         if value is None:
             continue
         if readable_number(value) is None or value <= 0:
             raise AdviceError(f"size_offload.{key}", f"must be a positive number below 2^63; got {value!r}")
-        if getattr(sizes, key) is None:
-            setattr(sizes, key, int(value) if key == "cpu_bytes_to_use" else float(value))
-    ranks = request.parallelism.tensor_parallel_size * request.parallelism.pipeline_parallel_size
+        if getattr(request.sizes, key) is None:
+            filled[key] = int(value) if key == "cpu_bytes_to_use" else float(value)
+    sizes = request.sizes.model_copy(update=filled)
+    ranks = parallelism.tensor_parallel_size * parallelism.pipeline_parallel_size
     gib, raw, lm = sizes.kv_offloading_size_gib, sizes.cpu_bytes_to_use, sizes.lmcache_max_local_cpu_size_gib
     if gib is not None and raw is not None and abs(raw - gib * GIB) > GIB / 1024:
         raise AdviceError("size_offload.cpu_bytes_to_use", f"{raw} bytes is not {gib} GiB × 2^30 = {round(gib * GIB)}")
@@ -1427,10 +1456,11 @@ def _merge_size_offload(request: RenderConfigRequest) -> None:
             "size_offload.lmcache_max_local_cpu_size_gib",
             f"{lm} GiB per worker × {ranks} ranks ≠ {gib} GiB total; LMCache sizes per worker (total ÷ TP × PP)",
         )
+    return request.model_copy(update={"sizes": sizes, "parallelism": parallelism})
 
 
-def _adopt_parallelism(request: RenderConfigRequest, result: dict[str, Any]) -> None:
-    """Take TP and PP from the size_offload result unless given; refuse a mismatch, since the
+def _adopted_parallelism(request: RenderConfigRequest, result: dict[str, Any]) -> Parallelism:
+    """TP and PP from the size_offload result unless given; a mismatch is refused, since the
     per-worker sizes (LMCache, native's split of the total) depend on them."""
     sized = {k: result[k] for k in ("tensor_parallel_size", "pipeline_parallel_size") if result.get(k) is not None}
     if "parallelism" in request.model_fields_set:
@@ -1441,38 +1471,46 @@ def _adopt_parallelism(request: RenderConfigRequest, result: dict[str, Any]) -> 
                     f"parallelism.{key}",
                     f"is {given}, but the size_offload result was sized for {value!r}; give the same or leave it out",
                 )
-        return
+        return request.parallelism
     try:
-        request.parallelism = Parallelism.model_validate({**request.parallelism.model_dump(), **sized}, strict=True)
+        return Parallelism.model_validate({**request.parallelism.model_dump(), **sized}, strict=True)
     except ValidationError as exc:
         problem = exc.errors(include_url=False, include_input=False)[0]
         raise AdviceError(f"size_offload.{problem['loc'][0]}", problem["msg"].lower()) from None
 
 
+def _with_choice(request: RenderConfigRequest, knowledge: Knowledge) -> tuple[Backend | None, RenderConfigRequest]:
+    """The backend, and the request with what a choose_backend result fills in where the caller gave
+    nothing: its release, and for native_tiering its tiers. The request given stays as it is."""
+    recipes, backend, choice = knowledge.recipes, request.backend, request.choice
+    if choice is None:
+        return backend, request
+    rec = choice.get("recommendation")
+    chosen = rec.get("backend") if isinstance(rec, dict) else None
+    if chosen not in {r.backend for r in recipes.recipes}:
+        raise AdviceError("choice", "expected a choose_backend result with recommendation.backend")
+    if backend is not None and backend != chosen:
+        raise AdviceError("backend", f"{backend} disagrees with the choice's {chosen}; give one of them")
+    update: dict[str, Any] = {}
+    context = choice.get("version_context")
+    if request.version is None and isinstance(context, dict) and isinstance(context.get("version"), str):
+        update["version"] = context["version"]
+    version = update.get("version", request.version)
+    tiers = rec.get("tiers", []) if isinstance(rec, dict) else []
+    if request.tiers is None and chosen == "native_tiering":
+        # resolve_version: a version such as 'latest' is a one-line error naming the field, not InvalidVersion
+        tier_version = resolve_version(knowledge, version)[0] if version else Version("0")
+        names = {recipes.tier_type(t.kind, tier_version): t.kind for t in recipes.tier_types}
+        update["tiers"] = [names[t] for t in tiers if t in names and t != "cpu"]
+    return chosen, request.model_copy(update=update)
+
+
 def render_config(request: RenderConfigRequest, knowledge: Knowledge) -> RenderConfigResult:
     recipes = knowledge.recipes
-    backend = request.backend
-    if request.choice is not None:
-        rec = request.choice.get("recommendation")
-        chosen = rec.get("backend") if isinstance(rec, dict) else None
-        if chosen not in {r.backend for r in recipes.recipes}:
-            raise AdviceError("choice", "expected a choose_backend result with recommendation.backend")
-        if backend is not None and backend != chosen:
-            raise AdviceError("backend", f"{backend} disagrees with the choice's {chosen}; give one of them")
-        backend = chosen
-        context = request.choice.get("version_context")
-        if request.version is None and isinstance(context, dict) and isinstance(context.get("version"), str):
-            request.version = context["version"]
-        tiers = rec.get("tiers", []) if isinstance(rec, dict) else []
-        if request.tiers is None and backend == "native_tiering":
-            kinds: tuple[TierKind, ...] = ("fs", "obj", "p2p")
-            # resolve_version: a version such as 'latest' is a one-line error naming the field, not InvalidVersion
-            tier_version = resolve_version(knowledge, request.version)[0] if request.version else Version("0")
-            names = {recipes.tier_type(kind, tier_version): kind for kind in kinds}
-            request.tiers = [names[t] for t in tiers if t in names and t != "cpu"]
+    backend, request = _with_choice(request, knowledge)
     if backend is None:
         raise AdviceError("backend", f"give a backend ({', '.join(r.backend for r in recipes.recipes)}) or a choice")
-    _merge_size_offload(request)
+    request = _with_size_offload(request)
     _check_paths_fit_format(request)
     planner = _Planner(request, knowledge, recipes, backend)
     planner.build()
@@ -1481,7 +1519,9 @@ def render_config(request: RenderConfigRequest, knowledge: Knowledge) -> RenderC
     checks = _validate(planner, files)
     recipe = recipes.recipe(backend)
     citations = [*planner.plan.cited.values()]
-    citations.append(cite(recipe.id, recipe, knowledge))
+    citations.append(
+        Citation(id=recipe.id, sources=list(recipe.sources), verified_at=recipe.verified_at, evidence=recipe.evidence)
+    )
     facts = backend_facts(knowledge, backend, request.tiers)
     security = security_check(knowledge, "vllm", planner.version, facts)
     lm_security = None

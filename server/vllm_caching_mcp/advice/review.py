@@ -19,6 +19,7 @@ import itertools
 import json
 import re
 import urllib.parse
+from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -27,7 +28,7 @@ from pydantic import BaseModel, Field
 
 from .. import __version__
 from .. import advisories as advisory_lookup
-from ..knowledge import Advisory, Condition, Gated, Knowledge, Pitfall, ValueTest
+from ..knowledge import Advisory, Comparison, Condition, Gated, Knowledge, Pitfall, ValueTest
 from ..versions import Version, in_range, parse_version
 from .common import (
     AdviceError,
@@ -46,6 +47,7 @@ from .deployment import (
     Documents,
     Effective,
     EnvUse,
+    FlagUse,
     Location,
     ProxyUse,
     Workload,
@@ -317,7 +319,7 @@ def _compare(left: float, op: str, right: float) -> bool:
     }[op]
 
 
-def _flag_items_unknown(ctx: Context, workload_flags: list[Any]) -> Outcome:
+def _flag_items_unknown(ctx: Context, workload_flags: Sequence[FlagUse]) -> Outcome:
     accepted = ctx.knowledge.cli_inventory.accepted(ctx.version)
     if not accepted:
         return Outcome(None, missing=["the CLI inventory for this release (knowledge/cli_inventory.yaml is empty)"])
@@ -344,172 +346,242 @@ def _known_lifecycle_flag(ctx: Context, name: str) -> Gated | None:
     return None
 
 
-def evaluate(condition: Condition, ctx: Context, workload_flags: list[Any]) -> Outcome:
-    e = ctx.effective
+def evaluate(condition: Condition, ctx: Context, workload_flags: Sequence[FlagUse]) -> Outcome:
+    """True, false or unknown for this workload; ``workload_flags`` are its flags as written, in order."""
     c = condition
     if c.all_ is not None:
-        parts = [evaluate(p, ctx, workload_flags) for p in c.all_]
-        if any(p.value is False for p in parts):
-            return Outcome(False)
-        missing = [m for p in parts for m in p.missing]
-        if any(p.value is None for p in parts):
-            return Outcome(None, missing=missing)
-        return Outcome(True, [ev for p in parts for ev in p.evidence], items=[i for p in parts for i in p.items])
+        return _all([evaluate(p, ctx, workload_flags) for p in c.all_])
     if c.any_ is not None:
-        parts = [evaluate(p, ctx, workload_flags) for p in c.any_]
-        true = [p for p in parts if p.value]
-        if true:
-            return Outcome(True, [ev for p in true for ev in p.evidence], items=[i for p in true for i in p.items])
-        if any(p.value is None for p in parts):
-            return Outcome(None, missing=[m for p in parts for m in p.missing])
-        return Outcome(False)
+        return _any([evaluate(p, ctx, workload_flags) for p in c.any_])
     if c.not_ is not None:
         inner = evaluate(c.not_, ctx, workload_flags)
         return Outcome(None if inner.value is None else not inner.value, inner.evidence, inner.missing)
     if c.flag is not None or c.flag_on is not None or c.flag_off is not None:
-        name = normalize_flag(c.flag or c.flag_on or c.flag_off or "")
-        flag = e.flags.get(name)
-        state = flag_bool(flag)
-        here = (
-            [Evidence(f"{flag.written}" + (f" {flag.value}" if isinstance(flag.value, str) else ""), flag.location)]
-            if flag
-            else []
-        )
-        absent = [Evidence(f"{name} is not given")]
-        if c.flag is not None:
-            return Outcome(flag is not None, here or absent)
-        wanted = c.flag_on is not None
-        return Outcome(state is wanted, here or absent)
+        return _flag_state(c, ctx)
     if c.flag_value is not None:
-        flag = e.flags.get(normalize_flag(c.flag_value.name))
-        value = flag.value if flag is not None and isinstance(flag.value, str) else None
-        ok = _value_test(c.flag_value, value)
-        return Outcome(ok, [Evidence(f"{c.flag_value.name} {value}", flag.location)] if flag else [])
+        return _flag_value(c.flag_value, ctx)
     if c.flag_unknown is not None:
         return _flag_items_unknown(ctx, workload_flags)
     if c.flag_unavailable is not None:
-        skip = {normalize_flag(n) for n in c.flag_unavailable}
-        items = []
-        for flag in workload_flags:
-            entry = _known_lifecycle_flag(ctx, flag.name)
-            if entry is None or entry.name in skip:
-                continue
-            when = (
-                f"was removed in {entry.removed}"
-                if entry.status_at(ctx.version) == "removed"
-                else f"first appears in {entry.introduced}"
-            )
-            instead = f"; instead: {entry.instead}" if entry.instead else ""
-            items.append(Evidence(f"{flag.written} {when}, so vLLM {ctx.version} rejects it{instead}", flag.location))
-        return Outcome(bool(items), items=items)
+        return _flag_unavailable(c.flag_unavailable, ctx, workload_flags)
     if c.env is not None:
-        use = e.env.get(c.env)
-        return Outcome(
-            use is not None, [Evidence(_env_text(use), use.location)] if use else [Evidence(f"{c.env} is not set")]
-        )
+        return _env_set(c.env, ctx)
     if c.env_value is not None:
-        use = e.env.get(c.env_value.name)
-        if use is None:
-            return Outcome(False, [Evidence(f"{c.env_value.name} is not set")])
-        if use.value is None:
-            return Outcome(None, missing=[f"the value of {use.name} (set from {use.reference})"])
-        return Outcome(_value_test(c.env_value, use.value), [Evidence(_env_text(use), use.location)])
+        return _env_value(c.env_value, ctx)
     if c.env_differs is not None:
         return _env_differs(ctx, c.env_differs)
     if c.connector is not None:
-        found = [u for u in e.connectors if u.name in c.connector]
+        found = [u for u in ctx.effective.connectors if u.name in c.connector]
         return Outcome(bool(found), [Evidence(f"connector {u.name} (via {u.via})", u.location) for u in found])
     if c.connector_hma is not None:
-        found = [u for u in e.connectors if u.hma == c.connector_hma]
-        return Outcome(
-            bool(found), [Evidence(f"{u.name} HMA support in {ctx.version}: {u.hma}", u.location) for u in found]
-        )
+        return _connector_hma(c.connector_hma, ctx)
     if c.connector_unavailable is not None:
-        items = []
-        module_path = (e.transfer_config or {}).get("kv_connector_module_path")
-        for conn in e.connectors:
-            if conn.name in c.connector_unavailable:
-                continue
-            known = ctx.knowledge.by_id.get(conn.entry_id) if conn.entry_id else None
-            if isinstance(known, Gated):
-                status = known.status_at(ctx.version)
-                if status == "removed":
-                    items.append(Evidence(f"{conn.name} was removed in {known.removed}", conn.location))
-                elif status == "not_yet":
-                    items.append(Evidence(f"{conn.name} first appears in {known.introduced}", conn.location))
-            elif not module_path:
-                items.append(
-                    Evidence(f"{conn.name} is not a connector any covered vLLM release registers", conn.location)
-                )
-        return Outcome(bool(items), items=items)
+        return _connector_unavailable(c.connector_unavailable, ctx)
     if c.offload_shorthand is not None:
-        flag = e.flags.get("--kv-offloading-size")
-        here = (
-            [Evidence(f"--kv-offloading-size {flag.value} (backend {e.offload_backend})", flag.location)]
-            if flag
-            else []
-        )
-        return Outcome(e.offload_shorthand is c.offload_shorthand, here)
+        return _offload_shorthand(c.offload_shorthand, ctx)
     if c.pd_proxy_mismatch is not None:
-        items = []
-        for conn in e.connectors:
-            proxy_needed = ctx.knowledge.recipes.pd_proxy(conn.entry_id, ctx.version) if conn.entry_id else None
-            if proxy_needed is None:
-                continue
-            need = f"{conn.name} in {ctx.version} needs {proxy_needed.script} ({proxy_needed.path} at that tag)"
-            items += [
-                Evidence(f"{proxy.script} routes the requests, but {need}", proxy.location)
-                for proxy in ctx.proxies
-                if proxy.script != proxy_needed.script
-            ]
-        return Outcome(bool(items) == c.pd_proxy_mismatch, items=items)
+        return _pd_proxy_mismatch(c.pd_proxy_mismatch, ctx)
     if c.extra_config is not None:
-        test = c.extra_config
-        extras = _extra_configs(e)
-        for extra in extras:
-            if test.name in extra:
-                raw = extra[test.name]
-                text = raw if isinstance(raw, str) else json.dumps(raw)
-                if re.search(test.matches, text):
-                    return Outcome(
-                        True, [Evidence(f"kv_connector_extra_config.{test.name} = {text}", e.transfer_location)]
-                    )
-        return Outcome(False)
+        return _extra_config(c.extra_config, ctx)
     if c.tier is not None:
-        tiers = [t for t in e.tiers if t in c.tier]
-        return Outcome(bool(tiers), [Evidence(f"secondary tier {t}", e.transfer_location) for t in tiers])
+        tiers = [t for t in ctx.effective.tiers if t in c.tier]
+        return Outcome(bool(tiers), [Evidence(f"secondary tier {t}", ctx.effective.transfer_location) for t in tiers])
     if c.model_matches is not None:
-        if e.model is None:
-            return Outcome(None, missing=["the model name (none found in the command)"])
-        return Outcome(re.search(c.model_matches, e.model) is not None, [Evidence(f"model {e.model}")])
+        return _model_matches(c.model_matches, ctx)
     if c.gpu_segment is not None:
-        gpu = ctx.knowledge.by_id.get(e.gpu) if e.gpu else None
-        segment = getattr(gpu, "segment", None)
-        if segment is None:
-            return Outcome(None, missing=["host.gpu (or a nvidia.com/gpu.product node selector)"])
-        return Outcome(segment in c.gpu_segment, [Evidence(f"GPU {getattr(gpu, 'name', '?')} ({segment})")])
+        return _gpu_segment(c.gpu_segment, ctx)
     if c.compare is not None:
-        left, left_label, left_missing, left_absent = _expression(c.compare.left, ctx)
-        right, right_label, right_missing, right_absent = _expression(c.compare.right, ctx)
-        if left_absent or right_absent:
-            return Outcome(False)
-        if left is None or right is None:
-            return Outcome(None, missing=left_missing + right_missing)
-        ok = _compare(left, c.compare.op, right)
-        text = f"{_shown(left_label, left)} {c.compare.op} {_shown(right_label, right)}"
-        return Outcome(ok, [Evidence(text, _operand_location(c.compare.left, ctx))])
-    if c.entry_unavailable is not None or c.entry_deprecated is not None:
-        gated = ctx.knowledge.by_id.get(c.entry_unavailable or c.entry_deprecated or "")
-        if not isinstance(gated, Gated):
-            raise ValueError(f"{c.entry_unavailable or c.entry_deprecated} is not a gated knowledge entry")
-        status = gated.status_at(ctx.version)
-        if c.entry_unavailable is not None:
-            text = {"removed": f"removed in {gated.removed}", "not_yet": f"first in {gated.introduced}"}.get(status, "")
-            return Outcome(status in ("removed", "not_yet"), [Evidence(f"{gated.name}: {text}")] if text else [])
-        return Outcome(
-            status in ("deprecated", "removed"), [Evidence(f"{gated.name}: deprecated since {gated.deprecated}")]
-        )
+        return _comparison(c.compare, ctx)
+    if c.entry_unavailable is not None:
+        return _entry_unavailable(c.entry_unavailable, ctx)
+    if c.entry_deprecated is not None:
+        return _entry_deprecated(c.entry_deprecated, ctx)
     raise ValueError("a condition with no key")  # the schema makes this unreachable
+
+
+def _all(parts: list[Outcome]) -> Outcome:
+    """False when one part is false, else unknown when one is, else true with every part's evidence."""
+    if any(p.value is False for p in parts):
+        return Outcome(False)
+    if any(p.value is None for p in parts):
+        return Outcome(None, missing=[m for p in parts for m in p.missing])
+    return Outcome(True, [ev for p in parts for ev in p.evidence], items=[i for p in parts for i in p.items])
+
+
+def _any(parts: list[Outcome]) -> Outcome:
+    """True with the true parts' evidence, else unknown when one part is, else false."""
+    true = [p for p in parts if p.value]
+    if true:
+        return Outcome(True, [ev for p in true for ev in p.evidence], items=[i for p in true for i in p.items])
+    if any(p.value is None for p in parts):
+        return Outcome(None, missing=[m for p in parts for m in p.missing])
+    return Outcome(False)
+
+
+def _flag_state(c: Condition, ctx: Context) -> Outcome:
+    """``flag`` (given at all), ``flag_on`` (bare, true or non-zero) or ``flag_off`` (--no-X, false or 0)."""
+    name = normalize_flag(c.flag or c.flag_on or c.flag_off or "")
+    flag = ctx.effective.flags.get(name)
+    here = (
+        [Evidence(f"{flag.written}" + (f" {flag.value}" if isinstance(flag.value, str) else ""), flag.location)]
+        if flag
+        else []
+    )
+    evidence = here or [Evidence(f"{name} is not given")]
+    if c.flag is not None:
+        return Outcome(flag is not None, evidence)
+    return Outcome(flag_bool(flag) is (c.flag_on is not None), evidence)
+
+
+def _flag_value(test: ValueTest, ctx: Context) -> Outcome:
+    flag = ctx.effective.flags.get(normalize_flag(test.name))
+    value = flag.value if flag is not None and isinstance(flag.value, str) else None
+    return Outcome(_value_test(test, value), [Evidence(f"{test.name} {value}", flag.location)] if flag else [])
+
+
+def _flag_unavailable(skipped: tuple[str, ...], ctx: Context, workload_flags: Sequence[FlagUse]) -> Outcome:
+    """Each flag given whose lifecycle in the knowledge leaves it out of this release."""
+    skip = {normalize_flag(n) for n in skipped}
+    items = []
+    for flag in workload_flags:
+        entry = _known_lifecycle_flag(ctx, flag.name)
+        if entry is None or entry.name in skip:
+            continue
+        when = (
+            f"was removed in {entry.removed}"
+            if entry.status_at(ctx.version) == "removed"
+            else f"first appears in {entry.introduced}"
+        )
+        instead = f"; instead: {entry.instead}" if entry.instead else ""
+        items.append(Evidence(f"{flag.written} {when}, so vLLM {ctx.version} rejects it{instead}", flag.location))
+    return Outcome(bool(items), items=items)
+
+
+def _env_set(name: str, ctx: Context) -> Outcome:
+    use = ctx.effective.env.get(name)
+    return Outcome(
+        use is not None, [Evidence(_env_text(use), use.location)] if use else [Evidence(f"{name} is not set")]
+    )
+
+
+def _env_value(test: ValueTest, ctx: Context) -> Outcome:
+    use = ctx.effective.env.get(test.name)
+    if use is None:
+        return Outcome(False, [Evidence(f"{test.name} is not set")])
+    if use.value is None:
+        return Outcome(None, missing=[f"the value of {use.name} (set from {use.reference})"])
+    return Outcome(_value_test(test, use.value), [Evidence(_env_text(use), use.location)])
+
+
+def _connector_hma(support: str, ctx: Context) -> Outcome:
+    found = [u for u in ctx.effective.connectors if u.hma == support]
+    return Outcome(
+        bool(found), [Evidence(f"{u.name} HMA support in {ctx.version}: {u.hma}", u.location) for u in found]
+    )
+
+
+def _connector_unavailable(skipped: tuple[str, ...], ctx: Context) -> Outcome:
+    """Each connector in use that this release does not register, except those listed."""
+    e = ctx.effective
+    items = []
+    module_path = (e.transfer_config or {}).get("kv_connector_module_path")
+    for conn in e.connectors:
+        if conn.name in skipped:
+            continue
+        known = ctx.knowledge.by_id.get(conn.entry_id) if conn.entry_id else None
+        if isinstance(known, Gated):
+            status = known.status_at(ctx.version)
+            if status == "removed":
+                items.append(Evidence(f"{conn.name} was removed in {known.removed}", conn.location))
+            elif status == "not_yet":
+                items.append(Evidence(f"{conn.name} first appears in {known.introduced}", conn.location))
+        elif not module_path:
+            items.append(Evidence(f"{conn.name} is not a connector any covered vLLM release registers", conn.location))
+    return Outcome(bool(items), items=items)
+
+
+def _offload_shorthand(wanted: bool, ctx: Context) -> Outcome:
+    e = ctx.effective
+    flag = e.flags.get("--kv-offloading-size")
+    here = [Evidence(f"--kv-offloading-size {flag.value} (backend {e.offload_backend})", flag.location)] if flag else []
+    return Outcome(e.offload_shorthand is wanted, here)
+
+
+def _pd_proxy_mismatch(wanted: bool, ctx: Context) -> Outcome:
+    """Each P/D proxy the files start that is not the one a connector in use needs in this release."""
+    items = []
+    for conn in ctx.effective.connectors:
+        proxy_needed = ctx.knowledge.recipes.pd_proxy(conn.entry_id, ctx.version) if conn.entry_id else None
+        if proxy_needed is None:
+            continue
+        need = f"{conn.name} in {ctx.version} needs {proxy_needed.script} ({proxy_needed.path} at that tag)"
+        items += [
+            Evidence(f"{proxy.script} routes the requests, but {need}", proxy.location)
+            for proxy in ctx.proxies
+            if proxy.script != proxy_needed.script
+        ]
+    return Outcome(bool(items) == wanted, items=items)
+
+
+def _extra_config(test: ValueTest, ctx: Context) -> Outcome:
+    e = ctx.effective
+    for extra in e.extra_configs:
+        if test.name in extra:
+            raw = extra[test.name]
+            text = raw if isinstance(raw, str) else json.dumps(raw)
+            if re.search(test.matches, text):
+                return Outcome(True, [Evidence(f"kv_connector_extra_config.{test.name} = {text}", e.transfer_location)])
+    return Outcome(False)
+
+
+def _model_matches(pattern: str, ctx: Context) -> Outcome:
+    model = ctx.effective.model
+    if model is None:
+        return Outcome(None, missing=["the model name (none found in the command)"])
+    return Outcome(re.search(pattern, model) is not None, [Evidence(f"model {model}")])
+
+
+def _gpu_segment(segments: tuple[str, ...], ctx: Context) -> Outcome:
+    e = ctx.effective
+    gpu = ctx.knowledge.by_id.get(e.gpu) if e.gpu else None
+    segment = getattr(gpu, "segment", None)
+    if segment is None:
+        return Outcome(None, missing=["host.gpu (or a nvidia.com/gpu.product node selector)"])
+    return Outcome(segment in segments, [Evidence(f"GPU {getattr(gpu, 'name', '?')} ({segment})")])
+
+
+def _comparison(compare: Comparison, ctx: Context) -> Outcome:
+    """False when the configuration leaves a side empty; unknown when an input is missing."""
+    left, left_label, left_missing, left_absent = _expression(compare.left, ctx)
+    right, right_label, right_missing, right_absent = _expression(compare.right, ctx)
+    if left_absent or right_absent:
+        return Outcome(False)
+    if left is None or right is None:
+        return Outcome(None, missing=left_missing + right_missing)
+    text = f"{_shown(left_label, left)} {compare.op} {_shown(right_label, right)}"
+    return Outcome(_compare(left, compare.op, right), [Evidence(text, _operand_location(compare.left, ctx))])
+
+
+def _gated(entry_id: str, ctx: Context) -> Gated:
+    gated = ctx.knowledge.by_id.get(entry_id)
+    if not isinstance(gated, Gated):
+        raise ValueError(f"{entry_id} is not a gated knowledge entry")
+    return gated
+
+
+def _entry_unavailable(entry_id: str, ctx: Context) -> Outcome:
+    gated = _gated(entry_id, ctx)
+    status = gated.status_at(ctx.version)
+    text = {"removed": f"removed in {gated.removed}", "not_yet": f"first in {gated.introduced}"}.get(status, "")
+    return Outcome(status in ("removed", "not_yet"), [Evidence(f"{gated.name}: {text}")] if text else [])
+
+
+def _entry_deprecated(entry_id: str, ctx: Context) -> Outcome:
+    gated = _gated(entry_id, ctx)
+    status = gated.status_at(ctx.version)
+    return Outcome(
+        status in ("deprecated", "removed"), [Evidence(f"{gated.name}: deprecated since {gated.deprecated}")]
+    )
 
 
 def _env_differs(ctx: Context, name: str) -> Outcome:
@@ -529,38 +601,18 @@ def _env_differs(ctx: Context, name: str) -> Outcome:
     return Outcome(count > 1 and len(distinct) > 1, [Evidence(f"{name} differs between workloads ({shown}{more})")])
 
 
-# Where a derived number comes from, to point a finding at the line that set it.
-_FACT_SOURCES = {
-    "max_model_len": ("flag:--max-model-len",),
-    "offload_tier_gib": ("flag:--kv-offloading-size", "env:LMCACHE_MAX_LOCAL_CPU_SIZE"),
-    "host_offload_gib": ("flag:--kv-offloading-size", "env:LMCACHE_MAX_LOCAL_CPU_SIZE", "flag:--cpu-offload-gb"),
-    "world_size": ("flag:--tensor-parallel-size", "flag:--pipeline-parallel-size"),
-}
-
-
 def _operand_location(expression: str, ctx: Context) -> Location | None:
-    operands: list[str] = []
+    """Where the first operand of ``expression`` that the deployment gives was written."""
+    e = ctx.effective
     for operand in re.split(r"\s+[*/]\s+", expression.strip()):
         kind, _, name = operand.partition(":")
-        operands += _FACT_SOURCES.get(name, ()) if kind == "fact" else (operand,)
-    for operand in operands:
-        kind, _, name = operand.partition(":")
-        if kind == "flag" and name in ctx.effective.flags:
-            return ctx.effective.flags[name].location
-        if kind == "env" and name in ctx.effective.env:
-            return ctx.effective.env[name].location
+        if kind == "fact" and name in e.fact_locations:
+            return e.fact_locations[name]
+        if kind == "flag" and name in e.flags:
+            return e.flags[name].location
+        if kind == "env" and name in e.env:
+            return e.env[name].location
     return None
-
-
-def _extra_configs(e: Effective) -> list[dict[str, Any]]:
-    extras: list[dict[str, Any]] = []
-    root = (e.transfer_config or {}).get("kv_connector_extra_config")
-    if isinstance(root, dict):
-        extras.append(root)
-        for child in root.get("connectors", []) or []:
-            if isinstance(child, dict) and isinstance(child.get("kv_connector_extra_config"), dict):
-                extras.append(child["kv_connector_extra_config"])
-    return extras
 
 
 # ---------------------------------------------------------------------------------------------
@@ -726,21 +778,56 @@ def _workload_version(
 
 
 def review_deployment(request: ReviewRequest, knowledge: Knowledge) -> ReviewResult:
+    """Findings for the deployment in ``request``; the request is not changed."""
     all_rules = rules(knowledge)
-    known_ids = {p.id for p in all_rules} | {advisory_rule_id(a) for a in advisory_lookup.stored(knowledge, "vllm")}
-    for rule_id in request.disabled_rules:
-        if rule_id not in known_ids:
-            close = difflib.get_close_matches(rule_id, sorted(known_ids), n=1)
-            hint = f" Did you mean {close[0]}?" if close else ""
-            raise AdviceError("disabled_rules", f"no rule has the id {rule_id!r}.{hint} List them with --list-rules.")
+    _check_disabled_rules(request.disabled_rules, all_rules, knowledge)
     stated, context = resolve_version(knowledge, request.vllm_version, field="vllm_version")
     host = request.host or HostFacts()
     if host.gpu and find_gpu(knowledge, host.gpu) is None:
         names = ", ".join(g.name for g in knowledge.hardware.gpus)
         raise AdviceError("host.gpu", f"{host.gpu!r} is not a GPU the knowledge knows; known: {names}")
     deployment: Deployment = parse_documents(request.documents, knowledge)
-    effectives: list[Effective] = []
     notes = list(deployment.notes)
+    effectives = _resolve_workloads(deployment, knowledge, stated, context, host, notes)
+    if effectives and all(e.version_source == "image-tag" for e in effectives) and context.assumed:
+        _, context = resolve_version(knowledge, effectives[0].version, field="vllm_version")
+    shared = Shared()
+    configuration = _rule_findings(request, deployment, effectives, all_rules, host, knowledge, shared)
+    disabled = set(request.disabled_rules)
+    security = _security_findings(knowledge, deployment, effectives, disabled, configuration.not_checked)
+    notes += _closing_notes(knowledge, security, shared)
+    return ReviewResult(
+        version_context=context,
+        workloads=_workload_reports(deployment, effectives, security.floors),
+        findings=configuration.findings + security.findings,
+        not_checked=configuration.not_checked,
+        disabled_rules=list(request.disabled_rules),
+        rules_evaluated=configuration.evaluated,
+        notes=notes,
+        citations=[cite(p.id, p, knowledge) for p in configuration.used.values()],
+    )
+
+
+def _check_disabled_rules(disabled: list[str], all_rules: list[Pitfall], knowledge: Knowledge) -> None:
+    known_ids = {p.id for p in all_rules} | {advisory_rule_id(a) for a in advisory_lookup.stored(knowledge, "vllm")}
+    for rule_id in disabled:
+        if rule_id not in known_ids:
+            close = difflib.get_close_matches(rule_id, sorted(known_ids), n=1)
+            hint = f" Did you mean {close[0]}?" if close else ""
+            raise AdviceError("disabled_rules", f"no rule has the id {rule_id!r}.{hint} List them with --list-rules.")
+
+
+def _resolve_workloads(
+    deployment: Deployment,
+    knowledge: Knowledge,
+    stated: Version,
+    context: VersionContext,
+    host: HostFacts,
+    notes: list[str],
+) -> list[Effective]:
+    """Each workload's configuration for its release (the image tag's, else the stated one), with notes
+    on a tag that disagrees with the stated release or names one the knowledge does not cover."""
+    effectives: list[Effective] = []
     for workload in deployment.workloads:
         tag = image_version(workload.image)
         version, source = _workload_version(knowledge, tag, stated, not context.assumed)
@@ -753,14 +840,40 @@ def review_deployment(request: ReviewRequest, knowledge: Knowledge) -> ReviewRes
         effective = resolve(workload, deployment, knowledge, version, source, host.gpu)
         notes += effective.notes
         effectives.append(effective)
-    if effectives and all(e.version_source == "image-tag" for e in effectives) and context.assumed:
-        _, context = resolve_version(knowledge, effectives[0].version, field="vllm_version")
-    findings: list[Finding] = []
-    found_at: dict[tuple[str, str, int | None, str | None, str], Finding] = {}
-    not_checked: list[NotChecked] = []
-    used: dict[str, Pitfall] = {}
-    evaluated = 0
-    shared = Shared()
+    return effectives
+
+
+# What makes two findings one: a place found wrong for several workloads (a proxy both roles use).
+_FindingKey = tuple[str, str, int | None, str | None, str]
+
+
+def _key(finding: Finding) -> _FindingKey:
+    where = finding.location
+    return finding.rule_id, where.file, where.line, where.path, finding.message
+
+
+@dataclass
+class _RuleRun:
+    """What the rules found over all the workloads."""
+
+    findings: list[Finding] = field(default_factory=list)
+    not_checked: list[NotChecked] = field(default_factory=list)
+    used: dict[str, Pitfall] = field(default_factory=dict)
+    evaluated: int = 0
+
+
+def _rule_findings(
+    request: ReviewRequest,
+    deployment: Deployment,
+    effectives: list[Effective],
+    all_rules: list[Pitfall],
+    host: HostFacts,
+    knowledge: Knowledge,
+    shared: Shared,
+) -> _RuleRun:
+    """Every rule whose releases hold each workload's, most severe findings first."""
+    run = _RuleRun()
+    found_at: dict[_FindingKey, Finding] = {}
     for workload, effective in zip(deployment.workloads, effectives, strict=True):
         version = Version(effective.version)
         ctx = Context(
@@ -777,76 +890,107 @@ def review_deployment(request: ReviewRequest, knowledge: Knowledge) -> ReviewRes
             if rule.id in request.disabled_rules or not in_range(rule.versions, version):
                 continue
             assert rule.when is not None
-            evaluated += 1
+            run.evaluated += 1
             outcome = evaluate(rule.when, ctx, workload.flags)
             if outcome.value is None:
-                not_checked.append(
-                    NotChecked(rule_id=rule.id, workload=effective.workload, needs=sorted(set(outcome.missing)))
-                )
+                needs = sorted(set(outcome.missing))
+                run.not_checked.append(NotChecked(rule_id=rule.id, workload=effective.workload, needs=needs))
                 continue
             if not outcome.value:
                 continue
-            used[rule.id] = rule
-            groups = [[item, *outcome.evidence] for item in outcome.items] if outcome.items else [outcome.evidence]
-            for group in groups:
-                where = next((ev.location for ev in group if ev.location is not None), workload.location)
-                detail = "; ".join(dict.fromkeys(ev.text for ev in group if ev.text))
-                message = f"{rule.title}: {detail}" if detail else rule.title
-                # One place found wrong for several workloads (a proxy both roles use) is one finding.
-                key = (rule.id, where.file, where.line, where.path, message)
-                if key in found_at:
-                    found_at[key].workload += f", {effective.workload}"
-                    continue
-                found_at[key] = Finding(
-                    rule_id=rule.id,
-                    severity=rule.severity,
-                    title=rule.title,
-                    message=message,
-                    fix=rule.fix,
-                    location=where,
-                    workload=effective.workload,
-                    heuristic=rule.heuristic,
-                    sources=list(rule.sources),
-                )
-                findings.append(found_at[key])
-    findings.sort(key=lambda f: (-_RANK[f.severity], f.location.file, f.location.line or 0, f.rule_id))
-    # Security advisories come after the configuration findings, most severe first.
-    security: list[Finding] = []
-    floors: dict[str, str | None] = {}
-    unversioned: list[str] = []
-    left_open = 0
-    seen: dict[tuple[str, str, int | None, str | None, str], Finding] = {}
+            run.used[rule.id] = rule
+            for finding in _rule_hits(rule, outcome, workload, effective):
+                if _key(finding) in found_at:
+                    found_at[_key(finding)].workload += f", {effective.workload}"
+                else:
+                    found_at[_key(finding)] = finding
+                    run.findings.append(finding)
+    run.findings.sort(key=_severity_order)
+    return run
+
+
+def _rule_hits(rule: Pitfall, outcome: Outcome, workload: Workload, effective: Effective) -> list[Finding]:
+    """One finding for each item the rule found (an unknown flag, a removed connector), or one in all."""
+    groups = [[item, *outcome.evidence] for item in outcome.items] if outcome.items else [outcome.evidence]
+    hits = []
+    for group in groups:
+        where = next((ev.location for ev in group if ev.location is not None), workload.location)
+        detail = "; ".join(dict.fromkeys(ev.text for ev in group if ev.text))
+        hits.append(
+            Finding(
+                rule_id=rule.id,
+                severity=rule.severity,
+                title=rule.title,
+                message=f"{rule.title}: {detail}" if detail else rule.title,
+                fix=rule.fix,
+                location=where,
+                workload=effective.workload,
+                heuristic=rule.heuristic,
+                sources=list(rule.sources),
+            )
+        )
+    return hits
+
+
+def _severity_order(finding: Finding) -> tuple[int, str, int, str]:
+    return -_RANK[finding.severity], finding.location.file, finding.location.line or 0, finding.rule_id
+
+
+@dataclass
+class _SecurityRun:
+    """What the stored advisories say about the workloads whose release is known."""
+
+    findings: list[Finding] = field(default_factory=list)
+    floors: dict[str, str | None] = field(default_factory=dict)
+    unversioned: list[str] = field(default_factory=list)
+    left_open: int = 0
+
+
+def _security_findings(
+    knowledge: Knowledge,
+    deployment: Deployment,
+    effectives: list[Effective],
+    disabled: AbstractSet[str],
+    not_checked: list[NotChecked],
+) -> _SecurityRun:
+    """The advisories that apply, after the configuration findings, most severe first."""
+    run = _SecurityRun()
+    seen: dict[_FindingKey, Finding] = {}
     lookups: dict[tuple[Version, advisory_lookup.DeploymentFacts], tuple[list[advisory_lookup.Finding], str | None]]
     lookups = {}
     for workload, effective in zip(deployment.workloads, effectives, strict=True):
         if effective.version_source == "assumed-newest":
-            unversioned.append(effective.workload)
+            run.unversioned.append(effective.workload)
             continue
-        hits, floors[effective.workload], open_count = _advisory_findings(
-            knowledge, workload, effective, set(request.disabled_rules), not_checked, lookups
+        hits, run.floors[effective.workload], open_count = _advisory_findings(
+            knowledge, workload, effective, disabled, not_checked, lookups
         )
-        left_open += open_count
+        run.left_open += open_count
         for hit in hits:
-            key = (hit.rule_id, hit.location.file, hit.location.line, hit.location.path, hit.message)
-            if key in seen:  # one image line several workloads share is one finding
-                seen[key].workload += f", {hit.workload}"
+            if _key(hit) in seen:  # one image line several workloads share is one finding
+                seen[_key(hit)].workload += f", {hit.workload}"
             else:
-                seen[key] = hit
-                security.append(hit)
-    security.sort(key=lambda f: (-_RANK[f.severity], f.location.file, f.location.line or 0, f.rule_id))
-    findings += security
-    if floors:
+                seen[_key(hit)] = hit
+                run.findings.append(hit)
+    run.findings.sort(key=_severity_order)
+    return run
+
+
+def _closing_notes(knowledge: Knowledge, security: _SecurityRun, shared: Shared) -> list[str]:
+    """Where the advisories come from and what they leave open, and what went unsuggested."""
+    notes = []
+    if security.floors:
         notes.append(
             f"security advisories: from the {snapshot_source(knowledge)}"
             + (
-                f"; {left_open} medium or low ones may apply under conditions the deployment does not show"
-                if left_open
+                f"; {security.left_open} medium or low ones may apply under conditions the deployment does not show"
+                if security.left_open
                 else ""
             )
         )
-    if unversioned:
+    if security.unversioned:
         notes.append(
-            f"{', '.join(unversioned)}: the vLLM release is not known (no vllm/vllm-openai image tag, no "
+            f"{', '.join(security.unversioned)}: the vLLM release is not known (no vllm/vllm-openai image tag, no "
             "vllm_version), so security advisories were not checked; that is not a finding that it is clear of them"
         )
     if shared.skipped:
@@ -854,7 +998,13 @@ def review_deployment(request: ReviewRequest, knowledge: Knowledge) -> ReviewRes
             f"closest options were looked for the first {MAX_SUGGESTIONS} unknown options only; "
             f"{shared.skipped} more are reported without one"
         )
-    reports = [
+    return notes
+
+
+def _workload_reports(
+    deployment: Deployment, effectives: list[Effective], floors: dict[str, str | None]
+) -> list[WorkloadReport]:
+    return [
         WorkloadReport(
             name=e.workload,
             file=w.file,
@@ -872,16 +1022,6 @@ def review_deployment(request: ReviewRequest, knowledge: Knowledge) -> ReviewRes
         )
         for w, e in zip(deployment.workloads, effectives, strict=True)
     ]
-    return ReviewResult(
-        version_context=context,
-        workloads=reports,
-        findings=findings,
-        not_checked=not_checked,
-        disabled_rules=list(request.disabled_rules),
-        rules_evaluated=evaluated,
-        notes=notes,
-        citations=[cite(p.id, p, knowledge) for p in used.values()],
-    )
 
 
 # ---------------------------------------------------------------------------------------------

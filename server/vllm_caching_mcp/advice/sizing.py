@@ -16,22 +16,42 @@ offload tiers should be set to:
 4. Load time per tier next to re-prefill; SGLang HiCache equivalents; a benchmark that
    exercises the tier.
 
+Each step is a function of typed inputs; what the answer rests on (citations, the formula
+trail, warnings) is collected by a `_Trail` passed along. Every formula names the rule of the
+engine's arithmetic it follows (``knowledge/engine.yaml``), whose sources the answer carries.
+
 Version-dependent facts (when cpu_bytes_to_use replaced num_cpu_blocks, when the lmcache
-shorthand stopped passing the size, when MLA got a replicated CPU layout, HMA support of
-OffloadingConnector) are read from knowledge entries by id; the code holds only formulas.
-Estimates (activation reserve, MFU, link and drive rates) are inputs with stated defaults.
+shorthand stopped passing the size, when MLA got a replicated CPU layout, the connector each
+backend selects and its HMA support, the default gpu_memory_utilization, the in-flight tokens
+a sliding window holds, the null block, the attention backend's block, Mamba align mode) are
+read from knowledge entries by id; the code holds only formulas. Estimates (activation reserve,
+MFU, link and drive rates) are inputs with stated defaults.
 """
 
 from __future__ import annotations
 
 import difflib
 import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from ..knowledge import Connector, Gated, Gpu, Knowledge, ModelArch, Nvme, Sourced, model_key
-from ..versions import Version
+from ..knowledge import (
+    Connector,
+    EngineRule,
+    Gated,
+    Gpu,
+    Knowledge,
+    ModelArch,
+    Nvme,
+    Setting,
+    Sourced,
+    model_key,
+    ranged_at,
+)
+from ..versions import Version, in_range
 from .common import (
     AdviceError,
     Citation,
@@ -56,16 +76,15 @@ _DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "fp8": 1, "fp8_e4m3":
 # Bytes per parameter of the released weights; mxfp4 packs 4-bit values with one 8-bit scale per
 # 32 (4.25 bits). Only an estimate of the footprint: embeddings and unquantized layers differ.
 _WEIGHT_BYTES = {"bfloat16": 2.0, "float16": 2.0, "fp8": 1.0, "mxfp4": 4.25 / 8}
-# FlashAttention's kernel block alignment (MultipleOf(16)); MLA hybrids align to 128
-# (vllm==0.33.0 vllm/platforms/interface.py:1066-1087).
+# vLLM's block size when neither --block-size nor the attention backend sets one (CacheConfig.DEFAULT_BLOCK_SIZE;
+# flag.block-size); FlashAttention's kernel block alignment (MultipleOf(16)); MLA hybrids align to 128
+# (engine.hybrid-block-size).
+_DEFAULT_BLOCK_SIZE = 16
 _KERNEL_BLOCK_ALIGNMENT = 16
 _MLA_KERNEL_BLOCK_ALIGNMENT = 128
 # Pinned host memory cannot be swapped: keep at least this much of the node for everything else.
 DEFAULT_HOST_RESERVE_GIB = 32.0
 DEFAULT_HOST_RESERVE_FRACTION = 0.2
-
-SRC_SPEC = "vllm==0.33.0 vllm/v1/kv_cache_interface.py"
-SRC_PLAN = "vllm==0.33.0 vllm/v1/core/kv_cache_planning.py"
 
 
 class SizeOffloadRequest(BaseModel):
@@ -90,7 +109,9 @@ class SizeOffloadRequest(BaseModel):
     gpu_memory_gib: GpuMemoryGiB | None = Field(
         default=None, gt=0, description="memory per GPU as the driver reports it; default: the vendor's GB figure"
     )
-    gpu_memory_utilization: FiniteFloat = Field(default=0.9, gt=0, le=1)
+    gpu_memory_utilization: FiniteFloat | None = Field(
+        default=None, gt=0, le=1, description="--gpu-memory-utilization; default: vLLM's for the release"
+    )
     weights_gib_per_gpu: GpuMemoryGiB | None = Field(default=None, ge=0, description="measured weight memory per GPU")
     params_total_b: ParamsB | None = Field(default=None, description="overrides the model's parameter count")
     activation_reserve_gib: GpuMemoryGiB = Field(
@@ -107,9 +128,20 @@ class SizeOffloadRequest(BaseModel):
         ge=1,
         description="bounds sliding-window and chunked-local holdings; 8192 = server default on H100",
     )
-    block_size: int = Field(default=16, ge=1, le=4096, description="--block-size in tokens")
+    block_size: int | None = Field(
+        default=None,
+        ge=1,
+        le=4096,
+        description="--block-size in tokens; default: vLLM's choice (16, or what the attention backend picked for "
+        "the GPU, the attention kind and the KV dtype needs)",
+    )
     hybrid_kv_cache_manager: bool | None = Field(
         default=None, description="None: on unless the offload connector lacks HMA support in that release"
+    )
+    enable_prefix_caching: bool | None = Field(
+        default=None,
+        description="--enable-prefix-caching; decides how a hybrid (linear-attention) model keeps its state "
+        "(mamba_cache_mode 'align' with it on, 'none' with it off); default: the release's default",
     )
     typical_context_tokens: TokenCount = Field(default=8192, ge=1)
     live_sessions: Count | None = Field(default=None, ge=0, description="concurrent sessions you plan to serve")
@@ -159,7 +191,8 @@ class FormulaNote(BaseModel):
     name: str
     formula: str
     value: str
-    source: str
+    rule: str = Field(description="the rule of the engine's arithmetic it follows (knowledge/engine.yaml)")
+    sources: list[str] = Field(description="where the released code does it, as the rule cites it")
 
 
 class LoadEstimate(BaseModel):
@@ -309,6 +342,43 @@ def _feature_since(knowledge: Knowledge, feature_id: str) -> Version:
     return entry.introduced
 
 
+# ---------------------------------------------------------------------------- the trail of an answer
+
+
+@dataclass
+class _Trail:
+    """What an answer rests on, collected as it is computed: the knowledge entries it cites, the
+    formulas it shows and the warnings it gives, each in the order the steps reach them."""
+
+    knowledge: Knowledge
+    citations: list[Citation] = field(default_factory=list)
+    formulas: list[FormulaNote] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def use(self, entry_id: str) -> Sourced:
+        entry = self.knowledge.by_id[entry_id]
+        if not any(c.id == entry_id for c in self.citations):
+            self.citations.append(cite(entry_id, entry, self.knowledge))
+        return entry
+
+    def rule(self, rule_id: str) -> EngineRule:
+        """A rule of the engine's arithmetic (knowledge/engine.yaml), cited in the answer."""
+        rule = self.knowledge.engine.rule(rule_id)
+        if not any(c.id == rule_id for c in self.citations):
+            self.citations.append(cite(rule_id, rule, self.knowledge))
+        return rule
+
+    def note(self, name: str, formula: str, value: object, rule_id: str, more_sources: Iterable[str] = ()) -> None:
+        """Show one step of the arithmetic with the rule it follows and that rule's sources (and the sources
+        of the rule's row the step used, if any)."""
+        rule = self.rule(rule_id)
+        sources = list(dict.fromkeys((*rule.sources, *more_sources)))
+        self.formulas.append(FormulaNote(name=name, formula=formula, value=str(value), rule=rule_id, sources=sources))
+
+    def warn(self, text: str) -> None:
+        self.warnings.append(text)
+
+
 # ---------------------------------------------------------------------------- arithmetic
 
 
@@ -324,15 +394,87 @@ class _Group(BaseModel):
     page_bytes: int
     window: int | None = None
     chunk: int | None = None
+    state_blocks: int = 1  # linear attention: state blocks a request holds (engine.mamba-align-mode)
 
     def blocks(self, tokens: int, block: int, in_flight: int) -> int:
         if self.kind == "linear_attention":
-            return 1  # one state block per sequence (mamba_cache_mode 'none')
+            return self.state_blocks
         if self.window is not None:
             return _cdiv(min(self.window - 1 + in_flight, tokens), block) + 1
         if self.chunk is not None:
             return _cdiv(min(self.chunk + in_flight, tokens), block)
         return _cdiv(tokens, block)
+
+
+@dataclass(frozen=True)
+class _Parallel:
+    """The parallel layout of one engine and how it sits on the nodes."""
+
+    tp: int
+    pp: int
+    dp: int
+    gpus_per_node: int
+
+    @property
+    def world(self) -> int:
+        return self.tp * self.pp
+
+    @property
+    def single_node(self) -> bool:
+        return self.world <= self.gpus_per_node
+
+    @property
+    def gpus_on_node(self) -> int:
+        return min(self.world, self.gpus_per_node)
+
+    def per_stage(self, count: int) -> int:
+        """Layers on the busiest pipeline stage."""
+        return _cdiv(count, self.pp)
+
+
+@dataclass(frozen=True)
+class _Model:
+    """What is served where: the attention layout, the GPU, the release, and whether the hybrid manager is on."""
+
+    arch: Architecture
+    gpu: Gpu
+    version: Version
+    hma: bool
+
+
+@dataclass(frozen=True)
+class _TokenBytes:
+    """KV bytes one token costs in one attention layer on one rank."""
+
+    kv_dtype: str
+    mla: bool
+    kv_heads_per_rank: int
+    per_layer: int
+
+
+@dataclass(frozen=True)
+class _LayerSpecs:
+    """The KV cache layout of one rank: page per layer, block size, groups and the block they share."""
+
+    token: _TokenBytes
+    block: int
+    state_bytes: int
+    in_flight: int
+    in_flight_formula: str
+    kinds: tuple[tuple[_Group, int], ...]  # each kind with its layer count over all stages
+    group_size: int
+    groups: tuple[tuple[_Group, int], ...]  # each kind with the number of KV cache groups it makes
+
+    @property
+    def page(self) -> int:
+        return self.block * self.token.per_layer
+
+    @property
+    def block_bytes(self) -> int:
+        return self.page * self.group_size
+
+    def blocks_per_session(self, tokens: int) -> int:
+        return sum(n * g.blocks(tokens, self.block, self.in_flight) for g, n in self.groups)
 
 
 def _validate_parallel(arch: Architecture, tp: int) -> None:
@@ -357,262 +499,514 @@ def _validate_parallel(arch: Architecture, tp: int) -> None:
         )
 
 
-def size_offload(request: SizeOffloadRequest, knowledge: Knowledge) -> SizeOffloadResult:
-    given = [x for x in (request.model, request.config_path, request.architecture) if x is not None]
-    if len(given) != 1:
-        raise AdviceError("model", "give exactly one of model, config_path or architecture")
-    version, context = resolve_version(knowledge, request.version)
-    citations: list[Citation] = []
-    warnings: list[str] = []
-    formulas: list[FormulaNote] = []
+# ---------------------------------------------------------------------------- the model and the layout
 
-    def use(entry_id: str) -> Sourced:
-        entry = knowledge.by_id[entry_id]
-        if not any(c.id == entry_id for c in citations):
-            citations.append(cite(entry_id, entry, knowledge))
-        return entry
 
-    def note(name: str, formula: str, value: object, source: str) -> None:
-        formulas.append(FormulaNote(name=name, formula=formula, value=str(value), source=source))
-
+def _architecture(request: SizeOffloadRequest, knowledge: Knowledge, trail: _Trail) -> tuple[Architecture, str]:
+    """The model's attention layout and the name to show for it."""
     if request.model is not None:
         entry = _find_model(knowledge, request.model)
-        use(entry.id)
+        trail.use(entry.id)
         arch = from_knowledge(entry)
-        model_label = entry.name
+        label = entry.name
     elif request.config_path is not None:
         arch = read_hf_config(request.config_path)
-        model_label = arch.name
+        label = arch.name
     else:
         assert request.architecture is not None
         arch = request.architecture
-        model_label = arch.name
+        label = arch.name
     if request.params_total_b is not None:
         arch = arch.model_copy(update={"params_total_b": request.params_total_b})
-    gpu = _find_gpu(knowledge, request.gpu)
-    use(gpu.id)
+    return arch, label
 
-    tp, pp, dp = request.tensor_parallel_size, request.pipeline_parallel_size, request.data_parallel_size
-    world = tp * pp
-    if request.gpu_count is not None and request.gpu_count != world * dp:
-        raise AdviceError("gpu_count", f"TP × PP × DP = {tp} × {pp} × {dp} = {world * dp}, not {request.gpu_count}")
-    _validate_parallel(arch, tp)
+
+def _parallel_layout(request: SizeOffloadRequest, arch: Architecture) -> _Parallel:
+    layout = _Parallel(
+        tp=request.tensor_parallel_size,
+        pp=request.pipeline_parallel_size,
+        dp=request.data_parallel_size,
+        gpus_per_node=request.gpus_per_node,
+    )
+    total = layout.world * layout.dp
+    if request.gpu_count is not None and request.gpu_count != total:
+        raise AdviceError(
+            "gpu_count", f"TP × PP × DP = {layout.tp} × {layout.pp} × {layout.dp} = {total}, not {request.gpu_count}"
+        )
+    _validate_parallel(arch, layout.tp)
+    return layout
+
+
+def _max_model_len(request: SizeOffloadRequest, arch: Architecture, trail: _Trail) -> int:
     max_len = request.max_model_len or arch.max_position_embeddings
     if max_len is None:
         raise AdviceError("max_model_len", "the model gives no max_position_embeddings; set max_model_len")
     if arch.max_position_embeddings and max_len > arch.max_position_embeddings:
-        warnings.append(
+        trail.warn(
             f"max_model_len {max_len:,} exceeds the model's max_position_embeddings "
             f"({arch.max_position_embeddings:,}); vLLM refuses it unless told to allow it."
         )
-    use("flag.block-size")
-    use("flag.max-num-batched-tokens")
+    return max_len
 
-    # --- which connector, and whether the hybrid manager stays on
-    offload_conn = _entry(knowledge, "connector.offloading")
-    assert isinstance(offload_conn, Connector)
-    use(offload_conn.id)
+
+# The connector each backend means where the release has no --kv-offloading-backend shorthand, so it is
+# configured by hand through --kv-transfer-config.
+_HAND_CONFIGURED_CONNECTOR: dict[OffloadBackend, str] = {
+    "native": "connector.offloading",
+    "lmcache": "connector.lmcache",
+}
+
+
+def _offload_connector(request: SizeOffloadRequest, knowledge: Knowledge, version: Version) -> Connector:
+    """The connector --kv-offloading-backend selects in this release (knowledge offload_shorthand)."""
+    connector_id = next(
+        (
+            s.connector
+            for s in knowledge.offload_shorthand
+            if s.backend == request.offload_backend and s.when_env is None and in_range(s.versions, version)
+        ),
+        _HAND_CONFIGURED_CONNECTOR[request.offload_backend],
+    )
+    connector = _entry(knowledge, connector_id)
+    assert isinstance(connector, Connector)
+    return connector
+
+
+def _hybrid_manager(
+    request: SizeOffloadRequest, knowledge: Knowledge, version: Version, arch: Architecture, trail: _Trail
+) -> bool:
+    """Whether the hybrid KV cache manager stays on with the offload connector asked for: vLLM turns it off
+    for a connector without HMA support in that release (connectors.yaml hma)."""
+    connector = _offload_connector(request, knowledge, version)
+    trail.use(connector.id)
     hma = request.hybrid_kv_cache_manager
     if hma is None:
-        hma = request.offload_backend != "native" or offload_conn.hma_at(version) not in (None, "no")
+        hma = connector.hma_at(version) not in (None, "no")
     has_bounded = arch.sliding_window_layers or arch.chunked_local_layers
+    why_off = (
+        "as asked" if request.hybrid_kv_cache_manager is False else f"{connector.name} has no HMA support in {version}"
+    )
     if not hma and arch.linear_attention_layers:
-        warnings.append(
+        trail.warn(
             "This model has linear-attention (Mamba-style) layers, which need the hybrid KV cache manager; with "
-            f"it off (OffloadingConnector has no HMA support in {version}) vLLM cannot start. Upgrade or use "
-            "another connector."
+            f"it off ({why_off}) vLLM cannot start. Upgrade or use another connector."
         )
     elif not hma and has_bounded:
-        warnings.append(
+        trail.warn(
             "The hybrid KV cache manager is off, so sliding-window and chunked-local layers are stored as full "
             "attention (every token kept): that costs GPU and CPU memory."
         )
+    return hma
 
-    # --- bytes per token per layer and rank
+
+# ---------------------------------------------------------------------------- step 1: layer specs
+
+
+def _token_bytes(request: SizeOffloadRequest, arch: Architecture, tp: int, trail: _Trail) -> _TokenBytes:
+    """Bytes per token per layer and rank (``page_size_bytes`` / block size of the attention specs)."""
     kv_dtype = arch.default_dtype if request.kv_cache_dtype == "auto" else request.kv_cache_dtype
     dtype_bytes = _DTYPE_BYTES[kv_dtype]
-    use("flag.kv-cache-dtype")
+    trail.use("flag.kv-cache-dtype")
     mla = arch.attention == "mla"
     kv_heads_rank = 1 if mla else max(1, arch.num_kv_heads // tp)
     head = arch.kv_head_size
     per_layer_token = (1 if mla else 2) * kv_heads_rank * head * dtype_bytes
-    note(
+    trail.note(
         "kv heads per rank",
         "1 (MLA: one latent, replicated on every TP rank)" if mla else "max(1, num_kv_heads // TP)",
         kv_heads_rank,
-        "vllm==0.33.0 vllm/config/model.py:1663-1683; model_executor/layers/linear.py:1066-1071",
+        "engine.kv-heads-per-rank",
     )
-    note(
+    trail.note(
         "bytes per token per layer per rank",
         f"1 × 1 × (kv_lora_rank {arch.kv_lora_rank} + qk_rope_head_dim {arch.qk_rope_head_dim}) × {dtype_bytes} B"
         if mla
         else f"2 (K,V) × {kv_heads_rank} heads × {head} head_dim × {dtype_bytes} B ({kv_dtype})",
         per_layer_token,
-        f"{SRC_SPEC}:586-601 (head_size_v = 0 for MLA: 743); vllm==0.11.0 vllm/v1/kv_cache_interface.py:64-66, 147-153",
+        "engine.attention-page-bytes",
     )
+    return _TokenBytes(kv_dtype=kv_dtype, mla=mla, kv_heads_per_rank=kv_heads_rank, per_layer=per_layer_token)
 
-    def per_stage(count: int) -> int:
-        return _cdiv(count, pp)
 
+def _linear_state_bytes(arch: Architecture, tp: int, trail: _Trail) -> int:
+    """Conv + recurrent state of one sequence in one linear-attention layer on one rank."""
+    s = arch.linear_attention
+    assert s is not None
+    state_dtype = _DTYPE_BYTES[arch.default_dtype]
+    conv_dim = s.key_head_dim * s.num_key_heads * 2 + s.value_head_dim * s.num_value_heads
+    conv = conv_dim // tp * (s.conv_kernel_dim - 1)
+    temporal = s.num_value_heads // tp * s.value_head_dim * s.key_head_dim
+    state_bytes = (conv + temporal) * state_dtype
+    trail.note(
+        "linear-attention state per sequence per layer per rank",
+        f"((2·{s.num_key_heads}·{s.key_head_dim} + {s.num_value_heads}·{s.value_head_dim}) / TP × "
+        f"({s.conv_kernel_dim} − 1) + {s.num_value_heads} / TP × {s.value_head_dim} × {s.key_head_dim}) × "
+        f"{state_dtype} B",
+        state_bytes,
+        "engine.linear-attention-state",
+    )
+    return state_bytes
+
+
+def _backend_block_size(
+    request: SizeOffloadRequest, knowledge: Knowledge, version: Version, gpu: Gpu, token: _TokenBytes, trail: _Trail
+) -> int:
+    """The block before hybrid alignment: --block-size, or the one the default attention backend brings
+    (knowledge/engine.yaml attention_backends; only MLA picks a non-16 block among the GPUs known)."""
+    if request.block_size is not None:
+        return request.block_size
+    if not token.mla:
+        return _DEFAULT_BLOCK_SIZE
+    trail.rule("engine.attention-backend-block")
+    capability = knowledge.engine.capability(gpu.id)
+    dtype_kind = "fp8" if token.kv_dtype.startswith("fp8") else "16-bit"
+    row = None if capability is None else knowledge.engine.backend_block(version, capability.major, "mla", dtype_kind)
+    if row is None:
+        trail.warn(
+            f"Which MLA attention backend vLLM {version} picks on {gpu.name} for {dtype_kind} KV, and the block it "
+            f"brings, is not recorded: the figures assume {_DEFAULT_BLOCK_SIZE}-token blocks. A backend with larger "
+            "blocks (FlashInfer MLA 32/64, CUTLASS MLA 128) gives proportionally fewer, larger blocks; the bytes "
+            "per token and the sessions do not change."
+        )
+        return _DEFAULT_BLOCK_SIZE
+    trail.note(
+        "block size of the attention backend",
+        f"{row.backend}, vLLM's default for MLA with {dtype_kind} KV on compute capability "
+        f"{capability.compute_capability if capability else '?'}: its block when --block-size is not given",
+        row.block_size,
+        "engine.attention-backend-block",
+        row.sources,
+    )
+    return row.block_size
+
+
+@dataclass(frozen=True)
+class _MambaLayout:
+    """How a hybrid model keeps linear-attention state: blocks per request and the checkpoint alignment."""
+
+    mode: Literal["none", "align"]
+    state_blocks: int
+    checkpoint_alignment: int  # 1: none
+
+
+_NONE_LAYOUT = _MambaLayout(mode="none", state_blocks=1, checkpoint_alignment=1)
+# In 'align' mode a request holds 2 state blocks (MambaSpec.max_memory_usage_bytes) plus the prefill checkpoint
+# block GDN layers add when FlashInfer's GDN prefill kernel exports checkpoints, which 0.33.0 picks on compute
+# capability 9.0 (engine.mamba-align-mode).
+_ALIGN_STATE_BLOCKS = 2
+_GDN_CHECKPOINT_BLOCKS = 1
+_FLASHINFER_GDN_CAPABILITY_MAJOR = 9
+
+
+def _prefix_caching(request: SizeOffloadRequest, version: Version, trail: _Trail) -> bool | None:
+    """Whether prefix caching is on for a hybrid model: as given, or the release's default (None: not known)."""
+    trail.use("flag.enable-prefix-caching")
+    if request.enable_prefix_caching is not None:
+        return request.enable_prefix_caching
+    default = trail.rule("engine.hybrid-prefix-caching-default").value_at(version)
+    return default.value if default is not None and isinstance(default.value, bool) else None
+
+
+def _mamba_layout(request: SizeOffloadRequest, model: _Model, trail: _Trail) -> _MambaLayout:
+    """mamba_cache_mode follows prefix caching: 'align' with it on, 'none' with it off."""
+    version = model.version
+    prefix_caching = _prefix_caching(request, version, trail)
+    if prefix_caching is False:
+        return _NONE_LAYOUT
+    if prefix_caching is None:
+        trail.warn(
+            f"Whether vLLM {version} turns prefix caching on for a hybrid model by default is not recorded: the "
+            "figures assume it is off (mamba_cache_mode 'none'); give enable_prefix_caching to say."
+        )
+        return _NONE_LAYOUT
+    found = trail.rule("engine.mamba-align-mode").value_at(version)
+    alignment = found.value if found is not None else None
+    if not isinstance(alignment, int) or isinstance(alignment, bool):
+        trail.warn(
+            f"With prefix caching on, vLLM {version} keeps the linear-attention state in mamba_cache_mode 'align', "
+            "which this answer models only from 0.33.0: the figures are for 'none' (1 state block per request), "
+            "so the block size and the state blocks per request may be larger in the engine. Pass "
+            "enable_prefix_caching=false for the layout shown."
+        )
+        return _NONE_LAYOUT
+    capability = trail.knowledge.engine.capability(model.gpu.id)
+    if capability is not None and capability.major == _FLASHINFER_GDN_CAPABILITY_MAJOR:
+        layout = _MambaLayout(
+            mode="align", state_blocks=_ALIGN_STATE_BLOCKS + _GDN_CHECKPOINT_BLOCKS, checkpoint_alignment=alignment
+        )
+        how = f"FlashInfer GDN prefill exports checkpoints: {_GDN_CHECKPOINT_BLOCKS} checkpoint block, alignment"
+    else:
+        layout = _MambaLayout(mode="align", state_blocks=_ALIGN_STATE_BLOCKS, checkpoint_alignment=1)
+        how = "the Triton GDN prefill exports no checkpoints: no checkpoint block, alignment"
+        if capability is not None and capability.major in (10, 12):
+            trail.warn(
+                f"On {model.gpu.name} vLLM {version} uses FlashInfer's GDN prefill only with linear key heads of 128 "
+                "and a CUDA 13 runtime; the figures assume it does not. If it does, the block is a multiple of "
+                f"{alignment} tokens and each request holds {_ALIGN_STATE_BLOCKS + _GDN_CHECKPOINT_BLOCKS} state "
+                "blocks per linear group."
+            )
+    trail.note(
+        "linear-attention state blocks per request",
+        f"mamba_cache_mode 'align' (prefix caching on): {_ALIGN_STATE_BLOCKS} + checkpoint blocks per linear group; "
+        f"{how} {layout.checkpoint_alignment}",
+        layout.state_blocks,
+        "engine.mamba-align-mode",
+    )
+    return layout
+
+
+def _hybrid_block_size(
+    block_flag: int, token: _TokenBytes, state_bytes: int, mamba: _MambaLayout, trail: _Trail
+) -> int:
+    """The attention block grows until one attention page holds a linear layer's state."""
+    align = _MLA_KERNEL_BLOCK_ALIGNMENT if token.mla else _KERNEL_BLOCK_ALIGNMENT
+    align = math.lcm(max(align, block_flag), mamba.checkpoint_alignment)
+    needed = align * _cdiv(state_bytes, align * token.per_layer)
+    needed = _KERNEL_BLOCK_ALIGNMENT * _cdiv(needed, _KERNEL_BLOCK_ALIGNMENT)
+    block = max(block_flag, needed)
+    trail.note(
+        "attention block size for a hybrid linear model",
+        f"{align} × cdiv(state {state_bytes:,} B, {align} × {token.per_layer:,} B/token)"
+        + (
+            f" (alignment lcm'd with the checkpoint alignment {mamba.checkpoint_alignment})"
+            if mamba.mode == "align"
+            else ""
+        )
+        + "; the state page is padded to the attention page (assumes FlashAttention's 16-token kernel alignment)",
+        block,
+        "engine.hybrid-block-size",
+    )
+    return block
+
+
+def _kinds_of_layers(
+    arch: Architecture, hma: bool, layout: _Parallel, mla: bool, page: int, state_blocks: int
+) -> list[tuple[_Group, int]]:
+    """Each kind of layer with its per-rank count, and its count over all stages."""
     sliding = arch.sliding_window_layers if hma else 0
     chunked = arch.chunked_local_layers if hma else 0
-    full = arch.num_layers - arch.linear_attention_layers - sliding - chunked
     linear = arch.linear_attention_layers
-
-    # --- hybrid Mamba/linear models: attention block grows until its page holds the state
-    block = request.block_size
-    state_bytes = 0
-    if linear:
-        s = arch.linear_attention
-        assert s is not None
-        state_dtype = _DTYPE_BYTES[arch.default_dtype]
-        conv_dim = s.key_head_dim * s.num_key_heads * 2 + s.value_head_dim * s.num_value_heads
-        conv = conv_dim // tp * (s.conv_kernel_dim - 1)
-        temporal = s.num_value_heads // tp * s.value_head_dim * s.key_head_dim
-        state_bytes = (conv + temporal) * state_dtype
-        note(
-            "linear-attention state per sequence per layer per rank",
-            f"((2·{s.num_key_heads}·{s.key_head_dim} + {s.num_value_heads}·{s.value_head_dim}) / TP × "
-            f"({s.conv_kernel_dim} − 1) + {s.num_value_heads} / TP × {s.value_head_dim} × {s.key_head_dim}) × "
-            f"{state_dtype} B",
-            state_bytes,
-            "vllm==0.33.0 vllm/model_executor/layers/mamba/mamba_utils.py:98-110, 272-293",
-        )
-        align = _MLA_KERNEL_BLOCK_ALIGNMENT if mla else _KERNEL_BLOCK_ALIGNMENT
-        align = max(align, request.block_size)
-        needed = align * _cdiv(state_bytes, align * per_layer_token)
-        needed = _KERNEL_BLOCK_ALIGNMENT * _cdiv(needed, _KERNEL_BLOCK_ALIGNMENT)
-        if block < needed:
-            block = needed
-        note(
-            "attention block size for a hybrid linear model",
-            f"{align} × cdiv(state {state_bytes:,} B, {align} × {per_layer_token:,} B/token); the state page is "
-            "padded to the attention page (assumes FlashAttention's 16-token kernel alignment)",
-            block,
-            "vllm==0.33.0 vllm/platforms/interface.py:1066-1125",
-        )
-    page = block * per_layer_token
-    in_flight = request.max_num_batched_tokens * pp
-
-    groups_by_kind: list[tuple[_Group, int]] = []
+    full = arch.num_layers - linear - sliding - chunked
+    kinds: list[tuple[_Group, int]] = []
     if full:
-        groups_by_kind.append(
-            (_Group(kind="mla" if mla else "full_attention", layers_per_rank=per_stage(full), page_bytes=page), full)
-        )
+        kind: Literal["mla", "full_attention"] = "mla" if mla else "full_attention"
+        kinds.append((_Group(kind=kind, layers_per_rank=layout.per_stage(full), page_bytes=page), full))
     if sliding:
-        groups_by_kind.append(
-            (
-                _Group(
-                    kind="sliding_window",
-                    layers_per_rank=per_stage(sliding),
-                    page_bytes=page,
-                    window=arch.sliding_window,
-                ),
-                sliding,
-            )
+        group = _Group(
+            kind="sliding_window",
+            layers_per_rank=layout.per_stage(sliding),
+            page_bytes=page,
+            window=arch.sliding_window,
         )
+        kinds.append((group, sliding))
     if chunked:
-        groups_by_kind.append(
-            (
-                _Group(
-                    kind="chunked_local",
-                    layers_per_rank=per_stage(chunked),
-                    page_bytes=page,
-                    chunk=arch.attention_chunk_size,
-                ),
-                chunked,
-            )
+        group = _Group(
+            kind="chunked_local",
+            layers_per_rank=layout.per_stage(chunked),
+            page_bytes=page,
+            chunk=arch.attention_chunk_size,
         )
+        kinds.append((group, chunked))
     if linear:
-        groups_by_kind.append(
-            (_Group(kind="linear_attention", layers_per_rank=per_stage(linear), page_bytes=page), linear)
+        group = _Group(
+            kind="linear_attention",
+            layers_per_rank=layout.per_stage(linear),
+            page_bytes=page,
+            state_blocks=state_blocks,
         )
+        kinds.append((group, linear))
+    return kinds
 
-    counts = [g.layers_per_rank for g, _ in groups_by_kind]
+
+def _group_size(counts: list[int]) -> tuple[int, str]:
+    """Layers per KV cache group, as vLLM's planner picks it, and the rule that picked it."""
     if len(counts) == 1:
-        group_size = counts[0]
-        group_rule = "one kind of layer: one group holding every layer"
+        return counts[0], "one kind of layer: one group holding every layer"
+    if max(counts) < 1.5 * min(counts):
+        return max(counts), "counts within 1.5×: group size = the largest count (padding layers)"
+    return min(counts), "group size = the smallest layer count among kinds"
+
+
+def _in_flight_tokens(
+    request: SizeOffloadRequest, layout: _Parallel, version: Version, trail: _Trail
+) -> tuple[int, str]:
+    """Tokens scheduled but not yet freed, which a sliding-window or chunked-local layer holds on top of its
+    window; and how that count came about."""
+    batched = request.max_num_batched_tokens
+    bound = trail.rule("engine.bounded-attention-holding").value_at(version)
+    if bound is None or bound.value == "max_num_batched_tokens":
+        return batched, f"max_num_batched_tokens {batched:,}"
+    runner = trail.rule("engine.max-in-flight-tokens").value_at(version)
+    pp = layout.pp
+    if pp == 1:
+        batches, why = 2, "2 (async scheduling)"
+    elif runner is not None and runner.value == "v2":
+        batches, why = pp + 1, f"PP + 1 = {pp + 1} (Model Runner V2, async scheduling)"
     else:
-        group_size = min(counts)
-        group_rule = "group size = the smallest layer count among kinds"
-        if max(counts) < 1.5 * min(counts):
-            group_size = max(counts)
-            group_rule = "counts within 1.5×: group size = the largest count (padding layers)"
-    groups = [(g, _cdiv(g.layers_per_rank, group_size)) for g, _ in groups_by_kind]
-    block_bytes = page * group_size
-    note(
+        batches, why = pp, f"PP = {pp} (the V1 model runner turns async scheduling off with PP)"
+    return batches * batched, f"max_concurrent_batches {why} × max_num_batched_tokens {batched:,}"
+
+
+def _layer_specs(request: SizeOffloadRequest, model: _Model, layout: _Parallel, trail: _Trail) -> _LayerSpecs:
+    """Step 1: per-layer bytes, the block size, the KV cache groups and the GPU block they share."""
+    arch, version = model.arch, model.version
+    token = _token_bytes(request, arch, layout.tp, trail)
+    block = _backend_block_size(request, trail.knowledge, version, model.gpu, token, trail)
+    state_bytes = 0
+    mamba = _NONE_LAYOUT
+    if arch.linear_attention_layers:
+        state_bytes = _linear_state_bytes(arch, layout.tp, trail)
+        mamba = _mamba_layout(request, model, trail)
+        block = _hybrid_block_size(block, token, state_bytes, mamba, trail)
+    page = block * token.per_layer
+    kinds = _kinds_of_layers(arch, model.hma, layout, token.mla, page, mamba.state_blocks)
+    group_size, group_rule = _group_size([g.layers_per_rank for g, _ in kinds])
+    bounded = any(g.window is not None or g.chunk is not None for g, _ in kinds)
+    in_flight, in_flight_formula = _in_flight_tokens(request, layout, version, trail) if bounded else (0, "")
+    specs = _LayerSpecs(
+        token=token,
+        block=block,
+        state_bytes=state_bytes,
+        in_flight=in_flight,
+        in_flight_formula=in_flight_formula,
+        kinds=tuple(kinds),
+        group_size=group_size,
+        groups=tuple((g, _cdiv(g.layers_per_rank, group_size)) for g, _ in kinds),
+    )
+    trail.note(
         "GPU block bytes per rank",
-        f"page {page:,} B (block {block} × {per_layer_token:,} B) × group_size {group_size} ({group_rule})",
-        block_bytes,
-        f"{SRC_PLAN}:521-533, 678-681 (0.22.0: vllm/v1/core/kv_cache_utils.py get_kv_cache_config_from_groups)",
+        f"page {page:,} B (block {block} × {token.per_layer:,} B) × group_size {group_size} ({group_rule})",
+        specs.block_bytes,
+        "engine.kv-cache-groups",
+    )
+    return specs
+
+
+@dataclass(frozen=True)
+class _PerToken:
+    """The layer kinds as the answer shows them, and the KV bytes per token of the full-context ones."""
+
+    kinds: list[LayerKind]
+    full_bytes_per_rank: int
+    full_bytes_total: int
+
+
+def _bounded_tokens(group: _Group, specs: _LayerSpecs, max_len: int) -> int | None:
+    """Tokens a sliding-window or chunked-local layer holds at most; None for the full-context kinds."""
+    if group.window is not None:
+        return (_cdiv(min(group.window - 1 + specs.in_flight, max_len), specs.block) + 1) * specs.block
+    if group.chunk is not None:
+        return _cdiv(min(group.chunk + specs.in_flight, max_len), specs.block) * specs.block
+    return None
+
+
+def _attention_kind(group: _Group, count: int, specs: _LayerSpecs, tp: int, max_len: int) -> LayerKind:
+    per_layer = specs.token.per_layer
+    bound = _bounded_tokens(group, specs, max_len)
+    formula = f"{per_layer:,} B × {group.layers_per_rank} layers"
+    if group.window:
+        formula += f"; held tokens ≤ (cdiv(min(window−1 + in-flight {specs.in_flight}, max_len), block) + 1) × block"
+    elif group.chunk:
+        formula += f"; held tokens ≤ cdiv(min(chunk + in-flight {specs.in_flight}, max_len), block) × block"
+    return LayerKind(
+        kind=group.kind,
+        layers=count,
+        layers_per_rank=group.layers_per_rank,
+        bytes_per_token_per_layer_per_rank=per_layer,
+        bytes_per_token_per_rank=per_layer * group.layers_per_rank,
+        bytes_per_token_total=per_layer * count * tp,
+        tokens_bounded_to=bound,
+        formula=formula,
     )
 
-    def blocks_per_session(tokens: int) -> int:
-        return sum(n * g.blocks(tokens, block, in_flight) for g, n in groups)
 
-    # --- layer kinds, per token
+def _layer_kinds(specs: _LayerSpecs, tp: int, max_len: int, trail: _Trail) -> _PerToken:
     kinds: list[LayerKind] = []
-    full_bytes_rank = 0
-    full_bytes_total = 0
-    for g, count in groups_by_kind:
-        if g.kind == "linear_attention":
+    for group, count in specs.kinds:
+        if group.kind == "linear_attention":
             kinds.append(
                 LayerKind(
                     kind="linear_attention",
                     layers=count,
-                    layers_per_rank=g.layers_per_rank,
-                    state_bytes_per_sequence_per_rank=state_bytes,
-                    formula=f"conv + recurrent state per sequence, padded to one attention page ({page:,} B) per layer",
+                    layers_per_rank=group.layers_per_rank,
+                    state_bytes_per_sequence_per_rank=specs.state_bytes,
+                    formula="conv + recurrent state per sequence, padded to one attention page "
+                    f"({specs.page:,} B) per layer; {group.state_blocks} state block(s) per request",
                 )
             )
-            continue
-        per_rank = per_layer_token * g.layers_per_rank
-        bound = None
-        if g.window is not None:
-            bound = (_cdiv(min(g.window - 1 + in_flight, max_len), block) + 1) * block
-        elif g.chunk is not None:
-            bound = _cdiv(min(g.chunk + in_flight, max_len), block) * block
         else:
-            full_bytes_rank += per_rank
-            full_bytes_total += per_layer_token * count * tp
-        kinds.append(
-            LayerKind(
-                kind=g.kind,
-                layers=count,
-                layers_per_rank=g.layers_per_rank,
-                bytes_per_token_per_layer_per_rank=per_layer_token,
-                bytes_per_token_per_rank=per_rank,
-                bytes_per_token_total=per_layer_token * count * tp,
-                tokens_bounded_to=bound,
-                formula=(
-                    f"{per_layer_token:,} B × {g.layers_per_rank} layers"
-                    + (
-                        f"; held tokens ≤ (cdiv(min(window−1 + batched {in_flight}, max_len), block) + 1) × block"
-                        if g.window
-                        else f"; held tokens ≤ cdiv(min(chunk + batched {in_flight}, max_len), block) × block"
-                        if g.chunk
-                        else ""
-                    )
-                ),
-            )
-        )
+            kinds.append(_attention_kind(group, count, specs, tp, max_len))
+    full = [k for k in kinds if k.bytes_per_token_per_rank is not None and k.tokens_bounded_to is None]
+    per_token = _PerToken(
+        kinds=kinds,
+        full_bytes_per_rank=sum(k.bytes_per_token_per_rank or 0 for k in full),
+        full_bytes_total=sum(k.bytes_per_token_total or 0 for k in full),
+    )
     if any(k.tokens_bounded_to for k in kinds):
-        note(
+        trail.note(
             "sliding-window / chunked-local holding per request",
-            "sliding: cdiv(min(W − 1 + max_num_batched_tokens × PP, len), block) + 1 blocks; "
-            "chunked: cdiv(min(chunk + max_num_batched_tokens × PP, len), block) blocks",
+            f"sliding: cdiv(min(W − 1 + in-flight, len), block) + 1 blocks; chunked: cdiv(min(chunk + in-flight, "
+            f"len), block) blocks; in-flight tokens {specs.in_flight:,} = {specs.in_flight_formula}",
             ", ".join(f"{k.kind} {k.tokens_bounded_to:,} tokens" for k in kinds if k.tokens_bounded_to),
-            f"{SRC_SPEC}:864-888, 918-955; vllm==0.11.0 vllm/v1/kv_cache_interface.py:177-215",
+            "engine.bounded-attention-holding",
         )
-    note(
+    trail.note(
         "KV bytes per token (full-context layers)",
         "per rank: bytes per layer × layers on the busiest stage; total: bytes per layer × all layers × TP",
-        f"{full_bytes_rank:,} B/rank, {full_bytes_total:,} B total",
-        SRC_SPEC,
+        f"{per_token.full_bytes_per_rank:,} B/rank, {per_token.full_bytes_total:,} B total",
+        "engine.full-attention-bytes",
     )
+    return per_token
 
-    # --- GPU budget
-    use("flag.gpu-memory-utilization")
+
+# ---------------------------------------------------------------------------- step 2: the GPU pool
+
+
+@dataclass(frozen=True)
+class _Budget:
+    memory_gib: float
+    utilization: float
+    weights_gib: float
+    budget_gib: float
+
+
+@dataclass(frozen=True)
+class _Pool:
+    """The GPU KV pool of one rank and the sessions it holds."""
+
+    num_blocks: int
+    max_len: int
+    max_blocks: int
+    typical: int
+    typical_blocks: int
+
+    @property
+    def live_max(self) -> float:
+        return self.num_blocks / self.max_blocks
+
+    @property
+    def live_typical(self) -> float:
+        return self.num_blocks / self.typical_blocks
+
+
+def _gpu_memory_utilization(request: SizeOffloadRequest, version: Version, trail: _Trail) -> tuple[float, str]:
+    """The fraction of GPU memory vLLM may use: as given, or the release's default (flag.gpu-memory-utilization)."""
+    setting = trail.use("flag.gpu-memory-utilization")
+    if request.gpu_memory_utilization is not None:
+        return request.gpu_memory_utilization, "given"
+    assert isinstance(setting, Setting)
+    default = ranged_at(setting.defaults, version)
+    value = None if default is None else default.value
+    if not isinstance(value, int | float) or isinstance(value, bool):  # pragma: no cover - the knowledge tests
+        raise LookupError(f"flag.gpu-memory-utilization has no numeric default for {version}")
+    return float(value), f"vLLM {version}'s default"
+
+
+def _gpu_budget(
+    request: SizeOffloadRequest, arch: Architecture, gpu: Gpu, world: int, version: Version, trail: _Trail
+) -> _Budget:
+    """The bytes left for the KV cache on one rank: the usable memory less weights and the reserve."""
+    utilization, utilization_basis = _gpu_memory_utilization(request, version, trail)
     memory_gib = request.gpu_memory_gib or gpu.hbm_gb * 1e9 / GIB
     if request.weights_gib_per_gpu is not None:
         weights_gib = request.weights_gib_per_gpu
@@ -627,91 +1021,156 @@ def size_offload(request: SizeOffloadRequest, knowledge: Knowledge) -> SizeOfflo
         raise AdviceError(
             "weights_gib_per_gpu", "the model gives no parameter count; give weights_gib_per_gpu or params_total_b"
         )
-    budget_gib = memory_gib * request.gpu_memory_utilization - weights_gib - request.activation_reserve_gib
-    note(
+    budget_gib = memory_gib * utilization - weights_gib - request.activation_reserve_gib
+    trail.note(
         "GPU KV budget per rank",
-        f"{memory_gib:.2f} GiB × {request.gpu_memory_utilization} − weights {weights_gib:.2f} GiB ({weights_basis}) "
+        f"{memory_gib:.2f} GiB × {utilization} ({utilization_basis}) − weights {weights_gib:.2f} GiB ({weights_basis}) "
         f"− activation/CUDA-graph reserve {request.activation_reserve_gib:g} GiB (an ESTIMATE; vLLM measures it)",
         f"{budget_gib:.2f} GiB",
-        "vllm==0.33.0 vllm/v1/worker/gpu_worker.py (determine_available_memory)",
+        "engine.gpu-kv-budget",
     )
-    num_blocks = max(0, int(budget_gib * GIB) // block_bytes) if budget_gib > 0 else 0
+    return _Budget(memory_gib=memory_gib, utilization=utilization, weights_gib=weights_gib, budget_gib=budget_gib)
+
+
+def _gpu_pool(
+    request: SizeOffloadRequest, version: Version, specs: _LayerSpecs, budget: _Budget, max_len: int, trail: _Trail
+) -> _Pool:
+    """Step 2: blocks in the pool, blocks a session needs, and whether one max_model_len request fits."""
+    budget_gib = budget.budget_gib
+    num_blocks = max(0, int(budget_gib * GIB) // specs.block_bytes) if budget_gib > 0 else 0
     if budget_gib <= 0:
-        warnings.append(
-            f"The weights ({weights_gib:.1f} GiB per GPU) and the reserve do not fit in "
-            f"{request.gpu_memory_utilization:.0%} of {memory_gib:.1f} GiB: raise TP/PP, quantize, or raise "
+        trail.warn(
+            f"The weights ({budget.weights_gib:.1f} GiB per GPU) and the reserve do not fit in "
+            f"{budget.utilization:.0%} of {budget.memory_gib:.1f} GiB: raise TP/PP, quantize, or raise "
             "gpu_memory_utilization."
         )
-    note("num_gpu_blocks", "floor(budget bytes / GPU block bytes)", num_blocks, f"{SRC_PLAN}:681")
-    max_blocks = blocks_per_session(max_len)
+    trail.note("num_gpu_blocks", "floor(budget bytes / GPU block bytes)", num_blocks, "engine.num-gpu-blocks")
     typical = min(request.typical_context_tokens, max_len)
-    typical_blocks = blocks_per_session(typical)
-    live_max = num_blocks / max_blocks
-    live_typical = num_blocks / typical_blocks
-    note(
-        "live sessions",
-        f"num_gpu_blocks / Σ groups' blocks per request ({max_blocks:,} at max_model_len, {typical_blocks:,} at "
-        f"{typical:,} tokens)",
-        f"{live_max:.2f} / {live_typical:.1f}",
-        "vllm==0.33.0 vllm/v1/core/kv_cache_utils.py:1061-1093",
+    pool = _Pool(
+        num_blocks=num_blocks,
+        max_len=max_len,
+        max_blocks=specs.blocks_per_session(max_len),
+        typical=typical,
+        typical_blocks=specs.blocks_per_session(typical),
     )
-    if num_blocks and live_max < 1:
-        warnings.append(
-            f"One request at max_model_len {max_len:,} needs {max_blocks:,} blocks but the GPU pool has "
-            f"{num_blocks:,}: vLLM will refuse to start. Lower max_model_len or add GPUs."
-        )
-    if request.live_sessions is not None and request.live_sessions > live_typical:
-        warnings.append(
+    trail.note(
+        "live sessions",
+        f"num_gpu_blocks / Σ groups' blocks per request ({pool.max_blocks:,} at max_model_len, "
+        f"{pool.typical_blocks:,} at {typical:,} tokens)",
+        f"{pool.live_max:.2f} / {pool.live_typical:.1f}",
+        "engine.max-concurrency",
+    )
+    if num_blocks:
+        _start_check(version, specs, pool, trail)
+    if request.live_sessions is not None and request.live_sessions > pool.live_typical:
+        trail.warn(
             f"{request.live_sessions} live sessions at {typical:,} tokens need "
-            f"{request.live_sessions * typical_blocks:,} "
-            f"GPU blocks; the pool has {num_blocks:,} (about {live_typical:.0f} sessions)."
+            f"{request.live_sessions * pool.typical_blocks:,} "
+            f"GPU blocks; the pool has {num_blocks:,} (about {pool.live_typical:.0f} sessions)."
         )
+    return pool
 
-    # --- the CPU tier
-    size_flag = _entry(knowledge, "flag.kv-offloading-size")
-    bytes_key = _entry(knowledge, "spec.cpu-bytes-to-use")
-    lm_size = _entry(knowledge, "lmcache.max_local_cpu_size")
-    for e in (size_flag, bytes_key, lm_size):
-        use(e.id)
+
+def _longest_fitting_request(specs: _LayerSpecs, usable_blocks: int, max_len: int) -> int:
+    """The longest request whose blocks fit ``usable_blocks`` (0 when not even one token does)."""
+    low, high = 0, max_len
+    while low < high:
+        mid = (low + high + 1) // 2
+        if specs.blocks_per_session(mid) <= usable_blocks:
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
+def _start_check(version: Version, specs: _LayerSpecs, pool: _Pool, trail: _Trail) -> None:
+    """vLLM refuses to start unless one max_model_len request fits the blocks it can hand out."""
+    found = trail.rule("engine.null-block").value_at(version)
+    held_back = int(found.value) if found is not None and isinstance(found.value, int) else 0
+    usable = pool.num_blocks - held_back
+    if pool.max_blocks <= usable:
+        return
+    null_block = f", {held_back} of them the null block it never hands out," if held_back else ""
+    fits = _longest_fitting_request(specs, usable, pool.max_len)
+    shorter = f"lower max_model_len to at most {fits:,} tokens" if fits else "lower max_model_len"
+    trail.warn(
+        f"ERROR: vLLM {version} will refuse to start: one request at max_model_len {pool.max_len:,} needs "
+        f"{pool.max_blocks:,} blocks and the GPU pool has {pool.num_blocks:,}{null_block} so {usable:,} are "
+        "usable. Give the KV cache more GPU memory (raise gpu_memory_utilization, add GPUs to TP/PP, quantize "
+        f"the weights) or {shorter}."
+    )
+
+
+# ---------------------------------------------------------------------------- step 3: the CPU tier
+
+
+@dataclass(frozen=True)
+class _Chunks:
+    """How the native spec cuts the CPU tier: GPU blocks per chunk and the bytes of one chunk."""
+
+    blocks_per_chunk: int
+    replicated: bool
+    copies: int
+    bytes: int
+
+
+@dataclass(frozen=True)
+class _TierSize:
+    size_gib: float | None
+    basis: str
+    usable_host_gib: float | None
+    reserved_gib: float | None
+    engines_on_node: int
+
+
+def _chunks(
+    request: SizeOffloadRequest,
+    knowledge: Knowledge,
+    version: Version,
+    specs: _LayerSpecs,
+    layout: _Parallel,
+    trail: _Trail,
+) -> _Chunks:
     blocks_per_chunk = 1
     if request.offload_block_size is not None:
-        if request.offload_block_size % block:
-            raise AdviceError("offload_block_size", f"must be a multiple of the GPU block size ({block} tokens)")
-        blocks_per_chunk = request.offload_block_size // block
-    gpus_on_node = min(world, request.gpus_per_node)
-    single_node = world <= request.gpus_per_node
-    replicated_from = _feature_since(knowledge, "feature.offload-mla-replicated-layout")
+        if request.offload_block_size % specs.block:
+            raise AdviceError("offload_block_size", f"must be a multiple of the GPU block size ({specs.block} tokens)")
+        blocks_per_chunk = request.offload_block_size // specs.block
     replicated = (
         request.offload_backend == "native"
-        and mla
-        and len(groups) == 1
-        and tp > 1
-        and pp == 1
-        and single_node
-        and version >= replicated_from
+        and specs.token.mla
+        and len(specs.groups) == 1
+        and layout.tp > 1
+        and layout.pp == 1
+        and layout.single_node
+        and version >= _feature_since(knowledge, "feature.offload-mla-replicated-layout")
     )
-    copies = 1 if replicated else world
-    chunk_bytes = block_bytes * copies * blocks_per_chunk
+    copies = 1 if replicated else layout.world
+    chunk_bytes = specs.block_bytes * copies * blocks_per_chunk
     if version >= _feature_since(knowledge, "feature.offload-chunk-page-alignment"):
-        use("feature.offload-chunk-page-alignment")
+        trail.use("feature.offload-chunk-page-alignment")
         chunk_bytes = _cdiv(chunk_bytes, 4096) * 4096
-    note(
+    trail.note(
         "offloaded chunk bytes",
-        f"GPU block bytes {block_bytes:,} × copies {copies} ("
+        f"GPU block bytes {specs.block_bytes:,} × copies {copies} ("
         + ("one shared copy: pure-MLA, TP-only, one node" if replicated else "one per TP×PP worker")
         + f") × blocks_per_chunk {blocks_per_chunk}",
         chunk_bytes,
-        "vllm==0.33.0 vllm/v1/kv_offload/cpu/spec.py:100-123; distributed/kv_transfer/kv_connector/v1/offloading/"
-        "config.py:175-209; vllm==0.14.0 vllm/v1/kv_offload/cpu.py:39-50",
+        "engine.offload-chunk-bytes",
     )
-    engines_on_node = max(1, min(dp, request.gpus_per_node // world)) if single_node else 1
+    return _Chunks(blocks_per_chunk=blocks_per_chunk, replicated=replicated, copies=copies, bytes=chunk_bytes)
+
+
+def _tier_size(request: SizeOffloadRequest, layout: _Parallel, session_chunks: int, chunk_bytes: int) -> _TierSize:
+    """The tier's total GiB: as given, from LMCache's per-process figure, from warm sessions or from host RAM."""
+    world = layout.world
+    engines_on_node = max(1, min(layout.dp, request.gpus_per_node // world)) if layout.single_node else 1
     usable_host = None
     reserved_gib = request.host_ram_reserved_gib
     if request.host_ram_gib is not None:
         if reserved_gib is None:
             reserved_gib = max(DEFAULT_HOST_RESERVE_GIB, request.host_ram_gib * DEFAULT_HOST_RESERVE_FRACTION)
         usable_host = request.host_ram_gib - reserved_gib
-    session_chunks = _cdiv(typical_blocks, blocks_per_chunk)
     size_gib: float | None = request.kv_offloading_size_gib
     size_basis = "given"
     if size_gib is None and request.lmcache_max_local_cpu_size_gib is not None:
@@ -721,105 +1180,168 @@ def size_offload(request: SizeOffloadRequest, knowledge: Knowledge) -> SizeOfflo
         size_basis = f"{request.warm_sessions} warm sessions × {session_chunks} chunks × {chunk_bytes:,} B, rounded up"
     if size_gib is None and usable_host is not None and usable_host > 0:
         # Each engine on the node keeps its own tier; an engine spanning nodes keeps a share on each.
-        per_engine = usable_host / engines_on_node if single_node else usable_host * world / gpus_on_node
+        per_engine = usable_host / engines_on_node if layout.single_node else usable_host * world / layout.gpus_on_node
         size_gib = float(math.floor(per_engine))
         size_basis = (
             f"(host RAM {request.host_ram_gib:g} − reserved "
             f"{reserved_gib:g}) GiB / {engines_on_node} engine(s) on the node"
         )
-    offload: OffloadTier | None = None
-    host_left = None
-    if size_gib is not None and size_gib > 0:
-        cpu_bytes = int(size_gib * GIB)
-        num_chunks = cpu_bytes // chunk_bytes if request.offload_backend == "native" else 0
-        per_process = size_gib / world
-        if request.offload_backend == "native":
-            warm_held = num_chunks // session_chunks
-        else:
-            per_rank_session = typical_blocks * block_bytes
-            warm_held = int(per_process * GIB) // per_rank_session
-        mp_from = _feature_since(knowledge, "feature.lmcache-backend-selects-mp")
-        rule = (
+    return _TierSize(
+        size_gib=size_gib,
+        basis=size_basis,
+        usable_host_gib=usable_host,
+        reserved_gib=reserved_gib,
+        engines_on_node=engines_on_node,
+    )
+
+
+def _consistency_rule(
+    request: SizeOffloadRequest, knowledge: Knowledge, version: Version, per_process: float, trail: _Trail
+) -> str:
+    """How --kv-offloading-size reaches the backend in this release (and a warning where it does not)."""
+    if request.offload_backend != "lmcache":
+        return (
             "--kv-offloading-size is the total for one engine: native writes it as cpu_bytes_to_use = size × 2^30 "
             "and splits it over the TP × PP workers"
         )
-        if request.offload_backend == "lmcache":
-            if version >= mp_from:
-                rule = (
-                    f"From {mp_from} the lmcache backend selects LMCacheMPConnector and does not pass "
-                    "--kv-offloading-size on: size the LMCache server (--l1-size-gb) instead; the figures here are "
-                    "what it must hold."
-                )
-                warnings.append(rule)
-            else:
-                rule = (
-                    f"vLLM passes --kv-offloading-size / (TP × PP) = {per_process:g} GiB to each LMCache worker as "
-                    "lmcache.max_local_cpu_size, overriding LMCACHE_MAX_LOCAL_CPU_SIZE; set one or the other, "
-                    "consistently."
-                )
-        if request.offload_backend == "native" and bytes_key.status_at(version) == "not_yet":
-            warnings.append(
-                f"In {version} the native CPU spec is sized by num_cpu_blocks and the --kv-offloading-size shorthand "
-                f"cannot start it; pass num_cpu_blocks = {num_chunks:,} in --kv-transfer-config instead."
-            )
-        if size_flag.status_at(version) == "not_yet":
-            warnings.append(f"--kv-offloading-size does not exist in {version}; configure the connector by hand.")
-        offload = OffloadTier(
-            backend=request.offload_backend,
-            kv_offloading_size_gib=size_gib,
-            cpu_bytes_to_use=cpu_bytes,
-            lmcache_max_local_cpu_size_gib=round(per_process, 3),
-            size_basis=size_basis,
-            replicated_mla_layout=replicated,
-            chunk_bytes=chunk_bytes,
-            num_chunks=num_chunks,
-            warm_sessions_held=warm_held,
-            consistency_rule=rule,
+    mp_from = _feature_since(knowledge, "feature.lmcache-backend-selects-mp")
+    if version >= mp_from:
+        rule = (
+            f"From {mp_from} the lmcache backend selects LMCacheMPConnector and does not pass "
+            "--kv-offloading-size on: size the LMCache server (--l1-size-gb) instead; the figures here are "
+            "what it must hold."
         )
-        note(
-            "CPU tier",
-            f"cpu_bytes_to_use = {size_gib:g} × 2^30; chunks = cpu_bytes_to_use // chunk bytes; warm sessions = "
-            f"chunks // {session_chunks} chunks per {typical:,}-token session; LMCache per process = size / (TP×PP)",
-            f"{num_chunks:,} chunks, {warm_held:,} sessions",
-            "vllm==0.33.0 vllm/config/vllm.py:1167-1175; vllm/v1/kv_offload/cpu/spec.py:110-123",
-        )
-        if request.warm_sessions and warm_held < request.warm_sessions:
-            warnings.append(
-                f"The tier holds {warm_held:,} warm sessions of {typical:,} tokens, fewer than the "
-                f"{request.warm_sessions:,} asked for."
-            )
-        if request.host_ram_gib is not None:
-            node_share = size_gib * (engines_on_node if single_node else gpus_on_node / world)
-            host_left = request.host_ram_gib - node_share
-            if reserved_gib is not None and host_left < reserved_gib:
-                warnings.append(
-                    f"The CPU tier takes {node_share:g} GiB per node and leaves {host_left:.1f} GiB of "
-                    f"{request.host_ram_gib:g} GiB, below the {reserved_gib:g} GiB reserve: it does "
-                    "not fit; shrink it."
-                )
-        # A per-rank figure passed as the total: the classic LMCache → native mix-up.
-        if world > 1 and request.kv_offloading_size_gib is not None:
-            same = (
-                request.lmcache_max_local_cpu_size_gib is not None
-                and abs(request.lmcache_max_local_cpu_size_gib - request.kv_offloading_size_gib) < 1e-9
-            )
-            tiny = warm_held < 1 and usable_host is not None and request.kv_offloading_size_gib * world <= usable_host
-            if same or tiny:
-                warnings.append(
-                    f"--kv-offloading-size {request.kv_offloading_size_gib:g} looks like a per-rank figure: it is the "
-                    f"TOTAL for all {world} workers (each gets about {request.kv_offloading_size_gib / world:g} GiB). "
-                    f"For {request.kv_offloading_size_gib:g} GiB per rank pass "
-                    f"{request.kv_offloading_size_gib * world:g}."
-                )
-    elif request.offload_backend:
-        warnings.append(
-            "No tier size: give kv_offloading_size_gib, warm_sessions or host_ram_gib to size the CPU tier."
-        )
+        trail.warn(rule)
+        return rule
+    return (
+        f"vLLM passes --kv-offloading-size / (TP × PP) = {per_process:g} GiB to each LMCache worker as "
+        "lmcache.max_local_cpu_size, overriding LMCACHE_MAX_LOCAL_CPU_SIZE; set one or the other, "
+        "consistently."
+    )
 
-    # --- load vs re-prefill for one returning session
-    reuse_tokens = max(1, int(typical * request.prefix_reuse))
-    rank_bytes = blocks_per_session(reuse_tokens) * block_bytes
-    all_bytes = rank_bytes * world
+
+def _release_warnings(
+    request: SizeOffloadRequest, version: Version, size_flag: Gated, bytes_key: Gated, num_chunks: int, trail: _Trail
+) -> None:
+    if request.offload_backend == "native" and bytes_key.status_at(version) == "not_yet":
+        trail.warn(
+            f"In {version} the native CPU spec is sized by num_cpu_blocks and the --kv-offloading-size shorthand "
+            f"cannot start it; pass num_cpu_blocks = {num_chunks:,} in --kv-transfer-config instead."
+        )
+    if size_flag.status_at(version) == "not_yet":
+        trail.warn(f"--kv-offloading-size does not exist in {version}; configure the connector by hand.")
+
+
+def _fit_warnings(
+    request: SizeOffloadRequest, layout: _Parallel, size: _TierSize, tier: OffloadTier, pool: _Pool, trail: _Trail
+) -> float | None:
+    """Warnings on what the tier holds and where it fits; the host RAM it leaves per node."""
+    world = layout.world
+    size_gib = tier.kv_offloading_size_gib
+    warm_held = tier.warm_sessions_held
+    if request.warm_sessions and warm_held < request.warm_sessions:
+        trail.warn(
+            f"The tier holds {warm_held:,} warm sessions of {pool.typical:,} tokens, fewer than the "
+            f"{request.warm_sessions:,} asked for."
+        )
+    host_left = None
+    if request.host_ram_gib is not None:
+        node_share = size_gib * (size.engines_on_node if layout.single_node else layout.gpus_on_node / world)
+        host_left = request.host_ram_gib - node_share
+        if size.reserved_gib is not None and host_left < size.reserved_gib:
+            trail.warn(
+                f"The CPU tier takes {node_share:g} GiB per node and leaves {host_left:.1f} GiB of "
+                f"{request.host_ram_gib:g} GiB, below the {size.reserved_gib:g} GiB reserve: it does "
+                "not fit; shrink it."
+            )
+    # A per-rank figure passed as the total: the classic LMCache → native mix-up.
+    given = request.kv_offloading_size_gib
+    if world > 1 and given is not None:
+        same = (
+            request.lmcache_max_local_cpu_size_gib is not None
+            and abs(request.lmcache_max_local_cpu_size_gib - given) < 1e-9
+        )
+        usable = size.usable_host_gib
+        tiny = warm_held < 1 and usable is not None and given * world <= usable
+        if same or tiny:
+            trail.warn(
+                f"--kv-offloading-size {given:g} looks like a per-rank figure: it is the "
+                f"TOTAL for all {world} workers (each gets about {given / world:g} GiB). "
+                f"For {given:g} GiB per rank pass "
+                f"{given * world:g}."
+            )
+    return host_left
+
+
+@dataclass(frozen=True)
+class _CpuTier:
+    offload: OffloadTier | None
+    host_left_gib: float | None
+
+
+def _cpu_tier(
+    request: SizeOffloadRequest,
+    knowledge: Knowledge,
+    version: Version,
+    specs: _LayerSpecs,
+    layout: _Parallel,
+    pool: _Pool,
+    trail: _Trail,
+) -> _CpuTier:
+    """Step 3: the CPU tier as each backend wants it, the chunks it makes and the warm sessions it keeps."""
+    size_flag = _entry(knowledge, "flag.kv-offloading-size")
+    bytes_key = _entry(knowledge, "spec.cpu-bytes-to-use")
+    lm_size = _entry(knowledge, "lmcache.max_local_cpu_size")
+    for e in (size_flag, bytes_key, lm_size):
+        trail.use(e.id)
+    chunks = _chunks(request, knowledge, version, specs, layout, trail)
+    session_chunks = _cdiv(pool.typical_blocks, chunks.blocks_per_chunk)
+    size = _tier_size(request, layout, session_chunks, chunks.bytes)
+    if size.size_gib is None or size.size_gib <= 0:
+        trail.warn("No tier size: give kv_offloading_size_gib, warm_sessions or host_ram_gib to size the CPU tier.")
+        return _CpuTier(offload=None, host_left_gib=None)
+    size_gib = size.size_gib
+    cpu_bytes = int(size_gib * GIB)
+    native = request.offload_backend == "native"
+    num_chunks = cpu_bytes // chunks.bytes if native else 0
+    per_process = size_gib / layout.world
+    if native:
+        warm_held = num_chunks // session_chunks
+    else:
+        warm_held = int(per_process * GIB) // (pool.typical_blocks * specs.block_bytes)
+    rule = _consistency_rule(request, knowledge, version, per_process, trail)
+    _release_warnings(request, version, size_flag, bytes_key, num_chunks, trail)
+    offload = OffloadTier(
+        backend=request.offload_backend,
+        kv_offloading_size_gib=size_gib,
+        cpu_bytes_to_use=cpu_bytes,
+        lmcache_max_local_cpu_size_gib=round(per_process, 3),
+        size_basis=size.basis,
+        replicated_mla_layout=chunks.replicated,
+        chunk_bytes=chunks.bytes,
+        num_chunks=num_chunks,
+        warm_sessions_held=warm_held,
+        consistency_rule=rule,
+    )
+    trail.note(
+        "CPU tier",
+        f"cpu_bytes_to_use = {size_gib:g} × 2^30; chunks = cpu_bytes_to_use // chunk bytes; warm sessions = "
+        f"chunks // {session_chunks} chunks per {pool.typical:,}-token session; LMCache per process = size / (TP×PP)",
+        f"{num_chunks:,} chunks, {warm_held:,} sessions",
+        "engine.offload-cpu-tier",
+    )
+    host_left = _fit_warnings(request, layout, size, offload, pool, trail)
+    return _CpuTier(offload=offload, host_left_gib=host_left)
+
+
+# ---------------------------------------------------------------------------- step 4: load estimates
+
+
+def _tier_loads(
+    request: SizeOffloadRequest, knowledge: Knowledge, gpu: Gpu, rank_bytes: int, layout: _Parallel, trail: _Trail
+) -> list[LoadEstimate]:
+    """Seconds to bring one returning session back from each tier."""
+    all_bytes = rank_bytes * layout.world
     link = gpu.host_link_practical_gb_s * 1e9
     loads = [
         LoadEstimate(
@@ -829,22 +1351,17 @@ def size_offload(request: SizeOffloadRequest, knowledge: Knowledge) -> SizeOfflo
             f"({gpu.host_link}, ranks in parallel)",
         )
     ]
+    drives = request.nvme_drives_per_node
     for drive in knowledge.hardware.nvme:
-        nvme_rate = drive.practical_read_gb_s * 1e9 * request.nvme_drives_per_node
-        disk_bytes = rank_bytes * gpus_on_node
-        use(drive.id)
+        nvme_rate = drive.practical_read_gb_s * 1e9 * drives
+        disk_bytes = rank_bytes * layout.gpus_on_node
+        trail.use(drive.id)
         if request.gds:
             seconds = max(disk_bytes / nvme_rate, rank_bytes / link)
-            how = (
-                f"max({disk_bytes:,} B on the node / "
-                f"{request.nvme_drives_per_node} × {drive.practical_read_gb_s:g} GB/s, host link)"
-            )
+            how = f"max({disk_bytes:,} B on the node / {drives} × {drive.practical_read_gb_s:g} GB/s, host link)"
         else:
             seconds = disk_bytes / nvme_rate + rank_bytes / link
-            how = (
-                f"{disk_bytes:,} B / "
-                f"{request.nvme_drives_per_node} × {drive.practical_read_gb_s:g} GB/s + bounce over the host link"
-            )
+            how = f"{disk_bytes:,} B / {drives} × {drive.practical_read_gb_s:g} GB/s + bounce over the host link"
         loads.append(
             LoadEstimate(tier=f"{_nvme_label(drive)}{' + GDS' if request.gds else ''}", seconds=seconds, formula=how)
         )
@@ -855,17 +1372,41 @@ def size_offload(request: SizeOffloadRequest, knowledge: Knowledge) -> SizeOfflo
             formula=f"{all_bytes:,} B / {request.remote_gb_s:g} GB/s network + host link (an ASSUMED network rate)",
         )
     )
-    rate = request.prefill_tokens_per_s
-    rate_basis = "given"
+    return loads
+
+
+def _prefill_rate(request: SizeOffloadRequest, arch: Architecture, gpu: Gpu, tp: int) -> tuple[float | None, str]:
+    """Tokens per second of prefill: as given, or estimated from the GPU's FLOPS."""
+    if request.prefill_tokens_per_s is not None:
+        return request.prefill_tokens_per_s, "given"
     flops = gpu.fp8_dense_tflops if request.kv_cache_dtype.startswith("fp8") or arch.weights_dtype == "fp8" else None
     flops = flops or gpu.bf16_dense_tflops
-    if rate is None and flops and arch.params_active_b:
-        rate = flops * 1e12 * tp * request.mfu / (2 * arch.params_active_b * 1e9)
-        rate_basis = (
-            f"ESTIMATE {flops:g} TFLOPS × TP {tp} × MFU {request.mfu:g} / "
-            f"(2 × {arch.params_active_b:g}B active params); "
-            "attention FLOPs ignored, so long contexts prefill slower"
-        )
+    if not (flops and arch.params_active_b):
+        return None, "given"
+    rate = flops * 1e12 * tp * request.mfu / (2 * arch.params_active_b * 1e9)
+    basis = (
+        f"ESTIMATE {flops:g} TFLOPS × TP {tp} × MFU {request.mfu:g} / "
+        f"(2 × {arch.params_active_b:g}B active params); "
+        "attention FLOPs ignored, so long contexts prefill slower"
+    )
+    return rate, basis
+
+
+def _load_estimates(
+    request: SizeOffloadRequest,
+    knowledge: Knowledge,
+    arch: Architecture,
+    gpu: Gpu,
+    specs: _LayerSpecs,
+    layout: _Parallel,
+    pool: _Pool,
+    trail: _Trail,
+) -> tuple[list[LoadEstimate], float | None]:
+    """Step 4: load time per tier next to re-prefill, for one returning session."""
+    reuse_tokens = max(1, int(pool.typical * request.prefix_reuse))
+    rank_bytes = specs.blocks_per_session(reuse_tokens) * specs.block_bytes
+    loads = _tier_loads(request, knowledge, gpu, rank_bytes, layout, trail)
+    rate, rate_basis = _prefill_rate(request, arch, gpu, layout.tp)
     if rate:
         loads.append(
             LoadEstimate(
@@ -875,12 +1416,11 @@ def size_offload(request: SizeOffloadRequest, knowledge: Knowledge) -> SizeOfflo
             )
         )
     else:
-        warnings.append(
-            f"No prefill rate: {gpu.name} has no TFLOPS figure in the knowledge; give prefill_tokens_per_s."
-        )
+        trail.warn(f"No prefill rate: {gpu.name} has no TFLOPS figure in the knowledge; give prefill_tokens_per_s.")
+    return loads, rate
 
-    # --- SGLang
-    gpu_pool = num_blocks * block_bytes
+
+def _sglang(request: SizeOffloadRequest, offload: OffloadTier | None, gpu_pool: int, world: int) -> SglangConversion:
     sglang = SglangConversion(
         note="REFERENCE ONLY (not checked against SGLang's code here): --hicache-size is GB per rank, "
         "--hicache-ratio is the host pool over the device KV pool of a rank; vLLM's --kv-offloading-size is GiB "
@@ -894,66 +1434,98 @@ def size_offload(request: SizeOffloadRequest, knowledge: Knowledge) -> SizeOfflo
         sglang.from_sglang_kv_offloading_size_gib = round(request.sglang_hicache_size_gb * 1e9 * world / GIB, 2)
     elif request.sglang_hicache_ratio is not None:
         sglang.from_sglang_kv_offloading_size_gib = round(request.sglang_hicache_ratio * gpu_pool * world / GIB, 2)
+    return sglang
 
-    # --- benchmark that pushes the working set past the GPU and into the tier
-    benchmark = None
-    gpu_tokens = int(live_typical) * typical
-    if gpu_tokens and typical < max_len:
-        cpu_tokens = offload.warm_sessions_held * typical if offload else None
-        target = 2 * gpu_tokens
-        if cpu_tokens is not None and cpu_tokens < target:
-            warnings.append(
-                f"The CPU tier ({cpu_tokens:,} tokens) is smaller than twice the GPU KV ({target:,} tokens): a "
-                "benchmark cannot show the tier's benefit at the usual 2× working set."
-            )
-            target = cpu_tokens
-        prefixes = max(1, target // typical)
-        suffix = min(256, max_len - typical)
-        command = (
-            "vllm bench serve --dataset-name prefix_repetition "
-            f"--prefix-repetition-prefix-len {typical} --prefix-repetition-suffix-len {suffix} "
-            f"--prefix-repetition-num-prefixes {prefixes} --prefix-repetition-output-len 128 "
-            f"--num-prompts {prefixes * 4}"
+
+def _benchmark(pool: _Pool, offload: OffloadTier | None, trail: _Trail) -> BenchmarkPlan | None:
+    """A benchmark that pushes the working set past the GPU and into the tier."""
+    typical, max_len = pool.typical, pool.max_len
+    gpu_tokens = int(pool.live_typical) * typical
+    if not gpu_tokens or typical >= max_len:
+        return None
+    cpu_tokens = offload.warm_sessions_held * typical if offload else None
+    target = 2 * gpu_tokens
+    if cpu_tokens is not None and cpu_tokens < target:
+        trail.warn(
+            f"The CPU tier ({cpu_tokens:,} tokens) is smaller than twice the GPU KV ({target:,} tokens): a "
+            "benchmark cannot show the tier's benefit at the usual 2× working set."
         )
-        benchmark = BenchmarkPlan(
-            gpu_kv_tokens=gpu_tokens,
-            cpu_tier_tokens=cpu_tokens,
-            unique_prefix_tokens=prefixes * typical,
-            command=command,
-            rule="unique prefixes ≈ 2 × GPU KV tokens and ≤ the CPU tier; each prefix is sent 4 times so later "
-            "rounds must come back from the tier (flags: vllm==0.33.0 vllm/benchmarks/datasets/datasets.py:1810-1840; "
-            "vllm==0.11.0 vllm/benchmarks/datasets.py:1313)",
-        )
+        target = cpu_tokens
+    prefixes = max(1, target // typical)
+    suffix = min(256, max_len - typical)
+    command = (
+        "vllm bench serve --dataset-name prefix_repetition "
+        f"--prefix-repetition-prefix-len {typical} --prefix-repetition-suffix-len {suffix} "
+        f"--prefix-repetition-num-prefixes {prefixes} --prefix-repetition-output-len 128 "
+        f"--num-prompts {prefixes * 4}"
+    )
+    trail.rule("engine.bench-prefix-repetition")
+    return BenchmarkPlan(
+        gpu_kv_tokens=gpu_tokens,
+        cpu_tier_tokens=cpu_tokens,
+        unique_prefix_tokens=prefixes * typical,
+        command=command,
+        rule="unique prefixes ≈ 2 × GPU KV tokens and ≤ the CPU tier; each prefix is sent 4 times so later "
+        "rounds must come back from the tier (flags: rule engine.bench-prefix-repetition)",
+    )
+
+
+# ---------------------------------------------------------------------------- the tool
+
+
+def size_offload(request: SizeOffloadRequest, knowledge: Knowledge) -> SizeOffloadResult:
+    given = [x for x in (request.model, request.config_path, request.architecture) if x is not None]
+    if len(given) != 1:
+        raise AdviceError("model", "give exactly one of model, config_path or architecture")
+    version, context = resolve_version(knowledge, request.version)
+    trail = _Trail(knowledge)
+    arch, model_label = _architecture(request, knowledge, trail)
+    gpu = _find_gpu(knowledge, request.gpu)
+    trail.use(gpu.id)
+    layout = _parallel_layout(request, arch)
+    max_len = _max_model_len(request, arch, trail)
+    trail.use("flag.block-size")
+    trail.use("flag.max-num-batched-tokens")
+    hma = _hybrid_manager(request, knowledge, version, arch, trail)
+
+    specs = _layer_specs(request, _Model(arch=arch, gpu=gpu, version=version, hma=hma), layout, trail)
+    per_token = _layer_kinds(specs, layout.tp, max_len, trail)
+    budget = _gpu_budget(request, arch, gpu, layout.world, version, trail)
+    pool = _gpu_pool(request, version, specs, budget, max_len, trail)
+    tier = _cpu_tier(request, knowledge, version, specs, layout, pool, trail)
+    loads, rate = _load_estimates(request, knowledge, arch, gpu, specs, layout, pool, trail)
+    sglang = _sglang(request, tier.offload, pool.num_blocks * specs.block_bytes, layout.world)
+    benchmark = _benchmark(pool, tier.offload, trail)
 
     return SizeOffloadResult(
         version_context=context,
         model=model_label,
         gpu=gpu.name,
-        tensor_parallel_size=tp,
-        pipeline_parallel_size=pp,
-        world_size=world,
+        tensor_parallel_size=layout.tp,
+        pipeline_parallel_size=layout.pp,
+        world_size=layout.world,
         hybrid_kv_cache_manager=hma,
-        block_size=block,
-        kv_heads_per_rank=kv_heads_rank,
-        layer_kinds=kinds,
-        kv_bytes_per_token_per_rank=full_bytes_rank,
-        kv_bytes_per_token_total=full_bytes_total,
-        gpu_block_bytes_per_rank=block_bytes,
-        gpu_budget_gib_per_rank=round(budget_gib, 3),
-        weights_gib_per_gpu=round(weights_gib, 3),
-        num_gpu_blocks=num_blocks,
+        block_size=specs.block,
+        kv_heads_per_rank=specs.token.kv_heads_per_rank,
+        layer_kinds=per_token.kinds,
+        kv_bytes_per_token_per_rank=per_token.full_bytes_per_rank,
+        kv_bytes_per_token_total=per_token.full_bytes_total,
+        gpu_block_bytes_per_rank=specs.block_bytes,
+        gpu_budget_gib_per_rank=round(budget.budget_gib, 3),
+        weights_gib_per_gpu=round(budget.weights_gib, 3),
+        num_gpu_blocks=pool.num_blocks,
         max_model_len=max_len,
-        live_sessions_at_max_model_len=round(live_max, 3),
-        live_sessions_at_typical_context=round(live_typical, 3),
-        offload=offload,
-        host_ram_left_gib=None if host_left is None else round(host_left, 3),
+        live_sessions_at_max_model_len=round(pool.live_max, 3),
+        live_sessions_at_typical_context=round(pool.live_typical, 3),
+        offload=tier.offload,
+        host_ram_left_gib=None if tier.host_left_gib is None else round(tier.host_left_gib, 3),
         load_estimates=loads,
         prefill_tokens_per_s=None if rate is None else round(rate, 1),
         sglang=sglang,
         benchmark=benchmark,
-        formulas=formulas,
-        warnings=warnings,
-        citations=citations,
+        formulas=trail.formulas,
+        warnings=trail.warnings,
+        citations=trail.citations,
     )
 
 
