@@ -10,7 +10,6 @@ import pytest
 from vllm_caching_mcp.advice.check_version import CheckVersionRequest, CheckVersionResult, EntryStatus, check_version
 from vllm_caching_mcp.knowledge import load_knowledge
 from vllm_caching_mcp.tools import ToolInputError, run_tool
-from vllm_caching_mcp.versions import Version
 
 
 def ask(**arguments: Any) -> CheckVersionResult:
