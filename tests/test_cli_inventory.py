@@ -236,7 +236,8 @@ def test_fake_releases_record_lifecycles_and_switches(fake_inventory: tuple[CliI
     inventory, _ = fake_inventory
     by_flag = {f.flag: f for f in inventory.flags}
     assert (by_flag["--swap-space"].introduced, by_flag["--swap-space"].removed) == (None, Version("0.2.0"))
-    assert (by_flag["--kv-offloading-size"].introduced, by_flag["--kv-offloading-size"].removed) == (Version("0.2.0"), None)
+    size = by_flag["--kv-offloading-size"]
+    assert (size.introduced, size.removed) == (Version("0.2.0"), None)
     assert (by_flag["--port"].introduced, by_flag["--port"].removed) == (None, None)
     assert {f: by_flag[f].takes_value for f in OLDER} == OLDER
     assert {f: by_flag[f].takes_value for f in NEWER_ADDS} == NEWER_ADDS
