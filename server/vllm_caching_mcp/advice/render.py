@@ -403,10 +403,11 @@ class _Planner:
     def require(self, entry_id: str, what: str, field: str = "version") -> None:
         if not self.available(entry_id):
             entry = self.k.by_id[entry_id]
-            since = getattr(entry, "introduced", None)
-            gone = getattr(entry, "removed", None)
+            assert isinstance(entry, Gated), entry_id
             when = (
-                f"it first ships in {since}" if since and self.version < Version(since) else f"it was removed in {gone}"
+                f"it first ships in {entry.introduced}"
+                if entry.status_at(self.version) == "not_yet"
+                else f"it was removed in {entry.removed}"
             )
             raise AdviceError(field, f"{what} is not in vLLM {self.version}; {when}")
 
