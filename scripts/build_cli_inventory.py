@@ -865,7 +865,7 @@ def main(argv: list[str] | None = None) -> int:
     kept: list[Lifecycle] = []
     for entry in entries:
         try:
-            InventoryFlag(flag=entry.flag, introduced=entry.introduced, removed=entry.removed)
+            InventoryFlag.model_validate({"flag": entry.flag, "introduced": entry.introduced, "removed": entry.removed})
         except ValidationError:
             problems.append(f"{entry.flag}: left out, the InventoryFlag schema does not accept this spelling")
             continue

@@ -23,7 +23,7 @@ from vllm_caching_mcp.advisories import DeploymentFacts, affecting, current_advi
 from vllm_caching_mcp.github import GitHubClient, GitHubSettings, Token
 from vllm_caching_mcp.knowledge import Advisory, Knowledge, load_knowledge
 from vllm_caching_mcp.knowledge_files import KnowledgeError
-from vllm_caching_mcp.versions import Version
+from vllm_caching_mcp.versions import Version, as_text
 
 TOKEN = "ghp_PLANTEDadvisoryTOKEN0123456789abcdXYZ"
 DEADLINE = 1.0  # a fault that is waited out costs the suite this long
@@ -184,7 +184,7 @@ def test_the_gguf_truncation_advisory_records_github_s_reviewed_values(knowledge
     # GitHub labels it moderate although its 3.1 vector scores 7.5; the CVE record's 4.0 score is 5.3.
     assert gguf.ghsa == "GHSA-5jv2-g5wq-cmr4" and gguf.severity == "medium"
     assert sorted((c.version, c.score) for c in gguf.cvss) == [("3.1", 7.5), ("4.0", 5.3)]
-    assert (gguf.ranges[0].affected, gguf.ranges[0].fixed_in) == (">=0.5.5,<0.24.0", "0.24.0")
+    assert (gguf.ranges[0].affected, gguf.ranges[0].fixed_in) == (">=0.5.5,<0.24.0", Version("0.24.0"))
 
 
 def test_lmcache_0_5_6_is_past_the_run_script_rce(knowledge: Knowledge) -> None:
@@ -333,7 +333,7 @@ def test_the_live_list_keeps_the_stored_conditions_and_adds_what_is_new(
     assert got["GHSA-94f4-hr76-p5j6"].requires.configured == ("--api-key", "VLLM_API_KEY")
     assert "GHSA-2pc9-4j83-qjmr" not in got  # withdrawn upstream
     new = got["GHSA-w3w3-w3w3-w3w3"]
-    assert new.requires.given() == [] and new.ranges[0].fixed_in == "0.34.0"
+    assert new.requires.given() == [] and new.ranges[0].fixed_in == Version("0.34.0")
     assert "CVE-2026-94627" in got  # a CVE GitHub does not list stays as stored
     assert any("GHSA-w3w3-w3w3-w3w3: new" in n for n in result.notes)
     assert any("withdrawn" in n for n in result.notes)
@@ -459,7 +459,7 @@ def as_github(advisory: Advisory) -> dict[str, Any]:
         {
             "package": {"ecosystem": "pip", "name": advisories.PIP_NAMES[advisory.package]},
             "vulnerable_version_range": ", ".join(re.sub(r"^([<>=!]+)", r"\1 ", c) for c in r.affected.split(",")),
-            "first_patched_version": None if r.fix_basis == "derived" else r.fixed_in,
+            "first_patched_version": None if r.fix_basis == "derived" else as_text(r.fixed_in),
         }
         for r in advisory.ranges
     ]

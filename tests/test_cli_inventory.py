@@ -229,8 +229,9 @@ def test_fake_releases_list_every_option_of_each(fake_inventory: tuple[CliInvent
 def test_fake_releases_record_lifecycles_and_switches(fake_inventory: tuple[CliInventory, str]) -> None:
     inventory, _ = fake_inventory
     by_flag = {f.flag: f for f in inventory.flags}
-    assert (by_flag["--swap-space"].introduced, by_flag["--swap-space"].removed) == (None, "0.2.0")
-    assert (by_flag["--kv-offloading-size"].introduced, by_flag["--kv-offloading-size"].removed) == ("0.2.0", None)
+    assert (by_flag["--swap-space"].introduced, by_flag["--swap-space"].removed) == (None, Version("0.2.0"))
+    size = by_flag["--kv-offloading-size"]
+    assert (size.introduced, size.removed) == (Version("0.2.0"), None)
     assert (by_flag["--port"].introduced, by_flag["--port"].removed) == (None, None)
     assert {f: by_flag[f].takes_value for f in OLDER} == OLDER
     assert {f: by_flag[f].takes_value for f in NEWER_ADDS} == NEWER_ADDS
@@ -302,14 +303,14 @@ def test_an_option_that_left_and_came_back_has_two_entries(knowledge: Knowledge)
     # --disable-log-requests: deprecated flag removed in 0.17.0, back in 0.33.0 as the inverse
     # of --enable-log-requests.
     runs = [(e.introduced, e.removed) for e in knowledge.cli_inventory.entries("--disable-log-requests")]
-    assert runs == [(None, "0.17.0"), ("0.33.0", None)]
+    assert runs == [(None, Version("0.17.0")), (Version("0.33.0"), None)]
     assert accepts(knowledge, "--disable-log-requests", "0.16.0")
     assert not accepts(knowledge, "--disable-log-requests", "0.17.0")
     assert accepts(knowledge, "--disable-log-requests", "0.33.0")
 
 
 def test_inventory_versions_are_releases(knowledge: Knowledge) -> None:
-    releases = {str(v) for v in knowledge.release_versions()}
+    releases = set(knowledge.release_versions())
     for entry in knowledge.cli_inventory.flags:
         for version in (entry.introduced, entry.removed):
             assert version is None or version in releases, entry
@@ -327,8 +328,8 @@ def test_flag_entries_agree_with_the_inventory(knowledge: Knowledge) -> None:
     for setting in knowledge.settings:
         if setting.component != "vllm" or not setting.name.startswith("--"):
             continue
-        lo = Version(setting.introduced) if setting.introduced else versions[0]
-        hi = Version(setting.removed) if setting.removed else None
+        lo = setting.introduced or versions[0]
+        hi = setting.removed
         in_span = {v for v in versions if lo <= v and (hi is None or v < hi)}
         having = {v for v in versions if setting.name in knowledge.cli_inventory.accepted(v)}
         if having != in_span:

@@ -463,7 +463,7 @@ def test_update_refreshes_verified_facts_only_and_keeps_the_layout(world: tuple[
     assert load_knowledge(str(knowledge)).by_id["flag.old-flag"].verified_at == dt.date(2026, 12, 24)
 
     record = Verification.model_validate(yaml.safe_load((knowledge / "verification.yaml").read_text()))
-    assert (record.vllm, record.lmcache, record.checked_at) == ("0.3.0", "0.5.6", dt.date(2026, 12, 24))
+    assert (str(record.vllm), str(record.lmcache), record.checked_at) == ("0.3.0", "0.5.6", dt.date(2026, 12, 24))
     status = {f.id: f.status for f in record.facts}
     assert status["env.vllm-side-port"] == "contradicted"
     assert status["connector.offloading"] == "verified"
@@ -502,13 +502,13 @@ def test_the_server_reports_verification_state_and_warns_past_the_newest_verifie
 
 def test_answers_from_the_real_knowledge_carry_the_verdict() -> None:
     k = load_knowledge()
-    citation = cite("flag.kv-offloading-size", k.by_id["flag.kv-offloading-size"])
+    citation = cite("flag.kv-offloading-size", k.by_id["flag.kv-offloading-size"], k)
     record = load_verification(k.directory)
     if record is None:
         assert citation.verification.status == "not_yet_run"
     else:
         assert citation.verification.status == "verified"
-        assert citation.verification.newest_verified == record.vllm
+        assert citation.verification.newest_verified == str(record.vllm)
 
 
 # ---------------------------------------------------------------------------
@@ -657,7 +657,7 @@ def test_only_runs_the_chosen_facts_and_update_merges_them(advisory_world: tuple
     assert (knowledge / "advisories.yaml").read_text() == advisories  # the advisory entries stay as written
     record = Verification.model_validate(yaml.safe_load((knowledge / "verification.yaml").read_text()))
     assert record.checked_at == dt.date(2026, 11, 30)  # the rest is still the older run's
-    facts = [(f.id, f.status, f.versions) for f in record.facts]
+    facts = [(f.id, f.status, tuple(map(str, f.versions))) for f in record.facts]
     assert facts == [
         ("flag.old-flag", "verified", ("0.1.0", "0.2.0")),
         ("CVE-2026-00003", "verified", ("0.5.5", "0.5.6")),

@@ -121,10 +121,10 @@ def advisory_plan(fact: AdvisoryFact, releases: dict[str, list[Version]]) -> lis
         affected = [v for v in versions if contains(spec, v)]
         if affected:
             points[affected[-1]] = True
-        if r.unfixed_through is not None and Version(r.unfixed_through) in versions:
-            points[Version(r.unfixed_through)] = True
+        if r.unfixed_through is not None and r.unfixed_through in versions:
+            points[r.unfixed_through] = True
         if r.fixed_in is not None:
-            fixed = [v for v in versions if v >= Version(r.fixed_in)]
+            fixed = [v for v in versions if v >= r.fixed_in]
             for version in {fixed[0], fixed[-1]} if fixed else ():
                 points.setdefault(version, False)
         for probe in r.probes:

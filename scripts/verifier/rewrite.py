@@ -41,8 +41,8 @@ def _entry_block(lines: list[str], entry_id: str) -> tuple[int, int, str] | None
 
 def boundary_versions(entry: Gated, checks: list[Check], releases: list[Version]) -> set[Version]:
     """Releases whose sources witness a boundary (either side): never rewritten by --update."""
-    points = {Version(v) for v in (entry.introduced, entry.deprecated, entry.removed) if v}
-    points |= {Version(c.version) for c in entry.changes}
+    points = {v for v in (entry.introduced, entry.deprecated, entry.removed) if v}
+    points |= {c.version for c in entry.changes}
     for ranges in ranged_fields(entry).values():
         for ranged in ranges:
             points |= {Version(s.version) for s in SpecifierSet(ranged.versions)}

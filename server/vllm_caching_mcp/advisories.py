@@ -107,9 +107,9 @@ def range_status(r: AffectedRange, version: Version) -> Status:
     spec = parse_specifier(r.affected, field="affected")
     if contains(spec, version):
         return "affected"
-    if r.fixed_in is not None and version >= Version(r.fixed_in):
+    if r.fixed_in is not None and version >= r.fixed_in:
         return "fixed"
-    if r.unfixed_through is not None and version <= Version(r.unfixed_through) and _past(spec, version):
+    if r.unfixed_through is not None and version <= r.unfixed_through and _past(spec, version):
         return "affected"
     if r.open_ended and _past(spec, version):
         return "not_established"
@@ -129,7 +129,7 @@ def status_at(advisory: Advisory, version: Version) -> Status:
 
 def next_fix(advisory: Advisory, version: Version) -> Version | None:
     """The lowest fixed release above ``version``, if one is known."""
-    fixes = [Version(r.fixed_in) for r in advisory.ranges if r.fixed_in is not None]
+    fixes = [r.fixed_in for r in advisory.ranges if r.fixed_in is not None]
     later = [f for f in fixes if f > version]
     return min(later) if later else None
 
@@ -208,7 +208,7 @@ def floor(
         if a.package == package and a.severity in severities and applies_to(a.requires, facts)[0] != "no"
     ]
     candidates = sorted(set(releases)) or sorted(
-        {Version(r.fixed_in) for a in considered for r in a.ranges if r.fixed_in is not None}
+        {r.fixed_in for a in considered for r in a.ranges if r.fixed_in is not None}
     )
     ids = tuple(a.id for a in considered)
     if not considered:

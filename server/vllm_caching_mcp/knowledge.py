@@ -26,12 +26,22 @@ import re
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal, TypeVar, cast, get_args
 
 import packaging
 import pydantic
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    PlainValidator,
+    ValidationError,
+    WithJsonSchema,
+    model_validator,
+)
 
 from . import __version__, startup_cache, versions
 from .knowledge_files import FILE_NAMES, KnowledgeError, knowledge_dir
@@ -62,9 +72,13 @@ def _check_source(text: str) -> str:
     return text
 
 
-def _check_version(text: str) -> str:
-    parse_version(text)
-    return text
+def _release(value: object) -> Version:
+    """A release version field, parsed once at load: the schema holds `Version` values, not text."""
+    if isinstance(value, Version):
+        return value
+    if not isinstance(value, str):
+        raise ValueError(f"a release version is written as text, e.g. '0.23.0'; got {value!r}")
+    return parse_version(value)
 
 
 def _check_specifier(text: str) -> str:
@@ -79,7 +93,13 @@ def _check_id(text: str) -> str:
 
 
 Source = Annotated[str, AfterValidator(_check_source)]
-VersionText = Annotated[str, AfterValidator(_check_version)]
+# Read from YAML as text, held as `packaging` versions, written back (JSON, YAML, schemas) as text.
+VersionText = Annotated[
+    Version,
+    PlainValidator(_release),
+    PlainSerializer(str, return_type=str),
+    WithJsonSchema({"type": "string", "description": "a release, e.g. '0.23.0'"}),
+]
 SpecifierText = Annotated[str, AfterValidator(_check_specifier)]
 EntryId = Annotated[str, AfterValidator(_check_id)]
 
@@ -174,6 +194,10 @@ def ranged_at(values: tuple[Ranged, ...], version: Version) -> Ranged | None:
     return None
 
 
+# Where a release falls in a gated entry's lifecycle.
+Status = Literal["available", "deprecated", "removed", "not_yet"]
+
+
 class Gated(Sourced):
     """Something that exists in some releases and not others: a flag, a connector, a metric."""
 
@@ -196,16 +220,25 @@ class Gated(Sourced):
     @model_validator(mode="after")
     def _lifecycle_in_order(self) -> Gated:
         points = [(label, getattr(self, label)) for label in ("introduced", "deprecated", "removed")]
-        present = [(label, Version(v)) for label, v in points if v is not None]
+        present = [(label, v) for label, v in points if v is not None]
         for (a, va), (b, vb) in itertools.pairwise(present):
             if not va < vb and not (a == "deprecated" and va == vb):
                 raise ValueError(f"{b} ({vb}) must come after {a} ({va})")
         return self
 
+    def status_at(self, version: Version) -> Status:
+        """Where ``version`` falls in the lifecycle: each point is the first release in which it holds."""
+        if self.introduced is not None and version < self.introduced:
+            return "not_yet"
+        if self.removed is not None and version >= self.removed:
+            return "removed"
+        if self.deprecated is not None and version >= self.deprecated:
+            return "deprecated"
+        return "available"
+
     def exists_in(self, version: Version) -> bool:
         """Whether ``version`` has it: introduced by then (or always there) and not yet removed."""
-        introduced = self.introduced is None or Version(self.introduced) <= version
-        return introduced and (self.removed is None or version < Version(self.removed))
+        return self.status_at(version) in ("available", "deprecated")
 
 
 SettingKind = Literal["cli_flag", "config_field", "env_var", "spec_key", "lmcache_config", "sglang_flag"]
@@ -282,6 +315,11 @@ class Connector(Gated):
             if r.value not in ("yes", "no", "conditional"):
                 raise ValueError(f"hma value must be 'yes', 'no' or 'conditional'; got {r.value!r}")
         return self
+
+    def hma_at(self, version: Version) -> HmaSupport | None:
+        """Whether the connector keeps the hybrid KV cache manager on in ``version``; None where no range says."""
+        found = ranged_at(self.hma, version)
+        return None if found is None else cast(HmaSupport, found.value)
 
 
 MetricType = Literal["counter", "gauge", "histogram", "info"]
@@ -469,7 +507,7 @@ class ReleaseLine(Sourced):
 
     @model_validator(mode="after")
     def _ascending(self) -> ReleaseLine:
-        versions = [Version(r.version) for r in self.releases]
+        versions = [r.version for r in self.releases]
         if versions != sorted(versions) or len(set(versions)) != len(versions):
             raise ValueError("releases must be listed oldest first, each once")
         return self
@@ -557,10 +595,7 @@ class CliInventory(Sourced):
 
     @functools.cached_property
     def _lifecycles(self) -> tuple[tuple[str, Version | None, Version | None], ...]:
-        return tuple(
-            (f.flag, Version(f.introduced) if f.introduced else None, Version(f.removed) if f.removed else None)
-            for f in self.flags
-        )
+        return tuple((f.flag, f.introduced, f.removed) for f in self.flags)
 
     @functools.cached_property
     def _accepted_by_version(self) -> dict[Version, frozenset[str]]:
@@ -957,14 +992,14 @@ class AffectedRange(Frozen):
     @model_validator(mode="after")
     def _consistent(self) -> AffectedRange:
         spec = parse_specifier(self.affected, field="affected")
-        if self.fixed_in is not None and versions.contains(spec, Version(self.fixed_in)):
+        if self.fixed_in is not None and versions.contains(spec, self.fixed_in):
             raise ValueError(f"fixed_in {self.fixed_in} is inside the affected range {self.affected!r}")
         if self.fix_basis == "derived" and (self.fixed_in is None or not self.open_ended):
             raise ValueError("fix_basis 'derived' is for a fixed_in read in the wheels where the range is open_ended")
         if self.unfixed_through is not None:
             if not self.open_ended:
                 raise ValueError("unfixed_through extends an open_ended range; this range ends at a fix")
-            if self.fixed_in is not None and Version(self.unfixed_through) >= Version(self.fixed_in):
+            if self.fixed_in is not None and self.unfixed_through >= self.fixed_in:
                 raise ValueError(f"unfixed_through {self.unfixed_through} must come before fixed_in {self.fixed_in}")
         if self.probes and self.fixed_in is None and self.unfixed_through is None:
             raise ValueError("probes check where a range ends: they need fixed_in or unfixed_through")
@@ -1061,8 +1096,8 @@ def _cross_check_advisories(k: Knowledge) -> list[str]:
         for r in a.ranges:
             for field, value in (("fixed_in", r.fixed_in), ("unfixed_through", r.unfixed_through)):
                 read_in_wheel = field == "unfixed_through" or r.fix_basis == "derived"
-                known_span = value is not None and Version(value) >= oldest
-                if value is not None and (read_in_wheel or known_span) and str(Version(value)) not in releases:
+                known_span = value is not None and value >= oldest
+                if value is not None and (read_in_wheel or known_span) and str(value) not in releases:
                     problems.append(f"{label}, field 'ranges.{field}': {value} is not a {a.package} release")
     return problems
 
@@ -1298,7 +1333,7 @@ class Knowledge(Frozen):
 
     @functools.cached_property
     def _release_versions(self) -> dict[str, tuple[Version, ...]]:
-        return {package: tuple(Version(r.version) for r in line.releases) for package, line in self.releases.items()}
+        return {package: tuple(r.version for r in line.releases) for package, line in self.releases.items()}
 
     def release_versions(self, package: str = "vllm") -> list[Version]:
         return list(self._release_versions.get(package, ()))
@@ -1355,7 +1390,10 @@ SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoade
 SAFE_DUMPER: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
-def _load_file(path: Path, model: type[Frozen]) -> Frozen:
+_FileModel = TypeVar("_FileModel", bound=Frozen)
+
+
+def _load_file(path: Path, model: type[_FileModel]) -> _FileModel:
     try:
         raw = yaml.load(path.read_text(encoding="utf-8"), Loader=SAFE_LOADER)
     except FileNotFoundError:
@@ -1410,10 +1448,10 @@ def _cross_check(k: Knowledge) -> list[str]:
                 continue
             for label in ("introduced", "deprecated", "removed"):
                 v = getattr(g, label)
-                if v is not None and str(Version(v)) not in releases:
+                if v is not None and str(v) not in releases:
                     problems.append(f"{file}: entry {g.id!r}, field {label!r}: {v} is not a {g.component} release")
             for c in g.changes:
-                if str(Version(c.version)) not in releases:
+                if str(c.version) not in releases:
                     problems.append(f"{file}: entry {g.id!r}, field 'changes': {c.version} is not a release")
     for p in k.pitfalls:
         check_refs("pitfalls.yaml", p.id, "related", p.related)
@@ -1524,13 +1562,13 @@ def _load_and_check(root: Path) -> Knowledge:
             pitfalls=parts["pitfalls.yaml"].pitfalls,  # type: ignore[attr-defined]
             offload_shorthand=parts["pitfalls.yaml"].offload_shorthand,  # type: ignore[attr-defined]
             bugs=parts["bugs.yaml"].bugs,  # type: ignore[attr-defined]
-            hardware=parts["hardware.yaml"],
+            hardware=cast(Hardware, parts["hardware.yaml"]),
             pins=parts["compat.yaml"].pins,  # type: ignore[attr-defined]
             models=parts["models.yaml"].models,  # type: ignore[attr-defined]
-            cli_inventory=parts["cli_inventory.yaml"],
-            recipes=parts["recipes.yaml"],
-            advisories=parts["advisories.yaml"],
-            engine=parts["engine.yaml"],
+            cli_inventory=cast(CliInventory, parts["cli_inventory.yaml"]),
+            recipes=cast(Recipes, parts["recipes.yaml"]),
+            advisories=cast(AdvisorySnapshot, parts["advisories.yaml"]),
+            engine=cast(EngineRules, parts["engine.yaml"]),
             directory=str(root),
         )
     except ValidationError as exc:  # pragma: no cover - each part was validated above

@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from .knowledge import SAFE_LOADER, FactVerification, Verification, load_knowledge
 from .knowledge_files import KnowledgeError
-from .versions import Version
+from .versions import Version, as_text
 
 FILE = "verification.yaml"
 State = Literal["verified", "contradicted", "not_checkable", "not_yet_run"]
@@ -69,7 +69,7 @@ def verification_state(entry_id: str, directory: str | None = None, package: str
     return VerificationState(
         status=fact.status,
         checked_at=record.checked_at,
-        newest_verified=newest,
+        newest_verified=as_text(newest),
         evidence=fact.evidence,
         detail=fact.detail,
     )
@@ -80,5 +80,5 @@ def newest_verified(package: str = "vllm", directory: str | None = None) -> tupl
     record = load_verification(directory)
     if record is None:
         return None
-    text = record.lmcache if package == "lmcache" else record.vllm
-    return (Version(text), record.checked_at) if text else None
+    newest = record.lmcache if package == "lmcache" else record.vllm
+    return (newest, record.checked_at) if newest else None

@@ -13,7 +13,16 @@ import functools
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-__all__ = ["InvalidSpecifier", "SpecifierSet", "Version", "contains", "in_range", "parse_specifier", "parse_version"]
+__all__ = [
+    "InvalidSpecifier",
+    "SpecifierSet",
+    "Version",
+    "as_text",
+    "contains",
+    "in_range",
+    "parse_specifier",
+    "parse_version",
+]
 
 
 def parse_version(text: str, *, field: str = "version") -> Version:
@@ -39,6 +48,11 @@ def parse_specifier(text: str, *, field: str = "versions") -> SpecifierSet:
         return SpecifierSet(text)
     except InvalidSpecifier:
         raise ValueError(f"{field}: {text!r} is not a PEP 440 version range, e.g. '>=0.23.0'") from None
+
+
+def as_text(version: Version | None) -> str | None:
+    """A release as answers show it (text), or None."""
+    return None if version is None else str(version)
 
 
 def contains(spec: SpecifierSet, version: Version) -> bool:

@@ -28,7 +28,7 @@ from .. import advisories
 from ..github import ConfigError, FailureReason
 from ..knowledge import LEGACY_CONNECTORS, PIP_NAMES, Advisory, AdvisoryPackage, Component, Knowledge
 from ..verification import verification_state
-from ..versions import Version, parse_version
+from ..versions import Version, as_text, parse_version
 from .common import AdviceError, Citation, Result, ToolSpec, VersionContext, first_few, resolve_version
 
 Verdict = Literal["applies", "applies_only_if", "not_in_this_release", "ruled_out"]
@@ -404,7 +404,7 @@ def _fix_for_all(advisory: Advisory) -> str | None:
     fixes = [r.fixed_in for r in advisory.ranges]
     if any(f is None for f in fixes):
         return None
-    return str(max(Version(f) for f in fixes if f is not None))
+    return str(max(f for f in fixes if f is not None))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -477,7 +477,7 @@ def _answer(advisory: Advisory, judged: _Judged, stored: Advisory | None, knowle
         title=advisory.title,
         ranges=[
             AffectedRangeAnswer(
-                affected=r.affected, fixed_in=r.fixed_in, fix_basis=r.fix_basis, open_ended=r.open_ended
+                affected=r.affected, fixed_in=as_text(r.fixed_in), fix_basis=r.fix_basis, open_ended=r.open_ended
             )
             for r in advisory.ranges
         ],

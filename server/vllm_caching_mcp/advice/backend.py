@@ -32,10 +32,8 @@ from ..knowledge import (
     SecondaryTier,
     Setting,
     TierKind,
-    ranged_at,
 )
-from ..versions import Version, contains, in_range, parse_specifier
-from .check_version import status_at
+from ..versions import Version, as_text, contains, in_range, parse_specifier
 from .common import (
     AdviceError,
     Citation,
@@ -249,7 +247,7 @@ class _Chooser:
     def cite(self, entry_id: str) -> None:
         entry = self.k.by_id.get(entry_id)
         if entry is not None and entry_id not in self.cited:
-            self.cited[entry_id] = cite(entry_id, entry)
+            self.cited[entry_id] = cite(entry_id, entry, self.k)
 
     def gated(self, entry_id: str) -> Gated:
         entry = self.k.by_id[entry_id]
@@ -259,14 +257,14 @@ class _Chooser:
     def has(self, entry_id: str, effect_if_missing: str = "", effect_if_present: str = "") -> bool:
         """Whether the release has the entry; records it as a gate when an effect is given."""
         entry = self.gated(entry_id)
-        present = status_at(entry, self.version) in ("available", "deprecated")
+        present = entry.status_at(self.version) in ("available", "deprecated")
         effect = effect_if_present if present else effect_if_missing
         if effect:
             self.gates[entry_id] = VersionGate(
                 id=entry_id,
                 name=entry.name,
-                first_release=entry.introduced,
-                removed_in=entry.removed,
+                first_release=as_text(entry.introduced),
+                removed_in=as_text(entry.removed),
                 present=present,
                 effect=effect,
             )
@@ -276,8 +274,7 @@ class _Chooser:
     def hma(self, connector_id: str) -> str:
         entry = self.gated(connector_id)
         assert isinstance(entry, Connector)
-        found = ranged_at(entry.hma, self.version)
-        return str(found.value) if found else "no"
+        return entry.hma_at(self.version) or "no"
 
     def hma_boundary(self, connector_id: str) -> str | None:
         """The first release in which the connector supports HMA, from its ranges."""
@@ -405,8 +402,8 @@ class _Chooser:
             )
             return "native_tiering"
         first_needed = max(
-            (Version(e.introduced) for _, e in missing if e.introduced),
-            default=Version(self.gated("feature.native-multi-tier-offload").introduced or "0"),
+            (e.introduced for _, e in missing if e.introduced),
+            default=self.gated("feature.native-multi-tier-offload").introduced or Version("0"),
         )
         self.reject(
             "native_tiering",
@@ -789,7 +786,7 @@ def _pd_requirements(ch: _Chooser, recipe: Recipe) -> list[Requirement]:
                 source=proxy.id,
             )
         )
-        ch.cited.setdefault(proxy.id, cite(proxy.id, proxy))
+        ch.cited.setdefault(proxy.id, cite(proxy.id, proxy, ch.k))
     if recipe.backend in ("nixl_pd", "multi_nixl_offload"):
         req.append(
             Requirement(
@@ -856,7 +853,7 @@ def _bugs(ch: _Chooser, ids: set[str]) -> list[BugNote]:
             continue
         if bug.snapshot.state == "open":
             status: Literal["open", "closed_without_fix", "fixed_in_later_release"] = "open"
-        elif bug.fixed_in is not None and bug.fixed_in.package == "vllm" and Version(bug.fixed_in.version) > ch.version:
+        elif bug.fixed_in is not None and bug.fixed_in.package == "vllm" and bug.fixed_in.version > ch.version:
             status = "fixed_in_later_release"
         elif bug.fixed_in is None and bug.snapshot.state_reason != "completed":
             status = "closed_without_fix"

@@ -399,8 +399,8 @@ class _Closure:
 
 def _by_fixed_in(fixed_in: FixedIn, spec_text: str | None, version: Version, label: str, seen: _Observed) -> _Verdict:
     """1. The knowledge's fixed_in, read from released code (and its affected range, if it has one)."""
-    fixed = FixRelease(package=fixed_in.package, version=fixed_in.version, basis="knowledge_fixed_in")
-    if version >= Version(fixed_in.version):
+    fixed = FixRelease(package=fixed_in.package, version=str(fixed_in.version), basis="knowledge_fixed_in")
+    if version >= fixed_in.version:
         reason = f"fixed in {label} {fixed.version}; you run {version}"
         if seen.state == "open":
             reason += " (the issue is open upstream again: check that the fix covers your case)"
@@ -537,9 +537,16 @@ def check_bug_status(request: CheckBugStatusRequest, knowledge: Knowledge) -> Ch
             bug = tracked.get((ref.full_repo.lower(), ref.number))
             package = _package_of(bug, ref.full_repo, knowledge)
             version = {"vllm": vllm_version, "lmcache": lmcache_version}.get(package or "")
-            releases = [(Version(r.version), r.date) for r in knowledge.releases[package].releases] if package else []
+            releases = [(r.version, r.date) for r in knowledge.releases[package].releases] if package else []
             answers.append(
-                _answer(ref, bug, statuses[ref], _VersionFacts(package, version, releases), client.settings.web_host)
+                _answer(
+                    ref,
+                    bug,
+                    statuses[ref],
+                    _VersionFacts(package, version, releases),
+                    client.settings.web_host,
+                    knowledge,
+                )
             )
     return CheckBugStatusResult(
         version_context=vllm_context,
@@ -551,7 +558,12 @@ def check_bug_status(request: CheckBugStatusRequest, knowledge: Knowledge) -> Ch
 
 
 def _answer(
-    ref: IssueRef, bug: Bug | None, status: IssueStatus | GitHubError, facts: _VersionFacts, host: str
+    ref: IssueRef,
+    bug: Bug | None,
+    status: IssueStatus | GitHubError,
+    facts: _VersionFacts,
+    host: str,
+    knowledge: Knowledge,
 ) -> BugStatus:
     stored_refs = {p.ref for p in bug.snapshot.linked_pulls} if bug else set()
     if isinstance(status, IssueStatus):
@@ -608,7 +620,7 @@ def _answer(
         changes_since_snapshot=changes,
         provenance=provenance,
         notes=notes,
-        citation=cite(bug.id, bug) if bug else None,
+        citation=cite(bug.id, bug, knowledge) if bug else None,
     )
 
 

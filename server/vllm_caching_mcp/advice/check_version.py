@@ -15,8 +15,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from ..knowledge import Connector, Gated, Knowledge, Metric, Setting, normalize_name, ranged_at
-from ..versions import Version
+from ..knowledge import Connector, Gated, Knowledge, Metric, Setting, Status, normalize_name, ranged_at
+from ..versions import Version, as_text
 from .common import (
     AdviceError,
     Citation,
@@ -29,7 +29,6 @@ from .common import (
     security_check,
 )
 
-Status = Literal["available", "deprecated", "removed", "not_yet"]
 EventKind = Literal["introduced", "deprecated", "removed", "changed", "default_changed", "values_changed"]
 
 
@@ -179,16 +178,6 @@ def kind_of(entry: Gated) -> str:
     return "feature"
 
 
-def status_at(entry: Gated, version: Version) -> Status:
-    if entry.introduced is not None and version < Version(entry.introduced):
-        return "not_yet"
-    if entry.removed is not None and version >= Version(entry.removed):
-        return "removed"
-    if entry.deprecated is not None and version >= Version(entry.deprecated):
-        return "deprecated"
-    return "available"
-
-
 _LABEL = {"vllm": "vLLM", "lmcache": "LMCache", "nixl": "NIXL", "mooncake": "Mooncake", "sglang": "SGLang"}
 
 
@@ -206,8 +195,8 @@ def _sentence(entry: Gated, status: Status, version: Version) -> str:
     return f"{entry.name} is available in {where} ({since})."
 
 
-def describe(entry: Gated, version: Version) -> EntryStatus:
-    status = status_at(entry, version)
+def describe(entry: Gated, version: Version, knowledge: Knowledge) -> EntryStatus:
+    status = entry.status_at(version)
     default = accepted = None
     unit = scope = value_type = None
     hma = None
@@ -217,10 +206,9 @@ def describe(entry: Gated, version: Version) -> EntryStatus:
         accepted = ranged_at(entry.accepted_values, version)
         unit, scope, value_type = entry.unit, entry.scope, entry.type
     if isinstance(entry, Connector):
-        found = ranged_at(entry.hma, version)
-        hma = str(found.value) if found else None
+        hma = entry.hma_at(version)
         requires = list(entry.requires)
-    notes = [ChangeNote(version=c.version, summary=c.summary, sources=list(c.sources)) for c in entry.changes]
+    notes = [ChangeNote(version=str(c.version), summary=c.summary, sources=list(c.sources)) for c in entry.changes]
     accepted_list = None
     if accepted is not None and accepted.value is not None:
         accepted_list = list(accepted.value) if isinstance(accepted.value, tuple) else [str(accepted.value)]
@@ -233,9 +221,9 @@ def describe(entry: Gated, version: Version) -> EntryStatus:
         status=status,
         answer=_sentence(entry, status, version),
         summary=entry.summary,
-        introduced=entry.introduced,
-        deprecated=entry.deprecated,
-        removed=entry.removed,
+        introduced=as_text(entry.introduced),
+        deprecated=as_text(entry.deprecated),
+        removed=as_text(entry.removed),
         instead=entry.instead,
         unit=unit,
         scope=scope,
@@ -247,16 +235,16 @@ def describe(entry: Gated, version: Version) -> EntryStatus:
         requires=requires,
         changes_so_far=[n for n in notes if Version(n.version) <= version],
         later_changes=[n for n in notes if Version(n.version) > version],
-        citation=cite(entry.id, entry),
+        citation=cite(entry.id, entry, knowledge),
     )
 
 
 def events(knowledge: Knowledge, entry: Gated) -> list[GatedEvent]:
     """Every dated change of one entry: lifecycle, recorded changes, and default or value-set shifts."""
 
-    def event(version: str, kind: EventKind, summary: str, sources: tuple[str, ...] = entry.sources) -> GatedEvent:
+    def event(version: Version, kind: EventKind, summary: str, sources: tuple[str, ...] = entry.sources) -> GatedEvent:
         return GatedEvent(
-            version=version,
+            version=str(version),
             id=entry.id,
             name=entry.name,
             kind=kind_of(entry),
@@ -286,7 +274,7 @@ def events(knowledge: Knowledge, entry: Gated) -> list[GatedEvent]:
                     listed = b.value if isinstance(b.value, tuple) else (b.value,)
                     text = f"accepted values now {', '.join(map(str, listed))}"
                 text += f" ({b.note})" if b.note else ""
-                found.append(event(str(after), "default_changed" if is_default else "values_changed", text))
+                found.append(event(after, "default_changed" if is_default else "values_changed", text))
     return found
 
 
@@ -339,7 +327,7 @@ def check_version(request: CheckVersionRequest, knowledge: Knowledge) -> CheckVe
         if lm_version is not None:
             result.lmcache_security = security_check(knowledge, "lmcache", lm_version)
         result.matches = [
-            describe(e, lm_version if e.component == "lmcache" and lm_version else version) for e in entries
+            describe(e, lm_version if e.component == "lmcache" and lm_version else version, knowledge) for e in entries
         ]
     if request.compare_to is not None:
         other, result.compare_context = resolve_version(knowledge, request.compare_to, field="compare_to")
@@ -354,7 +342,7 @@ def check_version(request: CheckVersionRequest, knowledge: Knowledge) -> CheckVe
         changes = [ev for e in pool for ev in events(knowledge, e) if low < Version(ev.version) <= high]
         result.changes_between = sorted(changes, key=lambda ev: (Version(ev.version), ev.id))
         if request.name is not None:
-            result.matches_at_compare = [describe(e, other) for e in pool]
+            result.matches_at_compare = [describe(e, other, knowledge) for e in pool]
     return result
 
 

@@ -9,10 +9,10 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from .. import advisories
-from ..knowledge import Connector, Evidence, Knowledge, Sourced, load_knowledge
+from ..knowledge import Connector, Evidence, Knowledge, Sourced
 from ..verification import VerificationState, newest_verified, verification_state
 from ..versions import Version, parse_version
 
@@ -104,23 +104,16 @@ class Citation(BaseModel):
         description="what scripts/verify_knowledge.py found when it checked the fact against the released wheels",
     )
 
-    @model_validator(mode="before")
-    @classmethod
-    def _look_up_verification(cls, data: Any) -> Any:
-        """A citation built without its verdict gets it from knowledge/verification.yaml."""
-        if isinstance(data, dict) and "verification" not in data and isinstance(data.get("id"), str):
-            data = {**data, "verification": verification_state(data["id"], load_knowledge().directory)}
-        return data
 
-
-def cite(entry_id: str, fact: Sourced) -> Citation:
+def cite(entry_id: str, fact: Sourced, knowledge: Knowledge) -> Citation:
+    """The citation of ``fact``, with what the verifier last found for it in ``knowledge``."""
     package = getattr(fact, "component", "vllm")
     return Citation(
         id=entry_id,
         sources=list(fact.sources),
         verified_at=fact.verified_at,
         evidence=fact.evidence,
-        verification=verification_state(entry_id, load_knowledge().directory, package),
+        verification=verification_state(entry_id, knowledge.directory, package),
     )
 
 
@@ -161,7 +154,7 @@ def resolve_version(
             raise AdviceError(field, str(exc).split(": ", 1)[1]) from None
         assumed = False
     if version > newest:
-        date = next((r.date for r in knowledge.releases[package].releases if Version(r.version) == newest), None)
+        date = next((r.date for r in knowledge.releases[package].releases if r.version == newest), None)
         when = f", published {date}" if date else ""
         warnings.append(
             f"{label} {version} is newer than the newest release the knowledge covers ({newest}{when}). "

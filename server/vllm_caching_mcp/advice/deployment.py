@@ -1593,13 +1593,12 @@ def _in_use(
     knowledge: Knowledge, version: Version, name: str, via: _Via, where: Location, extra: dict[str, Any] | None
 ) -> _InUse:
     entry = _connector_entry(knowledge, name)
-    hma = ranged_at(entry.hma, version) if entry is not None else None
     use = ConnectorUse(
         name=name,
         entry_id=entry.id if entry else None,
         via=via,
         location=where,
-        hma=str(hma.value) if hma is not None else None,
+        hma=entry.hma_at(version) if entry is not None else None,
     )
     return _InUse(use, entry, extra)
 

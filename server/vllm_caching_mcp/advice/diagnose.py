@@ -27,7 +27,6 @@ from pydantic import BaseModel, Field
 
 from ..knowledge import Knowledge, Metric, Setting, Sourced, normalize_name
 from ..versions import Version
-from .check_version import status_at
 from .common import AdviceError, Citation, Result, ToolSpec, VersionContext, cite, readable_number, resolve_version
 from .deployment import Documents
 from .review import Finding, HostFacts, ReviewRequest, ReviewResult, review_deployment
@@ -322,7 +321,7 @@ def diagnose(request: DiagnoseRequest, knowledge: Knowledge) -> DiagnoseResult:
         derived=signals.derived(),
         causes=_ranked(causes),
         metric_notes=notes + problems + offload_notes,
-        citations=[cite(i, e) for i, e in cited.items()] + (review.citations if review else []),
+        citations=[cite(i, e, knowledge) for i, e in cited.items()] + (review.citations if review else []),
     )
 
 
@@ -393,7 +392,7 @@ def _readings(metrics: dict[str, Metric], dumps: _Dumps, version: Version) -> tu
         readings[metric_id] = Reading(
             metric=metric.name,
             id=metric_id,
-            available_in_version=status_at(metric, version) in ("available", "deprecated"),
+            available_in_version=metric.status_at(version) in ("available", "deprecated"),
             present=present,
             value=value,
         )
@@ -519,7 +518,7 @@ def _wrong_metric_names(case: _Case) -> tuple[list[Cause], dict[str, Sourced]]:
         wrong = []
         for family in case.dumps.latest.values():
             for entry in case.knowledge.find(family["name"]):
-                if isinstance(entry, Metric) and status_at(entry, case.version) in ("removed", "not_yet"):
+                if isinstance(entry, Metric) and entry.status_at(case.version) in ("removed", "not_yet"):
                     state = f"removed in {entry.removed}" if entry.removed else f"first in {entry.introduced}"
                     wrong.append(f"{entry.name} is {state}, so vLLM {case.version} does not export it")
                     cited[entry.id] = entry
@@ -538,7 +537,7 @@ def _wrong_metric_names(case: _Case) -> tuple[list[Cause], dict[str, Sourced]]:
     if (
         "gpu_prefix_cache" in case.description
         and old_hits is not None
-        and status_at(old_hits, case.version) == "removed"
+        and old_hits.status_at(case.version) == "removed"
     ):
         new_names = " / ".join(m.instead for m in (old_hits, old_queries) if m is not None and m.instead)
         causes.append(

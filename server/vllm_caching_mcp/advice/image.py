@@ -454,7 +454,7 @@ def _pins(knowledge: Knowledge, version: Version) -> tuple[list[CompatPinInfo], 
                     note=pin.note,
                 )
             )
-            citations.append(cite(pin.id, pin))
+            citations.append(cite(pin.id, pin, knowledge))
     return pins, citations
 
 
@@ -462,8 +462,8 @@ def _lmcache_mp_hma(knowledge: Knowledge, version: Version) -> tuple[LmcacheMpHm
     connector = next((c for c in knowledge.connectors if c.id == "connector.lmcache-mp"), None)
     if not isinstance(connector, Connector):
         return None, []
-    citations = [cite(connector.id, connector)]
-    if connector.introduced and version < Version(connector.introduced):
+    citations = [cite(connector.id, connector, knowledge)]
+    if connector.status_at(version) == "not_yet":
         return (
             LmcacheMpHma(
                 value="no",
@@ -473,7 +473,7 @@ def _lmcache_mp_hma(knowledge: Knowledge, version: Version) -> tuple[LmcacheMpHm
             ),
             citations,
         )
-    ranged = ranged_at(connector.hma, version)
+    ranged = ranged_at(connector.hma, version)  # the range's note explains the value
     if ranged is None:
         return None, citations
     value = str(ranged.value)
@@ -493,7 +493,7 @@ def _lmcache_mp_hma(knowledge: Knowledge, version: Version) -> tuple[LmcacheMpHm
         )
         if pin is not None:
             requirement = pin.requirement
-            citations.append(cite(pin.id, pin))
+            citations.append(cite(pin.id, pin, knowledge))
     explanation = ranged.note or ""
     if value == "conditional":
         explanation = (

@@ -56,7 +56,6 @@ from ..knowledge import (
 )
 from ..registry import InvalidImageReference, parse_image_reference
 from ..versions import Version, in_range
-from .check_version import status_at
 from .common import (
     AdviceError,
     Citation,
@@ -382,7 +381,7 @@ class _Planner:
     def cite(self, entry_id: str) -> None:
         entry = self.k.by_id.get(entry_id)
         if entry is not None:
-            self.plan.cited.setdefault(entry_id, cite(entry_id, entry))
+            self.plan.cited.setdefault(entry_id, cite(entry_id, entry, self.k))
 
     def setting(self, entry_id: str) -> Setting:
         entry = self.k.by_id[entry_id]
@@ -397,17 +396,18 @@ class _Planner:
 
     def available(self, entry_id: str, version: Version | None = None) -> bool:
         entry = self.k.by_id[entry_id]
-        assert not isinstance(entry, Pitfall)
+        assert isinstance(entry, Gated), entry_id
         self.cite(entry_id)
-        return status_at(entry, version or self.version) in ("available", "deprecated")  # type: ignore[arg-type]
+        return entry.exists_in(version or self.version)
 
     def require(self, entry_id: str, what: str, field: str = "version") -> None:
         if not self.available(entry_id):
             entry = self.k.by_id[entry_id]
-            since = getattr(entry, "introduced", None)
-            gone = getattr(entry, "removed", None)
+            assert isinstance(entry, Gated), entry_id
             when = (
-                f"it first ships in {since}" if since and self.version < Version(since) else f"it was removed in {gone}"
+                f"it first ships in {entry.introduced}"
+                if entry.status_at(self.version) == "not_yet"
+                else f"it was removed in {entry.removed}"
             )
             raise AdviceError(field, f"{what} is not in vLLM {self.version}; {when}")
 
@@ -424,8 +424,7 @@ class _Planner:
     def hma(self, connector_id: str) -> str:
         c = self.k.by_id[connector_id]
         assert isinstance(c, Connector)
-        found = ranged_at(c.hma, self.version)
-        return str(found.value) if found else "no"
+        return c.hma_at(self.version) or "no"
 
     def host(self, given: str | None, label: str, role: str) -> str:
         if self.kube:
@@ -581,7 +580,7 @@ class _Planner:
                     tier["prefix"] = store.prefix
                 tiers.append(tier)
                 optional_keys = change_of(self.gated(feature).changes, "keys-optional")
-                if optional_keys and self.version < Version(optional_keys.version):
+                if optional_keys and self.version < optional_keys.version:
                     self.plan.notes.append(
                         f"vLLM {self.version} needs access_key and secret_key in store_config (optional from "
                         f"{optional_keys.version}); add them from your secret store — they are never rendered here."
@@ -642,7 +641,7 @@ class _Planner:
             if disk_gib is None:
                 raise AdviceError("sizes.disk_gib", "give the LMCache disk tier size in GiB per worker")
             many = change_of(self.gated("lmcache.local_disk").changes, "path-list")
-            if len(self.r.paths.disk) > 1 and many and self.lm_version < Version(many.version):
+            if len(self.r.paths.disk) > 1 and many and self.lm_version < many.version:
                 raise AdviceError(
                     "paths.disk", f"LMCache {self.lm_version} takes one disk path; a list needs {many.version}+"
                 )
@@ -847,7 +846,7 @@ class _Planner:
         proxy = self.recipes.pd_proxy(connector_id, self.version)
         if proxy is None:  # the loader checks every release with the connector; one older than those has none
             raise AdviceError("version", f"no P/D proxy is known for vLLM {self.version}; give a release it covers")
-        self.plan.cited.setdefault(proxy.id, cite(proxy.id, proxy))
+        self.plan.cited.setdefault(proxy.id, cite(proxy.id, proxy, self.k))
         where = (
             (lambda role: f"{self.r.name}-{role}" + (f".{self.r.namespace}.svc" if self.r.namespace else ""))
             if self.kube
@@ -1115,7 +1114,7 @@ def _accepted_flags(planner: _Planner) -> tuple[frozenset[str] | set[str], str]:
         if (
             s.kind == "cli_flag"
             and s.component == "vllm"
-            and status_at(s, planner.version) in ("available", "deprecated")
+            and s.status_at(planner.version) in ("available", "deprecated")
         ):
             names |= {n for n in (s.name, *s.aliases) if n.startswith("-")}
     return names, "flags.yaml"

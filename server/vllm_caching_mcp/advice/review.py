@@ -30,7 +30,6 @@ from .. import __version__
 from .. import advisories as advisory_lookup
 from ..knowledge import Advisory, Comparison, Condition, Gated, Knowledge, Pitfall, ValueTest
 from ..versions import Version, in_range, parse_version
-from .check_version import status_at
 from .common import (
     AdviceError,
     Citation,
@@ -342,7 +341,7 @@ def _known_lifecycle_flag(ctx: Context, name: str) -> Gated | None:
     """A flag the knowledge tracks whose lifecycle excludes this release (reported by flag_unavailable)."""
     stem = "--" + name[5:] if name.startswith("--no-") else name
     for entry in ctx.knowledge.find(stem):
-        if entry.name.startswith("-") and status_at(entry, ctx.version) in ("removed", "not_yet"):
+        if entry.name.startswith("-") and entry.status_at(ctx.version) in ("removed", "not_yet"):
             return entry
     return None
 
@@ -450,7 +449,7 @@ def _flag_unavailable(skipped: tuple[str, ...], ctx: Context, workload_flags: Se
             continue
         when = (
             f"was removed in {entry.removed}"
-            if status_at(entry, ctx.version) == "removed"
+            if entry.status_at(ctx.version) == "removed"
             else f"first appears in {entry.introduced}"
         )
         instead = f"; instead: {entry.instead}" if entry.instead else ""
@@ -491,7 +490,7 @@ def _connector_unavailable(skipped: tuple[str, ...], ctx: Context) -> Outcome:
             continue
         known = ctx.knowledge.by_id.get(conn.entry_id) if conn.entry_id else None
         if isinstance(known, Gated):
-            status = status_at(known, ctx.version)
+            status = known.status_at(ctx.version)
             if status == "removed":
                 items.append(Evidence(f"{conn.name} was removed in {known.removed}", conn.location))
             elif status == "not_yet":
@@ -572,14 +571,14 @@ def _gated(entry_id: str, ctx: Context) -> Gated:
 
 def _entry_unavailable(entry_id: str, ctx: Context) -> Outcome:
     gated = _gated(entry_id, ctx)
-    status = status_at(gated, ctx.version)
+    status = gated.status_at(ctx.version)
     text = {"removed": f"removed in {gated.removed}", "not_yet": f"first in {gated.introduced}"}.get(status, "")
     return Outcome(status in ("removed", "not_yet"), [Evidence(f"{gated.name}: {text}")] if text else [])
 
 
 def _entry_deprecated(entry_id: str, ctx: Context) -> Outcome:
     gated = _gated(entry_id, ctx)
-    status = status_at(gated, ctx.version)
+    status = gated.status_at(ctx.version)
     return Outcome(
         status in ("deprecated", "removed"), [Evidence(f"{gated.name}: deprecated since {gated.deprecated}")]
     )
@@ -805,7 +804,7 @@ def review_deployment(request: ReviewRequest, knowledge: Knowledge) -> ReviewRes
         disabled_rules=list(request.disabled_rules),
         rules_evaluated=configuration.evaluated,
         notes=notes,
-        citations=[cite(p.id, p) for p in configuration.used.values()],
+        citations=[cite(p.id, p, knowledge) for p in configuration.used.values()],
     )
 
 

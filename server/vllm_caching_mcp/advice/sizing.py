@@ -339,12 +339,7 @@ def _feature_since(knowledge: Knowledge, feature_id: str) -> Version:
     """The first release with a feature the arithmetic depends on (a knowledge entry by id)."""
     entry = knowledge.by_id[feature_id]
     assert isinstance(entry, Gated) and entry.introduced is not None, feature_id
-    return Version(entry.introduced)
-
-
-def _hma_supported(connector: Connector, version: Version) -> bool:
-    found = ranged_at(connector.hma, version)
-    return found is not None and found.value != "no"
+    return entry.introduced
 
 
 # ---------------------------------------------------------------------------- the trail of an answer
@@ -363,14 +358,14 @@ class _Trail:
     def use(self, entry_id: str) -> Sourced:
         entry = self.knowledge.by_id[entry_id]
         if not any(c.id == entry_id for c in self.citations):
-            self.citations.append(cite(entry_id, entry))
+            self.citations.append(cite(entry_id, entry, self.knowledge))
         return entry
 
     def rule(self, rule_id: str) -> EngineRule:
         """A rule of the engine's arithmetic (knowledge/engine.yaml), cited in the answer."""
         rule = self.knowledge.engine.rule(rule_id)
         if not any(c.id == rule_id for c in self.citations):
-            self.citations.append(cite(rule_id, rule))
+            self.citations.append(cite(rule_id, rule, self.knowledge))
         return rule
 
     def note(self, name: str, formula: str, value: object, rule_id: str, more_sources: Iterable[str] = ()) -> None:
@@ -586,7 +581,7 @@ def _hybrid_manager(
     trail.use(connector.id)
     hma = request.hybrid_kv_cache_manager
     if hma is None:
-        hma = _hma_supported(connector, version)
+        hma = connector.hma_at(version) not in (None, "no")
     has_bounded = arch.sliding_window_layers or arch.chunked_local_layers
     why_off = (
         "as asked" if request.hybrid_kv_cache_manager is False else f"{connector.name} has no HMA support in {version}"
@@ -1228,12 +1223,12 @@ def _consistency_rule(
 def _release_warnings(
     request: SizeOffloadRequest, version: Version, size_flag: Gated, bytes_key: Gated, num_chunks: int, trail: _Trail
 ) -> None:
-    if request.offload_backend == "native" and bytes_key.introduced and version < Version(bytes_key.introduced):
+    if request.offload_backend == "native" and bytes_key.status_at(version) == "not_yet":
         trail.warn(
             f"In {version} the native CPU spec is sized by num_cpu_blocks and the --kv-offloading-size shorthand "
             f"cannot start it; pass num_cpu_blocks = {num_chunks:,} in --kv-transfer-config instead."
         )
-    if size_flag.introduced and version < Version(size_flag.introduced):
+    if size_flag.status_at(version) == "not_yet":
         trail.warn(f"--kv-offloading-size does not exist in {version}; configure the connector by hand.")
 
 
