@@ -40,11 +40,11 @@ spec:
 
 
 def review(text: str) -> dict[str, Any]:
-    return {"tool": "review_deployment", "documents": [{"name": "input", "text": text}], "vllm_version": VERSION}
+    return {"tool": "review_deployment", "documents": [{"name": "input", "text": text}], "version": VERSION}
 
 
 def diagnose(text: str) -> dict[str, Any]:
-    return {"tool": "diagnose", "symptoms": ["ttft_high"], "metrics_before": text, "vllm_version": VERSION}
+    return {"tool": "diagnose", "symptoms": ["ttft_high"], "metrics_before": text, "version": VERSION}
 
 
 def sized(unit: Callable[[int], str], size: int) -> str:

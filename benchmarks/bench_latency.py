@@ -42,8 +42,8 @@ CALLS: dict[str, dict[str, Any]] = {
         "sizes": {"kv_offloading_size_gib": 200},
         "format": "kubernetes",
     },
-    "review_deployment": {"documents": [{"name": "deploy.yaml", "text": MANIFEST}], "vllm_version": "0.22.1"},
-    "diagnose": {"symptoms": ["offload_does_not_help"], "vllm_version": "0.22.1", "metrics_before": METRICS},
+    "review_deployment": {"documents": [{"name": "deploy.yaml", "text": MANIFEST}], "version": "0.22.1"},
+    "diagnose": {"symptoms": ["offload_does_not_help"], "version": "0.22.1", "metrics_before": METRICS},
 }
 
 

@@ -52,7 +52,7 @@ def main() -> int:
     args = parser.parse_args()
     text = manifest(args.lines)
     n_lines, n_docs = text.count("\n"), text.count("\n---\n") + 1
-    arguments = {"documents": [{"name": "big.yaml", "text": text}], "vllm_version": "0.22.1"}
+    arguments = {"documents": [{"name": "big.yaml", "text": text}], "version": "0.22.1"}
     result = run_tool("review_deployment", arguments)  # warm
     findings = len(getattr(result, "findings", []))
     review = best(args.runs, lambda: run_tool("review_deployment", arguments))

@@ -24,7 +24,7 @@ MIX: list[tuple[str, dict[str, Any]]] = [
     ("choose_backend", {"version": "0.22.1", "tiers": ["cpu"], "model": "Qwen/Qwen3-32B"}),
     ("size_offload", {"model": "Qwen/Qwen3-32B", "version": "0.22.1", "tensor_parallel_size": 2}),
     ("review_deployment", {"documents": [{"name": "serve.sh", "text": "vllm serve m --kv-offloading-size 64"}]}),
-    ("diagnose", {"symptoms": ["low_hit_rate"], "vllm_version": "0.22.1"}),
+    ("diagnose", {"symptoms": ["low_hit_rate"], "version": "0.22.1"}),
     ("check_bug_status", {"offline": True}),
     ("tools/list", {}),
 ]

@@ -26,7 +26,7 @@ from vllm_caching_mcp.advice.bugs import BugStatus, CheckBugStatusRequest, Check
 from vllm_caching_mcp.advice.common import AdviceError
 from vllm_caching_mcp.github import GitHubClient, GitHubSettings, Token
 from vllm_caching_mcp.knowledge import Knowledge, load_knowledge
-from vllm_caching_mcp.tools import ToolInputError, describe_validation_error
+from vllm_caching_mcp.tools import ToolInputError, describe_validation_error, run_tool
 
 TOKEN = "ghp_PLANTEDtokenVALUE0123456789abcdefXYZ"
 
@@ -85,7 +85,7 @@ def test_with_no_bugs_given_every_tracked_bug_is_checked_live(github: FakeGitHub
 
 def test_the_snapshot_described_the_closer_in_words_live_names_the_account(github: FakeGitHub) -> None:
     github.issue("vllm-project/vllm", 33170).closed_by = "github-actions[bot]"
-    bug = ask_one("vllm-project/vllm#33170", vllm_version="0.33.0")
+    bug = ask_one("vllm-project/vllm#33170", version="0.33.0")
     assert bug.closed_by is not None and bug.closed_by.login == "github-actions[bot]" and bug.closed_by.is_bot
     assert [(c.what, c.now) for c in bug.changes_since_snapshot if c.what == "closed_by"] == [
         ("closed_by", "github-actions[bot]")
@@ -98,14 +98,14 @@ def test_the_snapshot_described_the_closer_in_words_live_names_the_account(githu
 
 
 def test_on_0_20_2_the_offload_crash_40259_still_affects_me(github: FakeGitHub) -> None:
-    bug = ask_one("vllm-project/vllm#40259", vllm_version="0.20.2")
+    bug = ask_one("vllm-project/vllm#40259", version="0.20.2")
     assert bug.verdict == "still_affects_you"
     assert bug.fixed_in is not None and (bug.fixed_in.version, bug.fixed_in.basis) == ("0.21.0", "knowledge_fixed_in")
     assert "upgrade" in bug.verdict_reason
 
 
 def test_on_0_21_0_the_offload_crash_40259_is_fixed(github: FakeGitHub) -> None:
-    bug = ask_one("https://github.com/vllm-project/vllm/issues/40259", vllm_version="0.21.0")
+    bug = ask_one("https://github.com/vllm-project/vllm/issues/40259", version="0.21.0")
     assert bug.id == "vllm-project/vllm#40259" and bug.verdict == "fixed_in_your_version" and bug.state == "closed"
     assert [(p.ref, p.merged) for p in bug.linked_pulls] == [("pr:vllm-project/vllm#41549", True)]
 
@@ -120,18 +120,18 @@ def test_the_lmcache_deadlock_closed_by_a_bot_is_not_fixed(github: FakeGitHub) -
 
 def test_simple_cpu_offload_race_39702_does_not_affect_0_18_1_which_predates_the_connector(github: FakeGitHub) -> None:
     # affected range >=0.19.0,<0.22.0; fixed in 0.22.0
-    assert ask_one("vllm-project/vllm#39702", vllm_version="0.18.1").verdict == "not_affected"
-    assert ask_one("vllm-project/vllm#39702", vllm_version="0.21.0").verdict == "still_affects_you"
-    assert ask_one("vllm-project/vllm#39702", vllm_version="0.22.0").verdict == "fixed_in_your_version"
+    assert ask_one("vllm-project/vllm#39702", version="0.18.1").verdict == "not_affected"
+    assert ask_one("vllm-project/vllm#39702", version="0.21.0").verdict == "still_affects_you"
+    assert ask_one("vllm-project/vllm#39702", version="0.22.0").verdict == "fixed_in_your_version"
 
 
 def test_a_duplicate_with_an_affected_range_is_fixed_from_the_first_release_past_the_range(github: FakeGitHub) -> None:
     # #36463 affects <0.21.0 and has no fixed_in: the first release past the range is 0.21.0
-    bug = ask_one("vllm-project/vllm#36463", vllm_version="0.22.1")
+    bug = ask_one("vllm-project/vllm#36463", version="0.22.1")
     assert bug.verdict == "fixed_in_your_version"
     assert bug.fixed_in is not None and (bug.fixed_in.version, bug.fixed_in.basis) == ("0.21.0", "affected_range")
     # on 0.20.2, inside the range: still affected, and the range's end says which release to move to
-    inside = ask_one("vllm-project/vllm#36463", vllm_version="0.20.2")
+    inside = ask_one("vllm-project/vllm#36463", version="0.20.2")
     assert inside.verdict == "still_affects_you"
     assert inside.fixed_in is not None and inside.fixed_in.version == "0.21.0"
 
@@ -154,7 +154,7 @@ def add_fixed_upstream_issue(github: FakeGitHub) -> None:
 def test_an_untracked_issue_fixed_after_my_release_was_published_still_affects_me(github: FakeGitHub) -> None:
     add_fixed_upstream_issue(github)
     # the fix merged 2026-06-20; 0.23.0 was published 2026-06-13, so it cannot contain it
-    bug = ask_one("vllm-project/vllm#50001", vllm_version="0.23.0")
+    bug = ask_one("vllm-project/vllm#50001", version="0.23.0")
     assert bug.verdict == "still_affects_you" and not bug.tracked
     assert bug.linked_pulls[0].relation == "closed_it"  # merged in the same second the issue closed
     assert (bug.fix_merged_at, bug.first_release_after_merge) == ("2026-06-20T10:00:00+00:00", "0.24.0")
@@ -163,7 +163,7 @@ def test_an_untracked_issue_fixed_after_my_release_was_published_still_affects_m
 
 def test_a_fix_merged_before_my_release_is_not_claimed_to_be_in_it(github: FakeGitHub) -> None:
     add_fixed_upstream_issue(github)
-    bug = ask_one("vllm-project/vllm#50001", vllm_version="0.24.0")
+    bug = ask_one("vllm-project/vllm#50001", version="0.24.0")
     assert bug.verdict == "unknown" and "not established" in bug.verdict_reason
     assert bug.first_release_after_merge == "0.24.0"
 
@@ -210,7 +210,7 @@ def test_what_changed_since_the_snapshot_when_an_open_issue_got_fixed(github: Fa
 def test_offline_answers_from_the_snapshot_with_its_date_and_asks_nobody(
     github: FakeGitHub, knowledge: Knowledge
 ) -> None:
-    result = ask(offline=True, vllm_version="0.22.1")
+    result = ask(offline=True, version="0.22.1")
     assert github.requests == [] and result.requests_made == 0 and result.api_mode == "offline"
     for bug, stored in zip(result.bugs, knowledge.bugs, strict=True):
         assert bug.provenance.source == "snapshot" and bug.provenance.fallback_reason == "offline_requested"
@@ -255,7 +255,7 @@ def test_without_a_network_every_bug_falls_back_to_the_snapshot(
 ) -> None:
     use_github(monkeypatch, base, tmp_path)
     started = time.monotonic()
-    result = ask(vllm_version="0.20.2")
+    result = ask(version="0.20.2")
     assert time.monotonic() - started < 5  # the first failure stops the rest from trying
     assert len(result.bugs) == len(knowledge.bugs)
     assert {(b.provenance.source, b.provenance.fallback_reason) for b in result.bugs} == {("snapshot", reason)}
@@ -294,10 +294,10 @@ def test_an_untracked_issue_that_cannot_be_fetched_is_unknown(github: FakeGitHub
 def test_with_a_token_every_tracked_bug_costs_one_graphql_request(
     github: FakeGitHub, knowledge: Knowledge, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    rest = ask(vllm_version="0.22.1", lmcache_version="0.5.6")
+    rest = ask(version="0.22.1", lmcache_version="0.5.6")
     use_github(monkeypatch, github.base, tmp_path / "graphql-cache", token=Token(TOKEN))
     before = github.count()
-    graphql = ask(vllm_version="0.22.1", lmcache_version="0.5.6")
+    graphql = ask(version="0.22.1", lmcache_version="0.5.6")
     assert graphql.api_mode == "graphql" and graphql.requests_made == 1 and github.count() == before + 1
     assert [(b.id, b.verdict, b.state) for b in graphql.bugs] == [(b.id, b.verdict, b.state) for b in rest.bugs]
 
@@ -306,7 +306,7 @@ def test_check_bug_status_changes_neither_the_request_nor_the_knowledge(
     github: FakeGitHub, knowledge: Knowledge
 ) -> None:
     add_fixed_upstream_issue(github)
-    request = CheckBugStatusRequest(bugs=["vllm-project/vllm#50001", "LMCache/LMCache#2942"], vllm_version="0.23.0")
+    request = CheckBugStatusRequest(bugs=["vllm-project/vllm#50001", "LMCache/LMCache#2942"], version="0.23.0")
     request_before, knowledge_before = copy.deepcopy(request.model_dump()), copy.deepcopy(knowledge.model_dump())
     result = check_bug_status(request, knowledge)
     assert [b.verdict for b in result.bugs] == ["still_affects_you", "closed_without_fix"]
@@ -345,7 +345,7 @@ def test_the_token_appears_in_no_result_summary_or_log(
         ({"bugs": ["vllm-project/vllm#1", "https://evil.example.com/a/b/issues/1"]}, "bugs[1]", "github.com"),
         ({"bugs": ["../../etc/passwd#1"]}, "bugs[0]", "owner"),
         ({"bugs": ["x/y#1"] * 51}, "bugs", "at most 50"),
-        ({"vllm_version": "latest"}, "vllm_version", "MAJOR.MINOR.PATCH"),
+        ({"version": "latest"}, "version", "MAJOR.MINOR.PATCH"),
         ({"lmcache_version": "five"}, "lmcache_version", "MAJOR.MINOR.PATCH"),
         ({"deadline_seconds": 0}, "deadline_seconds", "greater than or equal to 1"),
         ({"offline": "maybe"}, "offline", "boolean"),
@@ -418,3 +418,13 @@ def test_refresh_leaves_the_file_alone_when_github_cannot_be_reached(knowledge_c
     assert out.returncode == 1 and bugs_file.read_text() == original
     assert "connection_refused" in out.stderr and "Traceback" not in out.stderr
     assert json.dumps(out.stdout) == '""'
+
+
+@pytest.mark.parametrize("tool", ["check_bug_status", "diagnose", "review_deployment"])
+def test_the_old_vllm_version_argument_is_refused_with_its_new_name(tool: str) -> None:
+    # The release is `version` in every tool; a caller still sending the old name is told what it is now.
+    with pytest.raises(ToolInputError, match=r"^arguments: .*'vllm_version' \(vllm_version is now version\); it takes"):
+        run_tool(
+            tool,
+            {"vllm_version": "0.22.1", "offline": True} if tool == "check_bug_status" else {"vllm_version": "0.22.1"},
+        )

@@ -53,7 +53,7 @@ def test_full_gpu_cache_with_preemptions_is_a_memory_wall(knowledge: Knowledge) 
     )
     result = diagnose(
         DiagnoseRequest(
-            symptoms=["offload_does_not_help"], metrics_before=before, metrics_after=after, vllm_version="0.25.0"
+            symptoms=["offload_does_not_help"], metrics_before=before, metrics_after=after, version="0.25.0"
         ),
         knowledge,
     )
@@ -71,7 +71,7 @@ def test_offload_connector_not_loaded(knowledge: Knowledge) -> None:
     # The engine exports the external counter with or without a connector; at 0 no tier was asked.
     metrics = dump(prefix_cache_queries_total=2e7, prefix_cache_hits_total=6e6, external_prefix_cache_queries_total=0)
     result = diagnose(
-        DiagnoseRequest(symptoms=["ttft_high"], deployment=deployment, metrics_before=metrics, vllm_version="0.30.0"),
+        DiagnoseRequest(symptoms=["ttft_high"], deployment=deployment, metrics_before=metrics, version="0.30.0"),
         knowledge,
     )
     assert causes(result)[0] == "connector_not_loaded"
@@ -79,14 +79,14 @@ def test_offload_connector_not_loaded(knowledge: Knowledge) -> None:
     assert "the deployment configures OffloadingConnector" in result.causes[0].evidence
     # A dump without the series at all is a partial dump, not evidence about the connector.
     partial = dump(prefix_cache_queries_total=2e7, prefix_cache_hits_total=6e6)
-    result = diagnose(DiagnoseRequest(symptoms=["ttft_high"], metrics_before=partial, vllm_version="0.30.0"), knowledge)
+    result = diagnose(DiagnoseRequest(symptoms=["ttft_high"], metrics_before=partial, version="0.30.0"), knowledge)
     assert "connector_not_loaded" not in causes(result)
 
 
 def test_metric_names_from_another_release(knowledge: Knowledge) -> None:
     # vllm:gpu_prefix_cache_* are gone from 0.12.0: a dump with them was not taken from 0.30.0.
     metrics = dump(gpu_prefix_cache_queries_total=1e7, gpu_prefix_cache_hits_total=1e6)
-    result = diagnose(DiagnoseRequest(metrics_before=metrics, vllm_version="0.30.0"), knowledge)
+    result = diagnose(DiagnoseRequest(metrics_before=metrics, version="0.30.0"), knowledge)
     assert causes(result)[0] == "wrong_metric_names"
     assert (
         result.causes[0].evidence[0]
@@ -113,7 +113,7 @@ def test_tier_too_small_and_in_flight_usage_note(knowledge: Knowledge) -> None:
         kv_offload_allocation_failure_total=510,
         kv_offload_cpu_cache_usage_perc=0.3,
     )
-    result = diagnose(DiagnoseRequest(metrics_before=before, metrics_after=after, vllm_version="0.26.0"), knowledge)
+    result = diagnose(DiagnoseRequest(metrics_before=before, metrics_after=after, version="0.26.0"), knowledge)
     assert result.derived["offload_allocation_failures"] == 500  # 510 - 10
     assert result.derived["external_hit_rate"] == pytest.approx(0.1)  # 6e5 / 6e6
     assert causes(result) == ["tier_too_small"]
@@ -131,7 +131,7 @@ def test_thrashing_when_the_tier_stores_far_more_than_it_loads(knowledge: Knowle
         kv_offload_store_bytes_total=500 * gib,
         kv_offload_load_bytes_total=10 * gib,
     )
-    result = diagnose(DiagnoseRequest(metrics_before=metrics, vllm_version="0.28.0"), knowledge)
+    result = diagnose(DiagnoseRequest(metrics_before=metrics, version="0.28.0"), knowledge)
     # external 1e6 / 4e7 = 2.5 %; stored 500 GiB vs loaded 10 GiB = 50x
     assert causes(result) == ["tier_thrashing"]
     assert result.causes[0].evidence[0] == "stored 500 GiB, loaded 10 GiB"
@@ -171,14 +171,12 @@ def test_an_empty_gpu_kv_cache_is_reported_not_dropped(knowledge: Knowledge) -> 
     # instead (gone on 0.30.0), and gpu_kv_usage left out of the answer.
     before = dump(prefix_cache_queries_total=3e6, prefix_cache_hits_total=1e6, kv_cache_usage_perc=0.4)
     after = dump(prefix_cache_queries_total=5e6, prefix_cache_hits_total=2e6, kv_cache_usage_perc=0.0)
-    result = diagnose(DiagnoseRequest(metrics_before=before, metrics_after=after, vllm_version="0.30.0"), knowledge)
+    result = diagnose(DiagnoseRequest(metrics_before=before, metrics_after=after, version="0.30.0"), knowledge)
     assert result.derived["gpu_kv_usage"] == 0.0
     assert result.derived["gpu_prefix_hit_rate"] == pytest.approx(0.5)  # (2e6 - 1e6) / (5e6 - 3e6)
     # on 0.11.0, before the rename, the old name is read
     old = dump(gpu_prefix_cache_queries_total=1e7, gpu_cache_usage_perc=0.25)
-    assert (
-        diagnose(DiagnoseRequest(metrics_before=old, vllm_version="0.11.0"), knowledge).derived["gpu_kv_usage"] == 0.25
-    )
+    assert diagnose(DiagnoseRequest(metrics_before=old, version="0.11.0"), knowledge).derived["gpu_kv_usage"] == 0.25
 
 
 def test_diagnose_changes_neither_the_request_nor_the_knowledge(knowledge: Knowledge) -> None:

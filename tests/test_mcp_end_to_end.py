@@ -136,7 +136,7 @@ MINIMAL_CALLS: dict[str, dict[str, Any]] = {
         "sizes": {"kv_offloading_size_gib": 64},
     },
     "review_deployment": {"documents": [{"name": "serve.sh", "text": "vllm serve m --kv-offloading-size 64"}]},
-    "diagnose": {"symptoms": ["ttft_high"], "vllm_version": "0.33.0"},
+    "diagnose": {"symptoms": ["ttft_high"], "version": "0.33.0"},
     "check_bug_status": {"offline": True, "bugs": ["LMCache/LMCache#2942"]},
     "check_advisories": {"offline": True, "version": "0.22.1"},
     "inspect_image": {"image": "v0.22.1", "offline": True},

@@ -39,7 +39,7 @@ TIERING = (
 
 
 def review(*documents: tuple[str, str]) -> ReviewResult:
-    arguments = {"documents": [{"name": n, "text": t} for n, t in documents], "vllm_version": "0.20.2"}
+    arguments = {"documents": [{"name": n, "text": t} for n, t in documents], "version": "0.20.2"}
     result = run_tool("review_deployment", arguments)
     assert isinstance(result, ReviewResult)
     return result
@@ -51,7 +51,7 @@ def diagnose(*documents: tuple[str, str]) -> DiagnoseResult:
 
 def metrics(**arguments: Any) -> DiagnoseResult:
     """diagnose with these arguments, vLLM 0.20.2 unless they say."""
-    result = run_tool("diagnose", {"vllm_version": "0.20.2"} | arguments)
+    result = run_tool("diagnose", {"version": "0.20.2"} | arguments)
     assert isinstance(result, DiagnoseResult)
     return result
 
@@ -493,7 +493,7 @@ def test_parser_errors_are_one_short_line() -> None:
 def test_nan_and_infinite_counters_are_not_used(bad: str) -> None:
     before = counters(prefix_cache_queries="1e6", prefix_cache_hits="1e5")
     after = counters(prefix_cache_queries=bad, prefix_cache_hits="2e5")
-    result = metrics(metrics_before=before, metrics_after=after, vllm_version="0.30.0")
+    result = metrics(metrics_before=before, metrics_after=after, version="0.30.0")
     finite_numbers(result)
     assert "gpu_prefix_hit_rate" not in result.derived
     reading = next(r for r in result.readings if r.id == "metric.prefix_cache_queries")
@@ -504,7 +504,7 @@ def test_nan_and_infinite_counters_are_not_used(bad: str) -> None:
 def test_no_rate_is_built_on_a_nan_hits_counter() -> None:
     # An unusable hits counter is not "no hits": the rate would read 0 % and blame prefix locality.
     text = counters(prefix_cache_queries="2e7", prefix_cache_hits="NaN")
-    result = metrics(metrics_before=text, vllm_version="0.30.0")
+    result = metrics(metrics_before=text, version="0.30.0")
     assert "gpu_prefix_hit_rate" not in result.derived
     assert "no_prefix_locality" not in [c.id for c in result.causes]
 
@@ -519,13 +519,13 @@ def test_no_thrashing_is_claimed_from_a_nan_load_counter() -> None:
         kv_offload_store_bytes=str(500 * gib),
         kv_offload_load_bytes="NaN",
     )
-    result = metrics(metrics_before=text, vllm_version="0.28.0")
+    result = metrics(metrics_before=text, version="0.28.0")
     assert "tier_thrashing" not in [c.id for c in result.causes]
 
 
 def test_a_nan_gauge_is_not_used() -> None:
     text = dump("# TYPE vllm:kv_cache_usage_perc gauge", 'vllm:kv_cache_usage_perc{engine="0"} NaN')
-    result = metrics(metrics_before=text, symptoms=["preemptions"], vllm_version="0.30.0")
+    result = metrics(metrics_before=text, symptoms=["preemptions"], version="0.30.0")
     finite_numbers(result)
     assert "gpu_kv_usage" not in result.derived
 
@@ -534,7 +534,7 @@ def test_huge_finite_counters_do_not_add_up_to_infinity() -> None:
     # As vLLM's prometheus_client writes counters: the TYPE line names the _total series.
     lines = ["# TYPE vllm:prefix_cache_queries_total counter"]
     lines += [f'vllm:prefix_cache_queries_total{{engine="{i}"}} 1e308' for i in range(3)]
-    result = metrics(metrics_before=dump(*lines), vllm_version="0.30.0")
+    result = metrics(metrics_before=dump(*lines), version="0.30.0")
     finite_numbers(result)
     assert any("has a sample of 1e+308" in n for n in result.metric_notes)
 
@@ -544,7 +544,7 @@ def test_series_without_their_type_line_are_all_counted() -> None:
     # as a family of its own, and each used to replace the one before under the same name.
     lines = [f'vllm:prefix_cache_queries_total{{engine="{i}"}} 2e6' for i in range(2)]
     lines += [f'vllm:prefix_cache_hits_total{{engine="{i}"}} {h}' for i, h in enumerate((1.5e6, 0.5e6))]
-    result = metrics(metrics_before=dump(*lines), vllm_version="0.30.0")
+    result = metrics(metrics_before=dump(*lines), version="0.30.0")
     assert result.derived["gpu_prefix_hit_rate"] == pytest.approx(0.5)  # 2e6 / 4e6
 
 
@@ -552,7 +552,7 @@ def test_a_counter_that_went_down_between_the_dumps_is_read_as_a_restart() -> No
     # Prometheus's increase(): a counter below its earlier value started again from zero.
     before = counters(prefix_cache_queries="5e6", prefix_cache_hits="3e6")
     after = counters(prefix_cache_queries="2e6", prefix_cache_hits="1e6")  # 1e6 / 2e6 since the restart
-    result = metrics(metrics_before=before, metrics_after=after, vllm_version="0.30.0")
+    result = metrics(metrics_before=before, metrics_after=after, version="0.30.0")
     assert result.derived["gpu_prefix_hit_rate"] == pytest.approx(0.5)
     assert any("went down" in n for n in result.metric_notes)
 
@@ -585,8 +585,8 @@ def heavy_inputs(scale: int) -> tuple[dict[str, Any], dict[str, Any]]:
     exposition = "\n".join(series + quotes) + "\n"
     documents = [{"name": "serve.sh", "text": shell}, {"name": "docker-compose.yaml", "text": compose}]
     return (
-        {"documents": documents, "vllm_version": "0.20.2"},
-        {"symptoms": ["ttft_high"], "metrics_before": exposition, "vllm_version": "0.20.2"},
+        {"documents": documents, "version": "0.20.2"},
+        {"symptoms": ["ttft_high"], "metrics_before": exposition, "version": "0.20.2"},
     )
 
 

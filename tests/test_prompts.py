@@ -60,7 +60,7 @@ async def test_the_three_flows_are_listed_with_typed_arguments(client: Client) -
 async def test_review_prompt_carries_the_deployment_and_calls_that_the_tools_accept(client: Client) -> None:
     result = await client.get_prompt(
         "review_this_deployment",
-        {"deployment": DEPLOYMENT, "file_name": "serve.sh", "vllm_version": "0.22.1", "host_ram_gib": "2048"},
+        {"deployment": DEPLOYMENT, "file_name": "serve.sh", "version": "0.22.1", "host_ram_gib": "2048"},
     )
     text = text_of(result)
     assert DEPLOYMENT.strip() in text and "The user runs vLLM 0.22.1" in text
@@ -83,7 +83,7 @@ async def test_sizing_prompt_builds_choose_and_size_calls(client: Client) -> Non
             "gpu": "gpu.h200-sxm",
             "tensor_parallel_size": "8",
             "host_ram_gib": "2048",
-            "vllm_version": "0.22.1",
+            "version": "0.22.1",
             "warm_sessions": "64",
         },
     )
@@ -145,7 +145,7 @@ async def test_the_sizing_flow_runs_end_to_end_through_the_client(client: Client
             "gpu": "gpu.h200-sxm",
             "tensor_parallel_size": "8",
             "host_ram_gib": "2048",
-            "vllm_version": "0.22.1",
+            "version": "0.22.1",
             "warm_sessions": "64",
         },
     )

@@ -217,7 +217,7 @@ SEPARATELY_TESTED = {"pitfall.unknown-flag"}
 
 def review(knowledge: Knowledge, *texts: str, version: str | None = None, **extra: Any) -> ReviewResult:
     docs = [Document(name=f"serve{i}.sh", text=t) for i, t in enumerate(texts)]
-    return review_deployment(ReviewRequest(documents=docs, vllm_version=version, **extra), knowledge)
+    return review_deployment(ReviewRequest(documents=docs, version=version, **extra), knowledge)
 
 
 def fired(result: ReviewResult) -> set[str]:
@@ -356,7 +356,7 @@ def test_bad_input_names_the_field(knowledge: Knowledge) -> None:
         review(knowledge, "echo hello")
     with pytest.raises(AdviceError, match=r"^documents\[0\]\.text: "):
         review_deployment(ReviewRequest(documents=[Document(name="x.yaml", text="a: [b")]), knowledge)
-    with pytest.raises(AdviceError, match=r"^vllm_version: "):
+    with pytest.raises(AdviceError, match=r"^version: "):
         review(knowledge, f"vllm serve {M}", version="latest")
     with pytest.raises(AdviceError, match=r"^host\.gpu: 'TPU v5' is not a GPU"):
         review(knowledge, f"vllm serve {M}", host={"gpu": "TPU v5"})
@@ -436,7 +436,7 @@ def is_advisory(rule_id: str) -> bool:
 
 def test_vllm_serve_script_on_0_20_2(knowledge: Knowledge) -> None:
     result = review_file(
-        knowledge, "serve-llama70b-h100.sh", vllm_version="0.20.2", host={"ram_gib": 256, "gpu": "H100 SXM"}
+        knowledge, "serve-llama70b-h100.sh", version="0.20.2", host={"ram_gib": 256, "gpu": "H100 SXM"}
     )
     # 400 GiB native tier > 0.8 x 256 = 204.8 GiB; 0.20.2 shorthand without the HMA flag fails at start-up.
     # 400 / TP 4 = 100 GiB a rank is more than one H100's 74.5 GiB, so no per-rank warning.
@@ -447,7 +447,7 @@ def test_vllm_serve_script_on_0_20_2(knowledge: Knowledge) -> None:
 
 
 def test_api_server_module_on_0_28(knowledge: Knowledge) -> None:
-    result = review_file(knowledge, "api-server-fp8.sh", vllm_version="0.28.0", host={"ram_gib": 1024})
+    result = review_file(knowledge, "api-server-fp8.sh", version="0.28.0", host={"ram_gib": 1024})
     # --cpu-offload-gb 80 per GPU x TP 8 = 640 GiB pinned, within 0.8 x 1024 = 819.2 GiB.
     assert brief(result) == [
         ("pitfall.calculate-kv-scales-removed", 7, None),

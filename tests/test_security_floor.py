@@ -126,7 +126,7 @@ def test_review_of_an_old_image_has_an_error_per_serious_advisory(knowledge: Kno
 
 
 def test_review_sarif_carries_the_cve_and_ghsa_ids(knowledge: Knowledge) -> None:
-    result = review(knowledge, "vllm serve m --api-key secret-key", vllm_version=BEFORE_KEY_FIX)
+    result = review(knowledge, "vllm serve m --api-key secret-key", version=BEFORE_KEY_FIX)
     assert advisory_findings(result).get(API_KEY_BYPASS) == "error"
     sarif = json.loads(json.dumps(to_sarif(result, knowledge)))
     (run,) = sarif["runs"]
@@ -144,15 +144,15 @@ def test_review_sarif_carries_the_cve_and_ghsa_ids(knowledge: Knowledge) -> None
 
 
 def test_an_advisory_whose_condition_the_deployment_does_not_meet_gives_no_finding(knowledge: Knowledge) -> None:
-    result = review(knowledge, "vllm serve m", vllm_version=BEFORE_KEY_FIX)
+    result = review(knowledge, "vllm serve m", version=BEFORE_KEY_FIX)
     assert API_KEY_BYPASS not in advisory_findings(result)
     assert f"advisory.{API_KEY_BYPASS}" not in {n.rule_id for n in result.not_checked}
-    by_env = review(knowledge, "VLLM_API_KEY=k vllm serve m", vllm_version=BEFORE_KEY_FIX)
+    by_env = review(knowledge, "VLLM_API_KEY=k vllm serve m", version=BEFORE_KEY_FIX)
     assert advisory_findings(by_env).get(API_KEY_BYPASS) == "error"
     skipped = review(
         knowledge,
         "vllm serve m --api-key k",
-        vllm_version=BEFORE_KEY_FIX,
+        version=BEFORE_KEY_FIX,
         disabled_rules=[f"advisory.{API_KEY_BYPASS}"],
     )
     assert API_KEY_BYPASS not in advisory_findings(skipped)
@@ -174,7 +174,7 @@ def test_review_without_a_known_release_checks_no_advisory_and_says_so(knowledge
 
 def test_review_asks_for_what_would_settle_an_open_condition(knowledge: Knowledge) -> None:
     # a multimodal condition cannot be read from the command line: not checked, with what would settle it
-    result = review(knowledge, "vllm serve m", vllm_version=OLD)
+    result = review(knowledge, "vllm serve m", version=OLD)
     needs = {n.rule_id: n.needs for n in result.not_checked if n.rule_id.startswith("advisory.")}
     assert any("takes" in need for items in needs.values() for need in items), needs
 
@@ -271,7 +271,7 @@ def test_an_advisory_of_the_p2p_tier_needs_a_p2p_tier(knowledge: Knowledge) -> N
     p2p = ',"secondary_tiers":[{"type":"p2p"}]'
 
     def advisory_ids(extra: str) -> set[str]:
-        result = review(knowledge, f"vllm serve m --kv-transfer-config '{config % extra}'", vllm_version="0.29.0")
+        result = review(knowledge, f"vllm serve m --kv-transfer-config '{config % extra}'", version="0.29.0")
         return set(advisory_findings(result))
 
     rule = "CVE-2026-94624"

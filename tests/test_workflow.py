@@ -30,7 +30,7 @@ def render(**arguments: Any) -> RenderConfigResult:
 
 def review(rendered: RenderConfigResult, version: str, **host: Any) -> ReviewResult:
     documents = [{"name": f.name, "text": f.content} for f in rendered.files]
-    result = run_tool("review_deployment", {"documents": documents, "vllm_version": version, "host": host or None})
+    result = run_tool("review_deployment", {"documents": documents, "version": version, "host": host or None})
     assert isinstance(result, ReviewResult)
     return result
 

@@ -158,7 +158,7 @@ def _review(args: argparse.Namespace) -> int:
         "disabled_rules": args.disable,
     }
     for key, value in (
-        ("vllm_version", args.vllm_version),
+        ("version", args.vllm_version),
         ("host", host or None),
         ("p99_context_tokens", args.p99_context_tokens),
     ):

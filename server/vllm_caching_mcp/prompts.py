@@ -75,7 +75,7 @@ def review_this_deployment(
     file_name: Annotated[
         str, Field(max_length=200, description="File name (its suffix picks the parser)")
     ] = "deployment.yaml",
-    vllm_version: Version = None,
+    version: Version = None,
     host_ram_gib: Annotated[float | None, Field(gt=0, description="RAM installed per node, GiB")] = None,
     gpu: Annotated[str | None, Field(max_length=100, description="GPU model, e.g. 'H200'")] = None,
 ) -> list[UserMessage]:
@@ -86,14 +86,14 @@ def review_this_deployment(
     if gpu:
         host["gpu"] = gpu
     review_args: dict[str, Any] = {"documents": [{"name": file_name, "text": deployment}]}
-    if vllm_version:
-        review_args["vllm_version"] = vllm_version
+    if version:
+        review_args["version"] = version
     if host:
         review_args["host"] = host
-    bug_args: dict[str, Any] = {"vllm_version": vllm_version} if vllm_version else {}
+    bug_args: dict[str, Any] = {"version": version} if version else {}
     text = f"""Review this vLLM deployment for KV-caching mistakes.
 
-{_version_line(vllm_version)}
+{_version_line(version)}
 
 1. Call {_call("review_deployment", review_args)}
    The release comes from the image tag when there is one; the result's `version_context` says which it used.
@@ -120,7 +120,7 @@ def size_and_configure_offload(
     gpu: Annotated[str, Field(max_length=100, description="GPU id or name, e.g. 'gpu.h200-sxm' or 'H200'")],
     tensor_parallel_size: Annotated[int, Field(ge=1, le=64, description="GPUs per engine (TP)")],
     host_ram_gib: Annotated[float, Field(gt=0, description="RAM installed per node, GiB")],
-    vllm_version: Version = None,
+    version: Version = None,
     typical_context_tokens: Annotated[
         int, Field(ge=1, description="tokens in a typical returning conversation")
     ] = 32768,
@@ -131,7 +131,7 @@ def size_and_configure_offload(
     ] = "vllm_serve",
 ) -> list[UserMessage]:
     """Choose a KV offload backend for a cluster, size its tiers, render the config and review it."""
-    version_args: dict[str, Any] = {"version": vllm_version} if vllm_version else {}
+    version_args: dict[str, Any] = {"version": version} if version else {}
     choose_args: dict[str, Any] = {
         **version_args,
         "model": model,
@@ -151,7 +151,7 @@ def size_and_configure_offload(
     text = f"""Size and configure KV offload for this cluster: {model} on {gpu}, TP {tensor_parallel_size}, \
 {host_ram_gib:g} GiB of host RAM per node.
 
-{_version_line(vllm_version)}
+{_version_line(version)}
 
 1. Call {_call("choose_backend", choose_args)}
    Keep its `recommendation.backend`, its `requirements` and its `avoid` list. If the user also wants NVMe,
@@ -182,7 +182,7 @@ def is_this_bug_still_a_problem(
             description="The issue as 'owner/repo#N' (e.g. 'vllm-project/vllm#39702') or a GitHub issue URL",
         ),
     ],
-    vllm_version: Version = None,
+    version: Version = None,
     lmcache_version: Annotated[
         str | None, Field(max_length=40, description="LMCache release, if LMCache is used")
     ] = None,
@@ -194,13 +194,13 @@ def is_this_bug_still_a_problem(
             f"issue: {issue!r} is not an issue reference; give 'owner/repo#N' or https://github.com/OWNER/REPO/issues/N"
         )
     bug_args: dict[str, Any] = {"bugs": [issue]}
-    if vllm_version:
-        bug_args["vllm_version"] = vllm_version
+    if version:
+        bug_args["version"] = version
     if lmcache_version:
         bug_args["lmcache_version"] = lmcache_version
     text = f"""Is {issue} still a problem for me?
 
-{_version_line(vllm_version)}
+{_version_line(version)}
 
 1. Call {_call("check_bug_status", bug_args)}
 2. Report the verdict in plain words: `fixed_in_your_version` (name the release that fixed it),

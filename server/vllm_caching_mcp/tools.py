@@ -91,7 +91,13 @@ def check_argument_names(name: str, arguments: Mapping[str, Any]) -> None:
         if len(unknown) > 5:
             shown += f" and {len(unknown) - 5} more"
         noun = "argument" if len(unknown) == 1 else "arguments"
-        raise ToolInputError(f"arguments: {name} takes no {noun} {shown}; it takes {', '.join(fields)}")
+        renamed = [f"{old} is now {new}" for old, new in _RENAMED.items() if old in unknown and new in fields]
+        hint = f" ({'; '.join(renamed)})" if renamed else ""
+        raise ToolInputError(f"arguments: {name} takes no {noun} {shown}{hint}; it takes {', '.join(fields)}")
+
+
+# Argument names earlier releases of this server took, and what they are called now.
+_RENAMED = {"vllm_version": "version"}
 
 
 def run_tool(name: str, arguments: dict[str, Any]) -> Result:

@@ -66,7 +66,7 @@ class CheckBugStatusRequest(BaseModel):
         description="Issues to check, as 'owner/repo#N' (e.g. 'vllm-project/vllm#39702') or issue URLs "
         "('https://github.com/LMCache/LMCache/issues/2942'). Leave it out to check every bug the knowledge tracks.",
     )
-    vllm_version: str | None = Field(
+    version: str | None = Field(
         default=None,
         max_length=40,
         description="The vLLM release in use, e.g. '0.22.1'. Left out, the newest release the knowledge covers "
@@ -513,7 +513,7 @@ def _requested_refs(request: CheckBugStatusRequest, knowledge: Knowledge, web_ho
 
 
 def check_bug_status(request: CheckBugStatusRequest, knowledge: Knowledge) -> CheckBugStatusResult:
-    vllm_version, vllm_context = resolve_version(knowledge, request.vllm_version, field="vllm_version")
+    vllm_version, vllm_context = resolve_version(knowledge, request.version, field="version")
     lmcache_version, lmcache_context = resolve_version(
         knowledge, request.lmcache_version, package="lmcache", field="lmcache_version"
     )

@@ -88,7 +88,7 @@ class DiagnoseRequest(BaseModel):
     deployment: Documents | None = Field(
         default=None, max_length=50, description="The deployment (command lines, manifests), as for review_deployment"
     )
-    vllm_version: str | None = Field(default=None, max_length=40, description="The vLLM release; else the newest")
+    version: str | None = Field(default=None, max_length=40, description="The vLLM release; else the newest")
     metrics_before: str | None = Field(
         default=None, max_length=5_000_000, description="A /metrics dump (Prometheus text format)"
     )
@@ -287,11 +287,11 @@ def _labels(families: Families, name: str) -> dict[str, str]:
 
 def diagnose(request: DiagnoseRequest, knowledge: Knowledge) -> DiagnoseResult:
     _check_inputs(request)
-    version, context = resolve_version(knowledge, request.vllm_version, field="vllm_version")
+    version, context = resolve_version(knowledge, request.version, field="version")
     review = _review(request, knowledge)
-    tagged = _image_tag_version(review) if request.vllm_version is None else None
+    tagged = _image_tag_version(review) if request.version is None else None
     if tagged is not None:
-        version, context = resolve_version(knowledge, tagged, field="vllm_version")
+        version, context = resolve_version(knowledge, tagged, field="version")
     dumps = _Dumps(
         before=parse_metrics(request.metrics_before, "metrics_before") if request.metrics_before else None,
         after=parse_metrics(request.metrics_after, "metrics_after") if request.metrics_after else None,
@@ -340,7 +340,7 @@ def _review(request: DiagnoseRequest, knowledge: Knowledge) -> ReviewResult | No
         return review_deployment(
             ReviewRequest(
                 documents=request.deployment,
-                vllm_version=request.vllm_version,
+                version=request.version,
                 host=request.host,
                 p99_context_tokens=request.p99_context_tokens,
             ),
@@ -529,7 +529,7 @@ def _wrong_metric_names(case: _Case) -> tuple[list[Cause], dict[str, Sourced]]:
                     likelihood="high",
                     title="The dump does not match the vLLM release assumed: version or metric names are off",
                     evidence=wrong[:5],
-                    next_check="Check the server's version (GET /version) and give it as vllm_version; dashboards "
+                    next_check="Check the server's version (GET /version) and give it as version; dashboards "
                     "must query the names of that release (check_version lists them).",
                 )
             )

@@ -86,7 +86,7 @@ class ReviewRequest(BaseModel):
         "/ `docker run` lines, docker-compose files, Kubernetes manifests (multi-document YAML), Helm values "
         "(vLLM production-stack or vLLM example chart) and LMCache config YAML; each with its file name.",
     )
-    vllm_version: str | None = Field(
+    version: str | None = Field(
         default=None,
         max_length=40,
         description="The vLLM release, when no vllm/vllm-openai:vX.Y.Z image tag says it. Left out: the newest known.",
@@ -781,7 +781,7 @@ def review_deployment(request: ReviewRequest, knowledge: Knowledge) -> ReviewRes
     """Findings for the deployment in ``request``; the request is not changed."""
     all_rules = rules(knowledge)
     _check_disabled_rules(request.disabled_rules, all_rules, knowledge)
-    stated, context = resolve_version(knowledge, request.vllm_version, field="vllm_version")
+    stated, context = resolve_version(knowledge, request.version, field="version")
     host = request.host or HostFacts()
     if host.gpu and find_gpu(knowledge, host.gpu) is None:
         names = ", ".join(g.name for g in knowledge.hardware.gpus)
@@ -790,7 +790,7 @@ def review_deployment(request: ReviewRequest, knowledge: Knowledge) -> ReviewRes
     notes = list(deployment.notes)
     effectives = _resolve_workloads(deployment, knowledge, stated, context, host, notes)
     if effectives and all(e.version_source == "image-tag" for e in effectives) and context.assumed:
-        _, context = resolve_version(knowledge, effectives[0].version, field="vllm_version")
+        _, context = resolve_version(knowledge, effectives[0].version, field="version")
     shared = Shared()
     configuration = _rule_findings(request, deployment, effectives, all_rules, host, knowledge, shared)
     disabled = set(request.disabled_rules)
@@ -991,7 +991,7 @@ def _closing_notes(knowledge: Knowledge, security: _SecurityRun, shared: Shared)
     if security.unversioned:
         notes.append(
             f"{', '.join(security.unversioned)}: the vLLM release is not known (no vllm/vllm-openai image tag, no "
-            "vllm_version), so security advisories were not checked; that is not a finding that it is clear of them"
+            "version), so security advisories were not checked; that is not a finding that it is clear of them"
         )
     if shared.skipped:
         notes.append(
@@ -1137,7 +1137,7 @@ SPEC = ToolSpec(
         "tiers bigger than host RAM; and the known security advisories (stored snapshot) that apply to the "
         "release and configuration, as findings with their CVE and GHSA ids. Each finding has a rule id, "
         "severity, file and line or YAML path, the fix and sources. The release comes from the image tag, else "
-        "`vllm_version`, else the newest known. Give host RAM, the GPU and the p99 context length to settle the "
+        "`version`, else the newest known. Give host RAM, the GPU and the p99 context length to settle the "
         "rules that need them."
     ),
     request=ReviewRequest,
