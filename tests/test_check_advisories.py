@@ -257,7 +257,7 @@ def test_a_package_with_no_advisory_says_so() -> None:
         ({"engine": "v2"}, "engine:"),
         ({"deadline_seconds": 0.1}, "deadline_seconds:"),
         ({"deadline_seconds": 1e308}, "deadline_seconds:"),
-        ({"versoin": "0.22.1"}, "versoin:"),
+        ({"versoin": "0.22.1"}, "arguments: check_advisories takes no argument 'versoin'"),
     ],
 )
 def test_bad_input_is_one_line_naming_the_field(arguments: dict[str, Any], field: str) -> None:

@@ -111,6 +111,7 @@ def run_tool(name: str, arguments: dict[str, Any]) -> Result:
     from .redact import redact, redact_value
 
     spec = tool_spec(name)
+    check_argument_names(name, arguments)
     try:
         request = spec.request.model_validate(arguments)
     except ValidationError as exc:
