@@ -82,7 +82,7 @@ def test_a_live_advisory_the_snapshot_lacks_is_listed_and_judged_for_the_release
             ]
         ),
     )
-    result = ask(version="0.21.0", deadline_seconds=DEADLINE)
+    result = ask(include="all", version="0.21.0", deadline_seconds=DEADLINE)
     assert result.provenance.source == "live" and result.provenance.text == "GitHub Advisory Database, live"
     [asked] = github.requests
     assert asked.path == "/advisories?ecosystem=pip&affects=vllm&per_page=100"
@@ -177,15 +177,15 @@ def test_connection_resets_give_the_dated_snapshot(
 
 def test_the_api_key_condition_applies_when_given_is_ruled_out_when_absent_and_open_when_not_given() -> None:
     def verdict(**conditions: Any) -> str:
-        return entry(ask(version="0.21.0", offline=True, **conditions), API_KEY_BYPASS).verdict
+        return entry(ask(include="all", version="0.21.0", offline=True, **conditions), API_KEY_BYPASS).verdict
 
     assert verdict() == "applies_only_if"
     assert verdict(configured=["--api-key"]) == "applies"
     assert verdict(configured=["--api_key=s3cr3t-value"]) == "applies"  # vLLM reads --api_key as --api-key
     assert verdict(configured=["--port", "--kv-offloading-size"]) == "ruled_out"
-    assert entry(ask(version="0.22.0", offline=True, configured=["--api-key"]), API_KEY_BYPASS).verdict == (
-        "not_in_this_release"
-    )
+    assert entry(
+        ask(include="all", version="0.22.0", offline=True, configured=["--api-key"]), API_KEY_BYPASS
+    ).verdict == ("not_in_this_release")
 
 
 def test_a_value_given_with_a_variable_is_not_echoed() -> None:
@@ -196,7 +196,7 @@ def test_a_value_given_with_a_variable_is_not_echoed() -> None:
 
 
 def test_connectors_are_matched_by_name_in_any_case_and_leave_the_other_conditions_open() -> None:
-    result = ask(version="0.33.0", offline=True, connectors=["nixlconnector"])
+    result = ask(include="all", version="0.33.0", offline=True, connectors=["nixlconnector"])
     assert result.conditions_given == {"connectors": ["NixlConnector"]}
     assert "connectors" not in result.conditions_not_given and "configured" in result.conditions_not_given
     nixl = entry(result, "CVE-2026-94622")
@@ -207,8 +207,8 @@ def test_connectors_are_matched_by_name_in_any_case_and_leave_the_other_conditio
 
 def test_a_hugging_face_architecture_name_matches_the_advisory_s() -> None:
     phi = "GHSA-vc6m-hm49-g9qg"
-    assert entry(ask(offline=True, architectures=["Phi4MMForCausalLM"]), phi).verdict == "applies"
-    assert entry(ask(offline=True, architectures=["LlamaForCausalLM"]), phi).verdict == "ruled_out"
+    assert entry(ask(include="all", offline=True, architectures=["Phi4MMForCausalLM"]), phi).verdict == "applies"
+    assert entry(ask(include="all", offline=True, architectures=["LlamaForCausalLM"]), phi).verdict == "ruled_out"
 
 
 def test_without_a_version_every_advisory_is_listed_with_its_ranges(knowledge: Knowledge) -> None:
@@ -221,14 +221,14 @@ def test_without_a_version_every_advisory_is_listed_with_its_ranges(knowledge: K
 
 
 def test_a_package_s_own_advisories_need_no_component_condition() -> None:
-    lmcache = ask(package="lmcache", version="0.5.5", offline=True)
+    lmcache = ask(include="all", package="lmcache", version="0.5.5", offline=True)
     rce = entry(lmcache, "CVE-2026-107204")
     assert rce.verdict == "applies" and rce.only_if == [] and rce.citation is not None
     assert rce.citation.verification.status == "verified"
     assert (lmcache.floor.release, lmcache.floor.below_floor) == ("0.5.6", True)
     assert lmcache.version_context is not None and lmcache.version_context.package == "lmcache"
-    assert ask(package="lmcache", version="0.5.6", offline=True).floor.below_floor is False
-    mooncake = ask(package="mooncake", version="0.3.13", offline=True)
+    assert ask(include="all", package="lmcache", version="0.5.6", offline=True).floor.below_floor is False
+    mooncake = ask(include="all", package="mooncake", version="0.3.13", offline=True)
     assert entry(mooncake, "CVE-2026-103764").verdict == "not_in_this_release"
     assert entry(mooncake, "CVE-2026-106037").verdict == "applies"
     assert mooncake.floor.status == "none_clear" and mooncake.version_context is None
@@ -295,3 +295,13 @@ def test_the_cli_refuses_bad_input_with_exit_2_and_one_line(capsys: pytest.Captu
     assert cli.main(["check-advisories", "--offline", "--connectors", "nixl"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "connectors[0]:" in err
+
+
+def test_by_default_only_the_advisories_that_may_apply_are_listed_and_the_rest_counted() -> None:
+    relevant = ask(version="0.33.0", offline=True)
+    every = ask(version="0.33.0", offline=True, include="all")
+    assert {a.verdict for a in relevant.advisories} <= {"applies", "applies_only_if"}
+    assert relevant.verdict_counts == every.verdict_counts
+    assert len(relevant.advisories) + relevant.not_listed == len(every.advisories) and every.not_listed == 0
+    assert relevant.not_listed > 0 and "not listed (include='all' lists them)" in relevant.summary()
+    assert len(relevant.model_dump_json()) < len(every.model_dump_json()) / 2

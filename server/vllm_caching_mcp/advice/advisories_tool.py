@@ -33,6 +33,7 @@ from .common import AdviceError, Citation, Result, ToolSpec, VersionContext, fir
 
 Verdict = Literal["applies", "applies_only_if", "not_in_this_release", "ruled_out"]
 _VERDICT_ORDER: dict[Verdict, int] = {"applies": 0, "applies_only_if": 1, "not_in_this_release": 2, "ruled_out": 3}
+_MAY_APPLY: frozenset[Verdict] = frozenset({"applies", "applies_only_if"})
 _SEVERITY_ORDER = {"critical": 0, "high": 1, "medium": 2, "low": 3, "unknown": 4}
 _LABEL = {"vllm": "vLLM", "lmcache": "LMCache", "mooncake": "Mooncake", "nixl": "NIXL"}
 # Names, flags and paths a user types: a few dozen at most (max_length on each list), each one short.
@@ -100,6 +101,10 @@ class CheckAdvisoriesRequest(BaseModel):
         max_length=50,
         description="The types of the native secondary offload tiers configured (fs, obj, p2p); [] for none. "
         "Left out: not known.",
+    )
+    include: Literal["relevant", "all"] = Field(
+        default="relevant",
+        description="relevant: only the advisories that apply or may apply (the rest are counted); all: every one.",
     )
     offline: bool = Field(
         default=False, description="Do not contact GitHub: answer from the stored snapshot, and say its date."
@@ -221,26 +226,23 @@ class CheckAdvisoriesResult(Result):
         description="the deployment conditions given, as they were matched"
     )
     conditions_not_given: list[str] = Field(description="the conditions left open")
-    advisories: list[AdvisoryAnswer] = Field(description="every advisory of the package: those that apply first")
+    advisories: list[AdvisoryAnswer] = Field(description="the advisories asked for (`include`): those that apply first")
+    verdict_counts: dict[Verdict, int] = Field(description="how many of the package's advisories got each verdict")
+    not_listed: int = Field(description="advisories counted in verdict_counts but left out of `advisories`")
     floor: AdvisoryFloor
     provenance: AdvisoryProvenance
     notes: list[str]
 
-    def counts(self) -> dict[Verdict, int]:
-        found: dict[Verdict, int] = dict.fromkeys(_VERDICT_ORDER, 0)
-        for a in self.advisories:
-            found[a.verdict] += 1
-        return found
-
     def summary(self) -> str:
         label = _LABEL[self.package]
-        counts = self.counts()
+        counts = self.verdict_counts
+        total = sum(counts.values())
         if self.version:
-            head = f"{label} {self.version}: {len(self.advisories)} advisories ({self.provenance.text}); "
+            head = f"{label} {self.version}: {total} advisories ({self.provenance.text}); "
             head += f"{counts['applies']} apply, {counts['applies_only_if']} only under conditions not given, "
             head += f"{counts['not_in_this_release']} not in this release, {counts['ruled_out']} ruled out"
         else:
-            head = f"{label}, every release: {len(self.advisories)} advisories ({self.provenance.text}); "
+            head = f"{label}, every release: {total} advisories ({self.provenance.text}); "
             head += f"{counts['applies']} apply to their affected releases, "
             head += f"{counts['applies_only_if']} only under conditions not given, {counts['ruled_out']} ruled out"
         lines = [head, f"security floor: {_floor_text(self.floor)}"]
@@ -256,6 +258,8 @@ class CheckAdvisoriesResult(Result):
             lines += [f"  {a.line()}" for a in serious]
             if len(conditional) > len(serious):
                 lines.append(f"  and {len(conditional) - len(serious)} medium or low (see `advisories`)")
+        if self.not_listed:
+            lines.append(f"{self.not_listed} that do not apply are not listed (include='all' lists them)")
         lines += [f"note: {n}" for n in self.notes]
         if self.version_context is not None:
             lines += [f"warning: {w}" for w in self.version_context.warnings]
@@ -578,6 +582,10 @@ def check_advisories(request: CheckAdvisoriesRequest, knowledge: Knowledge) -> C
         snapshot_entry = next((stored[i] for i in (advisory.ghsa, advisory.cve) if i and i in stored), None)
         answers.append(_answer(advisory, judge(advisory, version, facts), snapshot_entry, knowledge))
     answers.sort(key=lambda a: (_VERDICT_ORDER[a.verdict], _SEVERITY_ORDER[a.severity], a.id))
+    counts: dict[Verdict, int] = dict.fromkeys(_VERDICT_ORDER, 0)
+    for answer in answers:
+        counts[answer.verdict] += 1
+    shown = answers if request.include == "all" else [a for a in answers if a.verdict in _MAY_APPLY]
     notes = list(found.notes)
     if not answers:
         notes.append(f"no published advisory names {PIP_NAMES[package]} (pip)")
@@ -588,7 +596,9 @@ def check_advisories(request: CheckAdvisoriesRequest, knowledge: Knowledge) -> C
         version_context=context,
         conditions_given=_as_given(facts),
         conditions_not_given=[f.name for f in dataclasses.fields(facts) if getattr(facts, f.name) is None],
-        advisories=answers,
+        advisories=shown,
+        verdict_counts=counts,
+        not_listed=len(answers) - len(shown),
         floor=_floor(listed, package, version, facts, knowledge),
         provenance=_provenance(found.provenance, knowledge),
         notes=notes,
