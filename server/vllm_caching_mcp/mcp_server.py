@@ -31,6 +31,7 @@ from mcp_types import Tool as MCPTool
 from pydantic import Field, ValidationError
 
 from . import __version__, listing_cache, startup_cache, tool_workers
+from .compact_schema import compact
 from .http_transport import (
     HEALTH_PATH,
     MIN_TOKEN_LENGTH,
@@ -140,7 +141,7 @@ class _Server(MCPServer):
     async def list_tools(self) -> list[MCPTool]:
         if self._listed is None:
             self.load()
-            self._listed = await super().list_tools()
+            self._listed = [_compacted(tool) for tool in await super().list_tools()]
             if self._listing_inputs is not None:
                 listing_cache.write(self._listing_inputs, self._listed)
         elif self._warm_up is None and len(self._registered) < len(TOOL_NAMES):
@@ -225,6 +226,12 @@ def _tool_function(spec: ToolSpec, workers: ToolWorkers | None) -> Any:
     tool.__name__ = spec.name
     tool.__doc__ = spec.description
     return tool
+
+
+def _compacted(tool: MCPTool) -> MCPTool:
+    """The tool as listed, its schemas in their shorter equivalent form (see compact_schema)."""
+    output = compact(tool.output_schema) if tool.output_schema is not None else None
+    return tool.model_copy(update={"input_schema": compact(tool.input_schema), "output_schema": output})
 
 
 def _result(summary: str, structured: dict[str, Any]) -> CallToolResult:
