@@ -94,6 +94,66 @@ def test_the_snapshot_described_the_closer_in_words_live_names_the_account(githu
     assert bug.verdict == "closed_without_fix" and bug.avoidance
 
 
+# --- what concerns the user's stack ---------------------------------------------------------------
+
+
+def repos(result: CheckBugStatusResult) -> set[str]:
+    return {b.id.split("#")[0] for b in result.bugs}
+
+
+def test_plain_vllm_gets_no_sglang_lmcache_or_nixl_issue_and_github_is_not_asked_for_them(
+    github: FakeGitHub, knowledge: Knowledge
+) -> None:
+    result = ask(components=[], version="0.22.1")
+    assert result.stack == ["vllm"] and repos(result) == {"vllm-project/vllm"}
+    # vLLM issues about a backend's connector concern that backend's users only
+    assert {"vllm-project/vllm#33170", "vllm-project/vllm#34054", "vllm-project/vllm#40040"}.isdisjoint(
+        b.id for b in result.bugs
+    )
+    left = {b.id: b.concerns for b in result.left_out}
+    assert left["sgl-project/sglang#22607"] == ["sglang"] and left["LMCache/LMCache#2942"] == ["lmcache"]
+    assert left["vllm-project/vllm#33170"] == ["vllm", "nixl"]
+    assert len(result.bugs) + len(result.left_out) == len(knowledge.bugs)
+    asked = " ".join(r.path for r in github.requests)
+    assert "sglang" not in asked and "LMCache" not in asked
+    text = result.summary()
+    assert "concerning vllm" in text and "left out, as they do not concern vllm: " in text
+    assert "LMCache" not in text.splitlines()[0] and "No LMCache version" not in text
+
+
+def test_the_connectors_in_use_bring_their_backends_into_the_stack(github: FakeGitHub) -> None:
+    result = ask(connectors=["lmcacheconnectorv1"], lmcache_version="0.5.6")
+    assert result.stack == ["lmcache", "vllm"]
+    assert repos(result) == {"vllm-project/vllm", "LMCache/LMCache"}
+    assert "vllm-project/vllm#40040" in {b.id for b in result.bugs}  # the LMCache MP adapter: an LMCache issue
+    assert "vllm-project/vllm#33170" in {b.id for b in result.left_out}  # NIXL telemetry: not without NIXL
+
+
+def test_an_lmcache_release_named_puts_lmcache_in_a_stack_that_left_it_out(github: FakeGitHub) -> None:
+    result = ask(components=["vllm", "nixl"], lmcache_version="0.5.6", offline=True)
+    assert result.stack == ["lmcache", "nixl", "vllm"] and "LMCache/LMCache" in repos(result)
+    assert "vllm-project/vllm#33170" in {b.id for b in result.bugs}
+
+
+def test_an_sglang_user_gets_sglang_issues_only(github: FakeGitHub, knowledge: Knowledge) -> None:
+    result = ask(components=["sglang"], offline=True)
+    assert result.stack == ["sglang"]
+    assert [b.id for b in result.bugs] == [b.id for b in knowledge.bugs if b.repo == "sgl-project/sglang"]
+
+
+def test_an_issue_asked_for_by_name_is_answered_whatever_the_stack_and_says_it_is_outside(
+    github: FakeGitHub,
+) -> None:
+    result = ask(bugs=["sgl-project/sglang#22607"], components=["vllm"], offline=True)
+    assert [b.id for b in result.bugs] == ["sgl-project/sglang#22607"] and result.left_out == []
+    assert result.bugs[0].notes == ["concerns sglang, which the stack given (vllm) does not run"]
+
+
+def test_no_stack_given_checks_every_tracked_issue(github: FakeGitHub, knowledge: Knowledge) -> None:
+    result = ask(offline=True, lmcache_version="0.5.6")
+    assert result.stack is None and result.left_out == [] and len(result.bugs) == len(knowledge.bugs)
+
+
 # --- verdicts, the way operators ask -----------------------------------------------------------------
 
 
@@ -349,6 +409,8 @@ def test_the_token_appears_in_no_result_summary_or_log(
         ({"lmcache_version": "five"}, "lmcache_version", "MAJOR.MINOR.PATCH"),
         ({"deadline_seconds": 0}, "deadline_seconds", "greater than or equal to 1"),
         ({"offline": "maybe"}, "offline", "boolean"),
+        ({"components": ["vllm", "dynamo"]}, "components.1", "'vllm', 'lmcache', 'nixl', 'mooncake' or 'sglang'"),
+        ({"connectors": ["LMCacheConector"]}, "connectors[0]", "did you mean LMCacheMPConnector, LMCacheConnectorV1"),
     ],
 )
 def test_bad_input_names_the_field_and_contacts_nobody(

@@ -12,6 +12,7 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
+from conftest import run_in_process
 from vllm_caching_mcp.advice.common import AdviceError
 from vllm_caching_mcp.advice.model_config import Architecture, from_knowledge
 from vllm_caching_mcp.advice.sizing import (
@@ -33,6 +34,7 @@ from vllm_caching_mcp.advice.sizing import (
     _Trail,
     size_offload,
 )
+from vllm_caching_mcp.cli import main
 from vllm_caching_mcp.knowledge import Knowledge, load_knowledge
 from vllm_caching_mcp.knowledge_files import KnowledgeError
 from vllm_caching_mcp.tools import ToolInputError, describe_validation_error, run_tool
@@ -283,6 +285,61 @@ def test_sglang_conversions_both_ways(knowledge: Knowledge) -> None:
     assert r.sglang.hicache_ratio == pytest.approx(1600 * GIB / 8 / pool, abs=0.01)
     back = ask(knowledge, model="llama-3.1-70b", tensor_parallel_size=8, sglang_hicache_size_gb=200)
     assert back.sglang.from_sglang_kv_offloading_size_gib == pytest.approx(200e9 * 8 / GIB, abs=0.01)
+
+
+def test_an_sglang_hicache_size_is_given_in_gb_and_gib_with_the_unit_vllm_takes(knowledge: Knowledge) -> None:
+    r = ask(knowledge, model="llama-3.1-70b", tensor_parallel_size=8, sglang_hicache_size_gb=200)
+    # 200 GB per rank × 8 ranks = 1,600 GB = 1.6e12 / 2^30 = 1,490.12 GiB
+    assert r.sglang.from_sglang_total_gb == 1600
+    assert r.sglang.from_sglang_kv_offloading_size_gib == round(1.6e12 / GIB, 2) == 1490.12
+    assert r.sglang.kv_offloading_size_unit == "GiB, total across the TP × PP ranks of one engine"
+    assert any(c.id == "flag.kv-offloading-size" for c in r.citations)
+    assert (
+        "from SGLang: --hicache-size 200 GB per rank × 8 ranks = 1,600 GB = 1,490.12 GiB: pass "
+        "--kv-offloading-size 1490.12 (it takes GiB, total across the TP × PP ranks of one engine)"
+    ) in r.summary().splitlines()
+
+
+def test_an_sglang_size_and_ratio_together_are_refused_not_one_dropped(knowledge: Knowledge) -> None:
+    with pytest.raises(ToolInputError, match=r"^sglang_hicache_ratio: give sglang_hicache_size_gb or "):
+        run_tool("size_offload", {"model": "llama-3.1-70b", "sglang_hicache_size_gb": 200, "sglang_hicache_ratio": 2})
+
+
+def test_a_typical_context_above_the_model_limit_is_a_warning_not_a_silent_clamp(knowledge: Knowledge) -> None:
+    r = ask(knowledge, model="llama-3.1-8b", typical_context_tokens=200_000)
+    assert r.typical_context_tokens == r.max_model_len == 131_072
+    assert (
+        "typical_context_tokens 200,000 is above max_model_len 131,072: no request can be that long, so the "
+        "typical figures are for 131,072 tokens."
+    ) in r.warnings
+    assert not any("typical_context_tokens" in w for w in ask(knowledge, model="llama-3.1-8b").warnings)
+
+
+def test_sessions_are_counted_whole_beside_the_engines_fractional_concurrency(knowledge: Knowledge) -> None:
+    r = ask(knowledge, model="llama-3.1-70b", tensor_parallel_size=4, live_sessions=10_000)
+    # full attention only: 131,072 / 16 = 8,192 blocks a max_model_len request, 8,192 / 16 = 512 a typical one
+    assert r.whole_sessions_at_max_model_len == r.num_gpu_blocks // 8192
+    assert r.whole_sessions_at_typical_context == r.num_gpu_blocks // 512
+    assert r.live_sessions_at_max_model_len == round(r.num_gpu_blocks / 8192, 3)  # the engine's figure stays
+    assert r.live_sessions_at_max_model_len != r.whole_sessions_at_max_model_len
+    text = r.summary()
+    assert (
+        f"live sessions: {r.whole_sessions_at_max_model_len:,} at 131,072 tokens (the engine's max_concurrency "
+        f"{r.live_sessions_at_max_model_len:.2f}), {r.whole_sessions_at_typical_context:,} at 8,192 tokens"
+    ) in text
+    assert f"({r.whole_sessions_at_typical_context:,} whole sessions)" in " ".join(r.warnings)
+
+
+@pytest.mark.parametrize(("command", "entries"), [("models", "models"), ("gpus", "gpus")])
+def test_the_known_models_and_gpus_are_one_command_away(command: str, entries: str, knowledge: Knowledge) -> None:
+    out = run_in_process(main, command)
+    assert out.returncode == 0 and out.stderr == ""
+    known = knowledge.models if entries == "models" else knowledge.hardware.gpus
+    listed = [line.split()[0] for line in out.stdout.splitlines()[1:-1]]
+    assert listed == [e.id.split(".", 1)[-1] for e in known]
+    for short in listed:  # every id listed is one the tool takes
+        request = {"model": short} if entries == "models" else {"model": "llama-3.1-8b", "gpu": short}
+        assert ask(knowledge, **request).model
 
 
 def test_benchmark_targets_twice_the_gpu_kv_within_the_cpu_tier(knowledge: Knowledge) -> None:

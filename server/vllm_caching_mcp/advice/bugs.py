@@ -25,7 +25,8 @@ stored snapshot from ``bugs.yaml`` answers, marked with its date and the reason.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
+import difflib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Literal
 
@@ -43,9 +44,19 @@ from ..github import (
     is_bot_login,
     parse_issue_ref,
 )
-from ..knowledge import Bug, BugSnapshot, FixedIn, Knowledge
+from ..knowledge import Bug, BugSnapshot, Component, Connector, FixedIn, Gated, Knowledge
 from ..versions import Version, contains, in_range, parse_specifier
-from .common import AdviceError, Citation, Package, Result, ToolSpec, VersionContext, cite, resolve_version
+from .common import (
+    AdviceError,
+    Citation,
+    Package,
+    Result,
+    ToolSpec,
+    VersionContext,
+    cite,
+    components_of,
+    resolve_version,
+)
 
 # Tests replace this with a factory that points at a stand-in server; it reads the token itself,
 # so the token never travels through a request field.
@@ -74,6 +85,19 @@ class CheckBugStatusRequest(BaseModel):
     )
     lmcache_version: str | None = Field(
         default=None, max_length=40, description="The LMCache release in use, e.g. '0.5.6'; left out, the newest."
+    )
+    components: list[Component] | None = Field(
+        default=None,
+        max_length=10,
+        description="What the deployment runs: the engine (vllm, sglang) and the KV backends (lmcache, nixl, "
+        "mooncake); [] for plain vLLM. Only the tracked issues that concern it are checked, the rest are named in "
+        "left_out. Left out (and no connectors given): every tracked issue. Issues named in `bugs` are always checked.",
+    )
+    connectors: list[Annotated[str, Field(min_length=1, max_length=200)]] | None = Field(
+        default=None,
+        max_length=50,
+        description="The KV connectors in use, as written in --kv-transfer-config (e.g. LMCacheConnectorV1, "
+        "NixlConnector): they add the backends they bring in to `components` (vLLM assumed as the engine).",
     )
     offline: bool = Field(
         default=False,
@@ -163,19 +187,34 @@ class BugStatus(BaseModel):
     citation: Citation | None
 
 
+class LeftOutBug(BaseModel):
+    id: str = Field(description="OWNER/REPO#N")
+    concerns: list[str] = Field(description="what a deployment must run for the issue to concern it")
+
+
 class CheckBugStatusResult(Result):
     version_context: VersionContext
     lmcache_context: VersionContext
+    stack: list[str] | None = Field(
+        default=None,
+        description="the components the tracked issues were chosen for (from components, connectors and "
+        "lmcache_version); null: not filtered, every tracked issue is checked",
+    )
+    left_out: list[LeftOutBug] = Field(
+        default_factory=list, description="tracked issues not checked because they do not concern `stack`"
+    )
     bugs: list[BugStatus]
     requests_made: int = Field(description="HTTP requests sent to GitHub for this answer")
     api_mode: Literal["graphql", "rest", "offline"]
 
     def summary(self) -> str:
         ctx, lm = self.version_context, self.lmcache_context
+        releases = [f"vLLM {ctx.version}{' (assumed)' if ctx.assumed else ''}"]
+        if self.stack is None or "lmcache" in self.stack:
+            releases.append(f"LMCache {lm.version}{' (assumed)' if lm.assumed else ''}")
+        chosen_for = f" concerning {', '.join(self.stack)}" if self.stack is not None else ""
         lines = [
-            f"vLLM {ctx.version}{' (assumed)' if ctx.assumed else ''}, "
-            f"LMCache {lm.version}{' (assumed)' if lm.assumed else ''}; "
-            f"{len(self.bugs)} issue(s), {self.requests_made} request(s) to GitHub"
+            f"{', '.join(releases)}; {len(self.bugs)} issue(s){chosen_for}, {self.requests_made} request(s) to GitHub"
         ]
         for b in self.bugs:
             lines.append("")
@@ -202,7 +241,14 @@ class CheckBugStatusResult(Result):
                 lines.append(f"  avoidance: {b.avoidance}")
             lines += [f"  changed since the snapshot: {c.what}: {c.stored} → {c.now}" for c in b.changes_since_snapshot]
             lines += [f"  note: {n}" for n in b.notes]
-        for context in (ctx, lm):
+        if self.left_out:
+            lines.append("")
+            lines.append(
+                f"left out, as they do not concern {', '.join(self.stack or [])}: "
+                + ", ".join(f"{b.id} ({' + '.join(b.concerns)})" for b in self.left_out)
+                + "; add the component to `components` to check them"
+            )
+        for context in (ctx, lm) if len(releases) == 2 else (ctx,):
             lines += [f"warning: {w}" for w in context.warnings]
         return "\n".join(lines)
 
@@ -496,9 +542,89 @@ def _by_merge_date(
 # The tool
 
 
-def _requested_refs(request: CheckBugStatusRequest, knowledge: Knowledge, web_hosts: list[str]) -> list[IssueRef]:
+# The engine an issue's repository belongs to, and the KV backend it is, where it is one.
+_ENGINE_OF_REPO = {"vllm-project/vllm": "vllm", "sgl-project/sglang": "sglang"}
+_BACKEND_OF_REPO = {"lmcache/lmcache": "lmcache", "ai-dynamo/nixl": "nixl", "kvcache-ai/mooncake": "mooncake"}
+_ENGINES = ("vllm", "sglang")
+
+
+@dataclass(frozen=True)
+class _Concern:
+    """What a deployment must run for a tracked issue to concern it."""
+
+    engine: str | None  # None: the issue is in a backend, whichever engine uses it
+    backends: frozenset[str]
+
+    @classmethod
+    def of(cls, bug: Bug, knowledge: Knowledge) -> _Concern:
+        """The repository's engine, and the backends of the repository and of the entries the issue relates to
+        (a vLLM issue about NixlConnector concerns NIXL users only)."""
+        repo = bug.repo.lower()
+        related = [knowledge.by_id.get(entry_id) for entry_id in bug.related]
+        connectors = [e.name for e in related if isinstance(e, Connector)]
+        backends = set(components_of(knowledge, connectors))
+        backends |= {e.component for e in related if isinstance(e, Gated) and e.component not in _ENGINES}
+        if repo in _BACKEND_OF_REPO:
+            backends.add(_BACKEND_OF_REPO[repo])
+        return cls(engine=_ENGINE_OF_REPO.get(repo), backends=frozenset(backends))
+
+    def within(self, stack: frozenset[str]) -> bool:
+        engine_runs = self.engine is None or self.engine in stack
+        return engine_runs and (not self.backends or bool(self.backends & stack))
+
+    def names(self) -> list[str]:
+        return [n for n in (self.engine, *sorted(self.backends)) if n is not None]
+
+
+def _known_connectors(knowledge: Knowledge) -> dict[str, str]:
+    """Each connector name and alias, lower-cased, to the name the knowledge gives it."""
+    return {name.lower(): c.name for c in knowledge.connectors for name in (c.name, *c.aliases)}
+
+
+def _stack(request: CheckBugStatusRequest, knowledge: Knowledge) -> frozenset[str] | None:
+    """The components the deployment runs, from what the request says; None when it says nothing about them."""
+    if request.components is None and request.connectors is None:
+        return None
+    stack: set[str] = set(request.components or ())
+    known = _known_connectors(knowledge)
+    for index, text in enumerate(request.connectors or ()):
+        name = known.get(text.strip().lower())
+        if name is None:
+            close = difflib.get_close_matches(text.strip().lower(), list(known), n=3, cutoff=0.6)
+            hint = f"; did you mean {', '.join(dict.fromkeys(known[c] for c in close))}?" if close else ""
+            raise AdviceError(
+                f"connectors[{index}]",
+                f"{text[:60]!r} is not a KV connector the knowledge knows{hint} (names as in --kv-transfer-config, "
+                "e.g. OffloadingConnector, LMCacheConnectorV1, NixlConnector, MooncakeConnector)",
+            )
+        stack |= components_of(knowledge, [name])
+    if request.lmcache_version is not None:
+        stack.add("lmcache")  # an LMCache release was named: it is in use
+    if not stack & set(_ENGINES):
+        stack.add("vllm")  # the engine unsaid: this server is about vLLM
+    return frozenset(stack)
+
+
+def _concerning(
+    bugs: Sequence[Bug], stack: frozenset[str] | None, knowledge: Knowledge
+) -> tuple[list[Bug], list[LeftOutBug]]:
+    """The tracked issues that concern the stack, and those left out with what they concern."""
+    if stack is None:
+        return list(bugs), []
+    kept: list[Bug] = []
+    left_out: list[LeftOutBug] = []
+    for bug in bugs:
+        concern = _Concern.of(bug, knowledge)
+        if concern.within(stack):
+            kept.append(bug)
+        else:
+            left_out.append(LeftOutBug(id=bug.id, concerns=concern.names()))
+    return kept, left_out
+
+
+def _requested_refs(request: CheckBugStatusRequest, tracked: Sequence[Bug], web_hosts: list[str]) -> list[IssueRef]:
     if not request.bugs:
-        return [IssueRef(b.repo.split("/")[0], b.repo.split("/")[1], b.number) for b in knowledge.bugs]
+        return [IssueRef(b.repo.split("/")[0], b.repo.split("/")[1], b.number) for b in tracked]
     refs: list[IssueRef] = []
     for index, text in enumerate(request.bugs):
         try:
@@ -522,9 +648,12 @@ def check_bug_status(request: CheckBugStatusRequest, knowledge: Knowledge) -> Ch
     except ConfigError as exc:
         name, _, message = str(exc).partition(": ")
         raise AdviceError(name, message) from None
+    stack = _stack(request, knowledge)
+    # Issues named in `bugs` are checked whatever the stack: they were asked for.
+    chosen, left_out = _concerning(knowledge.bugs, None if request.bugs else stack, knowledge)
     with client:
         web_hosts = list(dict.fromkeys([client.settings.web_host, "github.com"]))
-        refs = _requested_refs(request, knowledge, web_hosts)
+        refs = _requested_refs(request, chosen, web_hosts)
         tracked = {(b.repo.lower(), b.number): b for b in knowledge.bugs}
         client.offline = client.offline or request.offline
         mode: Literal["graphql", "rest", "offline"] = (
@@ -548,13 +677,34 @@ def check_bug_status(request: CheckBugStatusRequest, knowledge: Knowledge) -> Ch
                     knowledge,
                 )
             )
+    if request.bugs and stack is not None:
+        _note_outside_stack(answers, tracked, stack, knowledge)
     return CheckBugStatusResult(
         version_context=vllm_context,
         lmcache_context=lmcache_context,
+        stack=sorted(stack) if stack is not None else None,
+        left_out=left_out,
         bugs=answers,
         requests_made=requests_made,
         api_mode=mode,
     )
+
+
+def _note_outside_stack(
+    answers: list[BugStatus], tracked: dict[tuple[str, int], Bug], stack: frozenset[str], knowledge: Knowledge
+) -> None:
+    """An issue asked for by name that does not concern the stack given says so (it is still answered)."""
+    for answer in answers:
+        repo, _, number = answer.id.rpartition("#")
+        bug = tracked.get((repo.lower(), int(number)))
+        if bug is None:
+            continue
+        concern = _Concern.of(bug, knowledge)
+        if not concern.within(stack):
+            answer.notes.append(
+                f"concerns {' + '.join(concern.names())}, which the stack given ({', '.join(sorted(stack))}) "
+                "does not run"
+            )
 
 
 def _answer(

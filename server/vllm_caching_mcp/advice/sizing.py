@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import difflib
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -92,7 +92,8 @@ class SizeOffloadRequest(BaseModel):
         default=None,
         max_length=200,
         description="A model in the knowledge: id, name, alias or Hugging Face repo, e.g. 'llama-3.1-70b', "
-        "'Qwen/Qwen3-32B', 'deepseek-r1'. Give exactly one of model, config_path, architecture.",
+        "'Qwen/Qwen3-32B', 'deepseek-r1' (all: `vllm-caching models`, resource knowledge://models.yaml). Give "
+        "exactly one of model, config_path, architecture.",
     )
     config_path: str | None = Field(
         default=None, max_length=4096, description="Path to a local Hugging Face config.json (or its directory)."
@@ -105,7 +106,7 @@ class SizeOffloadRequest(BaseModel):
     data_parallel_size: int = Field(default=1, ge=1, le=4096)
     gpu_count: Count | None = Field(default=None, ge=1, description="total GPUs; checked against TP × PP × DP")
     gpus_per_node: int = Field(default=8, ge=1, le=72)
-    gpu: str = Field(default="gpu.h100-sxm", max_length=100, description="GPU id or name from hardware.yaml")
+    gpu: str = Field(default="gpu.h100-sxm", max_length=100, description="GPU id or name (all: `vllm-caching gpus`)")
     gpu_memory_gib: GpuMemoryGiB | None = Field(
         default=None, gt=0, description="memory per GPU as the driver reports it; default: the vendor's GB figure"
     )
@@ -171,8 +172,12 @@ class SizeOffloadRequest(BaseModel):
         default=None, ge=1, le=1e9, description="measured prefill rate per engine"
     )
     mfu: FiniteFloat = Field(default=0.4, ge=0.01, le=1, description="ESTIMATED model FLOPs utilisation during prefill")
-    sglang_hicache_size_gb: FiniteFloat | None = Field(default=None, gt=0, le=1e7, description="convert SGLang → vLLM")
-    sglang_hicache_ratio: FiniteFloat | None = Field(default=None, gt=0, le=1000, description="convert SGLang → vLLM")
+    sglang_hicache_size_gb: FiniteFloat | None = Field(
+        default=None, gt=0, le=1e7, description="SGLang --hicache-size (GB per rank) to convert to vLLM"
+    )
+    sglang_hicache_ratio: FiniteFloat | None = Field(
+        default=None, gt=0, le=1000, description="SGLang --hicache-ratio to convert to vLLM (or the size, not both)"
+    )
 
 
 class LayerKind(BaseModel):
@@ -215,9 +220,16 @@ class OffloadTier(BaseModel):
 
 
 class SglangConversion(BaseModel):
-    hicache_size_gb_per_rank: float | None = None
-    hicache_ratio: float | None = None
-    from_sglang_kv_offloading_size_gib: float | None = None
+    hicache_size_gb_per_rank: float | None = Field(default=None, description="this tier as SGLang's --hicache-size")
+    hicache_ratio: float | None = Field(default=None, description="this tier as SGLang's --hicache-ratio")
+    from_sglang_total_gb: float | None = Field(
+        default=None, description="the SGLang host pool given, over all TP × PP ranks, decimal GB (10^9 bytes)"
+    )
+    from_sglang_kv_offloading_size_gib: float | None = Field(
+        default=None, description="the same bytes as --kv-offloading-size takes them: GiB (2^30 bytes), all ranks"
+    )
+    kv_offloading_size_unit: str = Field(description="the unit and scope of --kv-offloading-size, from the knowledge")
+    from_sglang: str | None = Field(default=None, description="the conversion, in words")
     note: str
 
 
@@ -247,8 +259,16 @@ class SizeOffloadResult(Result):
     weights_gib_per_gpu: float
     num_gpu_blocks: int
     max_model_len: int
-    live_sessions_at_max_model_len: float
-    live_sessions_at_typical_context: float
+    live_sessions_at_max_model_len: float = Field(
+        description="the engine's max_concurrency figure: GPU blocks / blocks one max_model_len request needs "
+        "(fractional, as vLLM logs it)"
+    )
+    live_sessions_at_typical_context: float = Field(description="the same ratio at typical_context_tokens (fractional)")
+    whole_sessions_at_max_model_len: int = Field(description="sessions of max_model_len tokens that fit whole")
+    whole_sessions_at_typical_context: int = Field(
+        description="sessions of typical_context_tokens (at most max_model_len) that fit whole"
+    )
+    typical_context_tokens: int = Field(description="the context the typical figures are for")
     offload: OffloadTier | None
     host_ram_left_gib: float | None = Field(
         description="per node, after the CPU tier; negative: the tier exceeds the RAM by that much"
@@ -281,8 +301,9 @@ class SizeOffloadResult(Result):
                 )
         lines.append(
             f"GPU KV budget {self.gpu_budget_gib_per_rank:.1f} GiB/rank (weights {self.weights_gib_per_gpu:.1f} GiB) → "
-            f"{self.num_gpu_blocks:,} blocks; live sessions {self.live_sessions_at_max_model_len:.2f} at "
-            f"{self.max_model_len:,} tokens, {self.live_sessions_at_typical_context:.1f} at typical context"
+            f"{self.num_gpu_blocks:,} blocks; live sessions: {self.whole_sessions_at_max_model_len:,} at "
+            f"{self.max_model_len:,} tokens (the engine's max_concurrency {self.live_sessions_at_max_model_len:.2f}), "
+            f"{self.whole_sessions_at_typical_context:,} at {self.typical_context_tokens:,} tokens"
         )
         if self.offload is not None:
             o = self.offload
@@ -297,9 +318,11 @@ class SizeOffloadResult(Result):
         if self.sglang.hicache_size_gb_per_rank is not None:
             ratio = self.sglang.hicache_ratio
             lines.append(
-                f"SGLang: --hicache-size {self.sglang.hicache_size_gb_per_rank:g} (per rank)"
+                f"SGLang: --hicache-size {self.sglang.hicache_size_gb_per_rank:g} (GB per rank)"
                 + (f" or --hicache-ratio {ratio:g}" if ratio is not None else "")
             )
+        if self.sglang.from_sglang is not None:
+            lines.append(f"from SGLang: {self.sglang.from_sglang}")
         if self.benchmark is not None:
             lines.append(f"benchmark: {self.benchmark.command}")
         lines += [f"warning: {w}" for w in (*v.warnings, *self.warnings)]
@@ -318,6 +341,51 @@ def _find_model(knowledge: Knowledge, text: str) -> ModelArch:
     hint = f" Did you mean: {', '.join(suggestions)}?" if suggestions else ""
     known = ", ".join(m.id.split(".", 1)[-1] for m in knowledge.models)
     raise AdviceError("model", f"no model called {text!r} in the knowledge.{hint} Known: {known}.")
+
+
+def _attention_text(model: ModelArch) -> str:
+    kinds = ["MLA" if model.attention == "mla" else "GQA"]
+    if model.sliding_window_layers:
+        kinds.append(f"{model.sliding_window_layers} sliding ({model.sliding_window:,})")
+    if model.chunked_local_layers:
+        kinds.append(f"{model.chunked_local_layers} chunked local")
+    if model.linear_attention_layers:
+        kinds.append(f"{model.linear_attention_layers} linear")
+    return " + ".join(kinds)
+
+
+def known_models_text(knowledge: Knowledge) -> str:
+    """The models `model` takes: id, name, Hugging Face repo, layout and context (``vllm-caching models``)."""
+    rows = [("ID", "NAME", "HUGGING FACE REPO", "LAYERS", "ATTENTION", "CONTEXT")]
+    rows += [
+        (
+            m.id.split(".", 1)[-1],
+            m.name,
+            m.hf_repo,
+            str(m.num_layers),
+            _attention_text(m),
+            f"{m.max_position_embeddings:,}",
+        )
+        for m in knowledge.models
+    ]
+    footer = "model takes the id, the name, the repo or an alias; any other model: config_path or architecture"
+    return _table(rows) + "\n" + footer
+
+
+def known_gpus_text(knowledge: Knowledge) -> str:
+    """The GPUs `gpu` takes: id, name, memory and host link (``vllm-caching gpus``)."""
+    rows = [("ID", "NAME", "MEMORY", "HOST LINK")]
+    rows += [
+        (g.id.split(".", 1)[-1], g.name, f"{g.hbm_gb:g} GB", f"{g.host_link} ({g.host_link_practical_gb_s:g} GB/s)")
+        for g in knowledge.hardware.gpus
+    ]
+    footer = "gpu takes the id or the name; another GPU: the nearest one with gpu_memory_gib set to its memory"
+    return _table(rows) + "\n" + footer
+
+
+def _table(rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows)
 
 
 def _find_gpu(knowledge: Knowledge, text: str) -> Gpu:
@@ -988,6 +1056,14 @@ class _Pool:
     def live_typical(self) -> float:
         return self.num_blocks / self.typical_blocks
 
+    @property
+    def whole_max(self) -> int:
+        return self.num_blocks // self.max_blocks
+
+    @property
+    def whole_typical(self) -> int:
+        return self.num_blocks // self.typical_blocks
+
 
 def _gpu_memory_utilization(request: SizeOffloadRequest, version: Version, trail: _Trail) -> tuple[float, str]:
     """The fraction of GPU memory vLLM may use: as given, or the release's default (flag.gpu-memory-utilization)."""
@@ -1046,6 +1122,11 @@ def _gpu_pool(
         )
     trail.note("num_gpu_blocks", "floor(budget bytes / GPU block bytes)", num_blocks, "engine.num-gpu-blocks")
     typical = min(request.typical_context_tokens, max_len)
+    if request.typical_context_tokens > max_len:
+        trail.warn(
+            f"typical_context_tokens {request.typical_context_tokens:,} is above max_model_len {max_len:,}: no "
+            f"request can be that long, so the typical figures are for {max_len:,} tokens."
+        )
     pool = _Pool(
         num_blocks=num_blocks,
         max_len=max_len,
@@ -1066,7 +1147,7 @@ def _gpu_pool(
         trail.warn(
             f"{request.live_sessions} live sessions at {typical:,} tokens need "
             f"{request.live_sessions * pool.typical_blocks:,} "
-            f"GPU blocks; the pool has {num_blocks:,} (about {pool.live_typical:.0f} sessions)."
+            f"GPU blocks; the pool has {num_blocks:,} ({pool.whole_typical:,} whole sessions)."
         )
     return pool
 
@@ -1420,21 +1501,54 @@ def _load_estimates(
     return loads, rate
 
 
-def _sglang(request: SizeOffloadRequest, offload: OffloadTier | None, gpu_pool: int, world: int) -> SglangConversion:
+_SCOPE_WORDS = {"total_across_ranks": "total across the TP × PP ranks of one engine", "per_rank": "per rank"}
+
+
+def _sglang(
+    request: SizeOffloadRequest,
+    knowledge: Knowledge,
+    offload: OffloadTier | None,
+    gpu_pool: int,
+    world: int,
+    trail: _Trail,
+) -> SglangConversion:
+    """SGLang's HiCache sizes (GB per rank, or a ratio of the device pool) as vLLM's total GiB, and back."""
+    size_flag = trail.use("flag.kv-offloading-size")
+    assert isinstance(size_flag, Setting)
+    unit = f"{size_flag.unit}, {_SCOPE_WORDS.get(size_flag.scope or '', size_flag.scope or 'scope not recorded')}"
     sglang = SglangConversion(
-        note="REFERENCE ONLY (not checked against SGLang's code here): --hicache-size is GB per rank, "
-        "--hicache-ratio is the host pool over the device KV pool of a rank; vLLM's --kv-offloading-size is GiB "
-        "for all ranks together."
+        kv_offloading_size_unit=unit,
+        note="The SGLang side is REFERENCE ONLY (not checked against SGLang's code here): --hicache-size is GB "
+        "(10^9 bytes) per rank, --hicache-ratio the host pool over a rank's device KV pool. The vLLM side is "
+        f"from the knowledge: --kv-offloading-size is {unit}.",
     )
     if offload is not None:
         host_per_rank = offload.cpu_bytes_to_use / world
         sglang.hicache_size_gb_per_rank = round(host_per_rank / 1e9, 2)
         sglang.hicache_ratio = round(host_per_rank / gpu_pool, 2) if gpu_pool else None
     if request.sglang_hicache_size_gb is not None:
-        sglang.from_sglang_kv_offloading_size_gib = round(request.sglang_hicache_size_gb * 1e9 * world / GIB, 2)
+        total_bytes = request.sglang_hicache_size_gb * 1e9 * world
+        given = f"--hicache-size {request.sglang_hicache_size_gb:g} GB per rank × {world} ranks"
     elif request.sglang_hicache_ratio is not None:
-        sglang.from_sglang_kv_offloading_size_gib = round(request.sglang_hicache_ratio * gpu_pool * world / GIB, 2)
+        total_bytes = request.sglang_hicache_ratio * gpu_pool * world
+        given = (
+            f"--hicache-ratio {request.sglang_hicache_ratio:g} × the {gpu_pool / 1e9:,.2f} GB device KV pool of a "
+            f"rank × {world} ranks"
+        )
+    else:
+        return sglang
+    sglang.from_sglang_total_gb = round(total_bytes / 1e9, 2)
+    sglang.from_sglang_kv_offloading_size_gib = round(total_bytes / GIB, 2)
+    sglang.from_sglang = (
+        f"{given} = {_amount(total_bytes / 1e9)} GB = {_amount(total_bytes / GIB)} GiB: pass --kv-offloading-size "
+        f"{sglang.from_sglang_kv_offloading_size_gib:g} (it takes {unit})"
+    )
     return sglang
+
+
+def _amount(value: float) -> str:
+    """A size with thousands separators and at most two decimals: 1,600 or 1,490.12."""
+    return f"{value:,.2f}".rstrip("0").rstrip(".")
 
 
 def _benchmark(pool: _Pool, offload: OffloadTier | None, trail: _Trail) -> BenchmarkPlan | None:
@@ -1473,10 +1587,23 @@ def _benchmark(pool: _Pool, offload: OffloadTier | None, trail: _Trail) -> Bench
 # ---------------------------------------------------------------------------- the tool
 
 
-def size_offload(request: SizeOffloadRequest, knowledge: Knowledge) -> SizeOffloadResult:
+def _check_request(request: SizeOffloadRequest) -> None:
+    """What the fields cannot say one at a time: the inputs that exclude one another."""
     given = [x for x in (request.model, request.config_path, request.architecture) if x is not None]
     if len(given) != 1:
-        raise AdviceError("model", "give exactly one of model, config_path or architecture")
+        raise AdviceError(
+            "model",
+            "give exactly one of model, config_path or architecture (`vllm-caching models` lists the models known)",
+        )
+    if request.sglang_hicache_size_gb is not None and request.sglang_hicache_ratio is not None:
+        raise AdviceError(
+            "sglang_hicache_ratio",
+            "give sglang_hicache_size_gb or sglang_hicache_ratio, not both: SGLang sizes the host pool by one of them",
+        )
+
+
+def size_offload(request: SizeOffloadRequest, knowledge: Knowledge) -> SizeOffloadResult:
+    _check_request(request)
     version, context = resolve_version(knowledge, request.version)
     trail = _Trail(knowledge)
     arch, model_label = _architecture(request, knowledge, trail)
@@ -1494,7 +1621,7 @@ def size_offload(request: SizeOffloadRequest, knowledge: Knowledge) -> SizeOfflo
     pool = _gpu_pool(request, version, specs, budget, max_len, trail)
     tier = _cpu_tier(request, knowledge, version, specs, layout, pool, trail)
     loads, rate = _load_estimates(request, knowledge, arch, gpu, specs, layout, pool, trail)
-    sglang = _sglang(request, tier.offload, pool.num_blocks * specs.block_bytes, layout.world)
+    sglang = _sglang(request, knowledge, tier.offload, pool.num_blocks * specs.block_bytes, layout.world, trail)
     benchmark = _benchmark(pool, tier.offload, trail)
 
     return SizeOffloadResult(
@@ -1517,6 +1644,9 @@ def size_offload(request: SizeOffloadRequest, knowledge: Knowledge) -> SizeOfflo
         max_model_len=max_len,
         live_sessions_at_max_model_len=round(pool.live_max, 3),
         live_sessions_at_typical_context=round(pool.live_typical, 3),
+        whole_sessions_at_max_model_len=pool.whole_max,
+        whole_sessions_at_typical_context=pool.whole_typical,
+        typical_context_tokens=pool.typical,
         offload=tier.offload,
         host_ram_left_gib=None if tier.host_left_gib is None else round(tier.host_left_gib, 3),
         load_estimates=loads,
