@@ -19,19 +19,31 @@ import os
 import sys
 import types
 import typing
-from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from . import __version__
-from .advice.common import ToolSpec
+from .advice.common import AdviceError, ToolSpec, resolve_version
+from .advice.deployment import MAX_DOCUMENTS_TEXT, Document, parse_documents
 from .advice.review import ReviewResult, exit_code, list_rules, to_sarif
-from .knowledge import load_knowledge
+from .knowledge import Knowledge, load_knowledge
 from .knowledge_files import KnowledgeError
 from .tools import TOOL_NAMES, ToolInputError, all_tools, check_argument_names, run_tool
 
 _SCALARS = (str, int, float)
+
+# An @FILE is read up to the most text any tool takes in one call (review's documents together).
+MAX_FILE_BYTES = MAX_DOCUMENTS_TEXT
+
+_FILE_HELP = (
+    "Any text or JSON option takes @FILE: its value is read from FILE (@- reads standard input; at most "
+    f"{MAX_FILE_BYTES:,} bytes of UTF-8)."
+)
+
+
+def _option(field: str) -> str:
+    return "--" + field.replace("_", "-")
 
 
 def _is_structured(annotation: Any) -> bool:
@@ -57,6 +69,15 @@ def _is_scalar_list(annotation: Any) -> bool:
     return all(a is str or typing.get_origin(a) is typing.Literal for a in items)
 
 
+def _is_documents(annotation: Any) -> bool:
+    """list[Document] (optionally None or Annotated): files the CLI reads as @FILE, one per option."""
+    if typing.get_origin(annotation) is typing.Annotated:
+        return _is_documents(typing.get_args(annotation)[0])
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return any(_is_documents(a) for a in typing.get_args(annotation) if a is not type(None))
+    return typing.get_origin(annotation) is list and typing.get_args(annotation) == (Document,)
+
+
 def _is_bool(annotation: Any) -> bool:
     if annotation is bool:
         return True
@@ -65,11 +86,19 @@ def _is_bool(annotation: Any) -> bool:
 
 def _add_tool_parser(subparsers: Any, spec: ToolSpec) -> None:
     command = spec.name.replace("_", "-")
-    parser = subparsers.add_parser(command, help=spec.title, description=spec.description)
+    parser = subparsers.add_parser(command, help=spec.title, description=spec.description, epilog=_FILE_HELP)
     for name, field in spec.request.model_fields.items():
-        flag = "--" + name.replace("_", "-")
+        flag = _option(name)
         help_text = (field.description or "").replace("%", "%%")  # argparse formats help with %
-        if _is_bool(field.annotation):
+        if _is_documents(field.annotation):
+            parser.add_argument(
+                flag,
+                dest=name,
+                action="append",
+                metavar="@FILE",
+                help=f"{help_text} (@FILE: that file, repeat for more; or JSON [{{name, text}}])",
+            )
+        elif _is_bool(field.annotation):
             parser.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, default=None, help=help_text)
         elif _is_scalar_list(field.annotation):
             parser.add_argument(flag, dest=name, metavar="A,B", help=f"{help_text} (comma-separated, or JSON)")
@@ -81,13 +110,46 @@ def _add_tool_parser(subparsers: Any, spec: ToolSpec) -> None:
     parser.set_defaults(_tool=spec)
 
 
-def _read_text(field: str, path: str) -> str:
-    """The contents of ``path`` (``-``: standard input) for a text field; a clear error if unreadable."""
+def read_file_option(option: str, path: str) -> str:
+    """The text of ``path`` (``-``: standard input) given to ``option`` as ``@FILE``, at most
+    `MAX_FILE_BYTES`; otherwise one line naming the option and the file."""
+    source = "standard input" if path == "-" else repr(path)
     try:
-        return sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not UTF-8 text"
-        raise ToolInputError(f"{field}: cannot read {path!r} ({reason})") from None
+        if path == "-":
+            stream = getattr(sys.stdin, "buffer", None)  # a test's StringIO has none, and is text already
+            data = stream.read(MAX_FILE_BYTES + 1) if stream else sys.stdin.read(MAX_FILE_BYTES + 1).encode()
+        else:
+            with open(path, "rb") as file:
+                data = file.read(MAX_FILE_BYTES + 1)  # a FIFO or /dev/zero must not fill the memory
+    except OSError as exc:
+        raise ToolInputError(f"{option}: cannot read {source} ({exc.strerror or type(exc).__name__})") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise ToolInputError(f"{option}: {source} is larger than {MAX_FILE_BYTES:,} bytes, the most any input takes")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ToolInputError(f"{option}: {source} is not UTF-8 text (byte {exc.start})") from None
+
+
+def _documents_value(option: str, values: list[str]) -> list[Any]:
+    """A documents option's values: each ``@FILE`` is that file, named by its path; any other value
+    is JSON, a list of {name, text} or one of them."""
+    documents: list[Any] = []
+    for value in values:
+        if value.startswith("@") and len(value) > 1:
+            documents.append({"name": value[1:], "text": read_file_option(option, value[1:])})
+            continue
+        parsed = _json_value(option, value, None)
+        documents.extend(parsed if isinstance(parsed, list) else [parsed])
+    return documents
+
+
+def _json_value(option: str, text: str, path: str | None) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        what = f"{path!r} is not valid JSON" if path else "not valid JSON"
+        raise ToolInputError(f"{option}: {what} ({exc.msg}, line {exc.lineno})") from None
 
 
 def _arguments(spec: ToolSpec, namespace: argparse.Namespace) -> dict[str, Any]:
@@ -96,22 +158,36 @@ def _arguments(spec: ToolSpec, namespace: argparse.Namespace) -> dict[str, Any]:
         value = getattr(namespace, name, None)
         if value is None:
             continue
-        if isinstance(value, str) and value.startswith("@") and len(value) > 1:
-            value = _read_text(name, value[1:])
+        option = _option(name)
+        if _is_documents(field.annotation):
+            arguments[name] = _documents_value(option, value)
+            continue
+        path = value[1:] if isinstance(value, str) and value.startswith("@") and len(value) > 1 else None
+        if path is not None:
+            value = read_file_option(option, path)
         if _is_scalar_list(field.annotation) and not value.lstrip().startswith("["):
             value = [item.strip() for item in value.split(",") if item.strip()]
         elif _is_structured(field.annotation):
-            try:
-                value = json.loads(value)
-            except json.JSONDecodeError as exc:
-                raise ToolInputError(f"{name}: not valid JSON ({exc.msg})") from None
+            value = _json_value(option, value, path)
         arguments[name] = value
     return arguments
 
 
+def tool_arguments(argv: list[str]) -> tuple[ToolSpec, dict[str, Any]]:
+    """The tool a tool subcommand names and the arguments its options give, files read, as `main`
+    would pass them; nothing is run. Raises ToolInputError (and SystemExit for argparse's refusals)."""
+    args = build_parser().parse_args(_glue_option_values(argv))
+    spec: ToolSpec | None = getattr(args, "_tool", None)
+    if spec is None:
+        raise ToolInputError(f"command: {argv[0] if argv else ''!r} is not a tool subcommand")
+    return spec, _arguments(spec, args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="vllm-caching", description="Verified, version-gated answers about vLLM tiered KV caching."
+        prog="vllm-caching",
+        description="Verified, version-gated answers about vLLM tiered KV caching.",
+        epilog=_FILE_HELP,
     )
     parser.add_argument("--version", action="version", version=f"vllm-caching {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -121,6 +197,9 @@ def build_parser() -> argparse.ArgumentParser:
     call.add_argument("tool", help="tool name: " + ", ".join(TOOL_NAMES))
     call.add_argument("arguments", nargs="?", default="{}", help="the arguments as one JSON object")
     sub.add_parser("tools", help="list the tools")
+    # size_offload's names, one command away (over MCP: the knowledge://models.yaml and hardware.yaml resources)
+    sub.add_parser("models", help="list the models size_offload knows by name")
+    sub.add_parser("gpus", help="list the GPUs size_offload knows by name")
     _add_review_parser(sub)
     return parser
 
@@ -141,6 +220,7 @@ def _add_review_parser(sub: Any) -> None:
     review.add_argument("--format", choices=["text", "json", "sarif"], default="text")
     review.add_argument("--fail-on", choices=["error", "warning", "info", "never"], default="error")
     review.add_argument("--list-rules", action="store_true", help="list the rules and exit")
+    _add_allow_empty_option(review)
 
 
 def _review(args: argparse.Namespace) -> int:
@@ -150,11 +230,11 @@ def _review(args: argparse.Namespace) -> int:
             releases = rule.versions or "all releases"
             print(f"{rule.id:<48} {rule.severity:<8} {releases:<22} {rule.title}")
         return 0
-    if not args.files:
+    if not args.files and not args.allow_empty:
         raise ToolInputError("files: give at least one file to review (or - for standard input)")
     host = {k: v for k, v in (("ram_gib", args.host_ram_gib), ("gpu", args.gpu)) if v is not None}
     arguments: dict[str, Any] = {
-        "documents": [{"name": path, "text": _read_text("files", path)} for path in args.files],
+        "documents": [{"name": path, "text": read_file_option("files", path)} for path in args.files],
         "disabled_rules": args.disable,
     }
     for key, value in (
@@ -164,8 +244,7 @@ def _review(args: argparse.Namespace) -> int:
     ):
         if value is not None:
             arguments[key] = value
-    result = run_tool("review_deployment", arguments)
-    assert isinstance(result, ReviewResult)
+    result = _review_or_nothing(arguments, args.allow_empty, knowledge)
     if args.format == "sarif":
         print(json.dumps(to_sarif(result, knowledge), indent=2))
     elif args.format == "json":
@@ -173,6 +252,69 @@ def _review(args: argparse.Namespace) -> int:
     else:
         print(result.summary())
     return exit_code(result, args.fail_on)
+
+
+# -- files picked by name (CI, pre-commit): nothing to review is a clean review ------------------
+
+
+def _add_allow_empty_option(review: argparse.ArgumentParser) -> None:
+    review.add_argument(
+        "--allow-empty",
+        action="store_true",
+        help="no files, or files none of which holds a vLLM server or LMCache config, are a clean review "
+        "(exit 0) instead of bad input (exit 2): for files picked by name, as CI and pre-commit pick them",
+    )
+
+
+def _review_or_nothing(arguments: dict[str, Any], allow_empty: bool, knowledge: Knowledge) -> ReviewResult:
+    """The review of ``arguments``; with ``allow_empty``, an empty review when there is nothing to review.
+
+    A selection by file name (every changed `*.yaml`) often holds no vLLM server at all: a CI
+    workflow, a chart's other manifests. The review refuses that as bad input; a hook must not.
+    """
+    if not allow_empty:
+        result = run_tool("review_deployment", arguments)
+        assert isinstance(result, ReviewResult)
+        return result
+    given: list[dict[str, str]] = arguments["documents"]
+    # With no files, an empty text stands in, so that the other options are still checked.
+    probe = {**arguments, "documents": given or [{"name": "(no files)", "text": ""}]}
+    try:
+        result = run_tool("review_deployment", probe)
+    except ToolInputError as exc:
+        # The review checks every other option before it reads the documents, so a `documents`
+        # error where the documents hold no server is that refusal, not a bad option.
+        if not (str(exc).startswith("documents: ") and _holds_no_server(probe["documents"], knowledge)):
+            raise
+        notes = [f"{d['name']}: no vLLM server found in it" for d in given] or ["no files to review"]
+        return _empty_review(arguments, notes, knowledge)
+    assert isinstance(result, ReviewResult)
+    return result
+
+
+def _holds_no_server(documents: list[dict[str, str]], knowledge: Knowledge) -> bool:
+    try:
+        parse_documents([Document(name=d["name"], text=d["text"]) for d in documents], knowledge)
+    except AdviceError as exc:
+        return exc.field == "documents"
+    except ValidationError:
+        return False  # too long a name or text: the review's own refusal says which
+    return False
+
+
+def _empty_review(arguments: dict[str, Any], notes: list[str], knowledge: Knowledge) -> ReviewResult:
+    """A review that found nothing because there was nothing to read, for the release the review would state."""
+    _, context = resolve_version(knowledge, arguments.get("version"), field="version")
+    return ReviewResult(
+        version_context=context,
+        workloads=[],
+        findings=[],
+        not_checked=[],
+        disabled_rules=list(arguments["disabled_rules"]),
+        rules_evaluated=0,
+        notes=notes,
+        citations=[],
+    )
 
 
 def _glue_option_values(argv: list[str]) -> list[str]:
@@ -197,6 +339,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(_glue_option_values(list(sys.argv[1:] if argv is None else argv)))
     try:
+        if args.command in ("models", "gpus"):
+            from .advice.sizing import known_gpus_text, known_models_text
+
+            listing = known_models_text if args.command == "models" else known_gpus_text
+            print(listing(load_knowledge()))
+            return 0
         if args.command == "tools":
             for tool in all_tools():
                 print(f"{tool.name:<20} {tool.title}")
