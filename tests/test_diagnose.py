@@ -148,12 +148,17 @@ def test_decode_bound_when_prefill_is_already_cached(knowledge: Knowledge) -> No
 
 
 def test_deployment_findings_become_causes(knowledge: Knowledge) -> None:
-    text = (DATA / "production-stack-values.yaml").read_text()
+    # pitfall.prefix-caching-disabled fires only where prefix caching off bites: SimpleCPUOffloadConnector,
+    # which turns itself off without it (the chart's LMCacheConnectorV1 keeps working, so its values are no case)
+    text = (
+        "docker run --gpus all vllm/vllm-openai:v0.19.1 --model m --no-enable-prefix-caching "
+        """--kv-transfer-config '{"kv_connector":"SimpleCPUOffloadConnector","kv_role":"kv_both"}'"""
+    )
     result = diagnose(
-        DiagnoseRequest(symptoms=["offload_does_not_help"], deployment=[Document(name="values.yaml", text=text)]),
+        DiagnoseRequest(symptoms=["offload_does_not_help"], deployment=[Document(name="run.sh", text=text)]),
         knowledge,
     )
-    assert result.version_context.version == "0.19.1"  # from the chart's image tag
+    assert result.version_context.version == "0.19.1"  # from the image tag
     assert causes(result) == ["prefix_caching_off"]
 
 

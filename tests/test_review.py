@@ -44,6 +44,7 @@ TIERING_FS = (
     """{"spec_name":"TieringOffloadingSpec","cpu_bytes_to_use":107374182400,"""
     """"secondary_tiers":[{"type":"fs","root_dir":"/kv"}]}}'"""
 )
+TIERING_FS_PYTHON = TIERING_FS.replace('"type":"fs"', '"type":"fs_python"')
 P2P_ALL = (
     "LMCACHE_ENABLE_P2P=True LMCACHE_TRANSFER_CHANNEL=nixl LMCACHE_ENABLE_CONTROLLER=True "
     "LMCACHE_CONTROLLER_PULL_URL=ctrl:8300 LMCACHE_CONTROLLER_REPLY_URL=ctrl:8400 "
@@ -96,10 +97,47 @@ RULE_CASES: dict[str, tuple[str, str, str, dict[str, Any]]] = {
         f"vllm serve {M} --kv-offloading-size 10",  # no backend: the shorthand is off before 0.14.0
         {},
     ),
+    # SimpleCPUOffloadConnector (the native shorthand with VLLM_USE_SIMPLE_KV_OFFLOAD) turns itself off
+    # without prefix caching; OffloadingConnector (the shorthand without the variable) keeps offloading
     "pitfall.prefix-caching-disabled": (
         "0.33.0",
+        f"VLLM_USE_SIMPLE_KV_OFFLOAD=1 vllm serve {M} --kv-offloading-size 100 --no-enable-prefix-caching",
         f"vllm serve {M} --kv-offloading-size 100 --no-enable-prefix-caching",
-        f"vllm serve {M} --kv-offloading-size 100 --enable-prefix-caching",
+        {},
+    ),
+    # no connector: nothing hashes the blocks, so shared prefixes are prefilled again
+    "pitfall.prefix-caching-off-without-connector": (
+        "0.33.0",
+        f"vllm serve {M} --no-enable-prefix-caching",
+        f"vllm serve {M} --kv-offloading-size 100 --no-enable-prefix-caching",
+        {},
+    ),
+    # 0.33.0 registers fs, not the 0.22.x name fs_python
+    "pitfall.tier-type-not-registered": (
+        "0.33.0",
+        f"vllm serve {M} {TIERING_FS_PYTHON}",
+        f"vllm serve {M} {TIERING_FS}",
+        {},
+    ),
+    # TP 4 on the two GPUs CUDA_VISIBLE_DEVICES leaves
+    "pitfall.world-size-over-visible-gpus": (
+        "0.33.0",
+        f"CUDA_VISIBLE_DEVICES=0,1 vllm serve {M} -tp 4",
+        f"CUDA_VISIBLE_DEVICES=0,1,2,3 vllm serve {M} -tp 4",
+        {},
+    ),
+    # a shared LMCache remote without one hash seed
+    "pitfall.lmcache-sharing-without-hash-seed": (
+        "0.33.0",
+        f"LMCACHE_REMOTE_URL=lm://cache:65432 vllm serve {M} {LMCACHE_V1}",
+        f"PYTHONHASHSEED=0 LMCACHE_REMOTE_URL=lm://cache:65432 vllm serve {M} {LMCACHE_V1}",
+        {},
+    ),
+    # the redis-lookup P2P key LMCache stopped reading in 0.3.7
+    "pitfall.lmcache-legacy-lookup-keys": (
+        "0.33.0",
+        f"LMCACHE_LOOKUP_URL=redis:6379 vllm serve {M} {LMCACHE_V1}",
+        f"LMCACHE_ENABLE_P2P=True vllm serve {M} {LMCACHE_V1}",
         {},
     ),
     "pitfall.fp8-kv-without-scales": (
@@ -227,7 +265,7 @@ def fired(result: ReviewResult) -> set[str]:
 def test_every_rule_has_a_passing_and_a_failing_example(knowledge: Knowledge) -> None:
     rule_ids = {r.id for r in list_rules(knowledge)}
     assert rule_ids == set(RULE_CASES) | SEPARATELY_TESTED
-    assert len(rule_ids) == 27
+    assert len(rule_ids) == 32
 
 
 @pytest.mark.parametrize("rule_id", sorted(RULE_CASES))
@@ -420,6 +458,21 @@ def test_image_tag_decides_the_version_and_says_so(knowledge: Knowledge) -> None
 # ------------------------------------------------------------------- real-looking manifests
 
 
+# The files of tests/data/deployments/ this module reviews (tests/test_corpus.py reviews them all, with
+# their expectations beside them).
+REVIEWED_HERE = (
+    "api-server-fp8.sh",
+    "docker-compose.yaml",
+    "docker-run-lmcache.sh",
+    "k8s-nixl-pd.yaml",
+    "lmcache-config.yaml",
+    "lws-lmcache-p2p.yaml",
+    "production-stack-values.yaml",
+    "serve-llama70b-h100.sh",
+    "tiered-fs-deployment.yaml",
+)
+
+
 def review_file(knowledge: Knowledge, name: str, **extra: Any) -> ReviewResult:
     doc = Document(name=name, text=(DATA / name).read_text())
     return review_deployment(ReviewRequest(documents=[doc], **extra), knowledge)
@@ -521,9 +574,8 @@ def test_production_stack_helm_values(knowledge: Knowledge) -> None:
         "0.19.1",
         ["LMCacheConnectorV1"],
     )
-    assert brief(result) == [
-        ("pitfall.prefix-caching-disabled", 14, "servingEngineSpec.modelSpec[0].vllmConfig.enablePrefixCaching")
-    ]
+    # enablePrefixCaching: false with LMCacheConnectorV1 is no finding: the engine hashes blocks for any connector
+    assert brief(result) == []
 
 
 def test_lmcache_config_alone(knowledge: Knowledge) -> None:
@@ -620,7 +672,7 @@ def test_reviewing_changes_neither_the_request_nor_the_parsed_deployment(knowled
     # resolve wrote into the parsed workload: the model a switch had taken as its value, and the model
     # named by --model.
     shell = f"vllm serve --enable-prefix-caching {M} --kv-offloading-size 10 ; vllm serve --model {M} -tp 2"
-    corpus = [Document(name=p.name, text=p.read_text()) for p in sorted(DATA.iterdir())]
+    corpus = [Document(name=name, text=(DATA / name).read_text()) for name in REVIEWED_HERE]
     for documents in ([Document(name="serve.sh", text=shell)], *([doc] for doc in corpus), corpus):
         request = ReviewRequest(documents=documents, host=HostFacts(ram_gib=512))
         asked = request.model_dump_json()
@@ -806,3 +858,158 @@ def test_a_tier_reading_the_code_cannot_follow_fails_the_load(
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     with pytest.raises(KnowledgeError, match=r"connectors\.yaml: .*" + expected):
         load_knowledge(str(knowledge_copy))
+
+
+# ------------------------------------------------------------------------- rules resting on proven facts
+
+SIMPLE_CPU = """--kv-transfer-config '{"kv_connector":"SimpleCPUOffloadConnector","kv_role":"kv_both"}'"""
+OFFLOADING = """--kv-transfer-config '{"kv_connector":"OffloadingConnector","kv_role":"kv_both"}'"""
+LMCACHE_MP = """--kv-transfer-config '{"kv_connector":"LMCacheMPConnector","kv_role":"kv_both"}'"""
+
+
+@pytest.mark.parametrize(
+    ("version", "connector", "fires"),
+    [
+        ("0.33.0", SIMPLE_CPU, "pitfall.prefix-caching-disabled"),
+        ("0.19.0", SIMPLE_CPU, "pitfall.prefix-caching-disabled"),
+        # the engine hashes blocks for every connector; these offload with prefix caching off
+        ("0.33.0", OFFLOADING, None),
+        ("0.33.0", LMCACHE_V1, None),
+        ("0.33.0", LMCACHE_MP, None),
+        ("0.33.0", NIXL, None),
+        ("0.11.0", OFFLOADING, None),
+        ("0.33.0", "", "pitfall.prefix-caching-off-without-connector"),
+    ],
+)
+def test_prefix_caching_off_is_reported_only_where_it_bites(
+    knowledge: Knowledge, version: str, connector: str, fires: str | None
+) -> None:
+    result = review(knowledge, f"vllm serve {M} {connector} --no-enable-prefix-caching", version=version)
+    prefix_rules = {r for r in fired(result) if r.startswith("pitfall.prefix-caching")}
+    assert prefix_rules == ({fires} if fires else set()), result.summary()
+    severities = {f.severity for f in result.findings if f.rule_id == "pitfall.prefix-caching-off-without-connector"}
+    assert severities <= {"info"}
+
+
+@pytest.mark.parametrize(
+    ("version", "tier", "fires"),
+    [
+        ("0.22.1", '{"type":"fs","root_dir":"/kv"}', True),  # 0.22.x registered fs_python
+        ("0.22.1", '{"type":"fs_python","root_dir":"/kv"}', False),
+        ("0.33.0", '{"type":"fs_python","root_dir":"/kv"}', True),
+        ("0.24.0", '{"type":"p2p"}', True),  # p2p from 0.25.0
+        ("0.25.0", '{"type":"p2p"}', False),
+        # an out-of-tree tier is imported from module_path from 0.28.0, refused before
+        ("0.28.0", '{"type":"mine","module_path":"my.tiers"}', False),
+        ("0.27.1", '{"type":"mine","module_path":"my.tiers"}', True),
+    ],
+)
+def test_a_tier_type_the_release_does_not_register(knowledge: Knowledge, version: str, tier: str, fires: bool) -> None:
+    config = (
+        '{"kv_connector":"OffloadingConnector","kv_role":"kv_both","kv_connector_extra_config":'
+        '{"spec_name":"TieringOffloadingSpec","cpu_bytes_to_use":1073741824,"secondary_tiers":[' + tier + "]}}"
+    )
+    result = review(knowledge, f"vllm serve {M} --kv-transfer-config '{config}'", version=version)
+    assert ("pitfall.tier-type-not-registered" in fired(result)) is fires, result.summary()
+    if fires:
+        finding = next(f for f in result.findings if f.rule_id == "pitfall.tier-type-not-registered")
+        assert f"is not registered in vLLM {version}" in finding.message
+
+
+@pytest.mark.parametrize(
+    ("command", "version", "fires"),
+    [
+        (f"CUDA_VISIBLE_DEVICES=0,1 vllm serve {M} -tp 2 -pp 2", "0.33.0", True),
+        (f"CUDA_VISIBLE_DEVICES= vllm serve {M}", "0.33.0", False),  # world size 1 on no GPU: another failure
+        (f"CUDA_VISIBLE_DEVICES=GPU-1f2e,GPU-77aa vllm serve {M} -tp 4", "0.33.0", True),
+        (f"vllm serve {M} -tp 4", "0.33.0", False),  # nothing says how many GPUs it sees
+        (f"CUDA_VISIBLE_DEVICES=0,1 vllm serve {M} -tp 4 --distributed-executor-backend ray", "0.33.0", False),
+        (f"CUDA_VISIBLE_DEVICES=0,1 vllm serve {M} -tp 4 --nnodes 2", "0.33.0", False),
+        (f"CUDA_VISIBLE_DEVICES=0,1 vllm serve {M} -tp 4", "0.11.0", False),  # 0.11.0 fell back to Ray
+    ],
+)
+def test_world_size_over_the_visible_gpus(knowledge: Knowledge, command: str, version: str, fires: bool) -> None:
+    result = review(knowledge, command, version=version)
+    assert ("pitfall.world-size-over-visible-gpus" in fired(result)) is fires, result.summary()
+
+
+@pytest.mark.parametrize(
+    ("env", "connector", "fires"),
+    [
+        ("LMCACHE_ENABLE_PD=True", LMCACHE_V1, True),
+        ("LMCACHE_REMOTE_URL=lm://cache:65432", LMCACHE_V1, True),
+        ("LMCACHE_REMOTE_URL=lm://cache:65432 PYTHONHASHSEED=0", LMCACHE_V1, False),
+        ("LMCACHE_LOCAL_CPU=True", LMCACHE_V1, False),  # nothing shared: LMCache does not warn
+        ("LMCACHE_REMOTE_URL=lm://cache:65432", OFFLOADING, False),  # not LMCache's token database
+    ],
+)
+def test_lmcache_sharing_without_a_hash_seed(knowledge: Knowledge, env: str, connector: str, fires: bool) -> None:
+    result = review(knowledge, f"{env} vllm serve {M} {connector}", version="0.33.0")
+    assert ("pitfall.lmcache-sharing-without-hash-seed" in fired(result)) is fires, result.summary()
+
+
+def test_lmcache_sharing_with_differing_hash_seeds(knowledge: Knowledge) -> None:
+    one = f"PYTHONHASHSEED=0 LMCACHE_REMOTE_URL=lm://cache:65432 vllm serve {M} {LMCACHE_V1}"
+    result = review(knowledge, one, one.replace("PYTHONHASHSEED=0", "PYTHONHASHSEED=1"), version="0.33.0")
+    assert "pitfall.lmcache-sharing-without-hash-seed" in fired(result)
+
+
+def test_lmcache_legacy_lookup_keys_from_a_config_file(knowledge: Knowledge) -> None:
+    config = Document(name="lmcache.yaml", text="chunk_size: 256\nlocal_cpu: true\ndistributed_url: 10.0.0.5:8200\n")
+    serve = Document(name="serve.sh", text=f"LMCACHE_CONFIG_FILE=lmcache.yaml vllm serve {M} {LMCACHE_V1}")
+    result = review_deployment(ReviewRequest(documents=[serve, config], version="0.33.0"), knowledge)
+    assert "pitfall.lmcache-legacy-lookup-keys" in fired(result), result.summary()
+
+
+def test_unknown_flag_follows_argparse_abbreviations(knowledge_copy: Path) -> None:
+    inventory = {
+        "sources": ["pypi:vllm"],
+        "verified_at": "2026-11-30",
+        "flags": [{"flag": "--max-num-seqs"}, {"flag": "--max-num-batched-tokens"}, {"flag": "--max-model-len"}],
+    }
+    (knowledge_copy / "cli_inventory.yaml").write_text(yaml.safe_dump(inventory))
+    k = load_knowledge(str(knowledge_copy))
+    # an unambiguous prefix is the option, as vLLM's parser (argparse, allow_abbrev on) reads it
+    assert "pitfall.unknown-flag" not in fired(review(k, f"vllm serve {M} --max-num-seq 8 --max-model 4096"))
+    ambiguous = [f for f in review(k, f"vllm serve {M} --max-num 8").findings if f.rule_id == "pitfall.unknown-flag"]
+    assert [f.message.split(": ", 1)[1] for f in ambiguous] == [
+        f"--max-num is ambiguous in vLLM {k.newest()}: it could be --max-num-batched-tokens, --max-num-seqs; "
+        "write the option in full"
+    ]
+
+
+def test_every_condition_key_has_an_evaluator() -> None:
+    from vllm_caching_mcp.advice.review import _EVALUATORS
+    from vllm_caching_mcp.knowledge import Condition
+
+    assert set(_EVALUATORS) == set(Condition.model_fields)
+
+
+def test_an_error_rule_rests_on_a_fact_verified_in_the_wheels(knowledge: Knowledge) -> None:
+    from vllm_caching_mcp.verification import verification_state
+
+    for rule in list_rules(knowledge):
+        assert rule.premises, f"{rule.id} names no premise"
+        if rule.severity == "error":
+            verified = [p for p in rule.premises if verification_state(p).status == "verified"]
+            assert verified, f"{rule.id} is error-severity but no premise of it was verified against the wheels"
+
+
+def test_a_premise_that_does_not_resolve_fails_the_load(knowledge_copy: Path) -> None:
+    path = knowledge_copy / "pitfalls.yaml"
+    data = yaml.safe_load(path.read_text())
+    data["pitfalls"][0]["premises"] = ["feature.no-such-fact"]
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    with pytest.raises(KnowledgeError, match=r"field 'premises': no entry has the id 'feature\.no-such-fact'"):
+        load_knowledge(str(knowledge_copy))
+
+
+def test_a_finding_carries_the_reason_and_its_premises(knowledge: Knowledge) -> None:
+    result = review(knowledge, RULE_CASES["pitfall.prefix-caching-disabled"][1], version="0.33.0")
+    finding = next(f for f in result.findings if f.rule_id == "pitfall.prefix-caching-disabled")
+    assert "Detected prefix caching disabled" in finding.why
+    assert "feature.simple-offload-needs-prefix-caching" in finding.premises and finding.sources
+    sarif = to_sarif(result, knowledge)
+    (rule,) = [r for r in sarif["runs"][0]["tool"]["driver"]["rules"] if r["id"] == finding.rule_id]
+    assert "Detected prefix caching disabled" in rule["help"]["text"] and finding.sources[0] in rule["help"]["text"]
+    assert rule["properties"]["premises"] == finding.premises

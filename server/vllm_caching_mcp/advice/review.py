@@ -19,7 +19,7 @@ import itertools
 import json
 import re
 import urllib.parse
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -28,7 +28,7 @@ from pydantic import BaseModel, Field
 
 from .. import __version__
 from .. import advisories as advisory_lookup
-from ..knowledge import Advisory, Comparison, Condition, Gated, Knowledge, Pitfall, ValueTest
+from ..knowledge import Advisory, Comparison, Condition, Gated, Knowledge, Pitfall, Setting, ValueTest, ranged_at
 from ..versions import Version, in_range, parse_version
 from .common import (
     AdviceError,
@@ -111,6 +111,10 @@ class Finding(BaseModel):
     location: Location
     workload: str
     heuristic: str | None = Field(default=None, description="how the rule guessed, when the configuration cannot say")
+    why: str = Field(description="why the rule holds: the mechanism in vLLM or LMCache that makes this a problem")
+    premises: list[str] = Field(
+        default_factory=list, description="the knowledge entries (facts checked against the wheels) the reason rests on"
+    )
     sources: list[str]
 
 
@@ -146,6 +150,8 @@ class RuleInfo(BaseModel):
     title: str
     versions: str = Field(description="vLLM releases the rule applies to; empty: all")
     heuristic: str | None
+    why: str
+    premises: list[str]
     fix: str
 
 
@@ -331,10 +337,29 @@ def _flag_items_unknown(ctx: Context, workload_flags: Sequence[FlagUse]) -> Outc
             continue
         if name == "--enable-hybrid-kv-cache-manager" and "--disable-hybrid-kv-cache-manager" in accepted:
             continue
+        expansions = _abbreviation_of(name, accepted)
+        if len(expansions) == 1:
+            continue
+        if expansions:
+            could = ", ".join(expansions[:5]) + (f" and {len(expansions) - 5} more" if len(expansions) > 5 else "")
+            text = f"{flag.written} is ambiguous in vLLM {ctx.version}: it could be {could}; write the option in full"
+            items.append(Evidence(text, flag.location))
+            continue
         close = ctx.shared.closest(name, accepted)
         hint = f"; did you mean {close}?" if close else ""
         items.append(Evidence(f"{flag.written} is not an option of vLLM {ctx.version}{hint}", flag.location))
     return Outcome(bool(items), items=items)
+
+
+def _abbreviation_of(name: str, accepted: AbstractSet[str]) -> list[str]:
+    """The long options ``name`` abbreviates, as argparse reads it: vLLM's parser keeps argparse's
+    ``allow_abbrev`` on, so an unambiguous prefix is that option and an ambiguous one an error."""
+    if not name.startswith("--") or len(name) < 3:
+        return []
+    found = {option for option in accepted if option.startswith(name)}
+    if name.startswith("--no-"):  # --no-X exists for each switch --X (BooleanOptionalAction)
+        found |= {option for option in accepted if ("--no-" + option[2:]).startswith(name)}
+    return sorted(found)
 
 
 def _known_lifecycle_flag(ctx: Context, name: str) -> Gated | None:
@@ -348,55 +373,98 @@ def _known_lifecycle_flag(ctx: Context, name: str) -> Gated | None:
 
 def evaluate(condition: Condition, ctx: Context, workload_flags: Sequence[FlagUse]) -> Outcome:
     """True, false or unknown for this workload; ``workload_flags`` are its flags as written, in order."""
-    c = condition
-    if c.all_ is not None:
-        return _all([evaluate(p, ctx, workload_flags) for p in c.all_])
-    if c.any_ is not None:
-        return _any([evaluate(p, ctx, workload_flags) for p in c.any_])
-    if c.not_ is not None:
-        inner = evaluate(c.not_, ctx, workload_flags)
-        return Outcome(None if inner.value is None else not inner.value, inner.evidence, inner.missing)
-    if c.flag is not None or c.flag_on is not None or c.flag_off is not None:
-        return _flag_state(c, ctx)
-    if c.flag_value is not None:
-        return _flag_value(c.flag_value, ctx)
-    if c.flag_unknown is not None:
-        return _flag_items_unknown(ctx, workload_flags)
-    if c.flag_unavailable is not None:
-        return _flag_unavailable(c.flag_unavailable, ctx, workload_flags)
-    if c.env is not None:
-        return _env_set(c.env, ctx)
-    if c.env_value is not None:
-        return _env_value(c.env_value, ctx)
-    if c.env_differs is not None:
-        return _env_differs(ctx, c.env_differs)
-    if c.connector is not None:
-        found = [u for u in ctx.effective.connectors if u.name in c.connector]
-        return Outcome(bool(found), [Evidence(f"connector {u.name} (via {u.via})", u.location) for u in found])
-    if c.connector_hma is not None:
-        return _connector_hma(c.connector_hma, ctx)
-    if c.connector_unavailable is not None:
-        return _connector_unavailable(c.connector_unavailable, ctx)
-    if c.offload_shorthand is not None:
-        return _offload_shorthand(c.offload_shorthand, ctx)
-    if c.pd_proxy_mismatch is not None:
-        return _pd_proxy_mismatch(c.pd_proxy_mismatch, ctx)
-    if c.extra_config is not None:
-        return _extra_config(c.extra_config, ctx)
-    if c.tier is not None:
-        tiers = [t for t in ctx.effective.tiers if t in c.tier]
-        return Outcome(bool(tiers), [Evidence(f"secondary tier {t}", ctx.effective.transfer_location) for t in tiers])
-    if c.model_matches is not None:
-        return _model_matches(c.model_matches, ctx)
-    if c.gpu_segment is not None:
-        return _gpu_segment(c.gpu_segment, ctx)
-    if c.compare is not None:
-        return _comparison(c.compare, ctx)
-    if c.entry_unavailable is not None:
-        return _entry_unavailable(c.entry_unavailable, ctx)
-    if c.entry_deprecated is not None:
-        return _entry_deprecated(c.entry_deprecated, ctx)
-    raise ValueError("a condition with no key")  # the schema makes this unreachable
+    key = condition.key
+    return _EVALUATORS[key](getattr(condition, key), Asked(condition, ctx, workload_flags))
+
+
+@dataclass(frozen=True)
+class Asked:
+    """What an evaluator may look at: the whole condition (for keys that share one evaluator), the
+    workload's context, and its flags as written."""
+
+    condition: Condition
+    ctx: Context
+    workload_flags: Sequence[FlagUse]
+
+    def evaluate(self, inner: Condition) -> Outcome:
+        return evaluate(inner, self.ctx, self.workload_flags)
+
+
+def _not(inner: Condition, asked: Asked) -> Outcome:
+    found = asked.evaluate(inner)
+    return Outcome(None if found.value is None else not found.value, found.evidence, found.missing)
+
+
+def _connector(names: tuple[str, ...], asked: Asked) -> Outcome:
+    found = [u for u in asked.ctx.effective.connectors if u.name in names]
+    return Outcome(bool(found), [Evidence(f"connector {u.name} (via {u.via})", u.location) for u in found])
+
+
+def _tier(types: tuple[str, ...], asked: Asked) -> Outcome:
+    e = asked.ctx.effective
+    tiers = [t for t in e.tiers if t in types]
+    return Outcome(bool(tiers), [Evidence(f"secondary tier {t}", e.transfer_location) for t in tiers])
+
+
+def _connector_configured(wanted: bool, asked: Asked) -> Outcome:
+    e = asked.ctx.effective
+    evidence = [Evidence(f"connector {u.name} (via {u.via})", u.location) for u in e.connectors]
+    return Outcome(bool(e.connectors) is wanted, evidence or [Evidence("no KV connector is configured")])
+
+
+def _tier_unregistered(wanted: bool, asked: Asked) -> Outcome:
+    """Each secondary tier whose type is not one the release registers (an out-of-tree tier named
+    with module_path is imported instead, where the release reads module_path)."""
+    ctx = asked.ctx
+    names = ctx.knowledge.by_id.get("spec.tier.type")
+    accepted = ranged_at(names.accepted_values, ctx.version) if isinstance(names, Setting) else None
+    if accepted is None or not isinstance(accepted.value, tuple):
+        return Outcome(not wanted)
+    module_path = ctx.knowledge.by_id.get("spec.tier.module-path")
+    imports = isinstance(module_path, Gated) and module_path.exists_in(ctx.version)
+    items = []
+    for extra in ctx.effective.extra_configs:
+        listed = extra.get("secondary_tiers")
+        for tier in listed if isinstance(listed, list) else []:
+            kind = tier.get("type") if isinstance(tier, dict) else None
+            if not isinstance(kind, str) or kind in accepted.value or (imports and tier.get("module_path")):
+                continue
+            known = ", ".join(accepted.value)
+            text = f"secondary tier type {kind!r} is not registered in vLLM {ctx.version} (it registers {known})"
+            items.append(Evidence(text, ctx.effective.transfer_location))
+    return Outcome(bool(items) is wanted, items=items)
+
+
+# One evaluator per condition key (the names of `Condition`'s fields): a new condition is a
+# function taking the key's value and what was asked, and one entry here.
+_EVALUATORS: dict[str, Callable[[Any, Asked], Outcome]] = {
+    "all_": lambda parts, asked: _all([asked.evaluate(p) for p in parts]),
+    "any_": lambda parts, asked: _any([asked.evaluate(p) for p in parts]),
+    "not_": _not,
+    "flag": lambda _, asked: _flag_state(asked.condition, asked.ctx),
+    "flag_on": lambda _, asked: _flag_state(asked.condition, asked.ctx),
+    "flag_off": lambda _, asked: _flag_state(asked.condition, asked.ctx),
+    "flag_value": lambda test, asked: _flag_value(test, asked.ctx),
+    "flag_unknown": lambda _, asked: _flag_items_unknown(asked.ctx, asked.workload_flags),
+    "flag_unavailable": lambda skipped, asked: _flag_unavailable(skipped, asked.ctx, asked.workload_flags),
+    "env": lambda name, asked: _env_set(name, asked.ctx),
+    "env_value": lambda test, asked: _env_value(test, asked.ctx),
+    "env_differs": lambda name, asked: _env_differs(asked.ctx, name),
+    "connector": _connector,
+    "connector_hma": lambda support, asked: _connector_hma(support, asked.ctx),
+    "connector_unavailable": lambda skipped, asked: _connector_unavailable(skipped, asked.ctx),
+    "offload_shorthand": lambda wanted, asked: _offload_shorthand(wanted, asked.ctx),
+    "pd_proxy_mismatch": lambda wanted, asked: _pd_proxy_mismatch(wanted, asked.ctx),
+    "extra_config": lambda test, asked: _extra_config(test, asked.ctx),
+    "tier": _tier,
+    "tier_unregistered": _tier_unregistered,
+    "connector_configured": _connector_configured,
+    "model_matches": lambda pattern, asked: _model_matches(pattern, asked.ctx),
+    "gpu_segment": lambda segments, asked: _gpu_segment(segments, asked.ctx),
+    "compare": lambda comparison, asked: _comparison(comparison, asked.ctx),
+    "entry_unavailable": lambda entry_id, asked: _entry_unavailable(entry_id, asked.ctx),
+    "entry_deprecated": lambda entry_id, asked: _entry_deprecated(entry_id, asked.ctx),
+}
 
 
 def _all(parts: list[Outcome]) -> Outcome:
@@ -738,6 +806,7 @@ def _advisory_findings(
                 fix=fix,
                 location=where,
                 workload=effective.workload,
+                why=f"{ids} ({a.severity}) affects vLLM {version}: {a.applies}",
                 sources=list(a.sources),
             )
         )
@@ -764,7 +833,16 @@ def rules(knowledge: Knowledge) -> list[Pitfall]:
 def list_rules(knowledge: Knowledge) -> list[RuleInfo]:
     """Every review rule, in file order, for `vllm-caching review --list-rules`."""
     return [
-        RuleInfo(id=p.id, severity=p.severity, title=p.title, versions=p.versions, heuristic=p.heuristic, fix=p.fix)
+        RuleInfo(
+            id=p.id,
+            severity=p.severity,
+            title=p.title,
+            versions=p.versions,
+            heuristic=p.heuristic,
+            why=" ".join(p.why.split()),
+            premises=list(p.premises),
+            fix=p.fix,
+        )
         for p in rules(knowledge)
     ]
 
@@ -926,6 +1004,8 @@ def _rule_hits(rule: Pitfall, outcome: Outcome, workload: Workload, effective: E
                 location=where,
                 workload=effective.workload,
                 heuristic=rule.heuristic,
+                why=" ".join(rule.why.split()),
+                premises=list(rule.premises),
                 sources=list(rule.sources),
             )
         )
@@ -1048,9 +1128,9 @@ def to_sarif(result: ReviewResult, knowledge: Knowledge) -> dict[str, Any]:
             "name": "".join(w.capitalize() for w in re.split(r"[^a-z0-9]+", p.id.split(".", 1)[-1])),
             "shortDescription": {"text": p.title},
             "fullDescription": {"text": " ".join(p.why.split())},
-            "help": {"text": " ".join(p.fix.split())},
+            "help": {"text": _rule_help(p)},
             "defaultConfiguration": {"level": _LEVEL[p.severity]},
-            "properties": {"versions": p.versions or "all", "sources": list(p.sources)},
+            "properties": {"versions": p.versions or "all", "premises": list(p.premises), "sources": list(p.sources)},
         }
         for p in all_rules
     ]
@@ -1097,6 +1177,11 @@ def to_sarif(result: ReviewResult, knowledge: Knowledge) -> dict[str, Any]:
             }
         ],
     }
+
+
+def _rule_help(rule: Pitfall) -> str:
+    """Why the rule holds, the fix and the sources, for a code-scanning UI that shows only this text."""
+    return f"{' '.join(rule.why.split())} Fix: {' '.join(rule.fix.split())} Sources: {', '.join(rule.sources)}"
 
 
 def _advisory_tags(a: Advisory) -> list[str]:
