@@ -610,3 +610,10 @@ def test_parsers_scale_linearly() -> None:
     assert t_large / t_small < 8, (
         f"n: {t_small:.2f} s, 4n: {t_large:.2f} s (ratio {t_large / t_small:.1f}, 4 is linear)"
     )
+
+
+def test_a_variable_that_doubles_itself_is_bounded_not_grown_without_end() -> None:
+    # Each line doubles A: 2^40 characters if followed; past MAX_VALUE_CHARS its value is not known.
+    script = "A=xxxxxxxxxxxxxxxx\n" + 'A="$A$A"\n' * 40 + "vllm serve m --served-model-name $A\n"
+    result = review(("serve.sh", script))
+    assert any("longer than 100,000 characters" in n for n in result.notes), result.notes

@@ -26,10 +26,12 @@ literal, NaN in JSON) is left out with a note rather than read as infinity.
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Generic, Literal, NamedTuple, TypeVar
 
@@ -135,6 +137,12 @@ class FlagUse(BaseModel):
     written: str
     value: str | bool | None = Field(description="true for a bare switch, false for --no-X, else the text")
     location: Location
+    unresolved: str | None = Field(
+        default=None, description="why its value is not known (a variable the files do not set), when it is not"
+    )
+    problem: str | None = Field(
+        default=None, description="why vLLM's argument parser stops on it (its value expands to nothing)"
+    )
 
 
 class EnvUse(BaseModel):
@@ -161,6 +169,15 @@ class Workload(BaseModel):
     replicas: int | None = None
     nodes: int = Field(default=1, description="hosts one engine spans (a LeaderWorkerSet group's size)")
     location: Location
+    memory_request_gib: float | None = Field(default=None, description="the container's memory request")
+    gpu_count: int | None = Field(default=None, description="GPUs the container is given (nvidia.com/gpu, --gpus)")
+    shm_gib: float | None = Field(
+        default=None, description="size of /dev/shm when the files set it (a memory emptyDir, --shm-size)"
+    )
+    host_ipc: bool = Field(default=False, description="the host's IPC namespace (hostIPC, --ipc=host)")
+    unresolved: list[str] = Field(
+        default_factory=list, description="values the files do not settle (variables never set, command output)"
+    )
 
 
 class ProxyUse(BaseModel):
@@ -189,24 +206,73 @@ class Token:
     text: str
     line: int
     separator: bool = False
+    # The word's pieces as (text, quoted, expansion): an expansion ($X, ${X:-d}, $((…)), $(…)) is
+    # worked out when its command runs, with the variables set by then; quoted pieces are not split.
+    parts: list[tuple[str, bool, bool]] = field(default_factory=list)
 
 
-_PLAIN_RUN = re.compile(r"""[^ \t\r\n'"\\;|&]+""")  # characters with no meaning to the shell ('#' in a word)
+# Characters with no meaning to the shell ('#' in a word); '$' and '`' start expansions.
+_PLAIN_RUN = re.compile(r"""[^ \t\r\n'"\\;|&$`]+""")
+_PARAMETER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9@*#?$!-]")
+_REDIRECTION = re.compile(r"^\d*(?:>>?|<<?|>&|<&|&>)(.*)$", re.S)
+# Words that start a compound command; the command proper follows them.
+_KEYWORDS = {"do", "then", "else", "elif", "if", "while", "until", "{", "(", "!"}
+
+
+def _expansion_end(text: str, i: int) -> int:
+    """Where the expansion that starts at ``text[i]`` ('$' or '`') ends; ``i + 1`` for a lone '$'."""
+    n = len(text)
+    if text[i] == "`":
+        end = text.find("`", i + 1)
+        return n if end < 0 else end + 1
+    if i + 1 >= n:
+        return n
+    opening = text[i + 1]
+    if opening in "({":
+        closing = ")" if opening == "(" else "}"
+        depth, j = 0, i + 1
+        while j < n:
+            c = text[j]
+            if c == "\\":
+                j += 2
+                continue
+            if c == "'" and opening == "(":
+                j = text.find("'", j + 1)
+                j = n if j < 0 else j + 1
+                continue
+            depth += (c == opening) - (c == closing)
+            if depth == 0:
+                return j + 1
+            j += 1
+        return n
+    m = _PARAMETER.match(text, i + 1)
+    return m.end() if m else i + 1
 
 
 def tokenize_shell(text: str, first_line: int = 1) -> list[Token]:
     """Split shell text into words with the line each starts on; quotes, backslash-newline
-    continuations and comments are handled; ``;``, ``&&``, ``||``, ``|`` and newlines separate commands."""
+    continuations, comments and redirections (``2>&1``) are handled; ``;``, ``&&``, ``||``, ``|``
+    and newlines separate commands. Expansions are kept whole in ``Token.parts``."""
     tokens: list[Token] = []
     i, line, n = 0, first_line, len(text)
-    word: list[str] | None = None
+    word: list[tuple[str, bool, bool]] | None = None
     word_line = line
 
     def finish() -> None:
         nonlocal word
         if word is not None:
-            tokens.append(Token("".join(word), word_line))
+            tokens.append(Token("".join(p[0] for p in word), word_line, parts=word))
             word = None
+
+    def expansion(start: int, quoted: bool) -> int:
+        """Add the expansion at ``start`` to the word; the index after it."""
+        nonlocal line
+        assert word is not None
+        end = _expansion_end(text, start)
+        unit = text[start:end]
+        word.append((unit, quoted, unit != "$"))
+        line += unit.count("\n")
+        return end
 
     while i < n:
         c = text[i]
@@ -215,6 +281,10 @@ def tokenize_shell(text: str, first_line: int = 1) -> list[Token]:
             continue
         if c in " \t\r":
             finish()
+            i += 1
+            continue
+        if c == "&" and word and word[-1][0].endswith((">", "<")) and not word[-1][1]:
+            word.append((c, False, False))  # 2>&1: a redirection, not a background '&'
             i += 1
             continue
         if c == "\n" or c in ";|&":
@@ -234,29 +304,39 @@ def tokenize_shell(text: str, first_line: int = 1) -> list[Token]:
             end = text.find("'", i + 1)
             end = n if end < 0 else end
             chunk = text[i + 1 : end]
-            word.append(chunk)
+            word.append((chunk, True, False))
             line += chunk.count("\n")
             i = end + 1
         elif c == '"':
             i += 1
+            quoted: list[str] = []
+            word.append(("", True, False))  # "" is a word of its own, though empty
             while i < n and text[i] != '"':
                 if text[i] == "\\" and i + 1 < n and text[i + 1] in '"\\$`\n':
                     if text[i + 1] != "\n":
-                        word.append(text[i + 1])
+                        quoted.append(text[i + 1])
                     else:
                         line += 1
                     i += 2
                     continue
+                if text[i] in "$`":
+                    word.append(("".join(quoted), True, False))
+                    quoted = []
+                    i = expansion(i, True)
+                    continue
                 line += text[i] == "\n"
-                word.append(text[i])
+                quoted.append(text[i])
                 i += 1
+            word.append(("".join(quoted), True, False))
             i += 1
         elif c == "\\" and i + 1 < n:
-            word.append(text[i + 1])
+            word.append((text[i + 1], True, False))
             i += 2
+        elif c in "$`":
+            i = expansion(i, False)
         else:
             run = _PLAIN_RUN.match(text, i)  # the word's ordinary characters, at once
-            word.append(run.group() if run else c)
+            word.append((run.group() if run else c, False, False))
             i = run.end() if run else i + 1
     finish()
     return tokens
@@ -274,6 +354,209 @@ def _commands(tokens: list[Token]) -> list[list[Token]]:
 
 
 _ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.S)
+# A reference left as written because its value is not known: ${X}, $X, $(X) (Kubernetes or a
+# command), $((…)), `…`. Words are searched for these to say why their value is not known.
+_REFERENCE = re.compile(r"\$\(\(.*?\)\)|\$\([^)]*\)|\$\{[^}]*\}|\$[A-Za-z_][A-Za-z0-9_]*|\$[0-9@*#?!$-]|`[^`]*`")
+# A variable's value, and a command's words after expansion, that no deployment comes near: past
+# them a value is not used (an assignment that doubles itself grows without end).
+MAX_VALUE_CHARS = 100_000
+MAX_EXPANDED_CHARS = MAX_DOCUMENTS_TEXT
+
+
+class _Field(NamedTuple):
+    """A word after expansion, and why its value is not known when it is not."""
+
+    text: str
+    unresolved: str | None = None
+
+
+class _Shell:
+    """Shell variables as a script sets them, command by command, and the expansions that use them.
+
+    What the files do not settle (a variable they never set, a command's output, a script
+    argument) stays as written and is recorded in ``unresolved`` with why, never guessed."""
+
+    def __init__(self, inherited: dict[str, str] | None = None, unresolved: dict[str, str] | None = None) -> None:
+        self.values: dict[str, str] = dict(inherited or {})
+        self.unresolved: dict[str, str] = dict(unresolved or {})  # reference as written → why
+        self.expanded = 0  # characters the expansions of the current command produced
+
+    def reference(self, unit: str, why: str) -> tuple[str, str]:
+        self.unresolved.setdefault(unit, why)
+        return unit, self.unresolved[unit]
+
+    def unit(self, unit: str) -> tuple[str, str | None]:
+        """The value of one expansion, or the expansion as written and why it is not known."""
+        if unit in self.unresolved:
+            return unit, self.unresolved[unit]
+        if unit.startswith("$((") and unit.endswith("))"):
+            return self.arithmetic(unit)
+        if unit.startswith(("$(", "`")):
+            return self.reference(unit, f"{_clip(unit, 60)} is the output of a command, which the files do not show")
+        if unit.startswith("${"):
+            return self.braced(unit)
+        return self.parameter(unit[1:], unit)
+
+    def parameter(self, name: str, unit: str) -> tuple[str, str | None]:
+        if name in self.values:
+            return self.values[name], None
+        if not (name[0].isalpha() or name[0] == "_"):
+            return self.reference(unit, f"{unit} is an argument of the script, which the files do not show")
+        return self.reference(unit, f"{name} is not set in the files")
+
+    def braced(self, unit: str) -> tuple[str, str | None]:
+        m = re.fullmatch(r"\$\{([A-Za-z_][A-Za-z0-9_]*|[0-9]+|[@*#?$!-])(?:(:?[-=+?])(.*))?\}", unit, re.S)
+        if m is None:
+            return self.reference(unit, f"{_clip(unit, 60)} uses a form of expansion this reader does not follow")
+        name, operator, word = m[1], m[2], m[3]
+        if operator is None:
+            return self.parameter(name, unit)
+        value = self.values.get(name)
+        empty = value is None or (operator.startswith(":") and value == "")
+        kind = operator[-1]
+        if kind in "-=":
+            if not empty:
+                return value or "", None
+            default, why = self.string(word)
+            if kind == "=" and why is None:
+                self.values[name] = default
+            return default, why
+        if kind == "+":
+            return self.string(word) if not empty else ("", None)
+        if empty:  # ${X:?message}: the script stops when X is not set
+            return self.reference(unit, f"{name} is not set in the files (the script stops without it)")
+        return value or "", None
+
+    def string(self, text: str) -> tuple[str, str | None]:
+        """A word inside an expansion (a default), with its own expansions and quotes."""
+        out: list[str] = []
+        why: str | None = None
+        i = 0
+        while i < len(text):
+            c = text[i]
+            if c in "$`":
+                end = _expansion_end(text, i)
+                value, reason = self.unit(text[i:end]) if end > i + 1 else ("$", None)
+                out.append(value)
+                why = why or reason
+                i = end
+            elif c == "'":
+                end = text.find("'", i + 1)
+                end = len(text) if end < 0 else end
+                out.append(text[i + 1 : end])
+                i = end + 1
+            elif c == "\\" and i + 1 < len(text):
+                out.append(text[i + 1])
+                i += 2
+            else:
+                out.append(c if c != '"' else "")
+                i += 1
+        return self.bounded("".join(out), why)
+
+    def arithmetic(self, unit: str) -> tuple[str, str | None]:
+        expression, why = self.string(unit[3:-2])
+        if why is not None:
+            return self.reference(unit, why)
+        names = re.findall(r"[A-Za-z_][A-Za-z0-9_]*", expression)
+        for name in sorted(set(names), key=len, reverse=True):
+            value = self.values.get(name)
+            if value is None or not re.fullmatch(r"\s*-?\d+\s*", value):
+                return self.reference(unit, f"{name} in {_clip(unit, 60)} is not set in the files to a number")
+            expression = re.sub(rf"\b{name}\b", f"({value.strip()})", expression)
+        result = _integer_arithmetic(expression)
+        if result is None:
+            return self.reference(unit, f"{_clip(unit, 60)} is arithmetic this reader does not follow")
+        return str(result), None
+
+    def bounded(self, value: str, why: str | None) -> tuple[str, str | None]:
+        if len(value) > MAX_VALUE_CHARS:
+            return value[:0], f"a value longer than {MAX_VALUE_CHARS:,} characters, which no deployment sets"
+        return value, why
+
+    def expand(self, token: Token, split: bool = True) -> list[_Field]:
+        """The words one shell word becomes: expansions worked out, unquoted ones split on blanks and
+        dropped when empty, as the shell does; ``split=False`` for an assignment's value."""
+        fields: list[_Field] = []
+        current: list[str] = []
+        started = False  # quoted text, even empty, makes a word
+        why: str | None = None
+
+        def push() -> None:
+            nonlocal current, started, why
+            fields.append(_Field("".join(current), why))
+            current, started, why = [], False, None
+
+        for text, quoted, expansion in token.parts or [(token.text, False, False)]:
+            if not expansion:
+                current.append(text)
+                started = started or quoted or bool(text)
+                continue
+            value, reason = self.unit(text)
+            self.expanded += len(value)
+            if self.expanded > MAX_EXPANDED_CHARS:
+                raise AdviceError("text", f"line {token.line}: expands to more than {MAX_EXPANDED_CHARS:,} characters")
+            if reason is not None or quoted or not split:
+                current.append(value)
+                started, why = True, why or reason
+                continue
+            pieces = value.split()
+            if value[:1].isspace() and started:
+                push()
+            for n, piece in enumerate(pieces):
+                if n:
+                    push()
+                current.append(piece)
+                started = True
+            if pieces and value[-1:].isspace():
+                push()
+        if started:
+            push()
+        return fields
+
+    def word(self, token: Token) -> _Field:
+        """One word without splitting: an assignment's value, a `bash -c` script."""
+        found = self.expand(token, split=False)
+        return found[0] if found else _Field("")
+
+
+def _integer_arithmetic(expression: str) -> int | None:
+    """``$((…))`` over whole numbers (+ - * / % and parentheses); None for anything else or a result
+    past ±2^63, as the shell's own integers are."""
+    if not re.fullmatch(r"[\d\s+\-*/%()]*", expression) or "**" in expression or len(expression) > 1_000:
+        return None
+    try:
+        tree = ast.parse(expression.replace("/", "//"), mode="eval")
+    except (SyntaxError, RecursionError, MemoryError):
+        return None
+
+    def value(node: ast.AST) -> int:
+        if isinstance(node, ast.Constant) and isinstance(node.value, int):
+            return node.value
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            inner = value(node.operand)
+            return -inner if isinstance(node.op, ast.USub) else inner
+        if isinstance(node, ast.BinOp):
+            left, right = value(node.left), value(node.right)
+            if isinstance(node.op, ast.Add):
+                result = left + right
+            elif isinstance(node.op, ast.Sub):
+                result = left - right
+            elif isinstance(node.op, ast.Mult):
+                result = left * right
+            elif isinstance(node.op, (ast.FloorDiv, ast.Mod)) and right != 0:
+                quotient = abs(left) // abs(right) * (1 if (left >= 0) == (right >= 0) else -1)  # toward zero
+                result = quotient if isinstance(node.op, ast.FloorDiv) else left - right * quotient
+            else:
+                raise ValueError("not integer arithmetic")
+            if abs(result) >= 2**63:
+                raise ValueError("past the shell's integers")
+            return result
+        raise ValueError("not integer arithmetic")
+
+    try:
+        return value(tree.body)
+    except (ValueError, RecursionError):
+        return None
 
 
 @dataclass
@@ -285,6 +568,9 @@ class _Launch:
     image: tuple[str, Location] | None = None
     source: Literal["command-line", "docker-run"] = "command-line"
     location: Location | None = None
+    unresolved: dict[str, str] = field(default_factory=dict)  # a reference as written → why its value is not known
+    emptied: set[int] = field(default_factory=set)  # ids of the Locations of words an empty expansion followed
+    options: dict[str, str | None] = field(default_factory=dict)  # docker/podman run options, by name
 
 
 def _vllm_args(words: list[tuple[str, Location]]) -> list[tuple[str, Location]] | None:
@@ -299,7 +585,8 @@ def _vllm_args(words: list[tuple[str, Location]]) -> list[tuple[str, Location]] 
     return None
 
 
-def _docker_run(words: list[tuple[str, Location]], env: list[EnvUse]) -> _Launch | None:
+def _docker_run(words: list[tuple[str, Location]], env: list[EnvUse], exported: dict[str, str]) -> _Launch | None:
+    """The launch of a `docker run` / `podman run` of a vLLM image; None for another command or image."""
     texts = [w for w, _ in words]
     start = next(
         (
@@ -313,17 +600,20 @@ def _docker_run(words: list[tuple[str, Location]], env: list[EnvUse]) -> _Launch
         return None
     options, image_at = docker_run_options(texts[start:], _DOCKER_SWITCHES)
     entrypoint: tuple[str, Location] | None = None
+    seen: dict[str, str | None] = {}
     for name, value, at in options:
         loc = words[start + at][1]
+        seen[name] = value
         if name == "--entrypoint" and value is not None:
             entrypoint = (value, loc)
         if name in ("-e", "--env") and value is not None:
             key, eq, val = value.partition("=")
-            env.append(
-                EnvUse(name=key, value=val, location=loc)
-                if eq
-                else EnvUse(name=key, value=None, reference="the host environment of docker run", location=loc)
-            )
+            if eq:
+                env.append(EnvUse(name=key, value=val, location=loc))
+            elif key in exported:  # -e NAME passes the value the script exported
+                env.append(EnvUse(name=key, value=exported[key], location=loc))
+            else:
+                env.append(EnvUse(name=key, value=None, reference="the host environment of docker run", location=loc))
     i = start + image_at
     if i >= len(words):
         return None
@@ -332,11 +622,15 @@ def _docker_run(words: list[tuple[str, Location]], env: list[EnvUse]) -> _Launch
     if entrypoint is not None:
         # An overridden entrypoint runs something else (an LMCache server, a proxy) unless it starts vLLM.
         inner = _vllm_args([entrypoint, *rest])
-        return None if inner is None else _Launch(args=inner, env=env, image=image, source="docker-run")
+        if inner is None:
+            return None
+        return _Launch(args=inner, env=env, image=image, source="docker-run", options=seen)
     inner = _vllm_args(rest)
     if inner is None and not _is_vllm_image(image[0]):
         return None
-    return _Launch(args=inner if inner is not None else rest, env=env, image=image, source="docker-run")
+    if inner is None and rest and rest[0][0] == "serve":
+        inner = rest[1:]  # images whose entrypoint is `vllm` (lmcache/vllm-openai) take `serve MODEL ...`
+    return _Launch(args=inner if inner is not None else rest, env=env, image=image, source="docker-run", options=seen)
 
 
 def _is_vllm_image(image: str) -> bool:
@@ -353,60 +647,174 @@ def _may_start_vllm(texts: list[str]) -> bool:
     return any(base in ("vllm", "docker", "podman") or base.startswith("python") for base in bases)
 
 
-def _parse_shell(doc: Document, first_line: int = 1, path: str | None = None) -> Iterator[_Launch]:
-    """Every vLLM launch in shell text; `export` lines and `VAR=value` prefixes become env."""
-    # Variables are kept as (name, value, token) until a launch takes them: a script of many
-    # exports and other commands then builds no EnvUse, nor copies the list for each command.
-    exported: list[tuple[str, str, Token]] = []
+def _without_redirections(command: list[Token]) -> list[Token]:
+    """The command's words without ``> log``, ``2>&1``, ``< input``: the shell's, not the program's."""
+    kept: list[Token] = []
+    skip = False
+    for token in command:
+        if skip:
+            skip = False
+            continue
+        unquoted = not token.parts or not token.parts[0][1]
+        m = _REDIRECTION.match(token.text) if unquoted else None
+        if m is None:
+            kept.append(token)
+        elif not m[1]:
+            skip = True  # the target is the next word
+    return kept
 
-    def at(token: Token) -> Location:
-        return Location(file=doc.name, line=token.line, path=path)
 
-    def env_of(variables: list[tuple[str, str, Token]]) -> list[EnvUse]:
+_DECLARATIONS = {"export", "declare", "typeset", "local", "readonly"}
+
+
+class _ShellRun:
+    """One shell text read command by command: its variables, what it exports, what it starts."""
+
+    def __init__(self, doc: Document, path: str | None, shell: _Shell) -> None:
+        self.doc = doc
+        self.path = path
+        self.shell = shell
+        # Exported variables are kept as (name, value, token, why unknown) until a launch takes them:
+        # a script of many exports and other commands then builds no EnvUse for each command.
+        self.exported: list[tuple[str, str, Token, str | None]] = []
+        self.notes: list[str] = []
+
+    def at(self, token: Token) -> Location:
+        return Location(file=self.doc.name, line=token.line, path=self.path)
+
+    def env_of(self, variables: list[tuple[str, str, Token, str | None]]) -> list[EnvUse]:
         if len(variables) > MAX_ARGUMENTS:
             raise AdviceError(
                 "documents",
                 f"more than {MAX_ARGUMENTS:,} environment variables set for the vLLM servers in all; no deployment "
                 "sets that many",
             )
-        return [EnvUse(name=name, value=value, location=at(token)) for name, value, token in variables]
+        return [
+            EnvUse(name=name, value=value, location=self.at(token))
+            if why is None
+            else EnvUse(name=name, value=None, reference=why, location=self.at(token))
+            for name, value, token, why in variables
+        ]
 
-    for command in _commands(tokenize_shell(doc.text, first_line)):
-        if len(command) > MAX_ARGUMENTS:
-            raise AdviceError(
-                "text",
-                f"{doc.name}, line {command[0].line}: a command of more than {MAX_ARGUMENTS:,} words; "
-                "no deployment runs one that long",
-            )
-        if command[0].text == "export":
-            exported += [(m[1], m[2], t) for t in command[1:] if (m := _ASSIGNMENT.match(t.text))]
-            continue
-        assigned: list[tuple[str, str, Token]] = []  # VAR=value before the command
+    def declare(self, command: list[Token]) -> None:
+        """``export A=1 B``, ``declare -x A=1``, ``local A=1``: variables, exported or not."""
+        exporting = command[0].text == "export" or any(t.text.startswith("-") and "x" in t.text for t in command[1:])
+        for token in command[1:]:
+            if token.text.startswith("-"):
+                continue
+            m = _ASSIGNMENT.match(token.text)
+            if m:
+                value, why = self.assign(token)
+                if exporting:
+                    self.exported.append((m[1], value, token, why))
+            elif exporting and token.text in self.shell.values:
+                self.exported.append((token.text, self.shell.values[token.text], token, None))
+
+    def assign(self, token: Token) -> tuple[str, str | None]:
+        """Set the variable of a ``NAME=value`` word; its value and why it is not known."""
+        name, _, _ = token.text.partition("=")
+        value_field = self.shell.word(token)
+        value, why = self.shell.bounded(value_field.text.partition("=")[2], value_field.unresolved)
+        value_field = _Field(value, why)
+        if value_field.unresolved is None:
+            self.shell.values[name] = value
+        else:
+            self.shell.values.pop(name, None)
+            self.shell.unresolved["$" + name] = value_field.unresolved
+            self.shell.unresolved["${" + name + "}"] = value_field.unresolved
+        return value, value_field.unresolved
+
+    def launches(self, first_line: int) -> Iterator[_Launch]:
+        for command in _commands(tokenize_shell(self.doc.text, first_line)):
+            if len(command) > MAX_ARGUMENTS:
+                raise AdviceError(
+                    "text",
+                    f"{self.doc.name}, line {command[0].line}: a command of more than {MAX_ARGUMENTS:,} words; "
+                    "no deployment runs one that long",
+                )
+            command = _without_redirections(command)
+            while command and command[0].text in _KEYWORDS and not command[0].parts[0][1]:
+                command = command[1:]
+            if not command:
+                continue
+            if command[0].text in _DECLARATIONS:
+                self.declare(command)
+                continue
+            yield from self.command(command)
+
+    def command(self, command: list[Token]) -> Iterator[_Launch]:
+        assigned: list[tuple[str, str, Token, str | None]] = []  # VAR=value before the command
+        self.shell.expanded = 0
         start = 0
         while start < len(command) and (command[start].text in _WRAPPERS or _ASSIGNMENT.match(command[start].text)):
-            m = _ASSIGNMENT.match(command[start].text)
-            if m:
-                assigned.append((m[1], m[2], command[start]))
+            if _ASSIGNMENT.match(command[start].text):
+                saved = dict(self.shell.values)
+                value, why = self.assign(command[start])
+                assigned.append((command[start].text.partition("=")[0], value, command[start], why))
+                if start + 1 < len(command):
+                    self.shell.values = saved  # VAR=value before a command is that command's alone
             start += 1
         rest = command[start:]
-        texts = [t.text for t in rest]
+        if not rest:
+            return  # a plain assignment line: a shell variable, not exported
+        if rest[0].text.startswith("--") and len(rest[0].text) > 2:
+            self.notes.append(
+                f"{self.doc.name}, line {rest[0].line}: a command that starts with {_clip(rest[0].text, 40)}: the "
+                "line before ends its command (a backslash followed by a space, or none?), so the shell runs this "
+                "line on its own and vLLM never sees these options"
+            )
+            return
+        fields: list[tuple[_Field, Token]] = []
+        emptied: list[int] = []  # indexes of the fields an empty expansion followed
+        for token in rest:
+            found = self.shell.expand(token)
+            if not found and any(expansion for _, _, expansion in token.parts) and fields:
+                emptied.append(len(fields) - 1)
+            fields += [(f, token) for f in found]
+        texts = [f.text for f, _ in fields]
+        if len(texts) > MAX_ARGUMENTS:
+            raise AdviceError(
+                "text",
+                f"{self.doc.name}, line {rest[0].line}: a command of more than {MAX_ARGUMENTS:,} words after "
+                "expansion; no deployment runs one that long",
+            )
         if len(texts) >= 3 and texts[0] in _SHELLS and texts[1] in ("-c", "-lc", "-ec"):
-            for inner in _parse_shell(Document(name=doc.name, text=texts[2]), rest[2].line or 1, path):
-                inner.env = env_of(exported + assigned) + inner.env
-                yield inner
-            continue
+            inherited = {name: value for name, value, _, why in self.exported + assigned if why is None}
+            inner = _ShellRun(
+                Document(name=self.doc.name, text=texts[2]), self.path, _Shell(inherited, self.shell.unresolved)
+            )
+            for launch in inner.launches(fields[2][1].line or 1):
+                launch.env = self.env_of(self.exported + assigned) + launch.env
+                yield launch
+            self.notes += inner.notes
+            return
         if not _may_start_vllm(texts):
-            continue
-        words = [(t.text, at(t)) for t in rest]
-        env = env_of(exported + assigned)
-        launch = _docker_run(words, env)
-        if launch is None:
+            return
+        words = [(f.text, self.at(token)) for f, token in fields]
+        env = self.env_of(self.exported + assigned)
+        exported = {name: value for name, value, _, why in self.exported if why is None}
+        started = _docker_run(words, env, exported)
+        if started is None:
             args = _vllm_args(words)
             if args is None:
-                continue
-            launch = _Launch(args=args, env=env)
+                return
+            started = _Launch(args=args, env=env)
+        launch = started
         launch.location = words[0][1]
+        launch.unresolved = {f.text: f.unresolved for f, _ in fields if f.unresolved is not None}
+        launch.emptied = {id(words[i][1]) for i in emptied}
         yield launch
+
+
+def _parse_shell(
+    doc: Document, first_line: int = 1, path: str | None = None, notes: list[str] | None = None
+) -> Iterator[_Launch]:
+    """Every vLLM launch in shell text; `export` lines and `VAR=value` prefixes become env, and
+    variables set earlier in the script are expanded where they are used."""
+    run = _ShellRun(doc, path, _Shell())
+    yield from run.launches(first_line)
+    if notes is not None:
+        notes += run.notes
 
 
 # ---------------------------------------------------------------------------------------------
@@ -435,9 +843,10 @@ class _Located:
     """A YAML value with the line it starts on; its path is put together from its parents when asked for,
     so a long key is not copied into every node below it."""
 
-    __slots__ = ("block", "line", "parent", "step", "value")
+    __slots__ = ("block", "file", "line", "parent", "step", "value")
 
     def __init__(self, line: int, parent: _Located | None = None, step: str = "") -> None:
+        self.file: str | None = None  # the patch a kustomize overlay merged this node in from
         self.value: Any = None
         self.line = line
         self.parent = parent
@@ -674,7 +1083,7 @@ def _text_of(item: _Located | None) -> str:
 
 def _loc(doc: Document, item: _Located, prefix: str = "") -> Location:
     path = f"{prefix}{item.path}" if prefix and item.path else (item.path or prefix or None)
-    return Location(file=doc.name, line=item.line + (1 if item.block else 0), path=path)
+    return Location(file=item.file or doc.name, line=item.line + (1 if item.block else 0), path=path)
 
 
 def _script_words(doc: Document, item: _Located) -> list[tuple[str, Location]]:
@@ -701,19 +1110,33 @@ def _check_words(doc: Document, item: _Located, count: int) -> None:
 
 
 def _launch_from_argv(
-    doc: Document, argv: list[tuple[str, Location]], image: str | None
-) -> tuple[list[tuple[str, Location]], list[EnvUse]] | None:
-    """vLLM arguments from a container's command + args: exec form, a shell script, or the image entrypoint."""
+    doc: Document,
+    argv: list[tuple[str, Location]],
+    image: str | None,
+    overridden: bool = False,
+    variables: _Shell | None = None,
+    notes: list[str] | None = None,
+) -> _Launch | None:
+    """vLLM arguments from a container's command + args: exec form, a shell script, or the image
+    entrypoint's arguments (not when ``overridden``: a command or entrypoint of its own runs instead).
+    ``variables``: what a shell script sees (the container's environment)."""
     texts = [w for w, _ in argv]
     if len(texts) >= 3 and texts[0] in _SHELLS and texts[1] in ("-c", "-lc", "-ec"):
         loc = argv[2][1]
-        launch = next(_parse_shell(Document(name=doc.name, text=texts[2]), loc.line or 1, loc.path), None)
-        return (launch.args, launch.env) if launch is not None else None
+        run = _ShellRun(Document(name=doc.name, text=texts[2]), loc.path, variables or _Shell())
+        launch = next(run.launches(loc.line or 1), None)
+        if notes is not None:
+            notes += run.notes
+        return launch
     inner = _vllm_args(argv)
     if inner is not None:
-        return inner, []
-    if image is not None and _is_vllm_image(image) and (not texts or texts[0].startswith("-") or "/" in texts[0]):
-        return argv, []  # the image's entrypoint is the vLLM server; these are its arguments
+        return _Launch(args=inner)
+    if overridden or image is None or not _is_vllm_image(image):
+        return None
+    if texts and texts[0] == "serve":
+        return _Launch(args=argv[1:])  # images whose entrypoint is `vllm` (lmcache/vllm-openai) take `serve MODEL`
+    if not texts or texts[0].startswith("-") or "/" in texts[0]:
+        return _Launch(args=argv)  # the image's entrypoint is the vLLM server; these are its arguments
     return None
 
 
@@ -871,11 +1294,16 @@ def _parse_kubernetes(
                 else:
                     args_words = _words_from_list(doc, args_item.items() if args_item else [], "")
                 argv = _words_from_list(doc, command, "") + args_words
-                found = _launch_from_argv(doc, argv, image)
+                env, notes = _k8s_env(doc, container, config_maps, "")
+                env = _lws_env(part, nodes, container) + env if kind == "LeaderWorkerSet" else env
+                variables = _k8s_variables(env)
+                argv = [(_k8s_expand(word, variables), where) for word, where in argv]
+                found = _launch_from_argv(
+                    doc, argv, image, overridden=bool(command), variables=variables, notes=deployment.notes
+                )
                 if found is None:
                     continue
-                args, script_env = found
-                env, notes = _k8s_env(doc, container, config_maps, "")
+                args, script_env = found.args, found.env
                 deployment.notes += notes
                 limits = container.get("resources")
                 memory = None
@@ -897,11 +1325,168 @@ def _parse_kubernetes(
                     nodes=nodes,
                     location=Location(file=doc.name, line=container.line, path=container.path or None),
                 )
-                _read_args(workload, args)
+                _pod_resources(doc, workload, pod_spec, container, deployment.notes)
+                _read_args(workload, args, variables.unresolved | found.unresolved, found.emptied)
                 deployment.workloads.append(workload)
 
 
-def _parse_compose(doc: Document, root: _Located, deployment: Deployment) -> None:
+def _lws_env(part: str, size: int, container: _Located) -> list[EnvUse]:
+    """The variables LeaderWorkerSet sets in every container of a group (its controller's pod
+    webhook): the group's size, the leader's address, the pod's index in the group."""
+    where = Location(file="LeaderWorkerSet", line=None, path="(set by the LeaderWorkerSet controller)")
+    return [
+        EnvUse(name="LWS_GROUP_SIZE", value=str(size), location=where),
+        EnvUse(
+            name="LWS_LEADER_ADDRESS",
+            value=None,
+            reference="the leader pod's address, known at run time",
+            location=where,
+        ),
+        EnvUse(
+            name="LWS_WORKER_INDEX",
+            value="0" if part == "leaderTemplate" else None,
+            reference=None if part == "leaderTemplate" else "the worker's index in its group",
+            location=where,
+        ),
+    ]
+
+
+def _k8s_variables(env: list[EnvUse]) -> _Shell:
+    """The container's variables as Kubernetes expands $(VAR) with them, and as its shell sees them."""
+    values = {use.name: use.value for use in env if use.value is not None}
+    unresolved = {
+        f"$({use.name})": f"{use.name} is set from {use.reference}, which the files do not show"
+        for use in env
+        if use.value is None
+    }
+    unresolved |= {"$" + k[2:-1]: v for k, v in unresolved.items()} | {
+        "${" + k[2:-1] + "}": v for k, v in unresolved.items()
+    }
+    return _Shell(values, unresolved)
+
+
+_K8S_REFERENCE = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+
+
+def _k8s_expand(word: str, variables: _Shell) -> str:
+    """A command or argument with $(VAR) expanded from the container's variables, as Kubernetes does:
+    $$ is a literal $, and a reference to a variable the container does not have stays as written."""
+    if "$" not in word:
+        return word
+
+    def one(m: re.Match[str]) -> str:
+        if m.group() == "$$":
+            return "$"
+        name = m.group(1)
+        if name in variables.values:
+            return variables.values[name]
+        variables.unresolved.setdefault(
+            m.group(), f"{name} is not a variable of the container, so Kubernetes passes {m.group()} as written"
+        )
+        return m.group()
+
+    return _K8S_REFERENCE.sub(one, word)
+
+
+def _pod_resources(
+    doc: Document, workload: Workload, pod_spec: _Located, container: _Located, notes: list[str]
+) -> None:
+    """The container's memory request, its GPUs, /dev/shm (a memory emptyDir mounted there) and hostIPC."""
+    resources = container.get("resources")
+    for part in ("requests", "limits"):
+        given = resources.get(part) if resources is not None else None
+        if given is None:
+            continue
+        if part == "requests" and given.get("memory") is not None:
+            workload.memory_request_gib = _memory_limit(doc, given.get("memory"), notes)
+        gpus = given.get("nvidia.com/gpu")
+        if gpus is not None:
+            workload.gpu_count = _whole_number(doc, gpus, "nvidia.com/gpu", 0, 1_000, notes)
+    workload.host_ipc = pod_spec.get("hostIPC") is not None and pod_spec.get("hostIPC").value is True
+    mounts = {_text_of(m.get("name")): _text_of(m.get("mountPath")) for m in container.each("volumeMounts")}
+    for volume in pod_spec.each("volumes"):
+        empty_dir = volume.get("emptyDir")
+        if empty_dir is None or mounts.get(_text_of(volume.get("name"))) != "/dev/shm":
+            continue
+        if empty_dir.get("medium") is not None and _text_of(empty_dir.get("medium")) == "Memory":
+            size = empty_dir.get("sizeLimit")
+            workload.shm_gib = _memory_limit(doc, size, notes) if size is not None else workload.memory_limit_gib
+
+
+def _docker_resources(workload: Workload, options: dict[str, str | None]) -> None:
+    """--shm-size, --ipc=host, --memory and --gpus of a docker/podman run."""
+    shm = options.get("--shm-size")
+    if shm:  # Docker's units are binary: 8g is 8 GiB
+        m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([bkmgBKMG]?)[bB]?\s*", shm)
+        unit = {"": "", "b": "", "k": "Ki", "m": "Mi", "g": "Gi"}[m[2].lower()] if m else None
+        workload.shm_gib = _memory_gib(m[1] + unit) if m and unit is not None else None
+    workload.host_ipc = options.get("--ipc") == "host"
+    memory = options.get("--memory") or options.get("-m")
+    if memory:
+        workload.memory_limit_gib = _memory_gib(memory)
+    gpus = options.get("--gpus")
+    if gpus is not None and gpus.isdigit():
+        workload.gpu_count = int(gpus)
+    elif gpus is not None and "device=" in gpus:
+        workload.gpu_count = len(gpus.split("device=", 1)[1].strip("\"'").split(","))
+
+
+_COMPOSE_REFERENCE = re.compile(
+    r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?+])((?:[^{}]|\{[^}]*\})*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)"
+)
+
+
+def read_dotenv(text: str) -> dict[str, str]:
+    """The variables of a compose `.env` file: ``NAME=value`` lines, quotes taken off, comments skipped."""
+    found: dict[str, str] = {}
+    for line in text.splitlines():
+        line = line.strip().removeprefix("export ").strip()
+        m = _ASSIGNMENT.match(line)
+        if not m or line.startswith("#"):
+            continue
+        value = m[2].strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        else:
+            value = re.sub(r"\s+#.*$", "", value)
+        found[m[1]] = value
+    return found
+
+
+def _compose_interpolate(root: _Located, dotenv: dict[str, str], unresolved: dict[str, str]) -> None:
+    """Work out ``${VAR}``, ``${VAR:-default}``, ``$VAR`` and ``$$`` in every string of a compose file,
+    as compose does with the `.env` beside it; a variable neither sets stays as written, in ``unresolved``."""
+
+    def one(m: re.Match[str]) -> str:
+        if m.group() == "$$":
+            return "$"
+        name = m.group(1) or m.group(4)
+        operator, word = m.group(2), m.group(3) or ""
+        value = dotenv.get(name)
+        empty = value is None or (operator is not None and operator.startswith(":") and value == "")
+        if operator is not None and operator.endswith("-"):
+            return word if empty else value or ""
+        if operator is not None and operator.endswith("+"):
+            return "" if empty else word
+        if value is not None and not (operator is not None and empty):
+            return value
+        unresolved.setdefault(m.group(), f"{name} is set neither in a .env file among the documents nor in the file")
+        return m.group()
+
+    pending = [root]
+    while pending:
+        node = pending.pop()
+        if isinstance(node.value, dict):
+            pending += node.value.values()
+        elif isinstance(node.value, list):
+            pending += node.items()
+        elif isinstance(node.value, str) and "$" in node.value:
+            node.value = _COMPOSE_REFERENCE.sub(one, node.value)
+
+
+def _parse_compose(doc: Document, root: _Located, deployment: Deployment, dotenv: dict[str, str]) -> None:
+    unresolved: dict[str, str] = {}
+    _compose_interpolate(root, dotenv, unresolved)
     services = root.get("services")
     for name, service in (services.value if services is not None and isinstance(services.value, dict) else {}).items():
         image_item = service.get("image")
@@ -915,10 +1500,15 @@ def _parse_compose(doc: Document, root: _Located, deployment: Deployment) -> Non
                 argv += _script_words(doc, item)
             else:
                 argv += _words_from_list(doc, item.items(), "")
-        found = _launch_from_argv(doc, argv, image)
+        if service.get("env_file") is not None:
+            deployment.notes.append(
+                f"{_loc(doc, service.get('env_file'))}: service {name} reads variables from env_file, which is "
+                "not read here; give them in environment: to have them reviewed"
+            )
+        found = _launch_from_argv(doc, argv, image, overridden=service.get("entrypoint") is not None)
         if found is None:
             continue
-        args, script_env = found
+        args, script_env = found.args, found.env
         env: list[EnvUse] = []
         environment = service.get("environment")
         if environment is not None and isinstance(environment.value, dict):
@@ -947,20 +1537,43 @@ def _parse_compose(doc: Document, root: _Located, deployment: Deployment) -> Non
             memory_limit_gib=_memory_limit(doc, memory, deployment.notes),
             location=Location(file=doc.name, line=service.line, path=service.path),
         )
-        _read_args(workload, args)
+        _read_args(workload, args, unresolved | found.unresolved, found.emptied)
         deployment.workloads.append(workload)
 
 
-# How the production-stack chart turns `vllmConfig` keys into flags (its deployment template).
+# What the production-stack chart's engine template (helm/templates/deployment-vllm-multi.yaml of
+# vllm-project/production-stack) writes from a modelSpec: these vllmConfig keys become flags; a
+# vllmConfig without enablePrefixCaching true gets --no-enable-prefix-caching; lmcacheConfig sets the
+# LMCache variables below and, when enabled, the LMCacheConnectorV1 --kv-transfer-config with its kvRole;
+# PYTHONHASHSEED is always "123"; tensorParallelSize mounts a memory emptyDir on /dev/shm of shmSize
+# (default 20Gi); enablePD sets hostIPC; requestMemory / requestGPU / limitMemory are the container's
+# resources (_helpers.tpl, chart.resources).
 _STACK_FLAGS = {
-    "enablePrefixCaching": "--enable-prefix-caching",
-    "enableChunkedPrefill": "--enable-chunked-prefill",
     "maxModelLen": "--max-model-len",
     "dtype": "--dtype",
     "tensorParallelSize": "--tensor-parallel-size",
-    "pipelineParallelSize": "--pipeline-parallel-size",
     "maxNumSeqs": "--max-num-seqs",
     "gpuMemoryUtilization": "--gpu-memory-utilization",
+    "maxLoras": "--max-loras",
+}
+# lmcacheConfig keys the template copies into a variable, as written.
+_STACK_LMCACHE_ENV = {
+    "diskOffloadingBufferSize": "LMCACHE_MAX_LOCAL_DISK_SIZE",
+    "nixlRole": "LMCACHE_NIXL_ROLE",
+    "nixlPeerHost": "LMCACHE_NIXL_RECEIVER_HOST",
+    "nixlPeerPort": "LMCACHE_NIXL_RECEIVER_PORT",
+    "nixlBufferSize": "LMCACHE_NIXL_BUFFER_SIZE",
+    "nixlBufferDevice": "LMCACHE_NIXL_BUFFER_DEVICE",
+    "instanceId": "LMCACHE_LMCACHE_INSTANCE_ID",
+    "workerPorts": "LMCACHE_LMCACHE_WORKER_PORTS",
+    "p2pHost": "LMCACHE_P2P_HOST",
+    "p2pInitPorts": "LMCACHE_P2P_INIT_PORTS",
+    "cudaVisibleDevices": "CUDA_VISIBLE_DEVICES",
+}
+_STACK_LMCACHE_SWITCHES = {
+    "enableNixl": "LMCACHE_ENABLE_NIXL",
+    "nixlEnableGc": "LMCACHE_NIXL_ENABLE_GC",
+    "enableController": "LMCACHE_ENABLE_CONTROLLER",
 }
 
 
@@ -968,7 +1581,10 @@ def _parse_helm_values(doc: Document, root: _Located, deployment: Deployment) ->
     """Values of the production-stack chart or of vLLM's example chart; false when neither."""
     stack = root.get("servingEngineSpec")
     if stack is not None and stack.get("modelSpec") is not None:
-        deployment.workloads += [_stack_model_spec(doc, spec) for spec in stack.get("modelSpec").items()]
+        cache_server = root.get("cacheserverSpec")
+        deployment.workloads += [
+            _stack_model_spec(doc, spec, cache_server, deployment.notes) for spec in stack.get("modelSpec").items()
+        ]
         return True
     image_values = root.get("image")
     if image_values is not None and image_values.get("command") is not None:
@@ -980,8 +1596,8 @@ def _parse_helm_values(doc: Document, root: _Located, deployment: Deployment) ->
     return False
 
 
-def _stack_model_spec(doc: Document, spec: _Located) -> Workload:
-    """One ``servingEngineSpec.modelSpec`` entry of the production-stack chart."""
+def _stack_model_spec(doc: Document, spec: _Located, cache_server: _Located | None, notes: list[str]) -> Workload:
+    """One ``servingEngineSpec.modelSpec`` entry of the production-stack chart, as its template renders it."""
     name = _text_of(spec.get("name")) if spec.get("name") else "model"
     repo = _text_of(spec.get("repository")) if spec.get("repository") else None
     tag = _text_of(spec.get("tag")) if spec.get("tag") else None
@@ -992,34 +1608,17 @@ def _stack_model_spec(doc: Document, spec: _Located) -> Workload:
         image=f"{repo}:{tag}" if repo and tag else repo,
         image_location=_loc(doc, spec.get("tag") or spec.get("repository") or spec),
         location=_loc(doc, spec),
+        replicas=_whole_number(doc, spec.get("replicaCount"), "replicaCount", 0, 1_000_000, notes),
     )
+    where = _loc(doc, spec)
+    workload.env.append(EnvUse(name="PYTHONHASHSEED", value="123", location=where))
     url = spec.get("modelURL")
     if url is not None:
         workload.model, workload.model_location = _text_of(url), _loc(doc, url)
-    config = spec.get("vllmConfig")
-    args: list[tuple[str, Location]] = []
-    if config is not None and isinstance(config.value, dict):
-        for key, item in config.value.items():
-            flag = _STACK_FLAGS.get(key)
-            if flag is None:
-                continue
-            if isinstance(item.value, bool):
-                args.append((flag if item.value else "--no-" + flag[2:], _loc(doc, item)))
-            else:
-                args += [(flag, _loc(doc, item)), (_text_of(item), _loc(doc, item))]
-        extra = config.get("extraArgs")
-        args += _words_from_list(doc, extra.items() if extra else [], "")
+    args = _stack_flags(doc, spec.get("vllmConfig"), where)
     lmcache = spec.get("lmcacheConfig")
-    if lmcache is not None and lmcache.get("enabled") is not None and lmcache.get("enabled").value is True:
-        # The chart's template starts the in-process LMCache connector with a CPU pool of this size.
-        where = _loc(doc, lmcache.get("enabled"))
-        args += [("--kv-transfer-config", where), ('{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}', where)]
-        workload.env.append(EnvUse(name="LMCACHE_LOCAL_CPU", value="True", location=where))
-        size = lmcache.get("cpuOffloadingBufferSize")
-        if size is not None:
-            workload.env.append(
-                EnvUse(name="LMCACHE_MAX_LOCAL_CPU_SIZE", value=_text_of(size), location=_loc(doc, size))
-            )
+    if lmcache is not None and isinstance(lmcache.value, dict):
+        args += _stack_lmcache(doc, lmcache, workload, cache_server)
     for item in spec.get("env").items() if spec.get("env") else []:
         if item.get("name") is not None:
             value = item.get("value")
@@ -1031,8 +1630,109 @@ def _stack_model_spec(doc: Document, spec: _Located) -> Workload:
                     location=_loc(doc, item),
                 )
             )
+    _stack_resources(doc, spec, workload, notes)
     _read_args(workload, args)
     return workload
+
+
+def _stack_flags(doc: Document, config: _Located | None, where: Location) -> list[tuple[str, Location]]:
+    """The flags the template writes from ``vllmConfig``."""
+    if config is None or not isinstance(config.value, dict):
+        return []
+    args: list[tuple[str, Location]] = []
+    chunked = config.get("enableChunkedPrefill")
+    if chunked is not None:
+        on = chunked.value is True or _text_of(chunked).lower() == "true"
+        args.append(("--enable-chunked-prefill" if on else "--no-enable-chunked-prefill", _loc(doc, chunked)))
+    prefix = config.get("enablePrefixCaching")
+    prefix_on = prefix is not None and (prefix.value is True or _text_of(prefix).lower() == "true")
+    args.append(
+        (
+            "--enable-prefix-caching" if prefix_on else "--no-enable-prefix-caching",
+            _loc(doc, prefix) if prefix is not None else _loc(doc, config),
+        )
+    )
+    for key, flag in _STACK_FLAGS.items():
+        item = config.get(key)
+        if item is not None:
+            args += [(flag, _loc(doc, item)), (_text_of(item), _loc(doc, item))]
+    extra = config.get("extraArgs")
+    return args + _words_from_list(doc, extra.items() if extra else [], "")
+
+
+def _stack_lmcache(
+    doc: Document, lmcache: _Located, workload: Workload, cache_server: _Located | None
+) -> list[tuple[str, Location]]:
+    """The variables and --kv-transfer-config the template writes from ``lmcacheConfig``."""
+    env = workload.env
+
+    def setting(key: str) -> _Located | None:
+        found = lmcache.get(key)
+        return found if isinstance(found, _Located) else None
+
+    def on(key: str) -> bool:
+        item = setting(key)
+        return item is not None and (item.value is True or _text_of(item).lower() == "true")
+
+    args: list[tuple[str, Location]] = []
+    where = _loc(doc, setting("enabled") or lmcache)
+    pd = setting("enablePD") is not None
+    if on("enabled"):
+        role = _text_of(setting("kvRole")) if setting("kvRole") is not None else "kv_both"
+        config: dict[str, Any] = {"kv_connector": "LMCacheConnectorV1", "kv_role": role}
+        if pd:
+            rpc = _text_of(setting("nixlRole")) if setting("nixlRole") is not None else ""
+            config["kv_connector_extra_config"] = {"discard_partial_chunks": False, "lmcache_rpc_port": rpc}
+        args += [("--kv-transfer-config", where), (json.dumps(config), where)]
+        env.append(EnvUse(name="LMCACHE_USE_EXPERIMENTAL", value="True", location=where))
+    if on("enablePD"):
+        pd_where = _loc(doc, setting("enablePD") or lmcache)
+        workload.host_ipc = True
+        env += [
+            EnvUse(name="LMCACHE_LOCAL_CPU", value="False", location=pd_where),
+            EnvUse(name="LMCACHE_MAX_LOCAL_CPU_SIZE", value="0", location=pd_where),
+            EnvUse(name="LMCACHE_REMOTE_SERDE", value="NULL", location=pd_where),
+        ]
+    for key, variable in _STACK_LMCACHE_SWITCHES.items():
+        switch = setting(key)
+        if switch is not None:
+            env.append(EnvUse(name=variable, value="True" if on(key) else "False", location=_loc(doc, switch)))
+    size = setting("cpuOffloadingBufferSize")
+    if size is not None and (parse_number(_text_of(size)) or 0) > 0:
+        env += [
+            EnvUse(name="LMCACHE_LOCAL_CPU", value="True", location=_loc(doc, size)),
+            EnvUse(name="LMCACHE_MAX_LOCAL_CPU_SIZE", value=_text_of(size), location=_loc(doc, size)),
+        ]
+    for key, variable in _STACK_LMCACHE_ENV.items():
+        item = setting(key)
+        if item is not None:
+            env.append(EnvUse(name=variable, value=_text_of(item), location=_loc(doc, item)))
+    if cache_server is not None:
+        port = cache_server.get("servicePort")
+        url = f"lm://<release>-cache-server-service:{_text_of(port)}" if port is not None else None
+        env.append(
+            EnvUse(
+                name="LMCACHE_REMOTE_URL",
+                value=url,
+                reference=None if url else "cacheserverSpec",
+                location=_loc(doc, cache_server),
+            )
+        )
+    return args
+
+
+def _stack_resources(doc: Document, spec: _Located, workload: Workload, notes: list[str]) -> None:
+    """requestMemory, limitMemory, requestGPU and the /dev/shm the template mounts for tensorParallelSize."""
+    if spec.get("requestMemory") is not None:
+        workload.memory_request_gib = _memory_limit(doc, spec.get("requestMemory"), notes)
+    if spec.get("limitMemory") is not None:
+        workload.memory_limit_gib = _memory_limit(doc, spec.get("limitMemory"), notes)
+    if spec.get("requestGPU") is not None:
+        workload.gpu_count = _whole_number(doc, spec.get("requestGPU"), "requestGPU", 0, 1_000, notes)
+    config = spec.get("vllmConfig")
+    if config is not None and config.get("tensorParallelSize") is not None:
+        shm = spec.get("shmSize")
+        workload.shm_gib = _memory_limit(doc, shm, notes) if shm is not None else 20.0
 
 
 def _example_chart_values(doc: Document, root: _Located, image_values: _Located) -> Workload | None:
@@ -1050,7 +1750,7 @@ def _example_chart_values(doc: Document, root: _Located, image_values: _Located)
         source="helm-values",
         image=ref,
         image_location=_loc(doc, tag or repo or image_values),
-        env=found[1],
+        env=found.env,
         location=_loc(doc, image_values),
     )
     for item in root.get("env").items() if root.get("env") else []:
@@ -1058,7 +1758,7 @@ def _example_chart_values(doc: Document, root: _Located, image_values: _Located)
             workload.env.append(
                 EnvUse(name=_text_of(item.get("name")), value=_text_of(item.get("value")), location=_loc(doc, item))
             )
-    _read_args(workload, found[0])
+    _read_args(workload, found.args, found.unresolved, found.emptied)
     return workload
 
 
@@ -1141,7 +1841,12 @@ class _Totals:
 
 
 def _read_document(
-    doc: Document, deployment: Deployment, totals: _Totals, proxy_scripts: list[str], lmcache_keys: frozenset[str]
+    doc: Document,
+    deployment: Deployment,
+    totals: _Totals,
+    proxy_scripts: list[str],
+    lmcache_keys: frozenset[str],
+    dotenv: dict[str, str] | None = None,
 ) -> None:
     """Add the workloads of one document; AdviceError("text", ...) when its text cannot be read."""
     deployment.proxies += _proxy_uses(doc, proxy_scripts)
@@ -1158,7 +1863,7 @@ def _read_document(
         if any(m.get("kind") is not None and m.get("apiVersion") is not None for m in mappings):
             _parse_kubernetes(doc, mappings, deployment, totals, lmcache_keys)
         elif mappings[0].get("services") is not None:
-            _parse_compose(doc, mappings[0], deployment)
+            _parse_compose(doc, mappings[0], deployment, dotenv or {})
         elif not (
             _parse_helm_values(doc, mappings[0], deployment)
             or _lmcache_config(doc.name, roots, deployment, lmcache_keys)
@@ -1169,7 +1874,7 @@ def _read_document(
         if len(deployment.workloads) == before and not deployment.lmcache_configs:
             deployment.notes.append(f"{doc.name}: no vLLM server found in it")
         return
-    for n, launch in enumerate(_parse_shell(doc)):
+    for n, launch in enumerate(_parse_shell(doc, notes=deployment.notes)):
         workload = Workload(
             name=f"{'docker run' if launch.source == 'docker-run' else 'vllm'} #{n + 1}",
             file=doc.name,
@@ -1179,7 +1884,12 @@ def _read_document(
             image_location=launch.image[1] if launch.image else None,
             location=launch.location or Location(file=doc.name, line=1),
         )
-        _read_args(workload, launch.args)
+        _docker_resources(workload, launch.options)
+        _read_args(workload, launch.args, launch.unresolved, launch.emptied)
+        if launch.image is not None and launch.image[0] in launch.unresolved:
+            workload.unresolved.append(
+                f"{launch.image[1]}: the image {launch.image[0]}: {launch.unresolved[launch.image[0]]}"
+            )
         deployment.workloads.append(workload)
         totals.check(deployment)  # as they come: a text of 100,000 servers stops at the first past the bound
 
@@ -1191,14 +1901,23 @@ def parse_documents(documents: list[Document], knowledge: Knowledge) -> Deployme
     deployment = Deployment(workloads=[])
     proxy_scripts = sorted({p.script for p in knowledge.recipes.pd_proxies})
     totals = _Totals()
+    # A compose file's `.env` among the documents: compose reads it for ${VAR} in the file beside it.
+    dotenv: dict[str, str] = {}
+    for doc in documents:
+        if doc.name.rsplit("/", 1)[-1] == ".env":
+            dotenv |= read_dotenv(doc.text)
     for index, doc in enumerate(documents):
+        if doc.name.rsplit("/", 1)[-1] == ".env":
+            continue
         try:
-            _read_document(doc, deployment, totals, proxy_scripts, _LMCACHE_KEYS(knowledge))
+            _read_document(doc, deployment, totals, proxy_scripts, _LMCACHE_KEYS(knowledge), dotenv)
         except AdviceError as exc:
             if exc.field != "text":
                 raise
             raise AdviceError(f"documents[{index}].text", str(exc).removeprefix("text: ")) from None
         totals.check(deployment)
+    deployment.notes += [f"value not known: {u}" for w in deployment.workloads for u in w.unresolved]
+    deployment.notes += _image_notes(deployment.workloads)
     if not deployment.workloads and not deployment.lmcache_configs:
         raise AdviceError(
             "documents",
@@ -1258,24 +1977,62 @@ def _switches(knowledge: Knowledge) -> frozenset[str]:
 _SWITCHES = PerKnowledge(_switches)
 
 
-def _read_args(workload: Workload, args: list[tuple[str, Location]]) -> None:
-    """Flags and the positional model from vLLM arguments (switches are looked up when resolving)."""
+def _read_args(
+    workload: Workload,
+    args: list[tuple[str, Location]],
+    unresolved: Mapping[str, str] | None = None,
+    emptied: AbstractSet[int] = frozenset(),
+) -> None:
+    """Flags and the positional model from vLLM arguments (switches are looked up when resolving).
+
+    ``unresolved`` maps references left as written (``$MODEL``) to why their value is not known;
+    ``emptied`` holds the ids of the Locations of words that an expansion to nothing followed."""
+    known = unresolved or {}
+
+    def why(text: str) -> str | None:
+        if not known or ("$" not in text and "`" not in text):
+            return None
+        if text in known:
+            return known[text]
+        return next((known[m.group()] for m in _REFERENCE.finditer(text) if m.group() in known), None)
+
+    positional_taken = workload.model is not None
     i = 0
     while i < len(args):
         text, loc = args[i]
         if text.startswith("-") and not _is_number(text) and len(text) > 1:
             name = normalize_flag(text)
             value: str | bool | None
+            problem: str | None = None
             if "=" in text:
                 value = text.split("=", 1)[1]
+            elif id(loc) in emptied:
+                value = ""
+                problem = (
+                    f"its value expands to nothing, so vLLM's argument parser stops (argument {name}: expected one "
+                    "argument) or takes the next option's words"
+                )
             elif i + 1 < len(args) and (not args[i + 1][0].startswith("-") or _is_number(args[i + 1][0])):
                 value = args[i + 1][0]
                 i += 1
             else:
                 value = True
-            workload.flags.append(FlagUse(name=name, written=text, value=value, location=loc))
-        elif workload.model is None and text:
-            workload.model, workload.model_location = text, loc
+            if value == "" and problem is None:
+                problem = f"its value is empty, which vLLM's argument parser rejects for {name} unless it takes text"
+            reason = why(value) if isinstance(value, str) else None
+            if reason is not None:
+                workload.unresolved.append(f"{loc}: {_clip(text, 60)} {_clip(str(value), 60)}: {reason}")
+            workload.flags.append(
+                FlagUse(name=name, written=text, value=value, location=loc, unresolved=reason, problem=problem)
+            )
+        elif text:
+            reason = why(text)
+            if reason is not None:
+                what = "the model" if not positional_taken else "the words"
+                workload.unresolved.append(f"{loc}: {what} {_clip(text, 60)}: {reason}; not reviewed")
+            elif not positional_taken:
+                workload.model, workload.model_location = text, loc
+            positional_taken = True
         i += 1
 
 
@@ -1287,9 +2044,9 @@ def _switches_fixed(workload: Workload, switches: frozenset[str]) -> Workload:
     for flag in workload.flags:
         base = flag.name[5:] if flag.name.startswith("--no-") else flag.name[2:]
         if isinstance(flag.value, str) and "=" not in flag.written and ("--" + base) in switches:
-            if model is None:
+            if model is None and flag.unresolved is None and flag.value:
                 model, model_location = flag.value, flag.location
-            flag = flag.model_copy(update={"value": True})
+            flag = flag.model_copy(update={"value": True, "unresolved": None, "problem": None})
         flags.append(flag)
     return workload.model_copy(update={"flags": flags, "model": model, "model_location": model_location})
 
@@ -1358,6 +2115,40 @@ def parse_number(text: str | bool | None) -> float | None:
     return readable_number(float(m.group(1)) * factor)
 
 
+# lmcache/vllm-openai is built on vLLM's nightly or its latest release when the image is built, and
+# its version tags are LMCache's ("lmcache/vllm-openai:{version} - Specific version (e.g., v0.1.0)",
+# LMCache/LMCache docker/README.md, Published Images; the Dockerfile's image-build target installs
+# vLLM nightly, image-release the stable vLLM of the day): no tag names the vLLM release inside.
+_LMCACHE_IMAGE = re.compile(r"(^|/)lmcache/vllm-openai:v?(?P<version>\d+\.\d+\.\d+(\.post\d+)?)$")
+
+
+def image_release_note(image: str) -> str | None:
+    """Why the image's tag does not say which vLLM release it runs; None when it does (vllm/vllm-openai:vX.Y.Z)."""
+    if image_version(image) is not None:
+        return None
+    lmcache = _LMCACHE_IMAGE.search(image.strip())
+    if lmcache is not None:
+        return (
+            f"the image {image} carries LMCache {lmcache['version']} (its tag) with a vLLM release the tag does not "
+            "name (LMCache builds it on the vLLM of the day)"
+        )
+    return f"the tag of the image {_clip(image, 80)} does not name a vLLM release (only vllm/vllm-openai:vX.Y.Z does)"
+
+
+def _image_notes(workloads: list[Workload]) -> list[str]:
+    """One note for each image whose tag leaves the vLLM release unknown, so that no one reads the release
+    the review falls back on (the stated one, else the newest known) as the image's."""
+    notes: dict[str, str] = {}
+    for workload in workloads:
+        why = image_release_note(workload.image) if workload.image else None
+        if why is not None and workload.image not in notes:
+            notes[workload.image or ""] = (
+                f"{workload.image_location or workload.location}: {why}; the vLLM release is unknown, so it is "
+                "reviewed for the stated version, else the newest known: give version to review the one it runs"
+            )
+    return list(notes.values())
+
+
 def image_version(image: str | None) -> str | None:
     if not image:
         return None
@@ -1386,16 +2177,30 @@ def _env_literal(env: dict[str, EnvUse], name: str) -> str | None:
 _MAX_JSON_DEPTH = 20
 
 
+def canonical_flag(name: str, accepted: AbstractSet[str]) -> str:
+    """The option argparse reads ``name`` as: itself when known, else the one option it is an
+    unambiguous prefix of (vLLM's FlexibleArgumentParser keeps argparse's default allow_abbrev=True:
+    wheel:vllm==0.33.0:vllm/utils/argparse_utils.py:156), else itself (unknown or ambiguous)."""
+    if name in accepted or not name.startswith("--") or "." in name or len(name) < 4:
+        return name
+    matches = [option for option in accepted if option.startswith(name)]
+    return matches[0] if len(matches) == 1 else name
+
+
 def _effective_flags(
-    workload: Workload, knowledge: Knowledge, notes: list[str]
+    workload: Workload, knowledge: Knowledge, notes: list[str], version: Version | None = None
 ) -> tuple[dict[str, FlagUse], dict[str, Any] | None, Location | None]:
-    """Each flag under its full name, the last occurrence winning as in argparse, and the
-    --kv-transfer-config (JSON or dotted keys) with where it was given."""
+    """Each flag under its full name (an abbreviation under the option it abbreviates in ``version``),
+    the last occurrence winning as in argparse, and the --kv-transfer-config (JSON or dotted keys)
+    with where it was given."""
     flags: dict[str, FlagUse] = {}
     transfer: dict[str, Any] | None = None
     transfer_location: Location | None = None
+    accepted = knowledge.cli_inventory.accepted(version) if version is not None else frozenset()
     for flag in workload.flags:
-        name = flag.name
+        name = canonical_flag(flag.name, accepted)
+        if name != flag.name:
+            flag = flag.model_copy(update={"name": name})
         if name.startswith("--no-"):
             name, flag = "--" + name[5:], flag.model_copy(update={"name": "--" + name[5:], "value": False})
         base, dot, sub = name.partition(".")
@@ -1483,7 +2288,7 @@ def resolve(
     """The configuration vLLM ``version`` runs this workload with; the workload and deployment are not changed."""
     workload = _switches_fixed(workload, _SWITCHES(knowledge))
     notes: list[str] = []
-    flags, transfer, transfer_location = _effective_flags(workload, knowledge, notes)
+    flags, transfer, transfer_location = _effective_flags(workload, knowledge, notes, version)
     env = _effective_env(workload, deployment)
     numbers = _Numbers(flags, notes, transfer_location)
     backend_flag = flags.get("--kv-offloading-backend")
@@ -1498,9 +2303,10 @@ def resolve(
         in_use = _transfer_connectors(knowledge, version, transfer, transfer_location, extras)
     tiers = _secondary_tiers(extras, notes, transfer_location)
     facts, fact_locations = _facts(workload, numbers, in_use, env)
+    _visible_gpus(env, facts, fact_locations)
     gpu = find_gpu(knowledge, gpu_hint) or find_gpu(knowledge, workload.gpu_label)
     model, model_flag = workload.model, flags.get("--model")
-    if model is None and model_flag is not None and isinstance(model_flag.value, str):
+    if model is None and model_flag is not None and isinstance(model_flag.value, str) and not model_flag.unresolved:
         model = model_flag.value
     return Effective(
         workload=workload.name,
@@ -1730,6 +2536,22 @@ def _facts(
     if workload.memory_limit_gib is not None:
         facts["container_memory_limit_gib"] = workload.memory_limit_gib
     return facts, locations
+
+
+_DEVICE = re.compile(r"\d+|(GPU|MIG)-[0-9A-Za-z/-]+")
+
+
+def _visible_gpus(env: dict[str, EnvUse], facts: dict[str, float], locations: dict[str, Location]) -> None:
+    """``visible_gpus``: how many GPUs a literal CUDA_VISIBLE_DEVICES lets the engine see (indices or
+    GPU/MIG UUIDs, comma-separated; an empty value hides every GPU). Left out when it is not literal
+    or holds anything else, such as -1, which CUDA reads as the end of the list."""
+    use = env.get("CUDA_VISIBLE_DEVICES")
+    if use is None or use.value is None:
+        return
+    devices = [d.strip() for d in use.value.split(",")] if use.value.strip() else []
+    if all(_DEVICE.fullmatch(d) for d in devices):
+        facts["visible_gpus"] = float(len(devices))
+        locations["visible_gpus"] = use.location
 
 
 def _tier_size(
