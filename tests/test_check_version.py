@@ -176,26 +176,26 @@ def test_lmcache_answer_names_the_lmcache_release_it_assumed() -> None:
 def test_what_changes_for_kv_caching_from_0_22_1_to_0_23_0() -> None:
     result = ask(version="0.22.1", compare_to="0.23.0")
     assert result.direction == "upgrade"
-    ids = {e.id for e in result.changes_between}
+    ids = {e.id for c in result.changes for e in c.entries}
     assert {"feature.tier-obj", "feature.per-request-max-offload-tokens", "spec.offload-prompt-only"} <= ids
-    assert all(e.version == "0.23.0" for e in result.changes_between)
+    assert all(c.version == "0.23.0" for c in result.changes)
 
 
 def test_upgrade_from_0_23_to_0_24_lists_the_p2p_nccl_removal() -> None:
-    events = ask(version="0.23.0", compare_to="0.24.0").changes_between
+    events = ask(version="0.23.0", compare_to="0.24.0", events=True).changes_between
     assert any(e.id == "connector.p2p-nccl" and e.event == "removed" for e in events)
 
 
 def test_downgrade_lists_the_same_changes_marked_as_downgrade() -> None:
-    up = ask(version="0.27.1", compare_to="0.33.0")
-    down = ask(version="0.33.0", compare_to="0.27.1")
+    up = ask(version="0.27.1", compare_to="0.33.0", events=True)
+    down = ask(version="0.33.0", compare_to="0.27.1", events=True)
     assert down.direction == "downgrade"
     assert [e.id for e in up.changes_between] == [e.id for e in down.changes_between]
     assert up.changes_between
 
 
 def test_compare_one_name_between_two_releases() -> None:
-    result = ask(name="secondary_tiers[].type", version="0.22.1", compare_to="0.25.0")
+    result = ask(name="secondary_tiers[].type", version="0.22.1", compare_to="0.25.0", events=True)
     assert [e.version for e in result.changes_between] == ["0.23.0", "0.25.0"]
     assert result.matches_at_compare[0].accepted_values == ["example", "fs", "p2p", "obj"]
 
@@ -355,3 +355,111 @@ def test_check_version_changes_neither_the_request_nor_the_knowledge() -> None:
     assert request.model_dump() == request_before
     assert knowledge.model_dump() == knowledge_before
     assert check_version(request, knowledge) == first
+
+
+# --- any name: the inventories and the ranked search (issue 17) ------------------------------------
+
+
+def test_an_environment_variable_no_release_reads_gets_a_definite_no_and_the_loader_flag() -> None:
+    result = ask(name="VLLM_USE_FASTSAFETENSOR", version="0.33.0")
+    assert not result.matches and not result.inventory_matches and result.not_found is not None
+    assert "No vLLM release from 0.11.0 to 0.33.0 reads" in result.not_found.answer
+    assert "--load-format fastsafetensors" in [s.name for s in result.not_found.suggestions]
+
+
+def test_free_text_gets_ranked_suggestions_not_an_error() -> None:
+    found = ask(name="hybrid kv cache manager").not_found
+    assert found is not None and "--disable-hybrid-kv-cache-manager" in [s.name for s in found.suggestions[:3]]
+    found = ask(name="fastsafetensors").not_found
+    assert found is not None and found.suggestions[0].name == "--load-format fastsafetensors"
+
+
+def test_a_class_name_is_found_in_the_inventory_with_its_releases() -> None:
+    (match,) = ask(name="TieringOffloadingSpec", version="0.21.0").inventory_matches
+    assert (match.kind, match.status, match.introduced) == ("class", "not_yet", "0.22.0")
+    assert match.where == "vllm/v1/kv_offload/tiering/spec.py"
+    assert ask(name="CPUOffloadingSpec", version="0.19.0").inventory_matches[0].status == "available"
+
+
+def test_parallel_strategy_is_in_vllm_from_0_20_and_in_lmcache_from_0_4_4() -> None:
+    result = ask(name="ParallelStrategy", version="0.33.0", lmcache_version="0.4.3")
+    by_package = {m.package: m for m in result.inventory_matches}
+    assert by_package["vllm"].introduced == "0.20.0" and by_package["vllm"].status == "available"
+    assert by_package["lmcache"].introduced == "0.4.4" and by_package["lmcache"].status == "not_yet"
+
+
+def test_an_untracked_serve_option_answers_from_the_cli_inventory() -> None:
+    (match,) = ask(name="--enable-log-requests", version="0.33.0").inventory_matches
+    assert match.kind == "cli_flag" and match.status == "available"
+
+
+def test_an_untracked_lmcache_key_is_found_by_its_environment_variable() -> None:
+    matches = ask(name="LMCACHE_BLEND_CHECK_LAYERS").inventory_matches
+    assert matches and matches[0].kind == "lmcache_config" and matches[0].env_name == "LMCACHE_BLEND_CHECK_LAYERS"
+
+
+def test_a_misspelt_tracked_name_is_still_an_error_that_says_it_is_in_no_release() -> None:
+    with pytest.raises(ToolInputError, match=r"not an option of `vllm serve` in any release.*Did you mean"):
+        ask(name="--kv-offlaoding-size")
+
+
+# --- coverage edges -------------------------------------------------------------------------------
+
+
+def test_a_release_older_than_the_coverage_is_unknown_not_available() -> None:
+    status = one("OffloadingConnector", "0.10.2")
+    assert status.status == "unknown" and "older than 0.11.0" in status.answer
+    assert one("--kv-offloading-size", "0.10.2").status == "not_yet"
+
+
+def test_in_every_covered_release_is_not_said_of_an_entry_removed_later() -> None:
+    for name, version, removed in (("P2pNcclConnector", "0.23.0", "0.24.0"), ("--swap-space", "0.17.1", "0.18.0")):
+        answer = one(name, version).answer
+        assert "every covered release" not in answer and f"removed in {removed}" in answer
+
+
+def test_a_minor_line_is_taken_as_its_newest_patch_and_the_answer_says_so() -> None:
+    result = ask(name="OffloadingConnector", version="v0.22")
+    assert result.version_context.version == "0.22.1" and result.asked_as == "v0.22"
+    assert result.summary().startswith("vLLM 0.22.1 (taken for 'v0.22': the newest 0.22.x release)")
+
+
+def test_a_release_newer_than_the_knowledge_shows_in_the_status_line() -> None:
+    result = ask(name="OffloadingConnector", version="0.99")
+    assert "newer than 0.33.0" in result.matches[0].answer
+    assert "newer than 0.33.0" in result.summary().splitlines()[0]
+
+
+def test_a_deprecation_older_than_the_coverage_says_when_it_was() -> None:
+    status = one("vllm:gpu_cache_usage_perc", "0.11.0")
+    assert status.status == "deprecated" and status.deprecated == "0.9.2"
+    assert "deprecated since 0.9.2, before the releases covered" in status.answer
+    assert "deprecated in 0.3.0 or earlier" in one("LMCACHE_USE_EXPERIMENTAL", lmcache_version="0.3.1").answer
+
+
+# --- compare_to as release notes ----------------------------------------------------------------
+
+
+def test_compare_to_merges_one_upstream_change_into_one_entry_of_the_notes() -> None:
+    result = ask(version="0.22.1", compare_to="0.23.0")
+    assert result.change_summary[0].startswith(f"{len(result.changes)} changes (22 entries)")
+    assert len(result.changes) <= 10
+    lmcache = [c for c in result.changes if c.component == "lmcache"]
+    assert len(lmcache) == 1
+    assert {"connector.lmcache-mp", "flag.kv-offloading-backend"} <= {e.id for e in lmcache[0].entries}
+    assert not result.changes_between  # the entry-level events only on request
+
+
+def test_compare_to_filters_by_component_and_by_the_deployments_connectors() -> None:
+    only = ask(version="0.20.2", compare_to="0.33.0", components=["lmcache"])
+    assert only.changes and {c.component for c in only.changes} == {"lmcache"}
+    native = ask(version="0.20.2", compare_to="0.33.0", connectors=["OffloadingConnector"])
+    assert {c.component for c in native.changes} <= {"native_offload", "hma", "metrics", "flags"}
+    with pytest.raises(ToolInputError, match=r"^connectors: no known KV connector"):
+        ask(version="0.20.2", compare_to="0.33.0", connectors=["NoSuchConnector"])
+
+
+def test_the_long_upgrade_answer_is_about_half_its_old_size() -> None:
+    result = ask(version="0.20.2", compare_to="0.33.0")
+    assert len(result.model_dump_json()) < 100_000  # 156 KB before the notes were grouped
+    assert len(result.changes) < 120

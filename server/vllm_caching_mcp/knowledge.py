@@ -210,6 +210,8 @@ class Gated(Sourced):
     # thing is already in the oldest release the knowledge covers.
     introduced: VersionText | None = None
     deprecated: VersionText | None = None
+    # A deprecation older than the oldest release covered (`deprecated` is then that oldest release).
+    deprecated_earlier: VersionText | None = None
     removed: VersionText | None = None
     instead: str | None = None
     replaced_by: EntryId | None = None
@@ -397,6 +399,9 @@ class Condition(Frozen):
     env_differs: str | None = Field(default=None, description="workloads reviewed together disagree on its value")
     connector: tuple[str, ...] | None = Field(default=None, description="an effective connector is one of these")
     connector_hma: HmaSupport | None = Field(default=None, description="an effective connector has this HMA support")
+    connector_configured: bool | None = Field(
+        default=None, description="any KV connector is in effect (--kv-transfer-config or the offload shorthand)"
+    )
     connector_unavailable: tuple[str, ...] | None = Field(
         default=None, description="each effective connector not registered in the release, except those listed"
     )
@@ -406,6 +411,9 @@ class Condition(Frozen):
     )
     extra_config: ValueTest | None = Field(default=None, description="a kv_connector_extra_config key matches")
     tier: tuple[str, ...] | None = Field(default=None, description="a native secondary tier of one of these types")
+    tier_unregistered: bool | None = Field(
+        default=None, description="each secondary tier whose type the release does not register (spec.tier.type)"
+    )
     model_matches: str | None = Field(default=None, description="the served model's name matches this regex")
     gpu_segment: tuple[Literal["datacenter", "workstation", "consumer"], ...] | None = None
     compare: Comparison | None = None
@@ -420,6 +428,11 @@ class Condition(Frozen):
         if self.model_matches is not None:
             ValueTest(name="model", matches=self.model_matches)
         return self
+
+    @property
+    def key(self) -> str:
+        """The name of the one field that is set (``all_`` for ``all:``), which says how to evaluate it."""
+        return next(name for name in type(self).model_fields if getattr(self, name) is not None)
 
 
 class OffloadShorthand(Sourced):
@@ -445,6 +458,9 @@ class Pitfall(Sourced):
     versions: SpecifierText = ""
     components: tuple[Component, ...] = ("vllm",)
     why: str
+    # The facts (knowledge entry ids) the `why` rests on; each resolves at load, and an error-severity
+    # rule needs one the verifier checked against the wheels (tests/test_review.py holds that).
+    premises: tuple[EntryId, ...] = ()
     fix: str
     related: tuple[EntryId, ...] = ()
     when: Condition | None = None
@@ -604,6 +620,60 @@ class CliInventory(Sourced):
     def entries(self, flag: str) -> tuple[InventoryFlag, ...]:
         """The entries for one spelling; more than one when an option left and later came back."""
         return tuple(f for f in self.flags if f.flag == flag)
+
+
+# --- name inventory (knowledge/name_inventory.yaml; built by scripts/build_name_inventory.py) ---
+
+InventoryKind = Literal["env_var", "lmcache_config", "class"]
+
+
+class InventoryName(Frozen):
+    """One name a package reads or defines: the first release read that has it and the first that no longer does."""
+
+    name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    kind: InventoryKind
+    introduced: VersionText | None = None
+    removed: VersionText | None = None
+    alias_of: str | None = Field(default=None, description="LMCache: the key a deprecated name maps to")
+    where: str = Field(
+        pattern=r"^(vllm|lmcache)/[\w./-]+\.py$", description="the file of the newest release read that has it"
+    )
+
+    @property
+    def package(self) -> Literal["vllm", "lmcache"]:
+        return "lmcache" if self.where.startswith("lmcache/") else "vllm"
+
+    @property
+    def env_name(self) -> str | None:
+        """The environment variable this name is: itself, or ``LMCACHE_<KEY>`` for an LMCache key."""
+        if self.kind == "env_var":
+            return self.name
+        if self.kind == "lmcache_config":
+            return f"LMCACHE_{self.name.upper()}"
+        return None
+
+
+class NameInventory(Sourced):
+    """vLLM environment variables, LMCache config keys and KV-caching class names, by release."""
+
+    releases_read: dict[Literal["vllm", "lmcache"], tuple[VersionText, ...]]
+    names: tuple[InventoryName, ...]
+
+    @functools.cached_property
+    def _index(self) -> dict[str, tuple[InventoryName, ...]]:
+        index: dict[str, list[InventoryName]] = {}
+        for entry in self.names:
+            for spelling in {entry.name, entry.env_name} - {None}:
+                index.setdefault(normalize_name(str(spelling)), []).append(entry)
+        return {key: tuple(found) for key, found in index.items()}
+
+    def find(self, name: str) -> tuple[InventoryName, ...]:
+        """The entries (one per run of releases) for ``name`` in any spelling of case, dashes and underscores."""
+        return self._index.get(normalize_name(name), ())
+
+    def spellings(self) -> list[str]:
+        """Every normalised spelling `find` accepts, for suggestions."""
+        return list(self._index)
 
 
 class LinearAttentionState(Frozen):
@@ -829,16 +899,9 @@ class LmcacheControllerCommand(RenderFact):
 
 
 class LmcacheP2pPorts(RenderFact):
-    """The ports LMCache P2P instance ``i`` gives worker rank ``r``: ``base + instance_stride * i + r``."""
+    """Where the ports of LMCache P2P instances start; the renderer hands them out in turn from ``base``."""
 
-    init_base: PortNumber
-    lookup_base: PortNumber
-    worker_base: PortNumber
-    instance_stride: int = Field(ge=1, le=1000)
-
-    def ports(self, base: int, instance: int, ranks: int) -> list[int]:
-        start = base + self.instance_stride * instance
-        return list(range(start, start + ranks))
+    base: PortNumber
 
 
 class UcxTlsByFabric(RenderFact):
@@ -869,6 +932,73 @@ class P2pTierHostInConfig(RenderFact):
     env_fallback: SpecifierText = Field(description="the vLLM releases in which an unset host falls back to the env")
 
 
+class SharedMemoryFacts(RenderFact):
+    """What a release keeps in /dev/shm, and the headroom and defaults the renderer sizes it against."""
+
+    native_cpu_versions: SpecifierText = Field(description="releases whose CPUOffloadingSpec tier is in /dev/shm")
+    tiering_versions: SpecifierText = Field(description="releases whose TieringOffloadingSpec tier is in /dev/shm")
+    free_space_check_versions: SpecifierText = Field(description="releases that check /dev/shm's free space")
+    headroom_gib: float = Field(gt=0, le=1024)
+    multi_worker_headroom_gib: float = Field(gt=0, le=1024)
+    docker_default_mib: int = Field(gt=0)
+    host_default_fraction_of_ram: float = Field(gt=0, le=1)
+
+
+class HostMemoryFacts(RenderFact):
+    """What a rendered container is given beyond what it pins: the process, per-GPU buffers, helpers."""
+
+    process_gib: float = Field(ge=0, le=1024)
+    per_gpu_gib: float = Field(ge=0, le=1024)
+    helper_gib: float = Field(gt=0, le=1024)
+
+
+class StartupBudget(Frozen):
+    below_b: float = Field(gt=0, description="models with fewer parameters than this, billions")
+    minutes: int = Field(ge=1, le=600)
+
+
+class VllmStartup(RenderFact):
+    """The health endpoint the probes call and the start-up budget by model size."""
+
+    path: str = Field(pattern=r"^/[\w/-]*$")
+    period_seconds: int = Field(ge=1, le=300)
+    budget_minutes: tuple[StartupBudget, ...]
+    default_minutes: int = Field(ge=1, le=600)
+
+    def minutes_for(self, params_b: float | None) -> int:
+        """The start-up budget for a model of ``params_b`` billion parameters (None: not known)."""
+        if params_b is not None:
+            for step in sorted(self.budget_minutes, key=lambda s: s.below_b):
+                if params_b < step.below_b:
+                    return step.minutes
+        return self.default_minutes
+
+
+class ModelCacheFacts(RenderFact):
+    """Where the image keeps downloaded models, the token variable, and the rendered Secret and volume defaults."""
+
+    mount_path: str = Field(pattern=r"^/[\w./-]+$")
+    token_env: str
+    secret_name: str
+    secret_key: str
+    volume_gib: int = Field(ge=1)
+
+
+class RdmaFacts(RenderFact):
+    """What a container needs for RDMA: the device-plugin resource (a convention), a capability, a device."""
+
+    resource: str
+    capability: str
+    docker_device: str = Field(pattern=r"^/[\w./-]+$")
+
+
+class LmcacheImage(RenderFact):
+    """The image the LMCache controller and server run from when the caller names none."""
+
+    image: str
+    bin_dir: str = Field(pattern=r"^/[\w./-]+$")
+
+
 class RenderFacts(Frozen):
     """recipes.yaml ``facts``: one entry per fact, each in its own shape."""
 
@@ -882,6 +1012,13 @@ class RenderFacts(Frozen):
     ucx_tls_by_fabric: UcxTlsByFabric
     mooncake_protocol_key: MooncakeProtocolKey
     p2p_tier_host_in_config: P2pTierHostInConfig
+    shared_memory: SharedMemoryFacts
+    host_memory: HostMemoryFacts
+    vllm_startup: VllmStartup
+    model_cache: ModelCacheFacts
+    rdma: RdmaFacts
+    single_host_ports: RenderFact
+    lmcache_image: LmcacheImage
 
 
 class PdProxy(Sourced):
@@ -1240,6 +1377,7 @@ FILES: dict[str, type[Frozen]] = {
     "models.yaml": _ModelsFile,
     "engine.yaml": EngineRules,
     "cli_inventory.yaml": CliInventory,
+    "name_inventory.yaml": NameInventory,
     "recipes.yaml": Recipes,
     "advisories.yaml": AdvisorySnapshot,
 }
@@ -1262,6 +1400,7 @@ class Knowledge(Frozen):
     pins: tuple[CompatPin, ...]
     models: tuple[ModelArch, ...]
     cli_inventory: CliInventory
+    name_inventory: NameInventory
     recipes: Recipes
     advisories: AdvisorySnapshot
     engine: EngineRules
@@ -1455,6 +1594,7 @@ def _cross_check(k: Knowledge) -> list[str]:
                     problems.append(f"{file}: entry {g.id!r}, field 'changes': {c.version} is not a release")
     for p in k.pitfalls:
         check_refs("pitfalls.yaml", p.id, "related", p.related)
+        check_refs("pitfalls.yaml", p.id, "premises", p.premises)
     for b in k.bugs:
         check_refs("bugs.yaml", b.id, "related", b.related)
     return problems
@@ -1566,6 +1706,7 @@ def _load_and_check(root: Path) -> Knowledge:
             pins=parts["compat.yaml"].pins,  # type: ignore[attr-defined]
             models=parts["models.yaml"].models,  # type: ignore[attr-defined]
             cli_inventory=cast(CliInventory, parts["cli_inventory.yaml"]),
+            name_inventory=cast(NameInventory, parts["name_inventory.yaml"]),
             recipes=cast(Recipes, parts["recipes.yaml"]),
             advisories=cast(AdvisorySnapshot, parts["advisories.yaml"]),
             engine=cast(EngineRules, parts["engine.yaml"]),

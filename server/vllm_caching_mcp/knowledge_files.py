@@ -25,6 +25,7 @@ FILE_NAMES: tuple[str, ...] = (
     "models.yaml",
     "engine.yaml",
     "cli_inventory.yaml",
+    "name_inventory.yaml",
     "recipes.yaml",
     "advisories.yaml",
 )

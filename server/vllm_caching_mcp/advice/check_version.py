@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import difflib
 import itertools
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 from ..knowledge import Connector, Gated, Knowledge, Metric, Setting, Status, normalize_name, ranged_at
-from ..versions import Version, as_text
+from ..versions import Version, as_text, parse_version
+from . import name_lookup, release_notes
 from .common import (
     AdviceError,
     Citation,
@@ -28,6 +30,8 @@ from .common import (
     resolve_version,
     security_check,
 )
+from .name_lookup import InventoryMatch, Suggestion
+from .release_notes import ChangeComponent, ReleaseChange
 
 EventKind = Literal["introduced", "deprecated", "removed", "changed", "default_changed", "values_changed"]
 
@@ -59,6 +63,22 @@ class CheckVersionRequest(BaseModel):
         max_length=40,
         description="The LMCache release in use, for LMCache settings; left out, the newest known is assumed.",
     )
+    components: list[ChangeComponent] | None = Field(
+        default=None,
+        max_length=8,
+        description="With compare_to: only changes to these components (native_offload, lmcache, nixl, "
+        "mooncake, hma, metrics, flags, connectors).",
+    )
+    events: bool = Field(
+        default=False,
+        description="With compare_to: also list every entry-level event behind the grouped changes (long).",
+    )
+    connectors: list[str] | None = Field(
+        default=None,
+        max_length=8,
+        description="With compare_to: the KV connectors the deployment uses (e.g. OffloadingConnector, "
+        "LMCacheMPConnector, NixlConnector); changes to other connectors are left out.",
+    )
 
 
 class ChangeNote(BaseModel):
@@ -75,7 +95,9 @@ class EntryStatus(BaseModel):
     kind: str = Field(description="cli_flag, config_field, env_var, spec_key, lmcache_config, connector, metric, ...")
     component: str
     version: str = Field(description="the release of `component` this status is for")
-    status: Status
+    status: Status | Literal["unknown"] = Field(
+        description="unknown: the release is older than the oldest the knowledge covers and the entry is already there"
+    )
     answer: str = Field(description="the status in one sentence")
     summary: str
     introduced: str | None = Field(description="first release that has it; null: already in the oldest covered")
@@ -131,7 +153,14 @@ class GatedEvent(BaseModel):
     kind: str
     event: EventKind
     summary: str
-    sources: list[str]
+
+
+class NotFound(BaseModel):
+    """A name in no tracked entry and no inventory."""
+
+    name: str
+    answer: str = Field(description="'in no release' where an inventory is complete for the name's shape")
+    suggestions: list[Suggestion] = Field(default_factory=list, description="ranked, best first")
 
 
 class CheckVersionResult(Result):
@@ -140,25 +169,47 @@ class CheckVersionResult(Result):
     lmcache_context: VersionContext | None = None
     matches: list[EntryStatus] = Field(default_factory=list)
     matches_at_compare: list[EntryStatus] = Field(default_factory=list)
+    inventory_matches: list[InventoryMatch] = Field(
+        default_factory=list,
+        description="names known only from the generated inventories (every serve option, environment variable, "
+        "LMCache key and KV-caching class by release): existence, no defaults",
+    )
+    not_found: NotFound | None = None
     direction: Literal["upgrade", "downgrade", "same"] | None = None
-    changes_between: list[GatedEvent] = Field(default_factory=list)
+    change_summary: list[str] = Field(default_factory=list, description="with compare_to: the short summary")
+    changes: list[ReleaseChange] = Field(
+        default_factory=list, description="with compare_to: distinct changes, grouped by component, with sources"
+    )
+    changes_between: list[GatedEvent] = Field(
+        default_factory=list, description="with compare_to and events=true: every entry-level event behind `changes`"
+    )
     security: SecurityCheck | None = Field(
         default=None, description="known advisories for `version` and the security floor (stored snapshot)"
     )
     compare_security: SecurityCheck | None = Field(default=None, description="the same for `compare_to`")
     lmcache_security: SecurityCheck | None = Field(default=None, description="the same for the LMCache release")
 
+    asked_as: str | None = Field(
+        default=None, description="the release as written when it stood for another (e.g. 'v0.22' for 0.22.1)"
+    )
+
     def summary(self) -> str:
-        lines = [f"vLLM {self.version_context.version}" + (" (assumed)" if self.version_context.assumed else "")]
+        lines = [self._header()]
         for m in self.matches:
             lines.append(m.answer)
             lines += [f"  {line}" for line in m.details()]
+        lines += [m.answer for m in self.inventory_matches]
+        if self.not_found is not None:
+            lines.append(self.not_found.answer)
+            if self.not_found.suggestions:
+                lines.append("  closest names: " + "; ".join(f"{s.name} ({s.why})" for s in self.not_found.suggestions))
         if self.compare_context is not None:
-            lines.append(
-                f"{len(self.changes_between)} KV-caching changes between {self.version_context.version} and "
-                f"{self.compare_context.version} ({self.direction}):"
-            )
-            lines += [f"  {e.version}  {e.name}: {e.event} — {e.summary}" for e in self.changes_between]
+            lines += self.change_summary
+            lines += [
+                f"  {c.version}  [{release_notes.title(c.component)}] {c.summary}"
+                + (f" ({', '.join(e.name for e in c.entries)})" if len(c.entries) > 1 else f" ({c.entries[0].name})")
+                for c in self.changes
+            ]
         for check in (self.security, self.compare_security, self.lmcache_security):
             if check is not None:
                 lines += check.lines()
@@ -166,6 +217,19 @@ class CheckVersionResult(Result):
             if ctx is not None:
                 lines += [f"warning: {w}" for w in ctx.warnings]
         return "\n".join(lines)
+
+    def _header(self) -> str:
+        ctx = self.version_context
+        header = f"vLLM {ctx.version}"
+        if ctx.assumed:
+            header += " (assumed)"
+        elif self.asked_as:
+            header += f" (taken for {self.asked_as!r}: the newest {self.asked_as.lstrip('vV')}.x release)"
+        if Version(ctx.version) > Version(ctx.newest_known):
+            header += f" — newer than {ctx.newest_known}, the newest release covered: answered as of {ctx.newest_known}"
+        elif Version(ctx.version) < Version(ctx.oldest_known):
+            header += f" — older than {ctx.oldest_known}, the oldest release covered: earlier state unknown"
+        return header
 
 
 def kind_of(entry: Gated) -> str:
@@ -181,22 +245,50 @@ def kind_of(entry: Gated) -> str:
 _LABEL = {"vllm": "vLLM", "lmcache": "LMCache", "nixl": "NIXL", "mooncake": "Mooncake", "sglang": "SGLang"}
 
 
-def _sentence(entry: Gated, status: Status, version: Version) -> str:
+def status_of(entry: Gated, version: Version, knowledge: Knowledge) -> Status | Literal["unknown"]:
+    """The entry's status, except that a release older than the coverage cannot be said to have it."""
+    status = entry.status_at(version)
+    if version < knowledge.oldest(entry.component) and entry.introduced is None:
+        if entry.deprecated_earlier is not None and version >= entry.deprecated_earlier:
+            return "deprecated"
+        return "unknown"
+    return status
+
+
+def _sentence(entry: Gated, status: Status | Literal["unknown"], version: Version, knowledge: Knowledge) -> str:
+    oldest, newest = knowledge.oldest(entry.component), knowledge.newest(entry.component)
     where = f"{_LABEL[entry.component]} {version}"
-    since = f"since {entry.introduced}" if entry.introduced else "in every covered release"
+    if version > newest:
+        where += f" (newer than {newest}, the newest release covered: answered as of {newest})"
     instead = f" Use instead: {entry.instead}" if entry.instead else ""
+    first = f"since {entry.introduced}" if entry.introduced else f"already in {oldest}, the oldest release covered"
+    until = f"; removed in {entry.removed}" if entry.removed else ""
+    if entry.introduced is None and entry.removed is None:
+        first = "in every covered release"
+    if status == "unknown":
+        return (
+            f"{entry.name}: unknown in {where}, which is older than {oldest}, the oldest release covered; "
+            f"it is there from {oldest}{until}."
+        )
     if status == "not_yet":
         return f"{entry.name} is not in {where}; it first appears in {entry.introduced}."
     if status == "removed":
         return f"{entry.name} was removed in {entry.removed} and is not in {where}.{instead}"
     if status == "deprecated":
-        until = f"; it is removed in {entry.removed}" if entry.removed else ""
-        return f"{entry.name} is deprecated in {where} (deprecated since {entry.deprecated}{until}).{instead}"
-    return f"{entry.name} is available in {where} ({since})."
+        return f"{entry.name} is deprecated in {where} ({_deprecated_since(entry, oldest)}{until}).{instead}"
+    return f"{entry.name} is available in {where} ({first}{until})."
+
+
+def _deprecated_since(entry: Gated, oldest: Version) -> str:
+    if entry.deprecated_earlier is not None:
+        return f"deprecated since {entry.deprecated_earlier}, before the releases covered"
+    if entry.deprecated == oldest and entry.introduced is None:
+        return f"deprecated in {oldest} or earlier: {oldest} is the oldest release covered"
+    return f"deprecated since {entry.deprecated}"
 
 
 def describe(entry: Gated, version: Version, knowledge: Knowledge) -> EntryStatus:
-    status = entry.status_at(version)
+    status = status_of(entry, version, knowledge)
     default = accepted = None
     unit = scope = value_type = None
     hma = None
@@ -219,10 +311,10 @@ def describe(entry: Gated, version: Version, knowledge: Knowledge) -> EntryStatu
         component=entry.component,
         version=str(version),
         status=status,
-        answer=_sentence(entry, status, version),
+        answer=_sentence(entry, status, version, knowledge),
         summary=entry.summary,
         introduced=as_text(entry.introduced),
-        deprecated=as_text(entry.deprecated),
+        deprecated=as_text(entry.deprecated_earlier or entry.deprecated),
         removed=as_text(entry.removed),
         instead=entry.instead,
         unit=unit,
@@ -239,75 +331,115 @@ def describe(entry: Gated, version: Version, knowledge: Knowledge) -> EntryStatu
     )
 
 
-def events(knowledge: Knowledge, entry: Gated) -> list[GatedEvent]:
-    """Every dated change of one entry: lifecycle, recorded changes, and default or value-set shifts."""
+class Event(BaseModel):
+    """One dated change of one entry, with the sources the grouped change cites."""
 
-    def event(version: Version, kind: EventKind, summary: str, sources: tuple[str, ...] = entry.sources) -> GatedEvent:
+    entry: Gated
+    version: Version
+    kind: EventKind
+    summary: str
+    sources: tuple[str, ...]
+
+    model_config = {"arbitrary_types_allowed": True}
+
+    def public(self) -> GatedEvent:
         return GatedEvent(
-            version=str(version),
-            id=entry.id,
-            name=entry.name,
-            kind=kind_of(entry),
-            event=kind,
-            summary=summary,
-            sources=list(sources),
+            version=str(self.version),
+            id=self.entry.id,
+            name=self.entry.name,
+            kind=kind_of(self.entry),
+            event=self.kind,
+            summary=self.summary,
         )
 
+
+def events(knowledge: Knowledge, entry: Gated) -> list[Event]:
+    """Every dated change of one entry: lifecycle, recorded changes, and default or value-set shifts."""
+
+    def event(version: Version, kind: EventKind, summary: str, sources: tuple[str, ...] = entry.sources) -> Event:
+        return Event(entry=entry, version=version, kind=kind, summary=summary, sources=sources)
+
     found = [event(entry.introduced, "introduced", entry.summary)] if entry.introduced else []
-    if entry.deprecated:
+    if entry.deprecated and entry.deprecated_earlier is None:
         found.append(event(entry.deprecated, "deprecated", entry.instead or entry.summary))
     if entry.removed:
         found.append(event(entry.removed, "removed", entry.instead or entry.summary))
     found += [event(c.version, "changed", c.summary, c.sources) for c in entry.changes]
     if isinstance(entry, Setting):
-        releases = knowledge.release_versions(entry.component)
-        for values, is_default in ((entry.defaults, True), (entry.accepted_values, False)):
-            if len(values) < 2:
-                continue
-            for before, after in itertools.pairwise(releases):
-                a, b = ranged_at(values, before), ranged_at(values, after)
-                if a is None or b is None or a.value == b.value:
-                    continue
-                if is_default:
-                    text = f"default {a.value!r} → {b.value!r}"
-                else:
-                    listed = b.value if isinstance(b.value, tuple) else (b.value,)
-                    text = f"accepted values now {', '.join(map(str, listed))}"
-                text += f" ({b.note})" if b.note else ""
-                found.append(event(after, "default_changed" if is_default else "values_changed", text))
+        found += _value_shifts(knowledge, entry, event)
     return found
 
 
-def _suggest(knowledge: Knowledge, name: str) -> list[str]:
+def _value_shifts(knowledge: Knowledge, entry: Setting, event: Any) -> list[Event]:
+    """Releases where a setting's default or accepted values differ from the release before."""
+    found: list[Event] = []
+    releases = knowledge.release_versions(entry.component)
+    for values, is_default in ((entry.defaults, True), (entry.accepted_values, False)):
+        if len(values) < 2:
+            continue
+        for before, after in itertools.pairwise(releases):
+            a, b = ranged_at(values, before), ranged_at(values, after)
+            if a is None or b is None or a.value == b.value:
+                continue
+            if is_default:
+                text = f"default {a.value!r} → {b.value!r}"
+            else:
+                listed = b.value if isinstance(b.value, tuple) else (b.value,)
+                text = f"accepted values now {', '.join(map(str, listed))}"
+            text += f" ({b.note})" if b.note else ""
+            found.append(event(after, "default_changed" if is_default else "values_changed", text))
+    return found
+
+
+def _close_tracked(knowledge: Knowledge, name: str) -> list[str]:
+    """Tracked entries whose spelling is close to ``name``: a typo of one of them."""
     key = normalize_name(name)
-    close = difflib.get_close_matches(key, knowledge.known_names(), n=5, cutoff=0.6)
+    close = difflib.get_close_matches(key, knowledge.known_names(), n=5, cutoff=0.8)
     names: list[str] = []
     for k in close:
         for entry in knowledge.find(k):
             if entry.name not in names:
                 names.append(entry.name)
+    if name.strip().startswith("-") and any(h.startswith("-") for h in names):
+        names = [h for h in names if h.startswith("-")]
     return names[:5]
 
 
-def _lookup(knowledge: Knowledge, name: str) -> list[Gated]:
-    """Entries called ``name``; a leading dash means a command-line flag is meant."""
+def _tracked(knowledge: Knowledge, name: str) -> tuple[list[Gated], list[Gated]]:
+    """Tracked entries called ``name``, and (for a dashed name) the non-flags of that name left out."""
     entries = knowledge.find(name)
     others: list[Gated] = []
     if name.strip().startswith("-"):
         flags = [e for e in entries if kind_of(e) in ("cli_flag", "sglang_flag")]
         entries, others = flags, [e for e in entries if e not in flags]
-    if entries:
-        return entries
-    hints = _suggest(knowledge, name)
-    if name.strip().startswith("-") and any(h.startswith("-") for h in hints):
-        hints = [h for h in hints if h.startswith("-")]
-    did_you_mean = f" Did you mean: {', '.join(hints)}?" if hints else ""
+    return entries, others
+
+
+def _not_found(knowledge: Knowledge, name: str, others: list[Gated]) -> NotFound:
+    """A name found nowhere: a typo of a tracked name is an input error; anything else gets a definite answer."""
+    absent = name_lookup.absent_answer(knowledge, name)
+    # Free text ("hybrid kv cache manager") is a search, not a misspelt name: it gets ranked suggestions.
+    typo = _close_tracked(knowledge, name) if name_lookup.shape_of(name) != "text" else []
     also = "".join(f" ({e.name} is a {kind_of(e).replace('_', ' ')}, not a flag.)" for e in others)
-    raise AdviceError(
-        "name",
-        f"nothing in the knowledge is called {name!r}.{did_you_mean}{also} "
-        "Known kinds: CLI flags, config fields, environment variables, connectors, metrics, features.",
-    )
+    if typo or others:
+        did_you_mean = f" Did you mean: {', '.join(typo)}?" if typo else ""
+        raise AdviceError("name", f"{absent or f'nothing in the knowledge is called {name!r}.'}{did_you_mean}{also}")
+    answer = absent or f"No name in the knowledge matches {name.strip()!r}; the closest are listed."
+    return NotFound(name=name, answer=answer, suggestions=name_lookup.suggest(knowledge, name))
+
+
+def _release_asked(knowledge: Knowledge, text: str | None) -> tuple[str | None, str | None]:
+    """``v0.22`` stands for the newest 0.22.x release: (the release to resolve, the text as asked) or as given."""
+    if text is None or not re.fullmatch(r"\s*[vV]?\d+\.\d+\s*", text):
+        return text, None
+    try:
+        line = parse_version(text)
+    except ValueError:
+        return text, None
+    patches = [v for v in knowledge.release_versions() if v.release[:2] == line.release[:2]]
+    if not patches:
+        return text, None
+    return str(patches[-1]), text.strip()
 
 
 def check_version(request: CheckVersionRequest, knowledge: Knowledge) -> CheckVersionResult:
@@ -315,35 +447,83 @@ def check_version(request: CheckVersionRequest, knowledge: Knowledge) -> CheckVe
         raise AdviceError(
             "name", "give a flag, setting, connector, metric or feature name, or compare_to with a second release"
         )
-    version, context = resolve_version(knowledge, request.version)
-    result = CheckVersionResult(version_context=context, security=security_check(knowledge, "vllm", version))
-    lm_version = None
+    if request.compare_to is None and (request.components or request.connectors or request.events):
+        field = "components" if request.components else "connectors" if request.connectors else "events"
+        raise AdviceError(field, "applies to the changes of compare_to; give compare_to with a second release")
+    version_text, asked_as = _release_asked(knowledge, request.version)
+    version, context = resolve_version(knowledge, version_text)
+    result = CheckVersionResult(
+        version_context=context, security=security_check(knowledge, "vllm", version), asked_as=asked_as
+    )
     if request.name is not None:
-        entries = _lookup(knowledge, request.name)
-        if any(e.component == "lmcache" for e in entries) or request.lmcache_version:
-            lm_version, result.lmcache_context = resolve_version(
-                knowledge, request.lmcache_version, package="lmcache", field="lmcache_version"
-            )
-        if lm_version is not None:
-            result.lmcache_security = security_check(knowledge, "lmcache", lm_version)
-        result.matches = [
-            describe(e, lm_version if e.component == "lmcache" and lm_version else version, knowledge) for e in entries
-        ]
+        _answer_name(request, knowledge, version, result)
     if request.compare_to is not None:
-        other, result.compare_context = resolve_version(knowledge, request.compare_to, field="compare_to")
-        result.compare_security = security_check(knowledge, "vllm", other)
-        low, high = sorted((version, other))
-        result.direction = "same" if other == version else ("upgrade" if other > version else "downgrade")
-        pool = (
-            [e for e in knowledge.find(request.name) if e.component == "vllm"]
-            if request.name is not None
-            else [e for e in knowledge.gated() if e.component == "vllm"]
-        )
-        changes = [ev for e in pool for ev in events(knowledge, e) if low < Version(ev.version) <= high]
-        result.changes_between = sorted(changes, key=lambda ev: (Version(ev.version), ev.id))
-        if request.name is not None:
-            result.matches_at_compare = [describe(e, other, knowledge) for e in pool]
+        _compare(request, knowledge, version, result)
     return result
+
+
+def _answer_name(
+    request: CheckVersionRequest, knowledge: Knowledge, version: Version, result: CheckVersionResult
+) -> None:
+    assert request.name is not None
+    entries, others = _tracked(knowledge, request.name)
+    inventory: list[InventoryMatch] = []
+    lm_version = None
+    wants_lmcache = any(e.component == "lmcache" for e in entries) or bool(request.lmcache_version)
+    if not entries:
+        wants_lmcache |= any(e.package == "lmcache" for e in knowledge.name_inventory.find(request.name))
+    if wants_lmcache:
+        lm_version, result.lmcache_context = resolve_version(
+            knowledge, request.lmcache_version, package="lmcache", field="lmcache_version"
+        )
+        result.lmcache_security = security_check(knowledge, "lmcache", lm_version)
+    if not entries:
+        versions = {"vllm": (version, True), "lmcache": (lm_version or knowledge.newest("lmcache"), True)}
+        inventory = name_lookup.inventory_matches(knowledge, request.name, versions)
+        if request.name.strip().startswith("-"):
+            inventory = [m for m in inventory if m.kind == "cli_flag"]
+        if not inventory:
+            result.not_found = _not_found(knowledge, request.name, others)
+    result.matches = [
+        describe(e, lm_version if e.component == "lmcache" and lm_version else version, knowledge) for e in entries
+    ]
+    result.inventory_matches = inventory
+
+
+def _compare(request: CheckVersionRequest, knowledge: Knowledge, version: Version, result: CheckVersionResult) -> None:
+    compare_text, compare_asked = _release_asked(knowledge, request.compare_to)
+    other, result.compare_context = resolve_version(knowledge, compare_text, field="compare_to")
+    if compare_asked:
+        result.compare_context.warnings.insert(
+            0, f"compare_to {compare_asked!r} is taken as {other}, its newest patch."
+        )
+    result.compare_security = security_check(knowledge, "vllm", other)
+    low, high = sorted((version, other))
+    result.direction = "same" if other == version else ("upgrade" if other > version else "downgrade")
+    pool = (
+        [e for e in knowledge.find(request.name) if e.component == "vllm"]
+        if request.name is not None
+        else [e for e in knowledge.gated() if e.component == "vllm"]
+    )
+    wanted = set(request.components or release_notes.COMPONENTS)
+    if request.connectors:
+        used, unknown = release_notes.components_of_connectors(knowledge, request.connectors)
+        if unknown:
+            raise AdviceError("connectors", f"no known KV connector is called {', '.join(map(repr, unknown))}")
+        wanted &= used
+    pool = [e for e in pool if release_notes.component_of(e) in wanted]
+    found = sorted(
+        (ev for e in pool for ev in events(knowledge, e) if low < ev.version <= high),
+        key=lambda ev: (ev.version, ev.entry.id),
+    )
+    unique = list({(ev.entry.id, ev.version, ev.kind, ev.summary): ev for ev in found}.values())
+    result.changes_between = [ev.public() for ev in unique] if request.events else []
+    result.changes = release_notes.group(
+        [(ev.entry, str(ev.version), ev.kind, ev.summary, ev.sources) for ev in unique]
+    )
+    result.change_summary = release_notes.headline(result.changes, str(low), str(high))
+    if request.name is not None:
+        result.matches_at_compare = [describe(e, other, knowledge) for e in pool]
 
 
 SPEC = ToolSpec(

@@ -163,7 +163,7 @@ def resolve_version(
     elif version < oldest:
         warnings.append(
             f"{label} {version} is older than {oldest}, the oldest release the knowledge covers; "
-            "features that predate it are reported as present, which may not hold for your release."
+            f"what was already in {oldest} may or may not be in your release."
         )
     verified = newest_verified(package, knowledge.directory)
     if verified is None:
