@@ -32,6 +32,7 @@ SIZE = {"kv_offloading_size_gib": 8}
 
 def render(knowledge: Knowledge, **arguments: Any) -> RenderConfigResult:
     arguments.setdefault("model", "Qwen/Qwen3-8B")
+    arguments.setdefault("name", "vllm")  # the names these tests look for; the default has its own test
     return render_config(RenderConfigRequest.model_validate(arguments), knowledge)
 
 
@@ -304,9 +305,9 @@ def test_lmcache_p2p_has_every_required_setting_and_a_controller(knowledge: Know
         "LMCACHE_ENABLE_ASYNC_LOADING": "True",
         "LMCACHE_CONTROLLER_PULL_URL": "vllm-lmcache-controller.kv.svc:8300",
         "LMCACHE_CONTROLLER_REPLY_URL": "vllm-lmcache-controller.kv.svc:8400",
-        "LMCACHE_LMCACHE_WORKER_PORTS": "8500,8501",
+        "LMCACHE_LMCACHE_WORKER_PORTS": "8204,8205",
         "LMCACHE_P2P_INIT_PORTS": "8200,8201",
-        "LMCACHE_P2P_LOOKUP_PORTS": "8300,8301",
+        "LMCACHE_P2P_LOOKUP_PORTS": "8202,8203",
         "LMCACHE_MAX_LOCAL_CPU_SIZE": "20",
         "PYTHONHASHSEED": "0",
     }.items():
@@ -315,7 +316,7 @@ def test_lmcache_p2p_has_every_required_setting_and_a_controller(knowledge: Know
     assert env["LMCACHE_LMCACHE_INSTANCE_ID"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
     assert workload(docs, "vllm-vllm")["spec"]["replicas"] == 2
     controller = container(workload(docs, "vllm-lmcache-controller"))
-    assert controller["command"] == ["lmcache_controller"]
+    assert controller["command"] == ["/opt/venv/bin/lmcache_controller"]
     assert json.loads(controller["args"][controller["args"].index("--monitor-ports") + 1]) == {
         "pull": 8300,
         "reply": 8400,
@@ -338,8 +339,10 @@ def test_lmcache_mp_server_as_a_daemonset_and_vllm_pointing_at_the_host(knowledg
     server = workload(docs, "vllm-lmcache-server")
     assert server["kind"] == "DaemonSet" and server["spec"]["template"]["spec"]["hostNetwork"] is True
     s = container(server)
+    # No vllm/vllm-openai tag is known to carry LMCache: LMCache's own image, its commands in /opt/venv/bin.
+    assert s["image"] == "lmcache/standalone:nightly"
     assert [*s["command"], *s["args"]] == [
-        "lmcache",
+        "/opt/venv/bin/lmcache",
         "server",
         "--host",
         "0.0.0.0",
@@ -571,7 +574,7 @@ def test_hostile_values_in_kubernetes_and_docker_are_literal(knowledge: Knowledg
     c = container(workload(manifests(k8s), "vllm-vllm"))
     unescaped = [a.replace("$$", "$") for a in c["args"]]
     assert unescaped[1] == f"m/{text}" and c["image"] == IMAGE
-    env = {e["name"]: e["value"].replace("$$", "$") for e in c["env"]}
+    env = {e["name"]: e["value"].replace("$$", "$") for e in c["env"] if "value" in e}
     assert env["LMCACHE_LOCAL_DISK"] == f"file:///d/{text}"
     if "$(" in text:
         assert "$$(" in raw  # Kubernetes would expand a bare $(VAR)
@@ -703,12 +706,7 @@ def test_ports_and_the_eviction_policy_are_the_knowledges(knowledge_copy: Path) 
         facts["pd_proxy_port"]["port"] = 9192
         facts["lmcache_mp_address"]["port"] = 6555
         facts["lmcache_server"]["eviction_policy"] = "ARC"
-        facts["lmcache_p2p_ports"] |= {
-            "init_base": 7200,
-            "lookup_base": 7300,
-            "worker_base": 7500,
-            "instance_stride": 20,
-        }
+        facts["lmcache_p2p_ports"]["base"] = 7200
         facts["lmcache_controller"] |= {"http_port": 9001, "pull_port": 9300, "reply_port": 9400}
 
     edited = _edited(knowledge_copy, edit)
@@ -726,8 +724,9 @@ def test_ports_and_the_eviction_policy_are_the_knowledges(knowledge_copy: Path) 
         edited, backend="lmcache_p2p", parallelism={"tensor_parallel_size": 2}, sizes={"kv_offloading_size_gib": 8}
     )
     second = argv_of(file(p2p, "vllm-1.sh"))[0]
-    assert (second["LMCACHE_P2P_INIT_PORTS"], second["LMCACHE_P2P_LOOKUP_PORTS"]) == ("7220,7221", "7320,7321")
-    assert second["LMCACHE_LMCACHE_WORKER_PORTS"] == "7520,7521"
+    # instance 0 took 7200-7205 (init, lookup, worker for two ranks); instance 1 goes on from there
+    assert (second["LMCACHE_P2P_INIT_PORTS"], second["LMCACHE_P2P_LOOKUP_PORTS"]) == ("7206,7207", "7208,7209")
+    assert second["LMCACHE_LMCACHE_WORKER_PORTS"] == "7210,7211"
     assert second["LMCACHE_CONTROLLER_PULL_URL"] == "localhost:9300"
     controller = argv_of(file(p2p, "lmcache-controller.sh"))[1]
     assert controller[controller.index("--port") + 1] == "9001"

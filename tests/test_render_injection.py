@@ -75,11 +75,13 @@ def lmcache_list(value: str) -> list[str]:
 
 def render(knowledge: Knowledge, **arguments: Any) -> RenderConfigResult:
     arguments.setdefault("model", "Qwen/Qwen3-8B")
+    arguments.setdefault("name", "vllm")  # the names these tests look for; the default has its own test
     return render_config(RenderConfigRequest.model_validate(arguments), knowledge)
 
 
 def call(**arguments: Any) -> RenderConfigResult:
     arguments.setdefault("model", "Qwen/Qwen3-8B")
+    arguments.setdefault("name", "vllm")  # the names these tests look for; the default has its own test
     result = run_tool("render_config", arguments)
     assert isinstance(result, RenderConfigResult)
     return result
@@ -347,11 +349,13 @@ def disk_slots(result: RenderConfigResult, fmt: str) -> list[str]:
         return lmcache_list(yaml.safe_load(file(result, "vllm.yaml"))["local_disk"])
     if fmt == "docker_run":
         run = docker_run(file(result, "vllm.sh"))
-        mounts = [part for k, v in run["options"] if k == "-v" and v for part in v.split(":")]
-        env = dict(v.split("=", 1) for k, v in run["options"] if k == "-e" and v)
+        volumes = [v for k, v in run["options"] if k == "-v" and v and not v.endswith(":/root/.cache/huggingface")]
+        mounts = [part for v in volumes for part in v.split(":")]
+        env = dict(v.split("=", 1) for k, v in run["options"] if k == "-e" and v and "=" in v)
         return [*mounts, *lmcache_list(env["LMCACHE_LOCAL_DISK"])]
     c = containers(result)["vllm-vllm"]
-    return [*(m["mountPath"] for m in c["volumeMounts"]), *lmcache_list(k8s_env(c)["LMCACHE_LOCAL_DISK"])]
+    data = [m["mountPath"] for m in c["volumeMounts"] if m["name"].startswith("data-")]
+    return [*data, *lmcache_list(k8s_env(c)["LMCACHE_LOCAL_DISK"])]
 
 
 def model_slot(result: RenderConfigResult, fmt: str) -> list[str]:

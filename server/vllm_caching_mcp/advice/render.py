@@ -47,6 +47,7 @@ from ..knowledge import (
     Gated,
     Knowledge,
     LmcacheControllerCommand,
+    PdProxy,
     Pitfall,
     Recipes,
     Setting,
@@ -81,6 +82,7 @@ Format = Literal["vllm_serve", "docker_run", "kubernetes", "kv_transfer_config",
 Origin = Literal["user", "default", "computed", "knowledge"]
 GIB = 2**30
 _DNS_LABEL = re.compile(r"[a-z0-9](?:[-a-z0-9]{0,40}[a-z0-9])?")
+_RESOURCE_NAME = re.compile(r"[a-z0-9](?:[-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?")
 _HOST_LABEL = r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
 _HOST = re.compile(rf"{_HOST_LABEL}(?:\.{_HOST_LABEL})*")
 # What sh, `docker run --env-file` and python-dotenv all read verbatim when written bare (shlex's
@@ -152,6 +154,16 @@ def _absolute_path(text: str) -> str:
     return text
 
 
+def _resource_name(text: str) -> str:
+    if len(text) > 253 or not _RESOURCE_NAME.fullmatch(text):
+        raise PydanticCustomError(
+            "resource_name",
+            "must be a Kubernetes extended resource name such as rdma/ib or rdma/roce_a: DOMAIN/NAME of letters, "
+            "digits, '.', '_' and '-'",
+        )
+    return text
+
+
 def _dns_label(text: str) -> str:
     if not _DNS_LABEL.fullmatch(text):
         raise PydanticCustomError(
@@ -166,6 +178,7 @@ ImageReference = Annotated[str, AfterValidator(_printable), AfterValidator(_imag
 HostName = Annotated[str, AfterValidator(_printable), AfterValidator(_host_name)]
 AbsolutePath = Annotated[str, Field(max_length=4096), AfterValidator(_printable), AfterValidator(_absolute_path)]
 DnsLabel = Annotated[str, AfterValidator(_dns_label)]
+ResourceName = Annotated[str, AfterValidator(_resource_name)]
 
 
 class Parallelism(BaseModel):
@@ -235,7 +248,9 @@ class RenderConfigRequest(BaseModel):
     hosts: Hosts = Field(default_factory=Hosts)
     fabric: Fabric | None = None
     instances: int = Field(default=2, ge=2, le=64, description="lmcache_p2p: vLLM instances sharing the cache")
-    name: DnsLabel = Field(default="vllm", description="Kubernetes name prefix (DNS label)")
+    name: DnsLabel | None = Field(
+        default=None, description="name prefix of every workload (DNS label); default <model>-<backend>"
+    )
     namespace: DnsLabel | None = Field(default=None, description="Kubernetes namespace (DNS label)")
     image: ImageReference | None = Field(
         default=None, max_length=300, description="vLLM image; default vllm/vllm-openai:v<version>"
@@ -244,6 +259,59 @@ class RenderConfigRequest(BaseModel):
         default=None, max_length=300, description="image for LMCache server/controller"
     )
     format: Format = "vllm_serve"
+    hf_token: Literal["optional", "required"] = Field(
+        default="optional",
+        description="the Hugging Face token (HF_TOKEN from the Secret hf-token in Kubernetes, the caller's "
+        "environment in docker run): optional for public models, required for gated ones (the pod then waits "
+        "for the Secret instead of failing on the first download)",
+    )
+    model_cache: Literal["pvc", "host_path"] = Field(
+        default="pvc",
+        description="Kubernetes: the model cache on a PersistentVolumeClaim per workload, or on model_cache_path "
+        "of the node",
+    )
+    model_cache_path: AbsolutePath | None = Field(
+        default=None,
+        description="host directory for the model cache (model_cache host_path; docker run: instead of the named "
+        "volume)",
+    )
+    shared_tier_volume: Literal["pvc", "host_path"] = Field(
+        default="pvc",
+        description="Kubernetes: the native fs tier on a ReadWriteMany PersistentVolumeClaim that replicas share, "
+        "or the node's paths.disk directory",
+    )
+    rdma_resource: ResourceName = Field(
+        default="rdma/ib",
+        description="InfiniBand/RoCE: the device-plugin resource each P/D pod requests (rdma/ib is the "
+        "k8s-rdma-shared-dev-plugin's example name: use what your plugin advertises)",
+    )
+    host_ram_gib: SizeGiB | None = Field(
+        default=None, gt=0, le=100_000, description="RAM of one node, GiB: checked against the memory rendered"
+    )
+
+
+class ComponentMemory(BaseModel):
+    name: str
+    memory_gib: int = Field(description="the memory request and limit of the container, GiB")
+    pinned_gib: float = Field(description="what it pins: CPU tier, LMCache local CPU of every worker, server L1")
+    shm_gib: float = Field(
+        description="/dev/shm it needs: the CPU tier where the release keeps it there, plus headroom"
+    )
+
+    def line(self) -> str:
+        shm = f", /dev/shm {self.shm_gib:g} GiB" if self.shm_gib else ""
+        return f"{self.name} {self.memory_gib} GiB (pins {self.pinned_gib:g} GiB{shm})"
+
+
+class HostMemory(BaseModel):
+    components: list[ComponentMemory]
+    host_ram_gib: float | None = Field(default=None, description="the node's RAM, when given")
+    host_ram_left_gib: float | None = Field(
+        default=None,
+        description="RAM the node keeps after what this render runs on it; from host_ram_gib or a "
+        "size_offload result's host_ram_left_gib",
+    )
+    basis: str
 
 
 class RenderedFile(BaseModel):
@@ -274,12 +342,19 @@ class RenderConfigResult(Result):
         description="known advisories for the vLLM release rendered and the security floor (stored snapshot)",
     )
     lmcache_security: SecurityCheck | None = Field(default=None, description="the same for the LMCache release")
+    memory: HostMemory | None = Field(
+        default=None, description="memory and /dev/shm of each container, and the host RAM left"
+    )
 
     def summary(self) -> str:
         lines = [f"{self.backend} as {self.format} for vLLM {self.version_context.version}"]
         for f in self.files:
             lines += [f"===== {f.name}", f.content.rstrip()]
         lines += [f"note: {n}" for n in self.notes]
+        if self.memory is not None:
+            lines.append("memory: " + "; ".join(m.line() for m in self.memory.components))
+            if self.memory.host_ram_left_gib is not None:
+                lines.append(f"host RAM left: {self.memory.host_ram_left_gib:g} GiB ({self.memory.basis})")
         lines.append(f"checked: {'; '.join(self.checks)}")
         lines += [check.lines()[0] for check in (self.security, self.lmcache_security) if check is not None]
         lines += [f"warning: {w}" for w in self.version_context.warnings]
@@ -295,6 +370,14 @@ class Env:
     name: str
     value: str = ""
     field: str | None = None  # Kubernetes downward API path; value is used elsewhere
+    # A Secret (name, key) in Kubernetes; docker run passes the caller's own variable, a script inherits it.
+    secret: tuple[str, str] | None = None
+    optional: bool = True
+
+    @property
+    def written(self) -> bool:
+        """Whether the value itself stands in a command line or env file."""
+        return self.field is None and self.secret is None
 
 
 @dataclass
@@ -317,12 +400,25 @@ class Component:
     replicas: int = 1
     service: Literal["headless", "cluster", ""] = ""
     host_network: bool = False
-    shm: bool = False
+    shm: bool = False  # shares the host's /dev/shm (the LMCache MP server and its vLLM)
     pod_ip: bool = False
     host_ip: bool = False
     kv_transfer_config: dict[str, Any] | None = None
     lmcache_config: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
+    pinned_gib: float = 0.0  # host memory it pins (CPU tier, LMCache DRAM, server L1)
+    shm_tier_gib: float = 0.0  # the part of that the release keeps in /dev/shm
+    shm_gib: float = 0.0  # the /dev/shm it is given (tier + headroom); 0: the default
+    memory_gib: int = 0
+    rdma: bool = False
+    model_cache: str | None = None  # docker -v source / Kubernetes PVC name or host path of the model cache
+    shared_mounts: list[str] = field(default_factory=list)  # Kubernetes: on the ReadWriteMany tier PVC
+    startup_failures: int = 0  # startupProbe failureThreshold; 0: no probes
+    script_config_map: str | None = None  # Kubernetes: the ConfigMap its script is mounted from
+
+    @property
+    def http_port(self) -> int | None:
+        return next((p.port for p in self.ports if p.name == "http"), None)
 
     @property
     def lines(self) -> list[list[str]]:
@@ -345,6 +441,51 @@ class Plan:
     offloading_gib: float | None = None
     cpu_bytes: int | None = None
     lmcache_per_rank_gib: float | None = None
+    memory: HostMemory | None = None
+
+
+class _Ports:
+    """The ports of the processes of one render that share a host (or a pod): each handed out once."""
+
+    def __init__(self) -> None:
+        self.taken: set[int] = set()
+
+    def reserve(self, *ports: int) -> None:
+        self.taken.update(ports)
+
+    def block(self, start: int, count: int = 1) -> list[int]:
+        """The first ``count`` consecutive free ports from ``start``, now taken."""
+        base = start
+        while any(port in self.taken for port in range(base, base + count)):
+            base += 1
+        if base + count - 1 > 65535:
+            raise AdviceError(
+                "instances",
+                f"the processes of this render need more ports than a host has from {start}; render fewer "
+                "instances or ranks per host, or use the kubernetes format",
+            )
+        ports = list(range(base, base + count))
+        self.taken.update(ports)
+        return ports
+
+
+# A size in a model id: 70B, 8B, 1.5B; a mixture such as 8x7B counts every expert.
+_MODEL_SIZE = re.compile(r"(?:(\d+)x)?(\d+(?:\.\d+)?)[bB](?![a-zA-Z0-9])")
+
+
+def model_params_b(model: str) -> float | None:
+    """Billions of parameters as the model id states them (the largest such figure), None when it does not."""
+    sizes = [float(m.group(2)) * int(m.group(1) or 1) for m in _MODEL_SIZE.finditer(model)]
+    return max(sizes) if sizes else None
+
+
+def default_name(model: str, backend: Backend) -> str:
+    """<model>-<backend> as a DNS label: the last part of the model id, lower case, runs of other
+    characters as one '-', cut so the whole fits the 42 characters a name prefix may take."""
+    suffix = backend.replace("_", "-")
+    stem = re.sub(r"[^a-z0-9]+", "-", model.rstrip("/").rsplit("/", 1)[-1].lower()).strip("-")
+    stem = stem[: 41 - len(suffix)].strip("-")
+    return f"{stem}-{suffix}" if stem else suffix
 
 
 class _Planner:
@@ -367,6 +508,14 @@ class _Planner:
         self.plan = Plan(components=[])
         self.tp = request.parallelism.tensor_parallel_size
         self.pp = request.parallelism.pipeline_parallel_size
+        assert request.name is not None  # render_config fills in the default
+        self.name: str = request.name
+        self.facts = recipes.facts
+        # Processes on one host must not share a port; in Kubernetes each pod has its own, so every
+        # vLLM keeps the default HTTP port there.
+        self._ports: dict[str, _Ports] = {}
+        result = request.size_offload or {}
+        self.size_offload_left = readable_number(result.get("host_ram_left_gib"))
         if request.image is not None:
             self.image = request.image
             self.note("image", self.image, "user")
@@ -375,6 +524,20 @@ class _Planner:
             self.note("image", self.image, "default", "official image tag for the release")
 
     # -- helpers ------------------------------------------------------------------------------
+    def ports_on(self, host: str | None) -> _Ports:
+        """The ports handed out on one host (None: this instance's); the helpers' fixed ports are kept
+        free on every host, since they may run on any of them."""
+        key = host or self.r.hosts.this_instance or "localhost"
+        if key not in self._ports:
+            ports = self._ports[key] = _Ports()
+            ports.reserve(self.facts.pd_proxy_port.port)
+            if self.backend == "lmcache_p2p":
+                ctrl = self.facts.lmcache_controller
+                ports.reserve(ctrl.http_port, ctrl.pull_port, ctrl.reply_port)
+            if self.backend == "lmcache_mp":
+                ports.reserve(self.facts.lmcache_mp_address.port)
+        return self._ports[key]
+
     def note(self, name: str, value: Any, origin: Origin, note: str | None = None) -> None:
         self.plan.values.append(ValueSource(name=name, value=str(value), origin=origin, note=note))
 
@@ -483,8 +646,14 @@ class _Planner:
         return config
 
     def vllm(
-        self, name: str, description: str, config: dict[str, Any] | None, extra_flags: list[str] | None = None
+        self,
+        name: str,
+        description: str,
+        config: dict[str, Any] | None,
+        extra_flags: list[str] | None = None,
+        host: str | None = None,
     ) -> Component:
+        """A vLLM instance; ``host`` is the machine it runs on in a script render (None: this instance's)."""
         argv = ["vllm", "serve", self.r.model]
         for flag, value in (
             ("--tensor-parallel-size", self.tp),
@@ -493,6 +662,11 @@ class _Planner:
         ):
             if value > 1:
                 argv += [flag, str(value)]
+        default_port = self.facts.vllm_http_port.port
+        port = default_port if self.kube else self.ports_on(host).block(default_port)[0]
+        if port != default_port:
+            argv += ["--port", str(port)]
+            self.note(f"{name} --port", port, "computed", "its own HTTP port on a host shared with the others")
         argv += extra_flags or []
         if config is not None:
             argv += ["--kv-transfer-config", json.dumps(config, separators=(",", ":"))]
@@ -502,14 +676,133 @@ class _Planner:
             argv=argv,
             image=self.image,
             gpus=self.tp * self.pp * self.r.parallelism.data_parallel_size,
-            ports=[Port("http", self.recipes.facts.vllm_http_port.port)],
+            ports=[Port("http", port)],
             kv_transfer_config=config,
         )
 
     # -- backends -----------------------------------------------------------------------------
     def build(self) -> Plan:
         getattr(self, f"_{self.backend}")()
+        for c in self.plan.components:
+            self._provision(c)
+        self.plan.memory = self._host_memory()
         return self.plan
+
+    # -- what every container needs to start: memory, /dev/shm, token, model cache, probes ---------
+    def _shm_tier(self, spec: Literal["cpu", "tiering"], gib: float) -> float:
+        """``gib`` where the release keeps that CPU tier in /dev/shm, else 0."""
+        shm = self.facts.shared_memory
+        versions = shm.native_cpu_versions if spec == "cpu" else shm.tiering_versions
+        if not in_range(versions, self.version):
+            return 0.0
+        self.cite_fact("shared_memory")
+        return gib
+
+    def cite_fact(self, name: str) -> None:
+        fact = getattr(self.facts, name)
+        self.plan.cited.setdefault(
+            f"recipes.facts.{name}",
+            Citation(
+                id=f"recipes.facts.{name}",
+                sources=list(fact.sources),
+                verified_at=fact.verified_at,
+                evidence=fact.evidence,
+            ),
+        )
+
+    def _provision(self, c: Component) -> None:
+        memory = self.facts.host_memory
+        if c.kind == "helper":
+            c.memory_gib = math.ceil(c.pinned_gib + memory.helper_gib)
+            return
+        shm = self.facts.shared_memory
+        workers = self.tp * self.pp * self.r.parallelism.data_parallel_size
+        headroom = shm.multi_worker_headroom_gib if workers > 1 else shm.headroom_gib
+        if not c.shm:
+            c.shm_gib = c.shm_tier_gib + headroom
+        # The tier in /dev/shm is charged to the container once: it is part of what it pins.
+        c.memory_gib = math.ceil(c.pinned_gib + headroom + memory.process_gib + memory.per_gpu_gib * c.gpus)
+        self.cite_fact("host_memory")
+        cache = self.facts.model_cache
+        self.cite_fact("model_cache")
+        c.env.append(
+            Env(cache.token_env, secret=(cache.secret_name, cache.secret_key), optional=self.r.hf_token == "optional")
+        )
+        if self.kube:
+            pvc = self.r.model_cache == "pvc"
+            if not pvc and self.r.model_cache_path is None:
+                raise AdviceError("model_cache_path", "model_cache host_path needs the node directory to mount")
+            c.model_cache = f"{self.name}-{c.name}-model-cache" if pvc else self.r.model_cache_path
+        else:
+            c.model_cache = self.r.model_cache_path or "vllm-model-cache"
+        startup = self.facts.vllm_startup
+        self.cite_fact("vllm_startup")
+        minutes = startup.minutes_for(model_params_b(self.r.model))
+        c.startup_failures = minutes * 60 // startup.period_seconds
+        self.note(
+            f"{c.name} start-up budget", f"{minutes} min", "knowledge", "startupProbe failureThreshold × periodSeconds"
+        )
+
+    def _host_memory(self) -> HostMemory:
+        comps = [
+            ComponentMemory(
+                name=c.name, memory_gib=c.memory_gib, pinned_gib=round(c.pinned_gib, 3), shm_gib=round(c.shm_gib, 3)
+            )
+            for c in self.plan.components
+        ]
+        # One host runs every process of a script render; in Kubernetes the largest pod sets the bound.
+        on_host = [c.memory_gib for c in self.plan.components]
+        needed = max(on_host) if self.kube else sum(on_host)
+        pinned = max((c.pinned_gib for c in self.plan.components), default=0.0)
+        basis = (
+            "the largest pod, as each may land on its own node"
+            if self.kube
+            else "every process of the render on one host"
+        )
+        left: float | None = None
+        ram = self.r.host_ram_gib
+        if ram is not None:
+            left = ram - needed
+            if left < 0:
+                raise AdviceError(
+                    "host_ram_gib",
+                    f"{ram:g} GiB is less than the {needed} GiB this render gives its containers ({basis}); "
+                    "shrink the CPU tier or give a larger host",
+                )
+            self._check_host_shm(ram)
+        elif self.size_offload_left is not None:
+            # size_offload's figure is after the tier (and its reservation); take off the rest of ours.
+            left = self.size_offload_left - (needed - pinned)
+            basis += "; from size_offload's host_ram_left_gib less the memory beyond the tier"
+        if left is not None:
+            self.note("host RAM left", f"{left:g} GiB", "computed", basis)
+        return HostMemory(
+            components=comps,
+            host_ram_gib=ram,
+            host_ram_left_gib=None if left is None else round(left, 3),
+            basis=basis,
+        )
+
+    def shared_tier_gib(self) -> int:
+        """The size the ReadWriteMany PVC of the fs tier asks for: sizes.disk_gib, else a default noted."""
+        if self.r.sizes.disk_gib is not None:
+            return math.ceil(self.r.sizes.disk_gib)
+        return _SHARED_TIER_DEFAULT_GIB
+
+    def _check_host_shm(self, ram: float) -> None:
+        """Docker with --ipc=host, a bare host and the LMCache MP server use the host's /dev/shm, a tmpfs
+        of half the RAM by default."""
+        shm = self.facts.shared_memory
+        if self.kube and not any(c.shm for c in self.plan.components):
+            return
+        host_shm = ram * shm.host_default_fraction_of_ram
+        needed = sum(c.shm_gib for c in self.plan.components)
+        if needed > host_shm:
+            self.plan.notes.append(
+                f"This render keeps {needed:g} GiB in the host's /dev/shm, more than its default size of "
+                f"{host_shm:g} GiB (half of {ram:g} GiB RAM): remount it larger first, e.g. "
+                f"mount -o remount,size={math.ceil(needed) + 1}G /dev/shm."
+            )
 
     def _none(self) -> None:
         self.plan.components.append(self.vllm("vllm", "vLLM with GPU prefix caching only", None))
@@ -518,6 +811,9 @@ class _Planner:
         self.cite("connector.offloading")
         gib = self.total_gib()
         assert gib is not None
+        self._native_cpu_tier(gib)
+
+    def _native_cpu_tier(self, gib: float) -> None:
         shorthand = self.available("flag.kv-offloading-size") and not self.pitfall_applies(
             "pitfall.native-backend-before-0.14"
         )
@@ -532,7 +828,9 @@ class _Planner:
                 self.note(
                     "--disable-hybrid-kv-cache-manager", "set", "knowledge", "pitfall.hma-flag-missing-with-shorthand"
                 )
-            self.plan.components.append(self.vllm("vllm", "vLLM with native CPU KV offload", None, flags))
+            c = self.vllm("vllm", "vLLM with native CPU KV offload", None, flags)
+            c.pinned_gib, c.shm_tier_gib = gib, self._shm_tier("cpu", gib)
+            self.plan.components.append(c)
             return
         blocks = self.r.sizes.num_cpu_blocks
         if blocks is None:
@@ -544,7 +842,9 @@ class _Planner:
         self.note("num_cpu_blocks", blocks, "user")
         self.cite("spec.num-cpu-blocks")
         config = self.ktc("connector.offloading", "kv_both", {"num_cpu_blocks": blocks})
-        self.plan.components.append(self.vllm("vllm", "vLLM with native CPU KV offload", config))
+        c = self.vllm("vllm", "vLLM with native CPU KV offload", config)
+        c.pinned_gib = gib  # before 0.14.0 the tier is a private pinned tensor per worker
+        self.plan.components.append(c)
 
     def _tiers(self) -> list[TierKind]:
         if self.r.tiers is not None:
@@ -601,7 +901,20 @@ class _Planner:
         c = self.vllm(
             "vllm", "vLLM with native multi-tier KV offload", self.ktc("connector.offloading", "kv_both", spec)
         )
-        c.mounts = list(self.r.paths.disk) if "fs" in kinds else []
+        gib = self.plan.cpu_bytes / GIB if self.plan.cpu_bytes else 0.0
+        c.pinned_gib, c.shm_tier_gib = gib, self._shm_tier("tiering", gib)
+        if "fs" in kinds:
+            shared = self.kube and self.r.shared_tier_volume == "pvc"
+            if shared:
+                c.shared_mounts = list(self.r.paths.disk)
+                self.note(
+                    "fs tier volume",
+                    f"PersistentVolumeClaim {self.name}-kv-tier, ReadWriteMany, {self.shared_tier_gib()} GiB",
+                    "user" if self.r.sizes.disk_gib is not None else "default",
+                    "set sizes.disk_gib to size it; its storage class must offer ReadWriteMany",
+                )
+            else:
+                c.mounts = list(self.r.paths.disk)
         # Blocks in a secondary tier outlive the process: finding them again after a restart, or from
         # another instance, needs the same block hashes, i.e. one fixed seed where vLLM has none.
         if kinds and not self.available("feature.prefix-hash-fixed-default-seed"):
@@ -673,6 +986,7 @@ class _Planner:
         self.plan.lmcache_per_rank_gib = per_rank
         self.note("LMCACHE_MAX_LOCAL_CPU_SIZE", _num(per_rank), "computed", "GiB per worker = total ÷ (TP × PP)")
         c = self.vllm("vllm", "vLLM with in-process LMCache", self.ktc("connector.lmcache", "kv_both"))
+        c.pinned_gib = per_rank * self.tp * self.pp
         config = self._lmcache_env(c, per_rank)
         self._attach_lmcache(c, config)
         self.plan.components.append(c)
@@ -694,7 +1008,7 @@ class _Planner:
         per_rank = self.r.sizes.lmcache_max_local_cpu_size_gib or gib / (self.tp * self.pp)
         self.plan.lmcache_per_rank_gib = per_rank
         ctrl_host = (
-            f"{self.r.name}-lmcache-controller" + (f".{self.r.namespace}.svc" if self.r.namespace else "")
+            f"{self.name}-lmcache-controller" + (f".{self.r.namespace}.svc" if self.r.namespace else "")
             if self.kube
             else (self.r.hosts.controller or "localhost")
         )
@@ -714,41 +1028,65 @@ class _Planner:
         """vLLM instance ``i`` of an LMCache P2P group: every setting LMCache asserts for P2P, and its own ports."""
         name = "vllm" if self.kube else f"vllm-{i}"
         c = self.vllm(name, "vLLM with LMCache P2P sharing", self.ktc("connector.lmcache", "kv_both"))
+        ranks = self.tp * self.pp
+        c.pinned_gib = per_rank * ranks
         config = self._lmcache_env(c, per_rank)
         for e in self.recipes.recipe("lmcache_p2p").required_env:
             self.cite(e.setting)
             config[e.name.removeprefix("LMCACHE_").lower()] = _typed(e.value)
-        layout, ranks = self.recipes.facts.lmcache_p2p_ports, self.tp * self.pp
-        init_ports = layout.ports(layout.init_base, i, ranks)
+        base = self.facts.lmcache_p2p_ports.base
+        init_ports, lookup_ports, worker_ports = (self.ports_on(None).block(base, ranks) for _ in range(3))
         config |= {
             "controller_pull_url": f"{ctrl_host}:{controller.pull_port}",
             "controller_reply_url": f"{ctrl_host}:{controller.reply_port}",
-            "lmcache_worker_ports": _port_list(layout.ports(layout.worker_base, i, ranks)),
+            "lmcache_worker_ports": _port_list(worker_ports),
             "p2p_init_ports": _port_list(init_ports),
-            "p2p_lookup_ports": _port_list(layout.ports(layout.lookup_base, i, ranks)),
+            "p2p_lookup_ports": _port_list(lookup_ports),
             "p2p_host": Env(
                 "",
                 self.host(self.r.hosts.this_instance, "this_instance", "instance"),
                 "status.podIP" if self.kube else None,
             ),
-            "lmcache_instance_id": Env("", f"{self.r.name}-{i}", "metadata.name" if self.kube else None),
+            "lmcache_instance_id": Env("", f"{self.name}-{i}", "metadata.name" if self.kube else None),
         }
         self.note("p2p ports", config["p2p_init_ports"], "computed", "one per worker rank (TP × PP)")
         c.env.append(Env("PYTHONHASHSEED", "0"))
         c.ports += [Port(f"p2p-{r}", port) for r, port in enumerate(init_ports[:4])]
+        if not self.kube:  # every port it listens on, for the one-host check
+            c.ports += [Port(f"lookup-{r}", port) for r, port in enumerate(lookup_ports)]
+            c.ports += [Port(f"worker-{r}", port) for r, port in enumerate(worker_ports)]
+            c.ports += [Port(f"p2p-{r}", port) for r, port in enumerate(init_ports[4:], start=4)]
         c.service, c.replicas = "headless", self.r.instances
         self._attach_lmcache(c, config)
         if self.r.format == "lmcache_yaml":
             c.lmcache_config = {k: (v.value if isinstance(v, Env) else v) for k, v in config.items()}
         return c
 
+    def _lmcache_helper_image(self) -> tuple[str, str]:
+        """The image of the LMCache controller or server, and the directory its commands are run from
+        ('' for the caller's image or a host install: on PATH)."""
+        if self.r.lmcache_image is not None:
+            return self.r.lmcache_image, ""
+        if self.r.format not in ("docker_run", "kubernetes"):
+            return self.image, ""
+        fact = self.facts.lmcache_image
+        self.cite_fact("lmcache_image")
+        self.note("lmcache_image", fact.image, "knowledge", "LMCache's own image; pin one through lmcache_image")
+        self.plan.notes.append(
+            f"The LMCache helpers run from {fact.image}, LMCache's own image (no vllm/vllm-openai tag is known "
+            f"to carry LMCache); the tag moves, so pin one with LMCache {self.lm_version} through lmcache_image. "
+            "The vLLM image itself needs LMCache installed for the connector."
+        )
+        return fact.image, fact.bin_dir + "/"
+
     def _lmcache_controller(self, controller: LmcacheControllerCommand) -> Component:
         monitor = json.dumps({"pull": controller.pull_port, "reply": controller.reply_port})
+        image, bin_dir = self._lmcache_helper_image()
         return Component(
             name="lmcache-controller",
             description="LMCache controller: tracks which instance holds which chunks",
             argv=[
-                *controller.command,
+                *_in_dir(bin_dir, controller.command),
                 "--host",
                 "0.0.0.0",
                 "--port",
@@ -756,7 +1094,7 @@ class _Planner:
                 "--monitor-ports",
                 monitor,
             ],
-            image=self.r.lmcache_image or self.image,
+            image=image,
             kind="helper",
             ports=[
                 Port("http", controller.http_port),
@@ -780,6 +1118,7 @@ class _Planner:
         )
         c = self.vllm("vllm", "vLLM connected to the node's LMCache server", config)
         c.host_ip, c.shm = self.kube, True
+        image, bin_dir = self._lmcache_helper_image()
         if self.pitfall_applies("pitfall.lmcache-backend-means-mp-server"):
             self.plan.notes.append(
                 "Written as an explicit LMCacheMPConnector config; --kv-offloading-size is not passed on to it."
@@ -789,7 +1128,7 @@ class _Planner:
                 name="lmcache-server",
                 description="LMCache MP server: one shared KV pool per node",
                 argv=[
-                    *server.command_for(self.lm_version),
+                    *_in_dir(bin_dir, server.command_for(self.lm_version)),
                     "--host",
                     "0.0.0.0",
                     "--port",
@@ -799,11 +1138,12 @@ class _Planner:
                     "--eviction-policy",
                     server.eviction_policy,
                 ],
-                image=self.r.lmcache_image or self.image,
+                image=image,
                 kind="helper",
                 ports=[Port("zmq", port)],
                 host_network=True,
                 shm=True,
+                pinned_gib=l1 or 0.0,
             ),
             c,
         ]
@@ -825,43 +1165,75 @@ class _Planner:
                 config = self.ktc("connector.multi", role, {_children_key(self.k): children})
             else:
                 config = self.ktc(connector_id, role, extra)
-            c = self.vllm(label, f"{label} instance ({role})", config)
+            c = self.vllm(label, f"{label} instance ({role})", config, host=given)
+            if local_tier:
+                gib = self.plan.cpu_bytes / GIB if self.plan.cpu_bytes else 0.0
+                c.pinned_gib, c.shm_tier_gib = gib, self._shm_tier("cpu", gib)
             host = self.host(given, label, f"{label} instance")
             if connector_id == "connector.mooncake":
-                bootstrap = self.default_of("env.vllm-mooncake-bootstrap-port")
-                c.env.append(Env("VLLM_MOONCAKE_BOOTSTRAP_PORT", str(bootstrap)))
-                c.ports.append(Port("bootstrap", int(bootstrap)))
+                bootstrap = self._side_ports(label, given, "env.vllm-mooncake-bootstrap-port")
+                c.env.append(Env("VLLM_MOONCAKE_BOOTSTRAP_PORT", str(bootstrap[0])))
+                c.ports += [Port("bootstrap" if n == 0 else f"bootstrap-{n}", p) for n, p in enumerate(bootstrap)]
             else:
-                port = self.default_of("env.vllm-nixl-side-channel-port")
+                side = self._side_ports(label, given, "env.vllm-nixl-side-channel-port")
                 c.env += [
                     Env("VLLM_NIXL_SIDE_CHANNEL_HOST", host, "status.podIP" if self.kube else None),
-                    Env("VLLM_NIXL_SIDE_CHANNEL_PORT", str(port)),
-                    Env("UCX_TLS", self.recipes.facts.ucx_tls_by_fabric.transports(fabric)),
+                    Env("VLLM_NIXL_SIDE_CHANNEL_PORT", str(side[0])),
+                    Env("UCX_TLS", self.facts.ucx_tls_by_fabric.transports(fabric)),
                 ]
                 self.cite("pitfall.nixl-side-channel-service-address")
                 self.cite("pitfall.nixl-ucx-without-cuda")
-                c.ports.append(Port("side-channel", int(port)))
+                c.ports += [Port("side-channel" if n == 0 else f"side-channel-{n}", p) for n, p in enumerate(side)]
+            c.rdma = fabric in ("infiniband", "roce")
+            if c.rdma:
+                self.cite_fact("rdma")
+                self.note(
+                    f"{label} RDMA resource",
+                    self.r.rdma_resource,
+                    "user" if "rdma_resource" in self.r.model_fields_set else "default",
+                    "device-plugin resource; IPC_LOCK added",
+                )
             c.service = "headless"
             self.plan.components.append(c)
         proxy = self.recipes.pd_proxy(connector_id, self.version)
         if proxy is None:  # the loader checks every release with the connector; one older than those has none
             raise AdviceError("version", f"no P/D proxy is known for vLLM {self.version}; give a release it covers")
         self.plan.cited.setdefault(proxy.id, cite(proxy.id, proxy, self.k))
+        self._pd_proxy(proxy)
+
+    def _side_ports(self, label: str, host: str | None, entry_id: str) -> list[int]:
+        """The ports one role's side channel (or bootstrap server) listens on: the release's default
+        plus one per data-parallel rank (× TP before 0.14.0); on one host the second role's start where
+        the first role's end."""
+        self.cite_fact("single_host_ports")
+        span = self.r.parallelism.data_parallel_size * self.tp
+        default = int(self.default_of(entry_id))
+        ports = list(range(default, default + span)) if self.kube else self.ports_on(host).block(default, span)
+        if ports[0] != default:
+            self.note(
+                f"{label} {entry_id.removeprefix('env.')}", ports[0], "computed", "its own ports on a shared host"
+            )
+        return ports
+
+    def _pd_proxy(self, proxy: PdProxy) -> None:
+        prefill, decode = (c for c in self.plan.components if c.name in ("prefill", "decode"))
         where = (
-            (lambda role: f"{self.r.name}-{role}" + (f".{self.r.namespace}.svc" if self.r.namespace else ""))
+            (lambda role: f"{self.name}-{role}" + (f".{self.r.namespace}.svc" if self.r.namespace else ""))
             if self.kube
             else None
         )
         pre = where("prefill") if where else (self.r.hosts.prefill or "localhost")
         dec = where("decode") if where else (self.r.hosts.decode or "localhost")
-        vllm_port, proxy_port = self.recipes.facts.vllm_http_port.port, self.recipes.facts.pd_proxy_port.port
+        pre_port, dec_port = str(prefill.http_port), str(decode.http_port)
+        proxy_port = self.facts.pd_proxy_port.port
         if proxy.cli == "toy":
-            routes = ["--prefiller-hosts", pre, "--prefiller-ports", str(vllm_port)]
-            routes += ["--decoder-hosts", dec, "--decoder-ports", str(vllm_port)]
+            routes = ["--prefiller-hosts", pre, "--prefiller-ports", pre_port]
+            routes += ["--decoder-hosts", dec, "--decoder-ports", dec_port]
         else:
-            bootstrap = str(self.default_of("env.vllm-mooncake-bootstrap-port"))
-            routes = ["--prefill", f"http://{pre}:{vllm_port}", bootstrap, "--decode", f"http://{dec}:{vllm_port}"]
-        script = f"/opt/proxy/{proxy.script}" if self.kube else proxy.script
+            bootstrap = str(next(p.port for p in prefill.ports if p.name == "bootstrap"))
+            routes = ["--prefill", f"http://{pre}:{pre_port}", bootstrap, "--decode", f"http://{dec}:{dec_port}"]
+        in_container = self.r.format in ("docker_run", "kubernetes")
+        script = f"{_PROXY_DIR}/{proxy.script}" if in_container else proxy.script
         self.plan.components.append(
             Component(
                 name="proxy",
@@ -871,14 +1243,27 @@ class _Planner:
                 kind="helper",
                 ports=[Port("http", proxy_port)],
                 service="cluster",
-                mounts=["/opt/proxy"] if self.kube else [],
+                # In Docker it reaches prefill and decode where they listen: on the host's network.
+                host_network=self.r.format == "docker_run",
+                mounts=[_PROXY_DIR] if self.r.format == "docker_run" else [],
+                script_config_map=f"{self.name}-proxy" if self.kube else None,
                 notes=[f"{proxy.script} comes from {proxy.path} in the vLLM repository at v{self.version}."],
             )
         )
-        self.plan.notes.append(
-            f"The proxy script is not in the wheel or image: take {proxy.path} from the vLLM repository at "
-            f"v{self.version}" + (" and place it under /opt/proxy on the node." if self.kube else ".")
-        )
+        url = f"https://raw.githubusercontent.com/vllm-project/vllm/v{self.version}/{proxy.path}"
+        if self.kube:
+            self.plan.notes.append(
+                f"The proxy script is not in the wheel or image: the proxy mounts it from the ConfigMap "
+                f"{self.name}-proxy; create it from the vLLM repository at v{self.version} before applying: "
+                f"curl -fsSLO {url} && kubectl create configmap {self.name}-proxy --from-file={proxy.script}"
+                + (f" -n {self.r.namespace}" if self.r.namespace else "")
+            )
+        else:
+            where_to = f" and place it in {_PROXY_DIR} on the host" if in_container else " into this directory"
+            self.plan.notes.append(
+                f"The proxy script is not in the wheel or image: take {proxy.path} from the vLLM repository at "
+                f"v{self.version} ({url}){where_to}."
+            )
 
     def _nixl_pd(self) -> None:
         self._pd("connector.nixl", None)
@@ -893,6 +1278,18 @@ class _Planner:
             extra = {protocol.key: protocol.without_rdma}
             self.note(protocol.key, protocol.without_rdma, "computed", "no RDMA fabric given")
         self._pd("connector.mooncake", extra)
+
+
+_PROXY_DIR = "/opt/proxy"
+# The fs tier's PVC size when sizes.disk_gib is not given: a placeholder the caller should set, noted as such.
+_SHARED_TIER_DEFAULT_GIB = 1024
+
+
+def _in_dir(bin_dir: str, command: tuple[str, ...]) -> list[str]:
+    """A console-script command run from ``bin_dir`` ('' leaves it to PATH); python3 -m stays as it is."""
+    if not bin_dir or command[0] == "python3":
+        return list(command)
+    return [bin_dir + command[0], *command[1:]]
 
 
 def _port_list(ports: list[int]) -> str:
@@ -1014,6 +1411,7 @@ def _environment(directory: str) -> SandboxedEnvironment:
     env.filters["comment"] = _comment
     env.filters["envfile"] = _env_file_value
     env.filters["k8s"] = jinja2.pass_context(_k8s)
+    env.filters["gib_ceil"] = lambda gib: math.ceil(gib)
     return env
 
 
@@ -1030,10 +1428,16 @@ def _render(planner: _Planner, directory: str) -> list[RenderedFile]:
     r, plan = planner.r, planner.plan
     # One environment per directory, so each template is compiled once per process.
     template = _environment(directory).get_template(_TEMPLATES[r.format])
-    common = {"title": planner.recipes.recipe(planner.backend).title, "version": str(planner.version)}
+    common = {
+        "title": planner.recipes.recipe(planner.backend).title,
+        "version": str(planner.version),
+        "model_cache_mount": planner.facts.model_cache.mount_path,
+        "rdma": planner.facts.rdma,
+    }
     if r.format == "kubernetes":
         for c in plan.components:
             c.pod_ip = c.pod_ip or any(planner.pod_ip in a for a in c.argv)
+        facts = planner.facts
         text = template.render(
             components=plan.components,
             base=r.name,
@@ -1041,6 +1445,15 @@ def _render(planner: _Planner, directory: str) -> list[RenderedFile]:
             notes=plan.notes,
             pod_ip=planner.pod_ip,
             host_ip=planner.host_ip,
+            model_cache_pvc=r.model_cache == "pvc",
+            model_cache_gib=facts.model_cache.volume_gib,
+            shared_tier=any(c.shared_mounts for c in plan.components),
+            shared_tier_gib=planner.shared_tier_gib(),
+            health_path=facts.vllm_startup.path,
+            probe_period=facts.vllm_startup.period_seconds,
+            rdma_resource=r.rdma_resource,
+            rdma_capability=facts.rdma.capability,
+            proxy_dir=_PROXY_DIR,
             **common,
         )
         return [RenderedFile(name=f"{r.name}.yaml", format=r.format, content=text)]
@@ -1167,7 +1580,9 @@ def _check_ktc(planner: _Planner, config: dict[str, Any], where: str) -> None:
 
 # -- readers: each file read the way the program that takes it reads it --------------------------
 
-_DOCKER_VALUE_OPTIONS = frozenset({"--name", "--gpus", "--ipc", "--network", "--entrypoint", "-p", "-e", "-v"})
+_DOCKER_VALUE_OPTIONS = frozenset(
+    {"--name", "--gpus", "--ipc", "--network", "--entrypoint", "--cap-add", "--device", "-p", "-e", "-v"}
+)
 _DOCKER_SWITCHES = frozenset({"--rm"})
 
 
@@ -1260,7 +1675,7 @@ def _check_lmcache_reads(planner: _Planner, settings: dict[str, str], where: str
 
 def _check_command(planner: _Planner, c: Component, argv: list[str], env: list[tuple[str, str]], where: str) -> None:
     """A command read back from a file: the planned words and environment, then what vLLM and LMCache make of them."""
-    if argv != c.argv or env != [(e.name, e.value) for e in c.env if not e.field]:
+    if argv != c.argv or env != [(e.name, e.value) for e in c.env if e.written]:
         raise RenderCheckError("format", f"{where}: the rendered command does not read back as planned")
     _check_lmcache_reads(planner, dict(env), where, from_env=True)
     if c.kind == "vllm":
@@ -1277,16 +1692,22 @@ def _validate_serve(planner: _Planner, c: Component, f: RenderedFile) -> None:
     _check_command(planner, c, words, env, f.name)
 
 
-def _planned_docker_options(c: Component) -> list[tuple[str, str | None]]:
+def _planned_docker_options(planner: _Planner, c: Component) -> list[tuple[str, str | None]]:
     options: list[tuple[str, str | None]] = [("--rm", None), ("--name", c.name)]
     if c.gpus:
-        options += [("--gpus", "all"), ("--ipc", "host")]
+        options.append(("--gpus", "all"))
+    if c.gpus or c.shm:
+        options.append(("--ipc", "host"))
+    if c.rdma:
+        options += [("--cap-add", planner.facts.rdma.capability), ("--device", planner.facts.rdma.docker_device)]
     if c.host_network or c.service == "headless":
         options.append(("--network", "host"))
     else:
         options += [("-p", f"{p.port}:{p.port}") for p in c.ports]
-    options += [("-e", f"{e.name}={e.value}") for e in c.env]
+    options += [("-e", f"{e.name}={e.value}" if e.written else e.name) for e in c.env]
     options += [("-v", f"{m}:{m}") for m in c.mounts]
+    if c.model_cache:
+        options.append(("-v", f"{c.model_cache}:{planner.facts.model_cache.mount_path}"))
     return [*options, ("--entrypoint", c.argv[0])]
 
 
@@ -1295,20 +1716,24 @@ def _validate_docker(planner: _Planner, c: Component, f: RenderedFile) -> None:
     options, positional = docker_run_words(words[2:])
     # Docker splits a -v value at every ':' and an -e value at its first '='.
     mounts = [tuple(v.split(":")) for k, v in options if k == "-v" and v is not None]
+    planned_mounts = [(m, m) for m in c.mounts]
+    if c.model_cache:
+        planned_mounts.append((c.model_cache, planner.facts.model_cache.mount_path))
     if (
         words[:2] != ["docker", "run"]
-        or options != _planned_docker_options(c)
-        or mounts != [(m, m) for m in c.mounts]
+        or options != _planned_docker_options(planner, c)
+        or mounts != planned_mounts
         or positional[:1] != [c.image]
     ):
         raise RenderCheckError("format", f"{f.name}: the docker run options and image do not read back as planned")
-    env = [(k, v) for k, _, v in (value.partition("=") for name, value in options if name == "-e" and value)]
+    # `-e NAME` alone passes the caller's own variable (the token); only NAME=value is written here.
+    env = [(k, v) for k, eq, v in (value.partition("=") for name, value in options if name == "-e" and value) if eq]
     _check_command(planner, c, [c.argv[0], *positional[1:]], env, f.name)
 
 
 def _validate_env_file(planner: _Planner, c: Component, f: RenderedFile) -> list[str]:
     """Read as each program that loads env files reads them; returns the readers used."""
-    planned: list[tuple[str, str | None]] = [(e.name, e.value) for e in c.env]
+    planned: list[tuple[str, str | None]] = [(e.name, e.value) for e in c.env if e.written]
     readers = {"Docker's --env-file": read_docker_env_file(f.content), "sh": _read_sh_env(f.content)}
     dotenv = _read_dotenv(f.content)
     if dotenv is not None:
@@ -1512,6 +1937,8 @@ def render_config(request: RenderConfigRequest, knowledge: Knowledge) -> RenderC
     if backend is None:
         raise AdviceError("backend", f"give a backend ({', '.join(r.backend for r in recipes.recipes)}) or a choice")
     request = _with_size_offload(request)
+    if request.name is None:
+        request = request.model_copy(update={"name": default_name(request.model, backend)})
     _check_paths_fit_format(request)
     planner = _Planner(request, knowledge, recipes, backend)
     planner.build()
@@ -1544,6 +1971,7 @@ def render_config(request: RenderConfigRequest, knowledge: Knowledge) -> RenderC
         checks=checks,
         notes=planner.plan.notes,
         citations=citations,
+        memory=planner.plan.memory,
     )
 
 
