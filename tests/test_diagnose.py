@@ -10,6 +10,7 @@ import copy
 from pathlib import Path
 
 import pytest
+import yaml
 
 from vllm_caching_mcp.advice.common import AdviceError
 from vllm_caching_mcp.advice.deployment import Document
@@ -203,3 +204,213 @@ def test_diagnose_changes_neither_the_request_nor_the_knowledge(knowledge: Knowl
     assert request.model_dump() == request_before
     assert knowledge.model_dump() == knowledge_before
     assert diagnose(request, knowledge) == first
+
+
+def info(name: str, **labels: str) -> str:
+    """An info-style gauge (value 1) whose labels carry the configuration, as vllm:cache_config_info is written."""
+    written = ",".join(f'{k}="{v}"' for k, v in labels.items())
+    return f"# HELP vllm:{name} test\n# TYPE vllm:{name} gauge\nvllm:{name}{{{written}}} 1.0\n"
+
+
+def cause(result: object, cause_id: str) -> object:
+    return next(c for c in result.causes if c.id == cause_id)  # type: ignore[attr-defined]
+
+
+OFFLOAD_CONFIG = """--kv-transfer-config '{"kv_connector":"OffloadingConnector","kv_role":"kv_both",""" + (
+    """"kv_connector_extra_config":{"cpu_bytes_to_use":107374182400}}'"""
+)
+
+
+def test_prefix_caching_off_is_not_said_to_stop_lookups_the_dump_shows(knowledge: Knowledge) -> None:
+    # The issue's contradiction: prefix caching off, an external hit rate of 0.7 (7e6 / 1e7), and the
+    # answer said "nothing is ever looked up in the offload tier". With a connector the engine hashes
+    # blocks anyway, so the tier is asked and hits; only the GPU-side reuse is lost.
+    metrics = info("cache_config_info", enable_prefix_caching="False", block_size="16") + dump(
+        external_prefix_cache_queries_total=1e7, external_prefix_cache_hits_total=7e6
+    )
+    result = diagnose(DiagnoseRequest(symptoms=["ttft_high"], metrics_before=metrics, version="0.30.0"), knowledge)
+    assert result.derived["external_hit_rate"] == pytest.approx(0.7)
+    assert all("nothing is ever looked up" not in c.title for c in result.causes)
+    off = cause(result, "prefix_caching_off")
+    assert off.likelihood == "medium" and off.title.startswith("GPU prefix caching is off")  # type: ignore[attr-defined]
+    assert "external hit rate 70.0%" in off.evidence  # type: ignore[attr-defined]
+    assert "feature.block-hashes-with-kv-connector" in off.premises  # type: ignore[attr-defined]
+    # Without a connector asked, prefix caching off does mean nothing is reused.
+    alone = diagnose(
+        DiagnoseRequest(
+            symptoms=["ttft_high"], metrics_before=info("cache_config_info", enable_prefix_caching="False")
+        ),
+        knowledge,
+    )
+    assert cause(alone, "prefix_caching_off").title.startswith("Prefix caching is off and no KV connector")  # type: ignore[attr-defined]
+
+
+def test_simple_offload_turning_itself_off_is_read_from_the_log(knowledge: Knowledge) -> None:
+    log = (
+        "WARNING 12-01 10:00:01 [simple_cpu_offload_connector.py:171] Detected prefix caching disabled, "
+        "disabling CPU offload since it requires prefix caching.\n"
+    )
+    result = diagnose(DiagnoseRequest(symptoms=["offload_does_not_help"], log=log, version="0.33.0"), knowledge)
+    off = cause(result, "prefix_caching_off")
+    assert off.likelihood == "high" and "SimpleCPUOffloadConnector turns itself off" in off.title  # type: ignore[attr-defined]
+    # External hits in the dump show a connector that works: the log line is not taken over the figures.
+    working = dump(
+        prefix_cache_queries_total=1e7, external_prefix_cache_queries_total=1e7, external_prefix_cache_hits_total=5e6
+    )
+    result = diagnose(DiagnoseRequest(log=log, metrics_before=working, version="0.33.0"), knowledge)
+    assert "prefix_caching_off" not in causes(result)
+
+
+LMCACHE_REMOTE = 'vllm serve m --kv-transfer-config \'{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}\''
+
+
+def test_hash_seed_mismatch_when_shared_lookups_never_hit(knowledge: Knowledge) -> None:
+    script = "export LMCACHE_REMOTE_URL=lm://cache:65432\n" + LMCACHE_REMOTE + "\n"
+    # 2e7 tokens asked of the shared cache, 1e4 found: 0.05 %
+    metrics = dump(
+        prefix_cache_queries_total=3e7,
+        prefix_cache_hits_total=9e6,
+        external_prefix_cache_queries_total=2e7,
+        external_prefix_cache_hits_total=1e4,
+    )
+
+    def run(text: str, dumped: str = metrics) -> object:
+        deployment = [Document(name="serve.sh", text=text)]
+        request = DiagnoseRequest(
+            symptoms=["low_hit_rate"], deployment=deployment, metrics_before=dumped, version="0.33.0"
+        )
+        return diagnose(request, knowledge)
+
+    result = run(script)
+    seed = cause(result, "hash_seed_mismatch")
+    assert seed.likelihood == "high"  # type: ignore[attr-defined]
+    assert "external hit rate 0.1%" in seed.evidence[-1]  # type: ignore[attr-defined]
+    assert "feature.lmcache-hash-seed-warning" in seed.premises  # type: ignore[attr-defined]
+    # One seed everywhere: not the cause.
+    assert "hash_seed_mismatch" not in causes(run("export PYTHONHASHSEED=0\n" + script))
+    # A shared cache that does hit (50 %) is not held back by the seed.
+    hitting = dump(external_prefix_cache_queries_total=2e7, external_prefix_cache_hits_total=1e7)
+    assert "hash_seed_mismatch" not in causes(run(script, hitting))
+
+
+def test_connector_not_loaded_from_the_log_and_the_missing_offload_metrics(knowledge: Knowledge) -> None:
+    deployment = [Document(name="serve.sh", text="vllm serve m " + OFFLOAD_CONFIG)]
+    started = "INFO 12-01 10:00:00 [api_server.py:1] vLLM API server version 0.33.0\n"
+    created = (
+        "INFO 12-01 10:00:02 [factory.py:63] Creating v1 connector with name: OffloadingConnector and engine_id: e\n"
+    )
+
+    def run(log: str, metrics: str | None = None) -> object:
+        request = DiagnoseRequest(
+            symptoms=["offload_does_not_help"], deployment=deployment, log=log, metrics_before=metrics, version="0.33.0"
+        )
+        return diagnose(request, knowledge)
+
+    missing = cause(run(started), "connector_not_loaded")
+    assert "the log has no 'Creating v1 connector with name: ...' line (KVConnectorFactory)" in missing.evidence  # type: ignore[attr-defined]
+    assert "connector_not_loaded" not in causes(run(started + created))
+    # A whole dump (the engine's counters are there) without any of the connector's metrics.
+    engine_only = dump(prefix_cache_queries_total=2e7, prefix_cache_hits_total=5e6)
+    absent = cause(run(started + created, engine_only), "connector_not_loaded")
+    assert any("none of the OffloadingConnector's metrics" in e for e in absent.evidence)  # type: ignore[attr-defined]
+    with_offload = engine_only + dump(kv_offload_store_bytes_total=1e9)
+    assert "connector_not_loaded" not in causes(run(started + created, with_offload))
+
+
+def test_host_memory_exhausted_from_the_description_and_the_pod_limit(knowledge: Knowledge) -> None:
+    told = diagnose(
+        DiagnoseRequest(symptoms=["oom"], description="The pod restarts: Last State OOMKilled, exit code 137"),
+        knowledge,
+    )
+    assert causes(told)[0] == "host_memory_exhausted"
+    assert "memory_wall" not in causes(told)  # the kernel's OOM killer, not the GPU's KV cache
+    manifest = """
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: vllm}
+spec:
+  template:
+    spec:
+      containers:
+        - name: vllm
+          image: vllm/vllm-openai:v0.33.0
+          args: ["--model", "m", "--kv-offloading-size", "200"]
+          resources:
+            limits: {nvidia.com/gpu: 1, memory: 64Gi}
+"""
+    result = diagnose(
+        DiagnoseRequest(symptoms=["oom"], deployment=[Document(name="deploy.yaml", text=manifest)]), knowledge
+    )
+    oom = cause(result, "host_memory_exhausted")
+    assert oom.likelihood == "high" and "flag.kv-offloading-size" in oom.premises  # type: ignore[attr-defined]
+    roomy = manifest.replace("memory: 64Gi", "memory: 512Gi")
+    result = diagnose(
+        DiagnoseRequest(symptoms=["ttft_high"], deployment=[Document(name="deploy.yaml", text=roomy)]), knowledge
+    )
+    assert "host_memory_exhausted" not in causes(result)
+
+
+def test_shm_exhausted_from_vllms_start_up_check(knowledge: Knowledge) -> None:
+    # check_shm_free_space's message in 0.33.0 (shm_broadcast.py), for the CPU tier's shared region
+    log = (
+        "RuntimeError: Insufficient space in /dev/shm for CPU KV offload shared region in /dev/shm: "
+        "102400 MiB required, 64 MiB free. Increase /dev/shm (e.g. --shm-size or --ipc=host).\n"
+    )
+    result = diagnose(DiagnoseRequest(log=log, version="0.33.0"), knowledge)
+    shm = cause(result, "shm_exhausted")
+    assert shm.likelihood == "high" and shm.evidence[0].startswith("log: RuntimeError: Insufficient space")  # type: ignore[attr-defined]
+    said = diagnose(
+        DiagnoseRequest(description="workers die with 'No space left on device' writing /dev/shm"), knowledge
+    )
+    assert cause(said, "shm_exhausted").likelihood == "medium"  # type: ignore[attr-defined]
+    disk = diagnose(DiagnoseRequest(description="the fs tier says No space left on device on /mnt/nvme"), knowledge)
+    assert "shm_exhausted" not in causes(disk)
+
+
+def test_a_cause_whose_premise_was_not_verified_is_not_stated_as_certain(knowledge_copy: Path) -> None:
+    from vllm_caching_mcp.knowledge import load_knowledge
+
+    path = knowledge_copy / "verification.yaml"
+    data = yaml.safe_load(path.read_text())
+    data["facts"] = [f for f in data["facts"] if f["id"] != "metric.kv_offload_allocation_failure"]
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    copy = load_knowledge(str(knowledge_copy))
+    metrics = dump(prefix_cache_queries_total=2e7, prefix_cache_hits_total=8e6, kv_offload_allocation_failure_total=40)
+    small = cause(diagnose(DiagnoseRequest(metrics_before=metrics, version="0.30.0"), copy), "tier_too_small")
+    assert small.likelihood == "medium"  # type: ignore[attr-defined]
+    assert small.unverified_premises == ["metric.kv_offload_allocation_failure"]  # type: ignore[attr-defined]
+
+
+def test_metric_names_in_the_advice_come_from_the_knowledge(knowledge_copy: Path) -> None:
+    from vllm_caching_mcp.knowledge import load_knowledge
+
+    path = knowledge_copy / "metrics.yaml"
+    text = path.read_text().replace("name: vllm:inter_token_latency_seconds", "name: vllm:itl_renamed_seconds")
+    path.write_text(text)
+    copy = load_knowledge(str(knowledge_copy))
+    result = diagnose(DiagnoseRequest(symptoms=["tpot_high"]), copy)
+    assert "vllm:itl_renamed_seconds" in cause(result, "decode_bound").next_check  # type: ignore[attr-defined]
+
+
+def test_shm_exhausted_from_the_reviews_finding(knowledge: Knowledge) -> None:
+    # A 100 GiB native CPU tier on 0.33.0 in a pod with the default 64 MiB /dev/shm: the review's rule
+    # fires, and the cause rests on its premises (the tier in /dev/shm, the start-up check).
+    manifest = """
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: vllm}
+spec:
+  template:
+    spec:
+      containers:
+        - name: vllm
+          image: vllm/vllm-openai:v0.33.0
+          args: ["--model", "m", "--kv-offloading-size", "100"]
+          resources:
+            limits: {nvidia.com/gpu: 1, memory: 256Gi}
+"""
+    deployment = [Document(name="deploy.yaml", text=manifest)]
+    result = diagnose(DiagnoseRequest(symptoms=["offload_does_not_help"], deployment=deployment), knowledge)
+    shm = cause(result, "shm_exhausted")
+    assert shm.likelihood == "high" and "connector.offloading" in shm.premises  # type: ignore[attr-defined]
+    assert len(shm.premises) > 1  # type: ignore[attr-defined]

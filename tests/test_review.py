@@ -222,6 +222,33 @@ RULE_CASES: dict[str, tuple[str, str, str, dict[str, Any]]] = {
         f"vllm serve {M} --kv-offloading-size 150",
         {"host": {"ram_gib": 256}},
     ),
+    # 100 GiB x 1.1 + 4 GiB = 114 GiB pinned: over a 64g limit (Docker's g is GiB), within 128g
+    "pitfall.pinned-memory-over-pod-limit": (
+        "0.33.0",
+        f"docker run --ipc=host --memory 64g vllm/vllm-openai:v0.33.0 --model {M} --kv-offloading-size 100",
+        f"docker run --ipc=host --memory 128g vllm/vllm-openai:v0.33.0 --model {M} --kv-offloading-size 100",
+        {},
+    ),
+    # from 0.28.0 the tier's /dev/shm file is checked at start-up; Docker's default /dev/shm is 64 MiB
+    "pitfall.offload-tier-over-shm": (
+        "0.28.0",
+        f"docker run vllm/vllm-openai:v0.28.0 --model {M} --kv-offloading-size 100",
+        f"docker run --shm-size 101g vllm/vllm-openai:v0.28.0 --model {M} --kv-offloading-size 100",
+        {},
+    ),
+    "pitfall.offload-tier-over-shm-unchecked": (
+        "0.27.1",
+        f"docker run vllm/vllm-openai:v0.27.1 --model {M} --kv-offloading-size 100",
+        f"docker run --ipc=host vllm/vllm-openai:v0.27.1 --model {M} --kv-offloading-size 100",
+        {},
+    ),
+    # TP 2: 10 x (16 + 2 x 24) MiB = 640 MiB of message queues, more than 64 MiB
+    "pitfall.shm-too-small-for-workers": (
+        "0.33.0",
+        f"docker run vllm/vllm-openai:v0.33.0 --model {M} -tp 2",
+        f"docker run --shm-size 1g vllm/vllm-openai:v0.33.0 --model {M} -tp 2",
+        {},
+    ),
     "pitfall.lmcache-async-loading-with-disk": (
         "0.33.0",
         f"LMCACHE_ENABLE_ASYNC_LOADING=True LMCACHE_LOCAL_DISK=file:///nvme/ vllm serve {M} {LMCACHE_V1}",
@@ -250,7 +277,8 @@ RULE_CASES: dict[str, tuple[str, str, str, dict[str, Any]]] = {
     ),
 }
 # Checked against a small fake CLI inventory in test_unknown_flag_suggests_the_closest_option.
-SEPARATELY_TESTED = {"pitfall.unknown-flag"}
+# A memory request is only written in a manifest: test_pinned_memory_against_the_pod_request_and_limit.
+SEPARATELY_TESTED = {"pitfall.unknown-flag", "pitfall.pinned-memory-over-pod-request"}
 
 
 def review(knowledge: Knowledge, *texts: str, version: str | None = None, **extra: Any) -> ReviewResult:
@@ -265,7 +293,7 @@ def fired(result: ReviewResult) -> set[str]:
 def test_every_rule_has_a_passing_and_a_failing_example(knowledge: Knowledge) -> None:
     rule_ids = {r.id for r in list_rules(knowledge)}
     assert rule_ids == set(RULE_CASES) | SEPARATELY_TESTED
-    assert len(rule_ids) == 32
+    assert len(rule_ids) == 37
 
 
 @pytest.mark.parametrize("rule_id", sorted(RULE_CASES))
@@ -530,9 +558,12 @@ def test_docker_compose_with_a_removed_connector(knowledge: Knowledge) -> None:
 def test_kubernetes_nixl_prefill_decode(knowledge: Knowledge) -> None:
     result = review_file(knowledge, "k8s-nixl-pd.yaml")
     assert [w.gpu for w in result.workloads] == ["gpu.h100-sxm", "gpu.h100-sxm"]
+    # TP 4 on 0.27.0 in pods that mount no /dev/shm: the workers' queues do not fit its 64 MiB.
     assert brief(result) == [
+        ("pitfall.shm-too-small-for-workers", 33, "spec.template.spec.containers[0].args[1]"),
         ("pitfall.nixl-ucx-without-cuda", 39, "spec.template.spec.containers[0].env[0]"),
         ("pitfall.nixl-side-channel-service-address", 41, "spec.template.spec.containers[0].env[1]"),
+        ("pitfall.shm-too-small-for-workers", 71, "spec.template.spec.containers[0].args[0]"),
         ("pitfall.enforce-eager-on-datacenter-gpu", 35, "spec.template.spec.containers[0].args[3]"),
     ]
     # The decode pod takes the side-channel host from the downward API: unknown, so not checked.
@@ -603,7 +634,8 @@ def test_sarif_has_the_structure_code_scanning_needs(knowledge: Knowledge) -> No
     (run,) = sarif["runs"]
     rules = run["tool"]["driver"]["rules"]
     assert [r["id"] for r in rules if not is_advisory(r["id"])] == [r.id for r in list_rules(knowledge)]
-    first = run["results"][0]
+    assert run["results"][0]["ruleId"] == "pitfall.shm-too-small-for-workers"  # line 33, before 39
+    first = run["results"][1]
     assert rules[first["ruleIndex"]]["id"] == first["ruleId"] == "pitfall.nixl-ucx-without-cuda"
     assert first["level"] == "error"
     assert first["locations"][0]["physicalLocation"] == {
@@ -1013,3 +1045,135 @@ def test_a_finding_carries_the_reason_and_its_premises(knowledge: Knowledge) -> 
     (rule,) = [r for r in sarif["runs"][0]["tool"]["driver"]["rules"] if r["id"] == finding.rule_id]
     assert "Detected prefix caching disabled" in rule["help"]["text"] and finding.sources[0] in rule["help"]["text"]
     assert rule["properties"]["premises"] == finding.premises
+
+
+# ------------------------------------------------------------------ the container: memory, /dev/shm, GPUs
+
+
+def _pod(args: str, resources: str = "", volumes: str = "", tag: str = "v0.33.0", host_ipc: bool = False) -> str:
+    """A Deployment running vllm/vllm-openai:<tag> with ``args`` (a YAML flow list's items)."""
+    pod = "      hostIPC: true\n" if host_ipc else ""
+    mounts = "        volumeMounts: [{name: shm, mountPath: /dev/shm}]\n" if volumes else ""
+    return (
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: vllm}\nspec:\n  template:\n    spec:\n"
+        f"{pod}      containers:\n      - name: vllm\n        image: vllm/vllm-openai:{tag}\n"
+        f"        args: [{args}]\n{resources}{mounts}"
+        + (f"      volumes: [{{name: shm, emptyDir: {volumes}}}]\n" if volumes else "")
+    )
+
+
+def review_manifest(knowledge: Knowledge, text: str) -> ReviewResult:
+    return review_deployment(ReviewRequest(documents=[Document(name="vllm.yaml", text=text)]), knowledge)
+
+
+TIER_100 = f"--model, {M}, --kv-offloading-size, '100'"
+SHM_200 = "{medium: Memory, sizeLimit: 200Gi}"
+
+
+@pytest.mark.parametrize(
+    ("request_gib", "limit_gib", "expected"),
+    [
+        (64, 256, {"pitfall.pinned-memory-over-pod-request"}),  # 114 GiB pinned > the 64 GiB request
+        (64, 100, {"pitfall.pinned-memory-over-pod-limit"}),  # over the limit: the error alone
+        (128, 256, set()),
+    ],
+)
+def test_pinned_memory_against_the_pod_request_and_limit(
+    knowledge: Knowledge, request_gib: int, limit_gib: int, expected: set[str]
+) -> None:
+    resources = f"        resources: {{requests: {{memory: {request_gib}Gi}}, limits: {{memory: {limit_gib}Gi}}}}\n"
+    result = review_manifest(knowledge, _pod(TIER_100, resources, SHM_200))
+    pinned = {"pitfall.pinned-memory-over-pod-request", "pitfall.pinned-memory-over-pod-limit"}
+    assert fired(result) & pinned == expected, result.summary()
+    for finding in result.findings:
+        if finding.rule_id in pinned:
+            assert "pinned host GiB * 1.1 + 4 = 114 >" in finding.message
+            assert "judgement" in finding.why and finding.location.file == "vllm.yaml"
+
+
+@pytest.mark.parametrize(
+    ("volumes", "resources", "host_ipc", "fires"),
+    [
+        ("", "", False, True),  # no /dev/shm mount: the container's 64 MiB
+        ("{medium: Memory, sizeLimit: 50Gi}", "", False, True),
+        (SHM_200, "", False, False),
+        ("{medium: Memory}", "", False, False),  # no size and no limit: the node's memory bounds it
+        ("{medium: Memory}", "        resources: {limits: {memory: 64Gi}}\n", False, True),  # the limit bounds it
+        ("", "", True, False),  # hostIPC: the node's /dev/shm
+    ],
+)
+def test_the_cpu_tier_against_the_pods_dev_shm(
+    knowledge: Knowledge, volumes: str, resources: str, host_ipc: bool, fires: bool
+) -> None:
+    result = review_manifest(knowledge, _pod(TIER_100, resources, volumes, host_ipc=host_ipc))
+    assert ("pitfall.offload-tier-over-shm" in fired(result)) is fires, result.summary()
+
+
+def test_the_shm_rules_follow_the_release_that_put_the_tier_there(knowledge: Knowledge) -> None:
+    for tag, expected in [
+        ("v0.26.0", set()),  # the CPU spec's tier was a private pinned tensor
+        ("v0.27.0", {"pitfall.offload-tier-over-shm-unchecked"}),
+        ("v0.28.0", {"pitfall.offload-tier-over-shm"}),
+    ]:
+        shm_rules = {"pitfall.offload-tier-over-shm", "pitfall.offload-tier-over-shm-unchecked"}
+        result = review_manifest(knowledge, _pod(TIER_100, tag=tag))
+        assert fired(result) & shm_rules == expected, (tag, result.summary())
+    # SimpleCPUOffloadConnector (VLLM_USE_SIMPLE_KV_OFFLOAD) keeps no tier in /dev/shm
+    simple = review(
+        knowledge,
+        f"docker run -e VLLM_USE_SIMPLE_KV_OFFLOAD=1 vllm/vllm-openai:v0.33.0 --model {M} --kv-offloading-size 100",
+    )
+    assert "pitfall.offload-tier-over-shm" not in fired(simple), simple.summary()
+
+
+def test_compose_shm_size_ipc_and_mem_limit_are_read(knowledge: Knowledge) -> None:
+    def compose(extra: str) -> str:
+        return (
+            "services:\n  vllm:\n    image: vllm/vllm-openai:v0.33.0\n"
+            f"    command: [--model, {M}, --kv-offloading-size, '100']\n{extra}"
+        )
+
+    assert "pitfall.offload-tier-over-shm" in fired(review(knowledge, compose("")))
+    assert "pitfall.offload-tier-over-shm" not in fired(review(knowledge, compose("    shm_size: 200g\n")))
+    assert "pitfall.offload-tier-over-shm" not in fired(review(knowledge, compose("    ipc: host\n")))
+    (w,) = parse_documents(
+        [Document(name="c.yaml", text=compose("    mem_limit: 64g\n    shm_size: 8g\n"))], knowledge
+    ).workloads
+    assert (w.memory_limit_gib, w.shm_gib) == (64, 8)  # Docker's g is GiB, not 10^9 bytes
+
+
+def test_docker_memory_is_in_binary_units(knowledge: Knowledge) -> None:
+    text = f"docker run --memory 64g vllm/vllm-openai:v0.33.0 --model {M}"
+    (w,) = parse_documents([Document(name="run.sh", text=text)], knowledge).workloads
+    assert w.memory_limit_gib == 64
+
+
+@pytest.mark.parametrize(
+    ("gpus", "fires"),
+    [("2", True), ("4", False)],
+)
+def test_world_size_against_the_nvidia_gpu_resource(knowledge: Knowledge, gpus: str, fires: bool) -> None:
+    resources = f"        resources: {{limits: {{nvidia.com/gpu: {gpus}}}}}\n"
+    result = review_manifest(knowledge, _pod(f"--model, {M}, -tp, '4'", resources, SHM_200))
+    assert ("pitfall.world-size-over-visible-gpus" in fired(result)) is fires, result.summary()
+
+
+def test_world_size_against_docker_gpus(knowledge: Knowledge) -> None:
+    def run(gpus: str) -> set[str]:
+        return fired(
+            review(knowledge, f"docker run --ipc=host --gpus {gpus} vllm/vllm-openai:v0.33.0 --model {M} -tp 4")
+        )
+
+    assert "pitfall.world-size-over-visible-gpus" in run("'\"device=0,1\"'")
+    assert "pitfall.world-size-over-visible-gpus" in run("2")
+    assert "pitfall.world-size-over-visible-gpus" not in run("4")
+    assert "pitfall.world-size-over-visible-gpus" not in run("all")  # the host's GPUs: not known here
+
+
+def test_expressions_add_a_headroom_left_to_right(knowledge: Knowledge) -> None:
+    deployment = parse_documents([Document(name="s.sh", text=f"vllm serve {M} --kv-offloading-size 100")], knowledge)
+    version = Version("0.33.0")
+    effective = resolve(deployment.workloads[0], deployment, knowledge, version, "stated")
+    ctx = Context(effective, [], knowledge, version, HostFacts(), p99_context_tokens=None)
+    value, label, missing, absent = _expression("fact:host_offload_gib * 1.1 + 4 - 2", ctx)
+    assert value == pytest.approx(112) and label == "pinned host GiB * 1.1 + 4 - 2" and not missing and not absent

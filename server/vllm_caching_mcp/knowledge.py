@@ -355,8 +355,9 @@ _OPERAND = re.compile(r"^((flag|env|fact|host|workload):[\w.-]+|\d+(\.\d+)?)$")
 
 
 class Comparison(Frozen):
-    """``left op right``; each side is a product or quotient of operands such as
-    ``flag:--kv-offloading-size / fact:world_size`` or ``host:ram_gib * 0.8``."""
+    """``left op right``; each side is operands joined by ``*``, ``/``, ``+`` or ``-``, worked out
+    left to right, such as ``flag:--kv-offloading-size / fact:world_size``, ``host:ram_gib * 0.8`` or
+    ``fact:host_offload_gib * 1.1 + 4`` (a headroom last)."""
 
     left: str
     op: Literal["<", "<=", ">", ">=", "==", "!="]
@@ -365,11 +366,11 @@ class Comparison(Frozen):
     @model_validator(mode="after")
     def _operands(self) -> Comparison:
         for side in (self.left, self.right):
-            for operand in re.split(r"\s+[*/]\s+", side.strip()):
+            for operand in re.split(r"\s+[-+*/]\s+", side.strip()):
                 if not _OPERAND.match(operand):
                     raise ValueError(
                         f"{operand!r} is not an operand: write flag:--NAME, env:NAME, fact:NAME, host:NAME, "
-                        "workload:NAME or a number, joined by ' * ' or ' / '"
+                        "workload:NAME or a number, joined by ' * ', ' / ', ' + ' or ' - '"
                     )
         return self
 

@@ -28,17 +28,19 @@ from __future__ import annotations
 
 import ast
 import json
+import posixpath
 import re
 import weakref
 from collections.abc import Callable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Generic, Literal, NamedTuple, TypeVar
 
 import yaml
 from pydantic import AfterValidator, BaseModel, Field
 
-from ..knowledge import SAFE_LOADER, Connector, Gpu, Knowledge, Setting, TierSize, ranged_at
+from ..knowledge import SAFE_LOADER, Connector, Gated, Gpu, Knowledge, Setting, TierSize, ranged_at
 from ..versions import Version, in_range
 from .common import AdviceError, docker_run_options, readable_number
 
@@ -175,8 +177,18 @@ class Workload(BaseModel):
         default=None, description="size of /dev/shm when the files set it (a memory emptyDir, --shm-size)"
     )
     host_ipc: bool = Field(default=False, description="the host's IPC namespace (hostIPC, --ipc=host)")
+    shm_mounted: bool = Field(
+        default=False,
+        description="the files give /dev/shm a size of their own (a memory emptyDir, --shm-size, shm_size); with "
+        "shm_gib null it is bounded only by the node's memory",
+    )
     unresolved: list[str] = Field(
         default_factory=list, description="values the files do not settle (variables never set, command output)"
+    )
+    start_problem: str | None = Field(
+        default=None,
+        description="why the command as written never starts this server (`bash -c` given the words of the "
+        "line one by one runs only the first); the flags are read from the line as its author meant it",
     )
 
 
@@ -187,11 +199,19 @@ class ProxyUse(BaseModel):
     location: Location
 
 
+class LMCacheConfig(BaseModel):
+    """An LMCache YAML file, read as the LMCACHE_* variables it stands for."""
+
+    name: str = Field(description="the file's name: the document's, or the ConfigMap key it is stored under")
+    env: list[EnvUse]
+
+
 class Deployment(BaseModel):
     workloads: list[Workload]
     proxies: list[ProxyUse] = Field(default_factory=list, description="P/D proxy scripts named outside comments")
-    lmcache_configs: list[list[EnvUse]] = Field(
-        default_factory=list, description="LMCache YAML files, read as the LMCACHE_* variables they stand for"
+    lmcache_configs: list[LMCacheConfig] = Field(
+        default_factory=list,
+        description="LMCache YAML files; a server whose LMCACHE_CONFIG_FILE names one reads that one alone",
     )
     services: list[str] = Field(default_factory=list, description="names of Kubernetes Services in the input")
     notes: list[str] = Field(default_factory=list, description="what could not be read, and why")
@@ -571,6 +591,7 @@ class _Launch:
     unresolved: dict[str, str] = field(default_factory=dict)  # a reference as written → why its value is not known
     emptied: set[int] = field(default_factory=set)  # ids of the Locations of words an empty expansion followed
     options: dict[str, str | None] = field(default_factory=dict)  # docker/podman run options, by name
+    problem: str | None = None  # why the command as written does not start the server it names
 
 
 def _vllm_args(words: list[tuple[str, Location]]) -> list[tuple[str, Location]] | None:
@@ -1127,7 +1148,7 @@ def _launch_from_argv(
         launch = next(run.launches(loc.line or 1), None)
         if notes is not None:
             notes += run.notes
-        return launch
+        return launch if launch is not None else _split_script(argv)
     inner = _vllm_args(argv)
     if inner is not None:
         return _Launch(args=inner)
@@ -1138,6 +1159,28 @@ def _launch_from_argv(
     if not texts or texts[0].startswith("-") or "/" in texts[0]:
         return _Launch(args=argv)  # the image's entrypoint is the vLLM server; these are its arguments
     return None
+
+
+def _started_as_written(workload: Workload, launch: _Launch, notes: list[str]) -> None:
+    if launch.problem is not None:
+        workload.start_problem = launch.problem
+        notes.append(f"{workload.name} does not start: {launch.problem}")
+
+
+def _split_script(argv: list[tuple[str, Location]]) -> _Launch | None:
+    """`bash -c vllm serve m …` as separate words: the shell runs only `vllm` (which prints its help and
+    exits), and the other words are the script's $0, $1, …; the launch the words spell, with that problem."""
+    inner = _vllm_args(argv[2:])
+    if inner is None:
+        return None
+    shell, option, script = (w for w, _ in argv[:3])
+    alone = " (vllm alone prints its help and exits)" if script.rsplit("/", 1)[-1] == "vllm" else ""
+    problem = (
+        f"{argv[2][1]}: `{shell} {option}` runs only the word after it, {script!r}, as its script{alone}; the "
+        f"{len(argv) - 3} words after that become the script's $0, $1, …, so vLLM never starts with these arguments; "
+        "give the whole line as one word"
+    )
+    return _Launch(args=inner, problem=problem)
 
 
 def _k8s_env(
@@ -1274,7 +1317,7 @@ def _parse_kubernetes(
     for cm in config_maps.values():
         for key, item in (cm.get("data").value if cm.get("data") is not None else {}).items():
             if key.endswith((".yaml", ".yml")) and isinstance(item.value, str):
-                _maybe_lmcache_config(doc.name, item.value, deployment, totals, item.line + 1, lmcache_keys)
+                _maybe_lmcache_config(doc.name, item.value, deployment, totals, item.line + 1, lmcache_keys, key)
     for obj in objects:
         kind = _text_of(obj.get("kind")) if obj.get("kind") else ""
         meta = obj.get("metadata")
@@ -1326,6 +1369,7 @@ def _parse_kubernetes(
                     location=Location(file=doc.name, line=container.line, path=container.path or None),
                 )
                 _pod_resources(doc, workload, pod_spec, container, deployment.notes)
+                _started_as_written(workload, found, deployment.notes)
                 _read_args(workload, args, variables.unresolved | found.unresolved, found.emptied)
                 deployment.workloads.append(workload)
 
@@ -1409,6 +1453,7 @@ def _pod_resources(
         if empty_dir is None or mounts.get(_text_of(volume.get("name"))) != "/dev/shm":
             continue
         if empty_dir.get("medium") is not None and _text_of(empty_dir.get("medium")) == "Memory":
+            workload.shm_mounted = True
             size = empty_dir.get("sizeLimit")
             workload.shm_gib = _memory_limit(doc, size, notes) if size is not None else workload.memory_limit_gib
 
@@ -1416,19 +1461,36 @@ def _pod_resources(
 def _docker_resources(workload: Workload, options: dict[str, str | None]) -> None:
     """--shm-size, --ipc=host, --memory and --gpus of a docker/podman run."""
     shm = options.get("--shm-size")
-    if shm:  # Docker's units are binary: 8g is 8 GiB
-        m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([bkmgBKMG]?)[bB]?\s*", shm)
-        unit = {"": "", "b": "", "k": "Ki", "m": "Mi", "g": "Gi"}[m[2].lower()] if m else None
-        workload.shm_gib = _memory_gib(m[1] + unit) if m and unit is not None else None
+    if shm:
+        workload.shm_mounted, workload.shm_gib = True, _docker_bytes_gib(shm)
     workload.host_ipc = options.get("--ipc") == "host"
     memory = options.get("--memory") or options.get("-m")
     if memory:
-        workload.memory_limit_gib = _memory_gib(memory)
+        workload.memory_limit_gib = _docker_bytes_gib(memory)
     gpus = options.get("--gpus")
     if gpus is not None and gpus.isdigit():
         workload.gpu_count = int(gpus)
     elif gpus is not None and "device=" in gpus:
         workload.gpu_count = len(gpus.split("device=", 1)[1].strip("\"'").split(","))
+
+
+def _docker_bytes_gib(text: str) -> float | None:
+    """A Docker size (--shm-size, compose shm_size): Docker's units are binary, 8g is 8 GiB."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([bkmgBKMG]?)[bB]?\s*", text)
+    unit = {"": "", "b": "", "k": "Ki", "m": "Mi", "g": "Gi"}[m[2].lower()] if m else None
+    return _memory_gib(m[1] + unit) if m and unit is not None else None
+
+
+def _compose_resources(service: _Located, workload: Workload) -> None:
+    """A compose service's shm_size, mem_limit and ipc, as docker run's --shm-size, --memory and --ipc."""
+    memory = service.get("mem_limit")
+    if memory is not None:  # Docker's binary units (64g is 64 GiB) over the Kubernetes reading
+        workload.memory_limit_gib = _docker_bytes_gib(_text_of(memory)) or workload.memory_limit_gib
+    shm = service.get("shm_size")
+    if shm is not None:
+        workload.shm_mounted, workload.shm_gib = True, _docker_bytes_gib(_text_of(shm))
+    ipc = service.get("ipc")
+    workload.host_ipc = ipc is not None and _text_of(ipc) == "host"
 
 
 _COMPOSE_REFERENCE = re.compile(
@@ -1537,6 +1599,11 @@ def _parse_compose(doc: Document, root: _Located, deployment: Deployment, dotenv
             memory_limit_gib=_memory_limit(doc, memory, deployment.notes),
             location=Location(file=doc.name, line=service.line, path=service.path),
         )
+        _compose_resources(service, workload)
+        command = service.get("command")
+        if found.problem and command is not None and isinstance(command.value, str):
+            found.problem += " (compose splits a command: string into words: write command: as a list of one item)"
+        _started_as_written(workload, found, deployment.notes)
         _read_args(workload, args, unresolved | found.unresolved, found.emptied)
         deployment.workloads.append(workload)
 
@@ -1732,7 +1799,7 @@ def _stack_resources(doc: Document, spec: _Located, workload: Workload, notes: l
     config = spec.get("vllmConfig")
     if config is not None and config.get("tensorParallelSize") is not None:
         shm = spec.get("shmSize")
-        workload.shm_gib = _memory_limit(doc, shm, notes) if shm is not None else 20.0
+        workload.shm_mounted, workload.shm_gib = True, _memory_limit(doc, shm, notes) if shm is not None else 20.0
 
 
 def _example_chart_values(doc: Document, root: _Located, image_values: _Located) -> Workload | None:
@@ -1775,19 +1842,28 @@ _LMCACHE_KEYS = PerKnowledge(_lmcache_keys)
 
 
 def _maybe_lmcache_config(
-    name: str, text: str, deployment: Deployment, totals: _Totals, first_line: int, lmcache_keys: frozenset[str]
+    name: str,
+    text: str,
+    deployment: Deployment,
+    totals: _Totals,
+    first_line: int,
+    lmcache_keys: frozenset[str],
+    known_as: str,
 ) -> bool:
-    """Read ``text`` as an LMCache config file when it is one (its first line is ``first_line`` of file ``name``)."""
+    """Read ``text`` as an LMCache config file when it is one (its first line is ``first_line`` of file ``name``;
+    ``known_as``: the ConfigMap key it is stored under, which a mount makes its file name)."""
     try:
         roots = _load_yaml(name, text, totals, first_line)
     except AdviceError:
         if totals.yaml_nodes > MAX_YAML_NODES:
             raise
         return False
-    return _lmcache_config(name, roots, deployment, lmcache_keys)
+    return _lmcache_config(name, roots, deployment, lmcache_keys, known_as)
 
 
-def _lmcache_config(name: str, roots: list[_Located], deployment: Deployment, lmcache_keys: frozenset[str]) -> bool:
+def _lmcache_config(
+    name: str, roots: list[_Located], deployment: Deployment, lmcache_keys: frozenset[str], known_as: str | None = None
+) -> bool:
     """Read the YAML documents of file ``name`` as an LMCache config file when they are one."""
     if len(roots) != 1 or not isinstance(roots[0].value, dict):
         return False
@@ -1803,8 +1879,464 @@ def _lmcache_config(name: str, roots: list[_Located], deployment: Deployment, lm
         env.append(
             EnvUse(name="LMCACHE_" + key.upper(), value=shown, location=Location(file=name, line=item.line, path=key))
         )
-    deployment.lmcache_configs.append(env)
+    deployment.lmcache_configs.append(LMCacheConfig(name=known_as or name, env=env))
     return True
+
+
+# ---------------------------------------------------------------------------------------------
+# kustomize: the resources a kustomization names, with its patches and image rewrites applied
+
+_KUSTOMIZATION_FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
+# Lists a strategic merge joins item by item, by this key (the patchMergeKey of the Kubernetes API).
+# Another list of mappings is joined by name when every item has one, as kustomize does for kinds it
+# has no schema for (LeaderWorkerSet); any other list (args, command) is replaced.
+_MERGE_KEYS = {
+    "containers": "name", "initContainers": "name", "env": "name", "volumes": "name",
+    "volumeMounts": "mountPath", "ports": "containerPort", "imagePullSecrets": "name",
+}  # fmt: skip
+# A patch is copied into every object it selects: bounded like YAML aliases, so a patch selecting
+# every object of a large file, in many overlays, costs no more than a large file does.
+MAX_PATCHED_NODES = 1_000_000
+_RESOURCE_FILE = (".yaml", ".yml", ".json")
+
+
+@dataclass
+class _Patch:
+    source: str  # where it is written, for notes: "kustomization.yaml:4 (patches[0]) patch.yaml"
+    objects: list[_Located]  # a strategic-merge patch: the objects it merges in
+    operations: list[_Located]  # a JSON 6902 patch: its operations
+    target: dict[str, str] | None  # the target selector given; else each patch object selects its kind and name
+    applied: int = 0  # objects it was applied to, over every build
+
+
+@dataclass
+class _Overlay:
+    """One kustomization: what it includes, its patches and image rewrites, in the order kustomize applies them."""
+
+    name: str
+    resources: list[_Located]
+    patches: list[_Patch]
+    images: list[_Located]
+
+
+@dataclass
+class _Builds:
+    """What the kustomizations among the documents build."""
+
+    # resource document → the overlays of each build that includes it, innermost (the base's own) first
+    chains: dict[str, list[list[_Overlay]]] = field(default_factory=dict)
+    consumed: set[str] = field(default_factory=set)  # kustomizations and patches: read through what they patch
+    overlays: list[_Overlay] = field(default_factory=list)
+
+    def unapplied(self) -> list[str]:
+        return [
+            f"{patch.source}: its target ({_selector_text(patch)}) is not among the files; the patch is not applied"
+            for overlay in self.overlays
+            for patch in overlay.patches
+            if not patch.applied
+        ]
+
+
+def _is_kustomization(name: str) -> bool:
+    return name.rsplit("/", 1)[-1] in _KUSTOMIZATION_FILES
+
+
+def _at(name: str, item: _Located) -> Location:
+    return Location(file=item.file or name, line=item.line, path=item.path or None)
+
+
+def _documents_at(path: str, here: str, names: list[str]) -> list[str]:
+    """The documents a kustomization's relative ``path`` may name: those sharing the most trailing path
+    parts with it (documents are often given by their file name alone)."""
+    wanted = posixpath.normpath(posixpath.join(here, path)).split("/")
+    best: list[str] = []
+    score = 0
+    for name in names:
+        parts = posixpath.normpath(name).split("/")
+        common = 0
+        while common < min(len(parts), len(wanted)) and parts[-1 - common] == wanted[-1 - common]:
+            common += 1
+        if common and common > score:
+            best, score = [name], common
+        elif common and common == score:
+            best.append(name)
+    return best
+
+
+def _mark_file(node: _Located, name: str) -> None:
+    node.file = name
+    for child in node.value.values() if isinstance(node.value, dict) else node.items():
+        _mark_file(child, name)
+
+
+def _read_builds(documents: list[Document], totals: _Totals) -> tuple[_Builds, list[str]]:
+    """Every kustomization among the documents, which resource documents each build patches, and notes."""
+    builds, notes = _Builds(), list[str]()
+    overlays: dict[str, _Overlay] = {}
+    for index, doc in enumerate(documents):
+        if _is_kustomization(doc.name):
+            with _reading(index):
+                roots = _load_yaml(doc.name, doc.text, totals)
+                if len(roots) != 1 or not isinstance(roots[0].value, dict):
+                    raise AdviceError("text", f"{doc.name}: a kustomization is one YAML mapping")
+                overlays[doc.name] = _read_kustomization(doc.name, roots[0], documents, totals, builds, notes)
+    builds.consumed |= overlays.keys()
+    builds.overlays = list(overlays.values())
+    names = [d.name for d in documents]
+    nested = {
+        inner
+        for overlay in overlays.values()
+        for item in overlay.resources
+        for inner in _kustomization_at(_text_of(item), overlay.name, list(overlays))
+    }
+    for name, overlay in overlays.items():
+        if name not in nested:
+            for resource, chain in _build(overlay, overlays, names, notes, (name,)):
+                builds.chains.setdefault(resource, []).append(chain)
+    return builds, notes
+
+
+def _kustomization_at(resource: str, kustomization: str, kustomizations: list[str]) -> list[str]:
+    """The kustomization among the documents that a directory resource names, as a list of none or one."""
+    if resource.endswith(_RESOURCE_FILE):
+        return []
+    here = posixpath.dirname(kustomization)
+    found = [k for f in _KUSTOMIZATION_FILES for k in _documents_at(f"{resource}/{f}", here, kustomizations)]
+    # Given by file name alone, every kustomization shares one part with the path: the directory must match too.
+    found = [k for k in found if k != kustomization and "/" in k]
+    return found if len(found) == 1 else []
+
+
+def _build(
+    overlay: _Overlay, overlays: dict[str, _Overlay], names: list[str], notes: list[str], seen: tuple[str, ...]
+) -> list[tuple[str, list[_Overlay]]]:
+    """(resource document, overlays innermost first) for what ``overlay`` builds."""
+    found: list[tuple[str, list[_Overlay]]] = []
+    here = posixpath.dirname(overlay.name)
+    for item in overlay.resources:
+        resource = _text_of(item)
+        inner = _kustomization_at(resource, overlay.name, list(overlays))
+        if inner and inner[0] not in seen:
+            below = _build(overlays[inner[0]], overlays, names, notes, (*seen, inner[0]))
+            found += [(document, [*chain, overlay]) for document, chain in below]
+            continue
+        matches = [m for m in _documents_at(resource, here, names) if not _is_kustomization(m)]
+        if len(matches) == 1 and resource.endswith(_RESOURCE_FILE):
+            found.append((matches[0], [overlay]))
+            continue
+        what = f"matches several documents ({', '.join(matches)})" if len(matches) > 1 else "is not among the documents"
+        notes.append(f"{_at(overlay.name, item)}: resource {_clip(resource, 200)} {what}; its objects are not reviewed")
+    return found
+
+
+def _read_kustomization(
+    name: str, root: _Located, documents: list[Document], totals: _Totals, builds: _Builds, notes: list[str]
+) -> _Overlay:
+    overlay = _Overlay(name=name, resources=root.each("resources") + root.each("bases"), patches=[], images=[])
+    overlay.images = [i for i in root.each("images") if isinstance(i.value, dict) and i.get("name") is not None]
+    for key in ("patchesStrategicMerge", "patches", "patchesJson6902"):
+        for entry in root.each(key):
+            patch = _read_patch(name, entry, documents, totals, builds, notes)
+            if patch is not None:
+                overlay.patches.append(patch)
+    return overlay
+
+
+def _read_patch(
+    name: str, entry: _Located, documents: list[Document], totals: _Totals, builds: _Builds, notes: list[str]
+) -> _Patch | None:
+    """One entry of patches / patchesStrategicMerge / patchesJson6902: a file among the documents or inline."""
+    where = _at(name, entry)
+    inline = entry.get("patch") if isinstance(entry.value, dict) else entry if "\n" in _text_of(entry) else None
+    path = entry.get("path") if isinstance(entry.value, dict) else None if inline is not None else entry
+    if inline is not None:
+        roots = _load_yaml(name, _text_of(inline), totals, inline.line + (1 if inline.block else 0))
+        file, source = name, f"{where}"
+    elif path is not None:
+        matches = _documents_at(_text_of(path), posixpath.dirname(name), [d.name for d in documents])
+        if len(matches) != 1:
+            notes.append(f"{where}: patch {_clip(_text_of(path), 200)} is not among the documents; it is not applied")
+            return None
+        [document] = [d for d in documents if d.name == matches[0]]
+        roots = _load_yaml(document.name, document.text, totals)
+        file, source = document.name, f"{where} {document.name}"
+        builds.consumed.add(document.name)
+    else:
+        notes.append(f"{where}: a patch entry without path or patch; it is not applied")
+        return None
+    for node in roots:
+        _mark_file(node, file)
+    target_item = entry.get("target") if isinstance(entry.value, dict) else None
+    target = None
+    if target_item is not None and isinstance(target_item.value, dict):
+        target = {k: _text_of(v) for k, v in target_item.value.items() if not isinstance(v.value, (dict, list))}
+    if len(roots) == 1 and isinstance(roots[0].value, list):
+        if target is None:
+            notes.append(f"{where}: a JSON 6902 patch without a target; it is not applied")
+            return None
+        return _Patch(source=source, objects=[], operations=roots[0].items(), target=target)
+    return _Patch(source=source, objects=[r for r in roots if isinstance(r.value, dict)], operations=[], target=target)
+
+
+def _selector_text(patch: _Patch) -> str:
+    if patch.target is not None:
+        return ", ".join(f"{k} {v}" for k, v in patch.target.items())
+    return "; ".join(f"{_text_of(o.get('kind'))}/{_object_name(o)}" for o in patch.objects)
+
+
+def _object_name(obj: _Located) -> str:
+    meta = obj.get("metadata")
+    return _text_of(meta.get("name")) if meta is not None and meta.get("name") is not None else ""
+
+
+def _selects(obj: _Located, selector: Mapping[str, str], name_pattern: bool) -> bool:
+    """Whether a target selector (kind, name, namespace, group, version, labelSelector) picks ``obj``."""
+    meta = obj.get("metadata")
+    group, _, version = _text_of(obj.get("apiVersion")).rpartition("/")
+    namespace = _text_of(meta.get("namespace")) if meta is not None and meta.get("namespace") is not None else ""
+    labels = meta.get("labels").plain() if meta is not None and meta.get("labels") is not None else {}
+    wanted_name = selector.get("name")
+    if wanted_name is not None:
+        if not name_pattern:
+            wanted_name = re.escape(wanted_name)
+        try:  # kustomize reads a target's name as an anchored regular expression
+            if re.fullmatch(wanted_name, _object_name(obj)) is None:
+                return False
+        except re.error:
+            if selector["name"] != _object_name(obj):
+                return False
+    checks = (("kind", _text_of(obj.get("kind"))), ("group", group), ("version", version))
+    if any(key in selector and selector[key] != actual for key, actual in checks):
+        return False
+    if selector.get("namespace") and namespace and selector["namespace"] != namespace:
+        return False
+    return _labels_match(selector.get("labelSelector"), labels if isinstance(labels, dict) else {})
+
+
+def _labels_match(selector: str | None, labels: dict[str, Any]) -> bool:
+    """A label selector of equality terms (``app=vllm,tier!=cache``, ``app``, ``!app``), as kustomize reads one."""
+    for term in filter(None, (t.strip() for t in (selector or "").split(","))):
+        m = re.fullmatch(r"(!?)([^=!\s]+)\s*(?:(==|=|!=)\s*(\S*))?", term)
+        if m is None:
+            return False
+        negated, key, op, value = m.groups()
+        if op is None:
+            if (key in labels) == bool(negated):
+                return False
+        elif (key in labels and str(labels[key]) == value) == (op == "!="):
+            return False
+    return True
+
+
+class _Patcher:
+    """Applies the patches of a build to the objects of one resource document."""
+
+    def __init__(self, totals: _Totals, notes: list[str]) -> None:
+        self.totals = totals
+        self.notes = notes
+
+    def apply(self, doc: Document, objects: list[_Located], chain: list[_Overlay]) -> None:
+        for overlay in chain:
+            applied: list[str] = []
+            for patch in overlay.patches:
+                if self.patch(objects, patch):
+                    applied.append(patch.source)
+            for obj in objects:
+                _rewrite_images(obj, overlay)
+            with_patches = f", with {'; '.join(applied)}" if applied else ""
+            self.notes.append(f"{doc.name}: reviewed as {overlay.name} builds it{with_patches}")
+
+    def patch(self, objects: list[_Located], patch: _Patch) -> bool:
+        """Apply one patch to the objects it selects; whether it selected any."""
+        selected = 0
+        for obj in objects:
+            if patch.operations and patch.target is not None and _selects(obj, patch.target, True):
+                selected += 1
+                for operation in patch.operations:
+                    self.operate(obj, operation, patch.source)
+            for patch_object in patch.objects:
+                if patch.target is not None:
+                    chosen = _selects(obj, patch.target, True)
+                else:
+                    own = {"kind": _text_of(patch_object.get("kind")), "name": _object_name(patch_object)}
+                    chosen = _selects(obj, own, False)
+                if chosen:
+                    selected += 1
+                    self.merge(obj, patch_object)
+        patch.applied += selected
+        return selected > 0
+
+    def copy(self, node: _Located, parent: _Located, step: str) -> _Located:
+        self.totals.patched_nodes += 1
+        if self.totals.patched_nodes > MAX_PATCHED_NODES:
+            raise AdviceError(
+                "documents",
+                f"kustomize patches copy more than {MAX_PATCHED_NODES:,} values into the objects they select; "
+                "no deployment's overlays are that large",
+            )
+        new = _Located(node.line, parent, step)
+        new.file, new.block = node.file, node.block
+        if isinstance(node.value, dict):
+            new.value = {
+                k: self.copy(v, new, "." + _clip(k, _PATH_KEY_CHARS)) for k, v in node.value.items() if k[:1] != "$"
+            }
+        elif isinstance(node.value, list):
+            new.value = [self.copy(v, new, f"[{i}]") for i, v in enumerate(node.items())]
+        else:
+            new.value = node.value
+        return new
+
+    def merge(self, base: _Located, patch: _Located) -> None:
+        """A strategic merge of mapping ``patch`` into mapping ``base``, with its $patch directives."""
+        if _directive(patch) == "replace":
+            base.value = self.copy(patch, base.parent or base, base.step).value
+            for child in base.value.values():
+                child.parent = base
+            return
+        for key, item in patch.value.items():
+            if key.startswith("$"):
+                continue  # $patch, $setElementOrder/…, $retainKeys: directives, not fields
+            current = base.value.get(key)
+            if item.value is None or _directive(item) == "delete":
+                base.value.pop(key, None)
+            elif current is not None and isinstance(current.value, dict) and isinstance(item.value, dict):
+                self.merge(current, item)
+            elif current is not None and isinstance(current.value, list) and isinstance(item.value, list):
+                merge_key = _merge_key(key, current.items() + item.items())
+                if merge_key is None:
+                    base.value[key] = self.copy(item, base, current.step)
+                else:
+                    self.merge_list(current, item, merge_key)
+            else:
+                base.value[key] = self.copy(item, base, "." + _clip(key, _PATH_KEY_CHARS))
+
+    def merge_list(self, base: _Located, patch: _Located, key: str) -> None:
+        for item in patch.items():
+            ident = item.get(key) if isinstance(item.value, dict) else None
+            match = next((b for b in base.items() if ident is not None and _same_key(b, key, ident)), None)
+            if _directive(item) == "delete":
+                if match is not None:
+                    base.value.remove(match)
+            elif match is not None and isinstance(match.value, dict):
+                self.merge(match, item)
+            else:
+                base.value.append(self.copy(item, base, f"[{len(base.value)}]"))
+        _renumber(base)
+
+    def operate(self, obj: _Located, operation: _Located, source: str) -> None:
+        """One JSON 6902 operation (add, replace, remove) on ``obj``; a note when it cannot be applied."""
+        op, path = _text_of(operation.get("op")), _text_of(operation.get("path"))
+        shown = f"{source}: {_clip(op, 20)} {_clip(path, 200)} on {_text_of(obj.get('kind'))}/{_object_name(obj)}"
+        if op not in ("add", "replace", "remove"):
+            self.notes.append(f"{shown}: only add, replace and remove are applied here; this operation is not")
+            return
+        value = operation.get("value")
+        steps = [s.replace("~1", "/").replace("~0", "~") for s in path.split("/")[1:]] if path[:1] == "/" else []
+        parent: _Located | None = obj
+        for step in steps[:-1]:
+            parent = _child(parent, step) if parent is not None else None
+        if not steps or parent is None or (op != "remove" and value is None):
+            self.notes.append(f"{shown}: the path is not in the object, or the value is missing; it is not applied")
+            return
+        if not self.operate_at(parent, steps[-1], op, value):
+            self.notes.append(f"{shown}: {steps[-1]!r} is not there to {op}; it is not applied")
+
+    def operate_at(self, parent: _Located, last: str, op: str, value: _Located | None) -> bool:
+        if isinstance(parent.value, dict):
+            if op != "add" and last not in parent.value:
+                return False
+            if op == "remove":
+                del parent.value[last]
+            else:
+                assert value is not None
+                parent.value[last] = self.copy(value, parent, "." + _clip(last, _PATH_KEY_CHARS))
+            return True
+        if not isinstance(parent.value, list):
+            return False
+        count = len(parent.value)
+        index = count if last == "-" and op == "add" else int(last) if last.isdigit() else count + 1
+        if index > count or (op != "add" and index == count):
+            return False
+        if op == "remove":
+            del parent.value[index]
+        else:
+            assert value is not None
+            new = self.copy(value, parent, "")
+            parent.value[index : index + (op == "replace")] = [new]
+        _renumber(parent)
+        return True
+
+
+def _same_key(item: _Located, key: str, ident: _Located) -> bool:
+    own = item.get(key)
+    return own is not None and bool(own.value == ident.value)
+
+
+def _directive(node: _Located) -> str | None:
+    found = node.get("$patch") if isinstance(node.value, dict) else None
+    return _text_of(found) if found is not None else None
+
+
+def _merge_key(field_name: str, items: list[_Located]) -> str | None:
+    if not items or not all(isinstance(i.value, dict) for i in items):
+        return None
+    if field_name in _MERGE_KEYS:
+        return _MERGE_KEYS[field_name]
+    return "name" if all("name" in i.value for i in items) else None
+
+
+def _child(node: _Located, step: str) -> _Located | None:
+    if isinstance(node.value, dict):
+        found: _Located | None = node.get(step)
+        return found
+    items = node.items()
+    return items[int(step)] if step.isdigit() and int(step) < len(items) else None
+
+
+def _renumber(node: _Located) -> None:
+    for i, item in enumerate(node.items()):
+        item.step, item.parent = f"[{i}]", node
+
+
+def _image_nodes(node: _Located) -> Iterator[_Located]:
+    """The image of every container and init container under ``node``."""
+    if not isinstance(node.value, dict):
+        yield from (found for child in node.items() for found in _image_nodes(child))
+        return
+    for key, child in node.value.items():
+        if key in ("containers", "initContainers"):
+            yield from (c.get("image") for c in child.items() if c.get("image") is not None)
+        elif isinstance(child.value, (dict, list)):
+            yield from _image_nodes(child)
+
+
+def _rewrite_images(obj: _Located, overlay: _Overlay) -> None:
+    """kustomize's images: an image named ``name`` becomes newName, with newTag or digest, where it is set."""
+    rules = {_text_of(entry.get("name")): entry for entry in overlay.images}
+    for node in _image_nodes(obj) if rules else ():
+        image = _text_of(node)
+        name, tag = (image.split("@", 1)[0], "@" + image.split("@", 1)[1]) if "@" in image else (image, "")
+        if not tag and ":" in name.rsplit("/", 1)[-1]:
+            name, tag = name[: name.rindex(":")], name[name.rindex(":") :]
+        entry = rules.get(name)
+        if entry is None:
+            continue
+        new_name, new_tag, digest = (entry.get(k) for k in ("newName", "newTag", "digest"))
+        tag = "@" + _text_of(digest) if digest is not None else ":" + _text_of(new_tag) if new_tag is not None else tag
+        node.value = (_text_of(new_name) if new_name is not None else name) + tag
+        setter = digest or new_tag or new_name or entry
+        node.file, node.line, node.block = overlay.name, setter.line, False
+
+
+@contextmanager
+def _reading(index: int) -> Iterator[None]:
+    """An AdviceError about a document's text, said of ``documents[index].text``."""
+    try:
+        yield
+    except AdviceError as exc:
+        if exc.field != "text":
+            raise
+        raise AdviceError(f"documents[{index}].text", str(exc).removeprefix("text: ")) from None
 
 
 @dataclass
@@ -1815,6 +2347,7 @@ class _Totals:
     flags: int = 0
     env: int = 0
     yaml_nodes: int = 0  # counted by _check_yaml_shape, which enforces MAX_YAML_NODES itself
+    patched_nodes: int = 0  # values kustomize patches copied in, bounded by MAX_PATCHED_NODES
 
     def check(self, deployment: Deployment) -> None:
         for workload in deployment.workloads[self.counted :]:
@@ -1847,8 +2380,10 @@ def _read_document(
     proxy_scripts: list[str],
     lmcache_keys: frozenset[str],
     dotenv: dict[str, str] | None = None,
+    build: list[_Overlay] | None = None,
 ) -> None:
-    """Add the workloads of one document; AdviceError("text", ...) when its text cannot be read."""
+    """Add the workloads of one document, as the kustomize ``build`` (overlays innermost first) patches it
+    when it is a resource of one; AdviceError("text", ...) when its text cannot be read."""
     deployment.proxies += _proxy_uses(doc, proxy_scripts)
     # Everything is tried as YAML first: shell text reads as one plain scalar, never as a mapping.
     try:
@@ -1858,6 +2393,8 @@ def _read_document(
             raise
         roots = []
     mappings = [r for r in roots if isinstance(r.value, dict)]
+    if mappings and build:
+        _Patcher(totals, deployment.notes).apply(doc, mappings, build)
     if mappings:
         before = len(deployment.workloads)
         if any(m.get("kind") is not None and m.get("apiVersion") is not None for m in mappings):
@@ -1906,16 +2443,20 @@ def parse_documents(documents: list[Document], knowledge: Knowledge) -> Deployme
     for doc in documents:
         if doc.name.rsplit("/", 1)[-1] == ".env":
             dotenv |= read_dotenv(doc.text)
+    builds, deployment.notes = _read_builds(documents, totals)
     for index, doc in enumerate(documents):
-        if doc.name.rsplit("/", 1)[-1] == ".env":
+        if doc.name.rsplit("/", 1)[-1] == ".env" or doc.name in builds.consumed:
             continue
-        try:
-            _read_document(doc, deployment, totals, proxy_scripts, _LMCACHE_KEYS(knowledge), dotenv)
-        except AdviceError as exc:
-            if exc.field != "text":
-                raise
-            raise AdviceError(f"documents[{index}].text", str(exc).removeprefix("text: ")) from None
-        totals.check(deployment)
+        chains: list[list[_Overlay] | None] = [*builds.chains.get(doc.name, [])] or [None]
+        for chain in chains:
+            before = len(deployment.workloads)
+            with _reading(index):
+                _read_document(doc, deployment, totals, proxy_scripts, _LMCACHE_KEYS(knowledge), dotenv, chain)
+            if chain and len(chains) > 1:  # one base, built by several overlays
+                for workload in deployment.workloads[before:]:
+                    workload.name += f" ({chain[-1].name})"
+            totals.check(deployment)
+    deployment.notes += builds.unapplied()
     deployment.notes += [f"value not known: {u}" for w in deployment.workloads for u in w.unresolved]
     deployment.notes += _image_notes(deployment.workloads)
     if not deployment.workloads and not deployment.lmcache_configs:
@@ -2289,7 +2830,7 @@ def resolve(
     workload = _switches_fixed(workload, _SWITCHES(knowledge))
     notes: list[str] = []
     flags, transfer, transfer_location = _effective_flags(workload, knowledge, notes, version)
-    env = _effective_env(workload, deployment)
+    env = _effective_env(workload, deployment, notes)
     numbers = _Numbers(flags, notes, transfer_location)
     backend_flag = flags.get("--kv-offloading-backend")
     backend = _offload_backend(backend_flag, knowledge, version)
@@ -2304,6 +2845,7 @@ def resolve(
     tiers = _secondary_tiers(extras, notes, transfer_location)
     facts, fact_locations = _facts(workload, numbers, in_use, env)
     _visible_gpus(env, facts, fact_locations)
+    _container_facts(workload, in_use, numbers, env, knowledge, version, facts, fact_locations)
     gpu = find_gpu(knowledge, gpu_hint) or find_gpu(knowledge, workload.gpu_label)
     model, model_flag = workload.model, flags.get("--model")
     if model is None and model_flag is not None and isinstance(model_flag.value, str) and not model_flag.unresolved:
@@ -2330,15 +2872,44 @@ def resolve(
     )
 
 
-def _effective_env(workload: Workload, deployment: Deployment) -> dict[str, EnvUse]:
-    """The variables the workload sees: the LMCache config files', then its own, which override them."""
+def _effective_env(workload: Workload, deployment: Deployment, notes: list[str]) -> dict[str, EnvUse]:
+    """The variables the workload sees: its LMCache config files', then its own, which override them."""
     env: dict[str, EnvUse] = {}
-    for config in deployment.lmcache_configs:
-        for use in config:
+    for config in _applied_lmcache_configs(workload, deployment.lmcache_configs, notes):
+        for use in config.env:
             env[use.name] = use
     for use in workload.env:
         env[use.name] = use
     return env
+
+
+def _applied_lmcache_configs(workload: Workload, configs: list[LMCacheConfig], notes: list[str]) -> list[LMCacheConfig]:
+    """The LMCache config files this server reads: the one its LMCACHE_CONFIG_FILE names (matched by
+    file name: a mount path and a document or ConfigMap key seldom share directories), else all given."""
+    named = next((use for use in reversed(workload.env) if use.name == "LMCACHE_CONFIG_FILE"), None)
+    if named is None or not configs:
+        return configs
+    if named.value is None:
+        notes.append(
+            f"{named.location}: LMCACHE_CONFIG_FILE is set from {named.reference}, so which LMCache config file "
+            "this server reads is not known; every one given is read"
+        )
+        return configs
+    wanted = named.value.rsplit("/", 1)[-1]
+    applied = [c for c in configs if c.name.rsplit("/", 1)[-1] == wanted]
+    others = sorted({c.name for c in configs if c not in applied})
+    said = f"{named.location}: LMCACHE_CONFIG_FILE={_clip(named.value, 200)}"
+    if not applied:
+        notes.append(
+            f"{said} names a file that is not among the documents, so its settings are not known; "
+            f"{', '.join(others)} {'is' if len(others) == 1 else 'are'} not read by {workload.name}"
+        )
+    else:
+        notes.append(
+            f"{said}: {workload.name} reads {', '.join(sorted({c.name for c in applied}))}"
+            + (f", not {', '.join(others)}" if others else "")
+        )
+    return applied
 
 
 def _offload_backend(flag: FlagUse | None, knowledge: Knowledge, version: Version) -> str | None:
@@ -2552,6 +3123,68 @@ def _visible_gpus(env: dict[str, EnvUse], facts: dict[str, float], locations: di
     if all(_DEVICE.fullmatch(d) for d in devices):
         facts["visible_gpus"] = float(len(devices))
         locations["visible_gpus"] = use.location
+
+
+# ---- What the container gives the engine: GPUs, memory, /dev/shm (review rules on pinned memory and /dev/shm)
+
+# /dev/shm of a container that sets none: Docker's default (docs.docker.com, docker container run
+# --shm-size), which containerd and CRI-O give a Kubernetes pod too.
+DEFAULT_SHM_GIB = 64 / 1024
+# The message queues of the multiprocessing executor (TP x PP > 1), each a ring buffer of 10 chunks in
+# /dev/shm: the broadcast queue's chunk is VLLM_MQ_MAX_CHUNK_BYTES_MB (16 MiB by default), each local
+# worker's response queue 24 MiB (vllm/v1/executor/multiproc_executor.py, shm_broadcast.py in 0.27.0-0.33.0).
+_MQ_CHUNKS, _MQ_CHUNK_MIB, _RESPONSE_CHUNK_MIB = 10, 16, 24
+
+
+def _container_facts(
+    workload: Workload,
+    in_use: list[_InUse],
+    numbers: _Numbers,
+    env: dict[str, EnvUse],
+    knowledge: Knowledge,
+    version: Version,
+    facts: dict[str, float],
+    locations: dict[str, Location],
+) -> None:
+    """``visible_gpus`` from the GPUs the container is given, ``container_memory_request_gib``, and for
+    /dev/shm: ``shm_gib`` (the container's own; left out when it is the node's: a bare host, the host's
+    IPC namespace, a memory emptyDir without a size), ``shm_offload_gib`` (the native CPU tier one node
+    keeps there) and ``worker_queues_shm_gib`` (the executor's message queues), both for every
+    data-parallel engine the container runs."""
+    if workload.gpu_count is not None and workload.nodes == 1:
+        given = float(workload.gpu_count)
+        facts["visible_gpus"] = min(facts.get("visible_gpus", given), given)
+        locations.setdefault("visible_gpus", workload.location)
+    if workload.memory_request_gib is not None:
+        facts["container_memory_request_gib"] = workload.memory_request_gib
+    if workload.shm_gib is not None and not workload.host_ipc:
+        facts["shm_gib"] = workload.shm_gib
+    elif not (workload.host_ipc or workload.shm_mounted or workload.source in ("command-line", "lmcache-config")):
+        facts["shm_gib"] = DEFAULT_SHM_GIB
+    in_shm = knowledge.by_id.get("feature.native-cpu-tier-in-shm")
+    if isinstance(in_shm, Gated) and in_shm.exists_in(version):
+        tp, pp = facts["tp"], facts["pp"]
+        native = [c for c in in_use if c.use.name == "OffloadingConnector" and _cpu_spec(c.extra)]
+        sizes = [found for c in native if (found := _tier_size(c, numbers, env, tp, pp)) is not None]
+        if sizes:
+            # each data-parallel engine in the container keeps its own region
+            facts["shm_offload_gib"] = sum(gib for gib, _ in sizes) * facts["dp"] / workload.nodes
+            if sizes[0][1] is not None:
+                locations["shm_offload_gib"] = sizes[0][1]
+    if facts["world_size"] > 1:
+        chunk = env.get("VLLM_MQ_MAX_CHUNK_BYTES_MB")
+        chunk_mib = parse_number(chunk.value) if chunk is not None and chunk.value is not None else None
+        local_workers = max(1.0, facts["world_size"] / workload.nodes)
+        mib = _MQ_CHUNKS * ((chunk_mib or _MQ_CHUNK_MIB) + _RESPONSE_CHUNK_MIB * local_workers)
+        facts["worker_queues_shm_gib"] = mib * facts["dp"] / 1024
+        if "world_size" in locations:
+            locations["worker_queues_shm_gib"] = locations["world_size"]
+
+
+def _cpu_spec(extra: dict[str, Any] | None) -> bool:
+    """Whether an OffloadingConnector runs the CPU spec (CPUOffloadingSpec, the default spec_name)."""
+    spec = (extra or {}).get("spec_name")
+    return spec is None or spec == "CPUOffloadingSpec"
 
 
 def _tier_size(

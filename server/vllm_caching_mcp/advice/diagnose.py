@@ -26,10 +26,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from ..knowledge import Knowledge, Metric, Setting, Sourced, normalize_name
+from ..verification import verification_state
 from ..versions import Version
 from .common import AdviceError, Citation, Result, ToolSpec, VersionContext, cite, readable_number, resolve_version
 from .deployment import Documents
-from .review import Finding, HostFacts, ReviewRequest, ReviewResult, review_deployment
+from .review import Finding, HostFacts, ReviewRequest, ReviewResult, WorkloadReport, review_deployment
 
 Symptom = Literal[
     "offload_does_not_help", "ttft_high", "tpot_high", "low_hit_rate", "preemptions", "oom", "throughput_low"
@@ -46,6 +47,9 @@ CauseId = Literal[
     "decode_bound",
     "connector_not_loaded",
     "wrong_metric_names",
+    "hash_seed_mismatch",
+    "host_memory_exhausted",
+    "shm_exhausted",
 ]
 
 # Judgement calls, in one place: what counts as low, high, cold.
@@ -97,6 +101,12 @@ class DiagnoseRequest(BaseModel):
         max_length=5_000_000,
         description="A second /metrics dump taken later under load; counters are then read as after minus before",
     )
+    log: str | None = Field(
+        default=None,
+        max_length=2_000_000,
+        description="The server's log from start-up (or its tail): which KV connector was created, and errors "
+        "such as /dev/shm space or memory",
+    )
     host: HostFacts | None = None
     p99_context_tokens: int | None = Field(default=None, gt=0, le=100_000_000)
 
@@ -112,12 +122,25 @@ class Reading(BaseModel):
     )
 
 
+Likelihood = Literal["high", "medium", "low"]
+
+
 class Cause(BaseModel):
     id: CauseId
-    likelihood: Literal["high", "medium", "low"]
+    likelihood: Likelihood = Field(
+        description="high only when the evidence shows it and every premise was verified against the wheels"
+    )
     title: str
     evidence: list[str]
     next_check: str
+    why: str = Field(description="the mechanism in vLLM or LMCache that makes the evidence mean this cause")
+    premises: list[str] = Field(
+        description="the knowledge entries (facts checked against the wheels) the reason rests on"
+    )
+    unverified_premises: list[str] = Field(
+        default_factory=list,
+        description="premises the last verification run did not confirm; such a cause is at most medium",
+    )
 
 
 class DiagnoseResult(Result):
@@ -138,6 +161,8 @@ class DiagnoseResult(Result):
         for i, c in enumerate(self.causes, 1):
             lines.append(f"{i}. [{c.likelihood}] {c.title}")
             lines += [f"     - {e}" for e in c.evidence]
+            if c.unverified_premises:
+                lines.append(f"     not verified: {', '.join(c.unverified_premises)}")
             lines.append(f"     next: {c.next_check}")
         lines += [f"note: {n}" for n in self.metric_notes]
         lines += [f"warning: {w}" for w in self.version_context.warnings]
@@ -305,6 +330,8 @@ def diagnose(request: DiagnoseRequest, knowledge: Knowledge) -> DiagnoseResult:
         signals=signals,
         findings={f.rule_id: f for f in review.findings} if review else {},
         connectors=[c for w in (review.workloads if review else []) for c in w.connectors],
+        workloads=review.workloads if review else [],
+        log=request.log or "",
         dumps=dumps,
         version=version,
         metrics=metrics,
@@ -312,6 +339,7 @@ def diagnose(request: DiagnoseRequest, knowledge: Knowledge) -> DiagnoseResult:
     )
     causes, named = _wrong_metric_names(case)
     causes += [cause for check in _CHECKS if (cause := check(case)) is not None]
+    causes = [_grounded(cause, knowledge) for cause in causes]
     offload_notes, explained = _offload_metric_notes(case)
     cited: dict[str, Sourced] = {metric_id: metrics[metric_id] for metric_id in readings} | named | explained
     return DiagnoseResult(
@@ -326,8 +354,9 @@ def diagnose(request: DiagnoseRequest, knowledge: Knowledge) -> DiagnoseResult:
 
 
 def _check_inputs(request: DiagnoseRequest) -> None:
-    if not request.symptoms and not request.description and not request.metrics_before and not request.metrics_after:
-        raise AdviceError("symptoms", "give symptoms, a description or at least one /metrics dump")
+    given = (request.symptoms, request.description, request.metrics_before, request.metrics_after, request.log)
+    if not any(given):
+        raise AdviceError("symptoms", "give symptoms, a description, a log or at least one /metrics dump")
     if request.metrics_after and not request.metrics_before:
         raise AdviceError("metrics_before", "metrics_after needs metrics_before (the earlier dump)")
 
@@ -406,6 +435,7 @@ class _Signals:
     queries: float | None  # prompt tokens looked up in the GPU prefix cache
     gpu_hit_rate: float | None
     external_queries: float | None  # looked up in the offload tier (the KV connector)
+    external_hits: float | None  # found there
     external_hit_rate: float | None
     external_counter_exported: bool  # whether this release exports the external query counter
     usage: float | None  # share of the GPU KV cache in use
@@ -413,6 +443,7 @@ class _Signals:
     stored: float | None  # bytes stored into the offload tier
     loaded: float | None  # bytes loaded back from it
     loads_unusable: bool  # the dump has the loaded bytes, but not as a number that can be used
+    split_byte_counters: bool  # stored and loaded come from their own counters, not the older total by direction
     failures: float | None  # allocation failures of the CPU tier
     stores_skipped: float | None
     in_flight_usage_read: bool  # the dump has vllm:kv_offload_cpu_cache_usage_perc
@@ -454,6 +485,7 @@ def _signals(readings: dict[str, Reading], metrics: dict[str, Metric], dumps: _D
     stored, loaded = get("metric.kv_offload_store_bytes"), get("metric.kv_offload_load_bytes")
     loads_unusable = "metric.kv_offload_load_bytes" in unusable
     notes: list[str] = []
+    split = stored is not None
     if stored is None and dumps.latest is not None and "metric.kv_offload_total_bytes" in metrics:
         # Releases without the two byte counters count both directions in one, by transfer_type.
         total = metrics["metric.kv_offload_total_bytes"]
@@ -468,6 +500,7 @@ def _signals(readings: dict[str, Reading], metrics: dict[str, Metric], dumps: _D
         queries=queries,
         gpu_hit_rate=gpu_hit_rate,
         external_queries=ext_q,
+        external_hits=None if "metric.external_prefix_cache_hits" in unusable else ext_h,
         external_hit_rate=external_hit_rate,
         external_counter_exported=external is not None and external.available_in_version,
         usage=_first_read(get("metric.kv_cache_usage_perc"), get("metric.gpu_cache_usage_perc")),
@@ -475,6 +508,7 @@ def _signals(readings: dict[str, Reading], metrics: dict[str, Metric], dumps: _D
         stored=stored,
         loaded=loaded,
         loads_unusable=loads_unusable,
+        split_byte_counters=split,
         failures=get("metric.kv_offload_allocation_failure"),
         stores_skipped=get("metric.kv_offload_stores_skipped"),
         in_flight_usage_read=in_flight is not None and in_flight.present,
@@ -496,15 +530,26 @@ class _Case:
     signals: _Signals
     findings: dict[str, Finding]  # by rule id
     connectors: list[str]  # the KV connectors the deployment configures
+    workloads: list[WorkloadReport]  # the deployment's, as the review read them
+    log: str  # the server's log, as given
     dumps: _Dumps
     version: Version
     metrics: dict[str, Metric]  # the knowledge's, by id
     knowledge: Knowledge
 
+    def name(self, metric_id: str) -> str:
+        """The metric's name as this release's /metrics writes it, from the knowledge."""
+        return self.metrics[metric_id].name
+
+    def logged(self, pattern: str) -> str | None:
+        """The first log line matching ``pattern`` (a regular expression, case-insensitive), clipped."""
+        found = re.search(rf"^.*(?:{pattern}).*$", self.log, re.IGNORECASE | re.MULTILINE)
+        return _clip(found.group(0).strip(), 200) if found else None
+
     @property
     def cache_config(self) -> dict[str, str]:
         """The labels of vllm:cache_config_info: how the engine's KV cache was configured."""
-        return _labels(self.dumps.latest, "vllm:cache_config_info") if self.dumps.latest else {}
+        return _labels(self.dumps.latest, self.name("metric.cache_config_info")) if self.dumps.latest else {}
 
 
 # -- the causes, in the order they are reported when equally likely ---------------------------------
@@ -514,6 +559,7 @@ def _wrong_metric_names(case: _Case) -> tuple[list[Cause], dict[str, Sourced]]:
     """The dump (or the description) uses metric names this release does not export; the entries to cite."""
     causes: list[Cause] = []
     cited: dict[str, Sourced] = {}
+    why = "vLLM exports the metric families its release registers; a name removed or not yet added is never written."
     if case.dumps.latest is not None:
         wrong = []
         for family in case.dumps.latest.values():
@@ -531,6 +577,8 @@ def _wrong_metric_names(case: _Case) -> tuple[list[Cause], dict[str, Sourced]]:
                     evidence=wrong[:5],
                     next_check="Check the server's version (GET /version) and give it as version; dashboards "
                     "must query the names of that release (check_version lists them).",
+                    why=why,
+                    premises=sorted(cited),
                 )
             )
     old_hits, old_queries = (case.metrics.get(f"metric.gpu_prefix_cache_{n}") for n in ("hits", "queries"))
@@ -544,58 +592,277 @@ def _wrong_metric_names(case: _Case) -> tuple[list[Cause], dict[str, Sourced]]:
             Cause(
                 id="wrong_metric_names",
                 likelihood="high",
-                title="Queries on vllm:gpu_prefix_cache_* return nothing on this release",
+                title=f"Queries on {old_hits.name.removesuffix('hits_total')}* return nothing on this release",
                 evidence=["the description mentions gpu_prefix_cache metrics"],
                 next_check=f"Query {new_names} instead.",
+                why=why,
+                premises=[m.id for m in (old_hits, old_queries) if m is not None],
             )
         )
         cited |= _pitfall(case.knowledge, "pitfall.old-prefix-cache-metric-names")
     return causes, cited
 
 
+# What SimpleCPUOffloadConnector logs when it turns itself off (simple_cpu_offload_connector.py in 0.33.0).
+_SIMPLE_OFFLOAD_OFF = r"Detected prefix caching disabled, disabling CPU offload"
+
+
 def _prefix_caching_off(case: _Case) -> Cause | None:
+    """Prefix caching off, stated only as far as the figures bear it out.
+
+    The engine hashes request blocks when prefix caching is on or a KV connector is configured, so
+    with a connector the offload tier is still asked; only SimpleCPUOffloadConnector turns itself
+    off. A dump with external hits shows a connector that works, whatever the flag says."""
+    s = case.signals
     disabled = case.findings.get("pitfall.prefix-caching-disabled")
-    configured = case.cache_config.get("enable_prefix_caching")
-    if (configured or "").lower() != "false" and disabled is None:
+    logged = case.logged(_SIMPLE_OFFLOAD_OFF)
+    if (disabled is not None or logged) and not s.external_hits:
+        evidence = (
+            [f"{disabled.location}: --no-enable-prefix-caching with SimpleCPUOffloadConnector"] if disabled else []
+        )
+        evidence += [f"log: {logged}"] if logged else []
+        if s.external_queries is not None:
+            evidence.append(f"{case.name('metric.external_prefix_cache_hits')} = 0 in the window")
+        return Cause(
+            id="prefix_caching_off",
+            likelihood="high",
+            title="SimpleCPUOffloadConnector turns itself off without prefix caching: nothing is offloaded",
+            evidence=evidence,
+            next_check="Remove --no-enable-prefix-caching (or use OffloadingConnector, which works with it off) "
+            f"and compare {case.name('metric.external_prefix_cache_hits')}.",
+            why="SimpleCPUOffloadConnector builds neither its scheduler nor its worker side when prefix caching "
+            "is off, though the engine still hashes blocks for connectors.",
+            premises=disabled.premises
+            if disabled
+            else ["feature.simple-offload-needs-prefix-caching", "connector.simple-cpu-offload"],
+        )
+    if (case.cache_config.get("enable_prefix_caching") or "").lower() != "false":
         return None
-    evidence = []
-    if configured:
-        evidence.append('vllm:cache_config_info{enable_prefix_caching="False"}')
-    if disabled is not None:
-        evidence.append(f"{disabled.location}: --no-enable-prefix-caching")
+    flag = f'{case.name("metric.cache_config_info")}{{enable_prefix_caching="False"}}'
+    premises = ["metric.cache_config_info", "flag.enable-prefix-caching", "feature.block-hashes-with-kv-connector"]
+    if s.external_queries:
+        evidence = [flag, f"{case.name('metric.external_prefix_cache_queries')} = {s.external_queries:g} tokens"]
+        if s.external_hit_rate is not None:
+            evidence.append(f"external hit rate {s.external_hit_rate:.1%}")
+        return Cause(
+            id="prefix_caching_off",
+            likelihood="medium",
+            title="GPU prefix caching is off: shared prefixes are not kept on the GPU, so each reuse is loaded "
+            "from the offload tier",
+            evidence=evidence,
+            next_check="Turn prefix caching back on (drop --no-enable-prefix-caching) unless the connector asks "
+            "for it off (LMCache's MP mode does); the tier keeps serving hits either way.",
+            why="With a KV connector the engine hashes request blocks even with prefix caching off, so the tier "
+            "is asked and can hit; only the GPU-side reuse is lost.",
+            premises=premises,
+        )
     return Cause(
         id="prefix_caching_off",
-        likelihood="high",
-        title="Prefix caching is off, so nothing is ever looked up in the offload tier",
-        evidence=evidence,
-        next_check="Remove --no-enable-prefix-caching and compare vllm:external_prefix_cache_hits_total.",
+        likelihood="high" if not case.connectors else "medium",
+        title="Prefix caching is off and no KV connector is asked: shared prefixes are prefilled every time",
+        evidence=[flag],
+        next_check=f"Drop --no-enable-prefix-caching and compare {case.name('metric.prefix_cache_hits')}.",
+        why="Without a KV connector, prefix caching off stops the engine from hashing request blocks at all, so "
+        "nothing is reused.",
+        premises=premises,
     )
 
 
+# The line KVConnectorFactory logs for every connector it creates (factory.py, 0.11.0 to 0.33.0).
+_CONNECTOR_CREATED = r"Creating v1 connector with name: (\w+)"
+
+
 def _connector_not_loaded(case: _Case) -> Cause | None:
-    """A connector is configured, or offload expected, yet no lookup reached one."""
+    """A connector is configured, or offload expected, yet the dump or the log shows none running."""
     s = case.signals
+    created = set(re.findall(_CONNECTOR_CREATED, case.log))
+    external = case.name("metric.external_prefix_cache_queries")
+    evidence: list[str] = []
+    premises = ["metric.external_prefix_cache_queries"]
     # The engine exports the external counter whether or not a connector runs (it stays at 0 without
     # one), so only a present zero says "no connector"; an absent series means a partial dump.
-    if not (case.dumps.latest is not None and s.external_counter_exported and (s.queries or 0) > 0):
+    if s.external_queries:
+        return None  # the tier was asked: a connector runs
+    if (
+        case.dumps.latest is not None
+        and s.external_counter_exported
+        and (s.queries or 0) > 0
+        and s.external_queries == 0
+    ):
+        evidence.append(f"{case.name('metric.prefix_cache_queries')} = {s.queries:g} tokens but {external} is 0")
+    missing_metrics = _offload_metrics_missing(case)
+    if missing_metrics:
+        evidence.append(missing_metrics)
+        premises += ["connector.offloading", "metric.kv_offload_total_bytes"]
+    configured = sorted(set(case.connectors))
+    if case.log and configured and not created:
+        evidence.append("the log has no 'Creating v1 connector with name: ...' line (KVConnectorFactory)")
+        premises.append("connector.offloading" if "OffloadingConnector" in configured else premises[0])
+    if not evidence:
         return None
-    if s.external_queries != 0:
-        return None
-    evidence = [f"vllm:prefix_cache_queries = {s.queries:g} tokens but vllm:external_prefix_cache_queries is 0"]
-    if case.connectors:
-        evidence.append(f"the deployment configures {', '.join(sorted(set(case.connectors)))}")
+    if configured:
+        evidence.append(f"the deployment configures {', '.join(configured)}")
+    strong = len(evidence) > 1 or bool(configured) or "offload_does_not_help" in case.symptoms
     return Cause(
         id="connector_not_loaded",
-        likelihood="high" if case.connectors or "offload_does_not_help" in case.symptoms else "medium",
+        likelihood="high" if strong else "medium",
         title="No KV connector is active in the server that produced the dump",
         evidence=evidence,
-        next_check="Look for 'Creating v1 connector' / KVConnectorFactory lines in the start-up log and check "
-        "the flags the pod really got (kubectl get pod -o yaml); the shorthand needs --kv-offloading-size.",
+        next_check="Look for 'Creating v1 connector with name:' in the start-up log and check the flags the pod "
+        "really got (kubectl get pod -o yaml); the shorthand needs --kv-offloading-size.",
+        why="KVConnectorFactory logs every connector it creates, and a running connector is asked for every "
+        f"prompt the engine looks up, which {external} counts.",
+        premises=list(dict.fromkeys(premises)),
+    )
+
+
+def _offload_metrics_missing(case: _Case) -> str | None:
+    """OffloadingConnector configured on a release whose connector registers its metrics at start-up, yet
+    the dump (which has the engine's own counters) holds none of them."""
+    latest = case.dumps.latest
+    total = case.metrics.get("metric.kv_offload_total_bytes")
+    if latest is None or total is None or "OffloadingConnector" not in case.connectors:
+        return None
+    if total.status_at(case.version) not in ("available", "deprecated") or not case.signals.external_counter_exported:
+        return None
+    if normalize_name(case.name("metric.prefix_cache_queries")) not in latest:
+        return None  # not a whole dump: nothing can be said about what is absent
+    offload_metrics = {normalize_name(m.name) for i, m in case.metrics.items() if i.startswith("metric.kv_offload_")}
+    if offload_metrics & set(latest):
+        return None
+    return (
+        f"the dump has none of the OffloadingConnector's metrics ({total.name} and the like), which it registers "
+        "when it loads"
+    )
+
+
+def _hash_seed_mismatch(case: _Case) -> Cause | None:
+    """Instances sharing a cache whose token hashes are seeded differently never find each other's blocks."""
+    s = case.signals
+    finding = case.findings.get("pitfall.lmcache-sharing-without-hash-seed") or case.findings.get(
+        "pitfall.shared-tier-without-hash-seed"
+    )
+    logged = case.logged(r"PYTHONHASHSEED not set")
+    said = re.search(r"pythonhashseed|hash ?seed", case.description)
+    if finding is None and not logged and not said:
+        return None
+    lookups_without_hits = (
+        s.external_queries is not None and s.external_queries > 0 and s.external_hit_rate is not None
+    ) and s.external_hit_rate < _THRESHOLDS["low_hit_rate"]
+    if s.external_hit_rate is not None and not lookups_without_hits:
+        return None  # the shared tier does hit: the seed is not what stands in the way
+    evidence = [f"{finding.location}: {finding.message}"] if finding else []
+    evidence += [f"log: {logged}"] if logged else []
+    evidence += ["the description mentions the hash seed"] if said and not (finding or logged) else []
+    if lookups_without_hits:
+        evidence.append(
+            f"{case.name('metric.external_prefix_cache_queries')} = {s.external_queries:g} tokens looked up, "
+            f"external hit rate {s.external_hit_rate:.1%}"
+        )
+    return Cause(
+        id="hash_seed_mismatch",
+        likelihood="high" if lookups_without_hits and (finding or logged) else "medium",
+        title="Instances sharing a cache hash tokens with different seeds: lookups, but no hits across them",
+        evidence=evidence,
+        next_check="Set PYTHONHASHSEED to one value (e.g. 0) on every instance that shares the LMCache remote, "
+        "P/D pair or fs/p2p tier, restart them all, and compare the external hit rate.",
+        why="Block and chunk keys are hashes seeded from PYTHONHASHSEED where no fixed seed applies; LMCache "
+        "warns at start-up when it is unset with a remote cache or P/D.",
+        premises=finding.premises if finding else ["env.pythonhashseed", "feature.lmcache-hash-seed-warning"],
+    )
+
+
+# What the kernel and vLLM write when host memory runs out: the cgroup OOM killer, the pod status,
+# a failed allocation, and vLLM's own pre-flight warning before a shared region (0.33.0).
+_HOST_OOM = (
+    r"oom[ -]?kill|exit code:? ?137|killed process|out of memory: kill|cannot allocate memory|"
+    r"memory cgroup out of memory|current headroom is below the requested allocation"
+)
+
+
+# The review's rules on pinned host memory against the host and the pod's memory limit.
+_HOST_MEMORY_RULES = ("pitfall.offload-exceeds-host-ram", "pitfall.pinned-memory-over-pod-limit")
+
+
+def _host_memory_exhausted(case: _Case) -> Cause | None:
+    """The CPU tier (pinned host memory) does not fit the container or the host: the pod is OOM-killed."""
+    evidence: list[str] = []
+    premises: list[str] = []
+    for finding in case.findings.values():
+        if finding.rule_id in _HOST_MEMORY_RULES:
+            evidence.append(f"{finding.location}: {finding.message}")
+            premises += finding.premises
+    for workload in case.workloads:
+        pinned, limit = workload.facts.get("host_offload_gib"), workload.facts.get("container_memory_limit_gib")
+        if pinned is not None and limit is not None and pinned >= limit and not premises:
+            evidence.append(f"{workload.name}: {pinned:g} GiB pinned for the tier, memory limit {limit:g} GiB")
+            premises += ["flag.kv-offloading-size", "spec.cpu-bytes-to-use", "lmcache.max_local_cpu_size"]
+    told = re.search(_HOST_OOM, case.description, re.IGNORECASE)
+    logged = case.logged(_HOST_OOM)
+    evidence += [f"the description says '{_clip(told.group(0), 60)}'"] if told else []
+    evidence += [f"log: {logged}"] if logged else []
+    if not evidence:
+        return None
+    return Cause(
+        id="host_memory_exhausted",
+        likelihood="high" if premises and (told or logged or "oom" in case.symptoms) else "medium",
+        title="Host memory runs out: the pinned CPU tier does not fit the container, which is OOM-killed",
+        evidence=evidence,
+        next_check="Compare the tier (--kv-offloading-size, or LMCache's local CPU size × workers) plus ~16 GiB "
+        "for the process with the pod's memory limit (kubectl describe pod: Last State OOMKilled, exit 137); "
+        "shrink the tier or raise the limit.",
+        why="The CPU tier is pinned host memory allocated at start-up; pinned pages cannot be swapped, so a "
+        "tier near the container's limit gets the process killed by the cgroup OOM killer.",
+        premises=list(dict.fromkeys(premises or ["flag.kv-offloading-size", "spec.cpu-bytes-to-use"])),
+    )
+
+
+# vLLM's own error when /dev/shm cannot hold a shared region (check_shm_free_space, 0.28.0 on),
+# and what a full /dev/shm looks like before that check (0.27.x dies of SIGBUS touching the pages).
+_SHM_CHECK = r"Insufficient space in /dev/shm"
+_SHM_FULL = r"no space left on device|sigbus|bus error"
+
+
+# The review's rules on /dev/shm against the CPU tier and the workers' queues.
+_SHM_RULES = (
+    "pitfall.offload-tier-over-shm",
+    "pitfall.offload-tier-over-shm-unchecked",
+    "pitfall.shm-too-small-for-workers",
+)
+
+
+def _shm_exhausted(case: _Case) -> Cause | None:
+    """/dev/shm too small for what vLLM puts there: the native CPU tier's region, TP workers' queues."""
+    evidence = [f"{f.location}: {f.message}" for f in case.findings.values() if f.rule_id in _SHM_RULES]
+    premises = [p for f in case.findings.values() if f.rule_id in _SHM_RULES for p in f.premises]
+    checked = case.logged(_SHM_CHECK) or case.logged(r"insufficient space in /dev/shm")
+    text = case.description + "\n" + case.log.lower()
+    full = re.search(_SHM_FULL, text, re.IGNORECASE)
+    shm_named = "/dev/shm" in text or "shm" in text
+    if checked:
+        evidence.append(f"log: {checked}")
+    elif full and shm_named:
+        evidence.append(f"'{full.group(0)}' with /dev/shm named")
+    if not evidence:
+        return None
+    return Cause(
+        id="shm_exhausted",
+        likelihood="high" if checked or premises else "medium",
+        title="/dev/shm is too small for what vLLM keeps there (the native CPU tier, TP workers' queues)",
+        evidence=evidence,
+        next_check="Give the container /dev/shm above the tier: a memory-medium emptyDir on /dev/shm with a "
+        "sizeLimit in Kubernetes (64 MiB by default), --shm-size or --ipc=host with docker run.",
+        why="The native CPU tier is a shared-memory file in /dev/shm on the releases that map it there, and "
+        "vLLM checks the free space at start-up before creating it.",
+        premises=list(dict.fromkeys(premises or ["connector.offloading", "flag.kv-offloading-size"])),
     )
 
 
 def _memory_wall(case: _Case) -> Cause | None:
     usage, preemptions = case.signals.usage, case.signals.preemptions
+    premises = ["metric.kv_cache_usage_perc", "metric.num_preemptions"]
+    why = "A request is preempted when the GPU has no free KV block for it; an offload tier keeps finished "
+    why += "prefixes, not the KV of running requests, so it does not make room."
     if (usage is not None and usage >= _THRESHOLDS["kv_usage_full"]) and (preemptions or 0) > 0:
         return Cause(
             id="memory_wall",
@@ -604,20 +871,27 @@ def _memory_wall(case: _Case) -> Cause | None:
             evidence=[f"GPU KV usage {usage:.0%}", f"{preemptions:g} preemptions in the window"],
             next_check="An offload tier stores finished prefixes, it does not hold running requests; lower "
             "--max-num-seqs or --max-model-len, or add GPUs (size_offload shows the GPU KV budget).",
+            why=why,
+            premises=premises,
         )
-    if (preemptions or 0) > 0 or case.symptoms & {"preemptions", "oom"}:
+    host_oom = re.search(_HOST_OOM, case.description, re.IGNORECASE) or case.logged(_HOST_OOM)
+    if (preemptions or 0) > 0 or "preemptions" in case.symptoms or ("oom" in case.symptoms and not host_oom):
         return Cause(
             id="memory_wall",
             likelihood="medium",
             title="Requests are preempted for lack of GPU KV blocks",
             evidence=[f"{preemptions:g} preemptions" if preemptions else "reported preemptions or OOM"],
-            next_check="Watch vllm:kv_cache_usage_perc under load; near 1.0 the GPU cache is the wall.",
+            next_check=f"Watch {case.name('metric.kv_cache_usage_perc')} under load; near 1.0 the GPU cache is "
+            "the wall.",
+            why=why,
+            premises=premises,
         )
     return None
 
 
 def _cold_cache(case: _Case) -> Cause | None:
     queries = case.signals.queries
+    why = "A hit rate over few lookups says little, and the CPU tier is process memory: a restart empties it."
     if queries is not None and queries < _THRESHOLDS["cold_queries"]:
         return Cause(
             id="cold_cache",
@@ -626,6 +900,8 @@ def _cold_cache(case: _Case) -> Cause | None:
             evidence=[f"{queries:g} prompt tokens looked up (under {_THRESHOLDS['cold_queries']:g})"],
             next_check="Take the two dumps minutes apart under representative traffic, after the first "
             "sessions return.",
+            why=why,
+            premises=["metric.prefix_cache_queries"],
         )
     if "restart" in case.description or "cold" in case.description:
         return Cause(
@@ -634,6 +910,8 @@ def _cold_cache(case: _Case) -> Cause | None:
             title="The cache may be cold after a restart (the CPU tier is not persistent)",
             evidence=["the description mentions a restart / cold start"],
             next_check="Compare hit rates in a window that starts well after the restart.",
+            why=why,
+            premises=["metric.prefix_cache_queries"],
         )
     return None
 
@@ -643,6 +921,8 @@ def _no_prefix_locality(case: _Case) -> Cause | None:
     low = _THRESHOLDS["low_hit_rate"]
     if not (gpu_rate is not None and gpu_rate < low and (ext_rate is None or ext_rate < low)):
         return None
+    if (case.cache_config.get("enable_prefix_caching") or "").lower() == "false":
+        return None  # no GPU hits because nothing is kept: prefix_caching_off says so
     return Cause(
         id="no_prefix_locality",
         likelihood="high" if (case.signals.queries or 0) >= _THRESHOLDS["cold_queries"] else "medium",
@@ -651,6 +931,9 @@ def _no_prefix_locality(case: _Case) -> Cause | None:
         + ([f"external hit rate {ext_rate:.1%}"] if ext_rate is not None else []),
         next_check="Check that a session's requests reach the same replica (prefix- or session-aware routing) "
         "and that prompts start with the same system prompt and history, byte for byte.",
+        why="Both caches are keyed by the hash of whole blocks of prompt tokens from the start: only a prompt "
+        "that begins with the same tokens as an earlier one can hit.",
+        premises=["metric.prefix_cache_hits", "metric.prefix_cache_queries", "metric.external_prefix_cache_hits"],
     )
 
 
@@ -663,6 +946,11 @@ def _tier_thrashing(case: _Case) -> Cause | None:
         return None
     threshold = case.knowledge.by_id.get("spec.store-threshold")
     since = f"on {threshold.introduced}+ " if isinstance(threshold, Setting) and threshold.introduced else ""
+    counters = (
+        ["metric.kv_offload_store_bytes", "metric.kv_offload_load_bytes"]
+        if case.signals.split_byte_counters
+        else ["metric.kv_offload_total_bytes"]
+    )
     return Cause(
         id="tier_thrashing",
         likelihood="medium",
@@ -673,6 +961,9 @@ def _tier_thrashing(case: _Case) -> Cause | None:
         ],
         next_check="Compare the tier size with the working set of returning sessions (size_offload); "
         f"{since}store_threshold: 2 keeps one-off prompts out of the CPU tier.",
+        why="Every block the GPU finishes is copied to the tier, and it is loaded back only when a later prompt "
+        "matches it; a tier evicting blocks before they return stores without loading.",
+        premises=[*counters, "spec.store-threshold"],
     )
 
 
@@ -683,8 +974,10 @@ def _tier_too_small(case: _Case) -> Cause | None:
         id="tier_too_small",
         likelihood="high",
         title="The CPU tier ran out of space to store new blocks",
-        evidence=[f"vllm:kv_offload_allocation_failure_total = {case.signals.failures:g} in the window"],
+        evidence=[f"{case.name('metric.kv_offload_allocation_failure')} = {case.signals.failures:g} in the window"],
         next_check="Raise --kv-offloading-size (a total across TP ranks) within host RAM, or add a disk tier.",
+        why="The counter rises each time the tier finds no room for a block to store.",
+        premises=["metric.kv_offload_allocation_failure", "flag.kv-offloading-size"],
     )
 
 
@@ -698,6 +991,8 @@ def _per_rank_sizing(case: _Case) -> Cause | None:
         title="--kv-offloading-size looks like a per-GPU number, leaving the tier TP times too small",
         evidence=[f"{finding.location}: {finding.message}"],
         next_check="Multiply the per-GPU amount by TP x PP; --kv-offloading-size is the total for the engine.",
+        why=finding.why,
+        premises=finding.premises,
     )
 
 
@@ -711,11 +1006,17 @@ def _max_model_len_too_high(case: _Case) -> Cause | None:
         title="--max-model-len far above real requests",
         evidence=[f"{finding.location}: {finding.message}"],
         next_check="Set --max-model-len near the p99 context; see whether preemptions fall.",
+        why=finding.why,
+        premises=finding.premises,
     )
 
 
 def _decode_bound(case: _Case) -> Cause | None:
     gpu_rate = case.signals.gpu_hit_rate
+    ttft, itl = case.name("metric.time_to_first_token_seconds"), case.name("metric.inter_token_latency_seconds")
+    why = "Prefix and offload hits skip prefill, which is the time to first token; the time between tokens is "
+    why += "decoding, which reads the KV already on the GPU."
+    premises = ["metric.time_to_first_token_seconds", "metric.inter_token_latency_seconds"]
     if (
         case.symptoms & {"tpot_high", "throughput_low"}
         and gpu_rate is not None
@@ -726,8 +1027,10 @@ def _decode_bound(case: _Case) -> Cause | None:
             likelihood="high" if "tpot_high" in case.symptoms else "medium",
             title="Prefill is already mostly cached; the time goes to decoding, which offload does not speed up",
             evidence=[f"GPU prefix hit rate {gpu_rate:.1%}"],
-            next_check="Compare vllm:time_to_first_token_seconds with vllm:inter_token_latency_seconds; decode "
-            "speed depends on batch size, CUDA graphs (no --enforce-eager) and speculative decoding.",
+            next_check=f"Compare {ttft} with {itl}; decode speed depends on batch size, CUDA graphs (no "
+            "--enforce-eager) and speculative decoding.",
+            why=why,
+            premises=[*premises, "metric.prefix_cache_hits"],
         )
     if "tpot_high" in case.symptoms and "ttft_high" not in case.symptoms:
         return Cause(
@@ -735,7 +1038,9 @@ def _decode_bound(case: _Case) -> Cause | None:
             likelihood="low",
             title="The complaint is decode speed, which KV offload does not change",
             evidence=["symptom tpot_high without ttft_high"],
-            next_check="Check --enforce-eager, batch size and speculative decoding before touching the cache.",
+            next_check=f"Check {itl}, --enforce-eager, batch size and speculative decoding before touching the cache.",
+            why=why,
+            premises=premises,
         )
     return None
 
@@ -744,6 +1049,9 @@ def _decode_bound(case: _Case) -> Cause | None:
 _CHECKS: tuple[Callable[[_Case], Cause | None], ...] = (
     _prefix_caching_off,
     _connector_not_loaded,
+    _hash_seed_mismatch,
+    _shm_exhausted,
+    _host_memory_exhausted,
     _memory_wall,
     _cold_cache,
     _no_prefix_locality,
@@ -753,6 +1061,15 @@ _CHECKS: tuple[Callable[[_Case], Cause | None], ...] = (
     _max_model_len_too_high,
     _decode_bound,
 )
+
+
+def _grounded(cause: Cause, knowledge: Knowledge) -> Cause:
+    """The cause as certain as its premises: one that rests on a fact the wheels did not confirm is at most medium."""
+    unverified = [p for p in cause.premises if verification_state(p, knowledge.directory).status != "verified"]
+    if not unverified:
+        return cause
+    likelihood: Likelihood = "medium" if cause.likelihood == "high" else cause.likelihood
+    return cause.model_copy(update={"likelihood": likelihood, "unverified_premises": unverified})
 
 
 def _ranked(causes: list[Cause]) -> list[Cause]:
@@ -770,14 +1087,15 @@ def _offload_metric_notes(case: _Case) -> tuple[list[str], dict[str, Sourced]]:
     cited: dict[str, Sourced] = {}
     if case.signals.in_flight_usage_read:
         notes.append(
-            "vllm:kv_offload_cpu_cache_usage_perc is the share of the CPU tier pinned by transfers in flight, "
-            "not how full the tier is; judge tier pressure from the external hit rate and allocation failures."
+            f"{case.name('metric.kv_offload_cpu_cache_usage_perc')} is the share of the CPU tier pinned by "
+            "transfers in flight, not how full the tier is; judge tier pressure from the external hit rate and "
+            "allocation failures."
         )
         cited |= _pitfall(case.knowledge, "pitfall.kv-offload-usage-is-in-flight")
     if (case.signals.stores_skipped or 0) > 0:
         notes.append(
-            "vllm:kv_offload_stores_skipped counts stores the reuse filter (store_threshold) chose to skip, not "
-            "stores dropped for lack of space."
+            f"{case.name('metric.kv_offload_stores_skipped')} counts stores the reuse filter (store_threshold) "
+            "chose to skip, not stores dropped for lack of space."
         )
     return notes, cited
 
@@ -796,7 +1114,9 @@ SPEC = ToolSpec(
         "offload tier's (external) hit rate, KV usage, preemptions, stored vs loaded bytes and allocation failures "
         "from the metric names of the vLLM release, and ranks causes — memory wall, no prefix locality, prefix caching "
         "off, tier thrashing, tier too small, per-rank sizing, cold cache, max-model-len too high, decode-bound, "
-        "connector not loaded, wrong metric names — each with its evidence and the next check to run."
+        "connector not loaded, hash-seed mismatch, host memory or /dev/shm exhausted, wrong metric names — each "
+        "with its evidence, the facts it rests on and the next check to run. A start-up log, when given, is read "
+        "for the connector vLLM created and for /dev/shm and memory errors."
     ),
     request=DiagnoseRequest,
     result=DiagnoseResult,

@@ -257,6 +257,18 @@ def _value_test(test: ValueTest, value: str | None) -> bool:
     return value is not None and re.search(test.matches, value) is not None
 
 
+# How a finding names a fact whose field name reads badly as words.
+_FACT_LABELS = {
+    "host_offload_gib": "pinned host GiB",
+    "container_memory_limit_gib": "memory limit GiB",
+    "container_memory_request_gib": "memory request GiB",
+    "shm_gib": "/dev/shm GiB",
+    "shm_offload_gib": "CPU tier in /dev/shm GiB",
+    "worker_queues_shm_gib": "worker queues in /dev/shm GiB",
+    "visible_gpus": "visible GPUs",
+}
+
+
 def _operand(text: str, ctx: Context) -> tuple[float | None, str, str | None]:
     """An operand's value, its label, and — when unknown for want of an input — that input."""
     if re.fullmatch(r"\d+(\.\d+)?", text):
@@ -272,7 +284,7 @@ def _operand(text: str, ctx: Context) -> tuple[float | None, str, str | None]:
             return None, name, f"the value of {name} (set from {use.reference})"
         return (parse_number(use.value) if use else None), name, None
     if kind == "fact":
-        return e.facts.get(name), name.replace("_", " "), None
+        return e.facts.get(name), _FACT_LABELS.get(name, name.replace("_", " ")), None
     if kind == "host":
         if name == "ram_gib":
             return ctx.host.ram_gib, "host RAM GiB", None if ctx.host.ram_gib else "host.ram_gib"
@@ -287,9 +299,20 @@ def _operand(text: str, ctx: Context) -> tuple[float | None, str, str | None]:
     raise ValueError(f"unknown operand {text!r}")
 
 
+_ARITHMETIC = re.compile(r"\s+([-+*/])\s+")
+
+
+def _apply(value: float, op: str, other: float) -> float | None:
+    """One step of an expression, left to right; None for a division by zero."""
+    if op == "/":
+        return value / other if other else None
+    return {"*": value * other, "+": value + other, "-": value - other}[op]
+
+
 def _expression(text: str, ctx: Context) -> tuple[float | None, str, list[str], bool]:
-    """Value, label, missing inputs, and whether an absent config value (not an input) left it empty."""
-    parts = re.split(r"\s+([*/])\s+", text.strip())
+    """Value, label, missing inputs, and whether an absent config value (not an input) left it empty.
+    The operators apply left to right, so a headroom is written last: ``fact:x * 1.1 + 4``."""
+    parts = _ARITHMETIC.split(text.strip())
     value, label, missing = _operand(parts[0], ctx)
     missing_inputs = [missing] if missing else []
     absent = value is None and not missing
@@ -304,13 +327,13 @@ def _expression(text: str, ctx: Context) -> tuple[float | None, str, list[str], 
             value = None
             continue
         if value is not None:
-            value = value * other if op == "*" else (value / other if other else None)
+            value = _apply(value, op, other)
     return value, " ".join(labels), missing_inputs, absent
 
 
 def _shown(label: str, value: float) -> str:
     label = label.strip()
-    return f"{label} = {value:g}" if label and not re.fullmatch(r"[*/ \d.]+", label) else f"{value:g}"
+    return f"{label} = {value:g}" if label and not re.fullmatch(r"[-+*/ \d.]+", label) else f"{value:g}"
 
 
 def _compare(left: float, op: str, right: float) -> bool:
@@ -672,7 +695,7 @@ def _env_differs(ctx: Context, name: str) -> Outcome:
 def _operand_location(expression: str, ctx: Context) -> Location | None:
     """Where the first operand of ``expression`` that the deployment gives was written."""
     e = ctx.effective
-    for operand in re.split(r"\s+[*/]\s+", expression.strip()):
+    for operand in _ARITHMETIC.split(expression.strip())[::2]:
         kind, _, name = operand.partition(":")
         if kind == "fact" and name in e.fact_locations:
             return e.fact_locations[name]
