@@ -6,12 +6,14 @@ MooncakeConnector from 0.13.0; NixlConnector HMA from 0.18.0."""
 
 from __future__ import annotations
 
+import re
+import typing
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from vllm_caching_mcp.advice.backend import ChooseBackendRequest, ChooseBackendResult, choose_backend
 from vllm_caching_mcp.advice.common import AdviceError
@@ -336,3 +338,115 @@ def test_the_tier_a_caller_wants_and_the_feature_that_ships_it_are_read_from_the
     assert result.recommendation.backend == "lmcache"
     gate = next(g for g in result.version_gates if g.id == "feature.tier-obj")
     assert not gate.present and gate.effect == "the fs tier first ships in 0.23.0"
+
+
+# --- the pitfalls to avoid: listed where their conditions hold, each with its reason ------------
+
+
+def test_native_offload_on_0_21_lists_no_hma_flag_pitfall_since_the_connector_keeps_hma(knowledge: Knowledge) -> None:
+    # pitfall.hma-flag-missing-with-shorthand needs a connector without HMA; OffloadingConnector has it from 0.21.0.
+    result = ask(knowledge, version="0.21.0")
+    ids = {a.id for a in result.avoid}
+    assert "pitfall.hma-flag-missing-with-shorthand" not in ids
+    # What depends on settings the choice does not make (host RAM, VLLM_USE_SIMPLE_KV_OFFLOAD) is a check, not an error.
+    assert all(a.holds == "yes" for a in result.avoid if a.severity == "error")
+    assert "avoid:" not in result.summary()
+
+
+def test_a_pitfall_the_choice_cannot_settle_is_a_check_at_warning_with_what_decides_it(knowledge: Knowledge) -> None:
+    # On 0.20.2 the shorthand's connector has no HMA: the rule holds exactly when the flag is left out.
+    note = next(a for a in ask(knowledge, version="0.20.2").avoid if a.id == "pitfall.hma-flag-missing-with-shorthand")
+    assert (note.holds, note.severity, note.rule_severity) == ("check", "warning", "error")
+    assert note.check is not None and note.check.startswith("holds when --disable-hybrid-kv-cache-manager is not given")
+
+
+def test_every_avoid_item_carries_the_rules_why_premises_and_sources(knowledge: Knowledge) -> None:
+    for arguments in ({"version": "0.20.2"}, {"version": "0.33.0", "pd_disaggregation": True, "tiers": []}):
+        result = ask(knowledge, **arguments)
+        assert result.avoid
+        for note in result.avoid:
+            rule = knowledge.by_id[note.id]
+            assert note.why == rule.why and note.why  # type: ignore[union-attr]
+            assert note.premises == list(rule.premises)  # type: ignore[union-attr]
+            assert note.sources == list(rule.sources) and note.sources
+
+
+def test_the_per_rank_size_pitfall_needs_more_than_one_rank(knowledge: Knowledge) -> None:
+    one_rank = ask(knowledge, version="0.33.0")
+    assert "pitfall.kv-offloading-size-per-rank" not in {a.id for a in one_rank.avoid}
+    eight = ask(knowledge, version="0.33.0", topology={"tensor_parallel_size": 8})
+    note = next(a for a in eight.avoid if a.id == "pitfall.kv-offloading-size-per-rank")
+    assert note.holds == "check"
+
+
+def test_a_pitfall_about_a_connector_not_chosen_is_not_listed(knowledge: Knowledge) -> None:
+    # pitfall.prefix-caching-disabled is about SimpleCPUOffloadConnector; the native tiers use OffloadingConnector.
+    result = ask(knowledge, version="0.22.1", tiers=["cpu", "nvme"])
+    assert "pitfall.prefix-caching-disabled" not in {a.id for a in result.avoid}
+
+
+def test_a_pitfall_reachable_through_the_shorthand_is_a_check_naming_it(knowledge: Knowledge) -> None:
+    # From 0.23.0 --kv-offloading-backend lmcache gives LMCacheMPConnector, not the in-process connector chosen here.
+    result = ask(knowledge, version="0.33.0", constraints={"lmcache_features": True})
+    note = next(a for a in result.avoid if a.id == "pitfall.lmcache-backend-means-mp-server")
+    assert note.holds == "check" and note.check is not None and "--kv-offloading-backend lmcache" in note.check
+
+
+def test_a_pitfall_the_choice_meets_outright_keeps_its_severity(knowledge: Knowledge) -> None:
+    # Traits override the model's: told the model is not hybrid, the tool picks LMCacheConnectorV1, which the
+    # rule says a Gemma-3 model breaks.
+    result = ask(
+        knowledge,
+        version="0.33.0",
+        model="gemma-3-27b",
+        traits={"hybrid_attention": False, "sliding_window": False},
+        constraints={"lmcache_features": True},
+    )
+    assert result.recommendation.backend == "lmcache"
+    note = next(a for a in result.avoid if a.id == "pitfall.lmcache-v1-hybrid-model")
+    assert (note.holds, note.severity, note.check) == ("yes", "error", None)
+    assert f"avoid: {note.title}" in result.summary()
+
+
+def test_no_internal_words_in_answers(knowledge: Knowledge) -> None:
+    asked: list[dict[str, Any]] = [
+        {"version": "0.33.0", "pd_disaggregation": True, "tiers": [], "fabric": "infiniband", "topology": {"nodes": 2}},
+        {"version": "0.33.0", "pd_disaggregation": True, "tiers": [], "fabric": "nvlink"},
+        {"version": "0.21.0", "tiers": ["cpu", "nvme"], "traits": HYBRID},
+        {
+            "version": "0.24.0",
+            "tiers": ["cpu", "peers"],
+            "topology": {"nodes": 2, "share_cache_across_instances": True},
+        },
+    ]
+    for arguments in asked:
+        result = ask(knowledge, **arguments)
+        text = (result.model_dump_json() + result.summary()).lower()
+        for word in ("the seed", "seed's", "decision tree", "issue 17"):
+            assert word not in text, (arguments, word)
+
+
+def _field_names(model: type[BaseModel]) -> set[str]:
+    """Every field name in ``model`` and the models its fields hold, however nested."""
+    names: set[str] = set()
+    for name, info in model.model_fields.items():
+        names.add(name)
+        for inner in typing.get_args(info.annotation) or (info.annotation,):
+            for leaf in typing.get_args(inner) or (inner,):
+                if isinstance(leaf, type) and issubclass(leaf, BaseModel):
+                    names |= _field_names(leaf)
+    return names
+
+
+def test_the_summary_points_only_to_fields_the_result_has(knowledge: Knowledge) -> None:
+    fields = _field_names(ChooseBackendResult)
+    asked: list[dict[str, Any]] = [
+        {"version": "0.13.0"},
+        {"version": "0.20.2", "model": "gemma-3-27b"},
+        {"version": "0.33.0", "constraints": {"lmcache_features": True}, "lmcache_version": "0.4.4"},
+        {"version": "0.21.0", "tiers": []},
+    ]
+    for arguments in asked:
+        summary = ask(knowledge, **arguments).summary()
+        pointed = set(re.findall(r"`([a-z_]+)`", summary)) | set(re.findall(r"\bsee ([a-z_]+)\b", summary))
+        assert pointed <= fields, (arguments, pointed - fields)

@@ -1,17 +1,25 @@
 """choose_backend: which KV caching backend fits a deployment, and why.
 
-The questions are the seed decision tree's, asked in its order, with the answers gated by
-release from the knowledge: prefill/decode disaggregation (NIXL, Mooncake, or a MultiConnector
-that adds a local CPU tier); a cache shared between instances (native fs or p2p tier, LMCache
-MP, LMCache P2P); LMCache-only needs; tiers beyond DRAM (native multi-tier from 0.22.0, else
-LMCache); DRAM only (native CPU offload). Hybrid-attention and sliding-window models add a
-question of their own: does the chosen connector keep the hybrid KV cache manager in this
-release? Every boundary comes from a knowledge entry, and each one the answer depended on is
-reported with the entry that states it.
+The questions are asked in this order, with the answers gated by release from the knowledge:
+prefill/decode disaggregation (NIXL, Mooncake, or a MultiConnector that adds a local CPU tier);
+a cache shared between instances (native fs or p2p tier, LMCache MP, LMCache P2P); LMCache-only
+needs; tiers beyond DRAM (native multi-tier from 0.22.0, else LMCache); DRAM only (native CPU
+offload). Hybrid-attention and sliding-window models add a question of their own: does the
+chosen connector keep the hybrid KV cache manager in this release? Every boundary comes from a
+knowledge entry, and each one the answer depended on is reported with the entry that states it.
+
+The pitfalls to avoid are the recipe's review rules, each tested against what was chosen
+(connector, shorthand, spec, tiers, model, release, parallelism): a rule the choice rules out is
+not listed, one it meets outright keeps its severity, and one that also depends on settings the
+choice does not make is a check that says which.
 """
 
 from __future__ import annotations
 
+import operator
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -20,6 +28,7 @@ from ..knowledge import (
     Backend,
     Bug,
     CompatPin,
+    Condition,
     Connector,
     Fabric,
     Feature,
@@ -31,6 +40,7 @@ from ..knowledge import (
     RequirementKind,
     SecondaryTier,
     Setting,
+    Severity,
     TierKind,
 )
 from ..versions import Version, as_text, contains, in_range, parse_specifier
@@ -130,8 +140,19 @@ class Requirement(BaseModel):
 class AvoidNote(BaseModel):
     id: str
     title: str
-    severity: str
+    severity: Severity = Field(description="the rule's severity where it holds; a check is at most a warning")
+    rule_severity: Severity = Field(description="the rule's own severity, for when a check turns out to hold")
+    holds: Literal["yes", "check"] = Field(
+        description="yes: the recommended setup meets the rule's conditions as chosen; check: it holds only if the "
+        "configuration also meets the conditions in `check`"
+    )
+    check: str | None = Field(default=None, description="what else must be true for the rule to hold (for a check)")
     fix: str
+    why: str = Field(description="why the rule holds: the mechanism in vLLM or LMCache that makes this a problem")
+    premises: list[str] = Field(
+        default_factory=list, description="the knowledge entries (facts checked against the wheels) the reason rests on"
+    )
+    sources: list[str] = Field(description="where the rule is read from (wheel paths and lines, issues)")
 
 
 class VersionGate(BaseModel):
@@ -188,6 +209,7 @@ class ChooseBackendResult(Result):
         lines += [f"  needs {q.kind}: {q.name}{'=' + q.value if q.value else ''}" for q in self.requirements]
         lines += [f"  gate {g.id} ({g.first_release or 'always'}): {g.effect}" for g in self.version_gates]
         lines += [f"  avoid: {a.title}" for a in self.avoid if a.severity == "error"]
+        lines += [f"  check: {a.title}" for a in self.avoid if a.holds == "check" and a.rule_severity == "error"]
         lines += [f"  bug {b.id} [{b.status}]: {b.title}" for b in self.bugs]
         lines += [f"  instead: {a.title}: {a.why_not}" for a in self.alternatives[:3]]
         lines += [f"  note: {n}" for n in self.notes]
@@ -316,7 +338,7 @@ class _Chooser:
                 Alternative(backend=backend, title=self.recipes.recipe(backend).title, why_not=why_not)
             )
 
-    # -- the tree ---------------------------------------------------------------------------
+    # -- the questions ----------------------------------------------------------------------
     def decide(self) -> Backend:
         r, t, c = self.request, self.request.topology, self.request.constraints
         tiers = set(r.tiers)
@@ -585,7 +607,11 @@ class _Chooser:
                     "yes: MooncakeConnector",
                     decided=True,
                 )
-                self.reject("nixl_pd", "also fine over RDMA (UCX rc); Mooncake is the seed's pick for dedicated RDMA")
+                self.reject(
+                    "nixl_pd",
+                    "also works over RDMA (UCX rc transports); MooncakeConnector is preferred on a dedicated RDMA "
+                    "fabric because its Transfer Engine moves KV over RDMA by default (mooncake_protocol rdma)",
+                )
                 return "mooncake_pd"
         self.ask("Prefill/decode disaggregation?", "yes: NixlConnector 1P1D with a proxy", decided=True)
         if not multi_node_rdma:
@@ -822,22 +848,261 @@ def _package_requirements(ch: _Chooser, recipe: Recipe, required: list[Requireme
     return req
 
 
+# The pitfalls to avoid -------------------------------------------------------------------------
+#
+# A recipe lists the review rules that concern its backend; each is tested against what was
+# chosen. The choice settles the connectors, whether the offload shorthand is in effect, the
+# spec, the secondary tiers, the model, the release and the parallelism; every other condition
+# (a flag, a variable, host RAM, the GPU) is the operator's to write, so it stays open and is
+# reported as what would make the rule hold.
+
+_HMA_FLAG_WITH_HMA_CONNECTOR = "pitfall.hma-flag-with-hma-connector"
+_OPERAND_LABELS = {
+    "host:ram_gib": "host RAM GiB",
+    "host:gpu_hbm_gib": "GPU memory GiB",
+    "fact:host_offload_gib": "host offload GiB (all tiers in host memory)",
+    "fact:world_size": "ranks per instance",
+    "workload:p99_context_tokens": "p99 context tokens",
+}
+_NEGATED_OP = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}
+_COMPARE: dict[str, Callable[[float, float], bool]] = {
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+    "==": operator.eq,
+    "!=": operator.ne,
+}
+
+
+@dataclass(frozen=True)
+class _Setup:
+    """One way to configure the chosen backend: as recommended, or through the offload shorthand,
+    which can configure another connector (``premise`` says how; empty for the recommendation)."""
+
+    connectors: tuple[Connector, ...]
+    shorthand: bool
+    spec: str | None
+    tiers: frozenset[str]
+    premise: str = ""
+
+
+Judged = tuple[bool | None, str]  # true, false or open; for open, the conditions that would make it true
+
+
+class _Judge:
+    """Three-valued evaluation of a rule's condition (knowledge `Condition`) against one setup."""
+
+    def __init__(self, ch: _Chooser, setup: _Setup, required: set[str]) -> None:
+        self.ch = ch
+        self.setup = setup
+        self.required = required  # the flags and variables the requirements list
+        self.listed: set[str] = set()  # those among them that an open condition names
+
+    def judge(self, c: Condition, negate: bool = False) -> Judged:
+        if c.not_ is not None:
+            return self.judge(c.not_, not negate)
+        parts = c.all_ if c.all_ is not None else c.any_
+        if parts is not None:
+            return _combine([self.judge(p, negate) for p in parts], conjunction=(c.all_ is not None) != negate)
+        known = self._known(c)
+        if known is not None:
+            return known != negate, ""
+        return None, self._open(c, negate)
+
+    def _known(self, c: Condition) -> bool | None:
+        """The value of a condition the choice settles; None for one the configuration decides."""
+        ch, s = self.ch, self.setup
+        if c.connector is not None:
+            return any(x.name in c.connector for x in s.connectors)
+        if c.connector_hma is not None:
+            return any(x.hma_at(ch.version) == c.connector_hma for x in s.connectors)
+        if c.connector_configured is not None:
+            return bool(s.connectors) is c.connector_configured
+        if c.connector_unavailable is not None:
+            skipped = c.connector_unavailable
+            return any(x.name not in skipped and not x.exists_in(ch.version) for x in s.connectors)
+        if c.offload_shorthand is not None:
+            return s.shorthand is c.offload_shorthand
+        if c.tier is not None:
+            return bool(s.tiers & set(c.tier))
+        if c.tier_unregistered is not None:
+            return not c.tier_unregistered  # the chosen tiers are the release's registered types
+        if c.entry_unavailable is not None:
+            return ch.gated(c.entry_unavailable).status_at(ch.version) in ("removed", "not_yet")
+        if c.entry_deprecated is not None:
+            return ch.gated(c.entry_deprecated).status_at(ch.version) in ("deprecated", "removed")
+        if c.model_matches is not None:
+            return self._model_matches(c.model_matches)
+        if c.extra_config is not None and c.extra_config.name == "spec_name" and s.spec is not None:
+            return re.search(c.extra_config.matches, s.spec) is not None
+        if c.compare is not None:
+            left, right = self._side(c.compare.left), self._side(c.compare.right)
+            if left is not None and right is not None:
+                return _COMPARE[c.compare.op](left, right)
+        return None
+
+    def _model_matches(self, pattern: str) -> bool | None:
+        model = self.ch.k.find_model(self.ch.model_id) if self.ch.model_id else None
+        if model is None:
+            return None
+        return any(re.search(pattern, name) for name in (model.id, model.name, model.hf_repo, *model.aliases))
+
+    def _operand(self, text: str) -> float | None:
+        """An operand's value where the choice gives it: a number, or the ranks one instance spans."""
+        if re.fullmatch(r"\d+(\.\d+)?", text):
+            return float(text)
+        if text == "fact:world_size":
+            t = self.ch.request.topology
+            return float(t.tensor_parallel_size * t.pipeline_parallel_size)
+        return None
+
+    def _side(self, expression: str) -> float | None:
+        parts = re.split(r"\s+([*/])\s+", expression.strip())
+        value = self._operand(parts[0])
+        for op, operand in zip(parts[1::2], parts[2::2], strict=True):
+            other = self._operand(operand)
+            if value is None or other is None or (op == "/" and not other):
+                return None
+            value = value * other if op == "*" else value / other
+        return value
+
+    def _label(self, operand: str) -> str:
+        known = self._operand(operand)
+        kind, _, name = operand.partition(":")
+        if kind in ("flag", "env"):
+            return name
+        label = _OPERAND_LABELS.get(operand, name.replace("_", " ").replace("gib", "GiB"))
+        return f"{label} ({known:g})" if known is not None else label
+
+    def _open(self, c: Condition, negate: bool) -> str:
+        """The condition in words, as what must be true for the rule to hold."""
+        test = c.flag_value or c.env_value
+        named = c.flag or c.flag_on or c.env or (test.name if test else None)
+        if named in self.required:
+            self.listed.add(named)
+        return self._words(c, negate)
+
+    def _words(self, c: Condition, negate: bool) -> str:
+        neg = " not" if negate else ""
+        if c.flag is not None or c.flag_on is not None:
+            return f"{c.flag or c.flag_on} is{neg} given"
+        if c.flag_off is not None:
+            return f"{c.flag_off} is{neg} turned off"
+        if c.env is not None:
+            return f"{c.env} is{neg} set"
+        test = c.flag_value or c.env_value or c.extra_config
+        if test is not None:
+            name = f"kv_connector_extra_config.{test.name}" if c.extra_config else test.name
+            return f"{name} is{neg} set to a value matching {test.matches}"
+        if c.compare is not None:
+            op = _NEGATED_OP[c.compare.op] if negate else c.compare.op
+            return f"{self._expression(c.compare.left)} {op} {self._expression(c.compare.right)}"
+        if c.model_matches is not None:
+            return f"the model's name {'does not match' if negate else 'matches'} {c.model_matches}"
+        if c.gpu_segment is not None:
+            return f"the GPU is{neg} a {' or '.join(c.gpu_segment)} part"
+        if c.env_differs is not None:
+            return f"instances sharing the cache{' do not' if negate else ''} set {c.env_differs} differently"
+        if c.pd_proxy_mismatch is not None:
+            return f"the P/D proxy started is{'' if negate else ' not'} the one this connector needs in this release"
+        return f"the configuration does{neg} give an option vLLM {self.ch.version} does not accept"
+
+    def _expression(self, expression: str) -> str:
+        return re.sub(r"(flag|env|fact|host|workload):[\w.-]+", lambda m: self._label(m.group(0)), expression)
+
+
+def _combine(parts: list[Judged], conjunction: bool) -> Judged:
+    """``all`` (conjunction) or ``any`` of three-valued parts; an open result names its open parts."""
+    decisive = not conjunction  # false settles an all, true an any
+    if any(value is decisive for value, _ in parts):
+        return decisive, ""
+    open_parts = [text for value, text in parts if value is None]
+    if not open_parts:
+        return conjunction, ""
+    joined = (" and " if conjunction else " or ").join(open_parts)
+    return None, f"({joined})" if len(open_parts) > 1 else joined
+
+
+def _setups(ch: _Chooser, recipe: Recipe, requirements: list[Requirement]) -> list[_Setup]:
+    """The recommended setup, then each other one the offload shorthand makes of this backend here."""
+    connector_ids = [recipe.connector] if recipe.connector else []
+    if recipe.backend == "multi_nixl_offload":
+        connector_ids += ["connector.nixl", "connector.offloading"]
+    connectors = tuple(c for c in (ch.k.by_id[i] for i in connector_ids) if isinstance(c, Connector))
+    uses_shorthand = any(q.name == "--kv-offloading-backend" for q in requirements)
+    tiers = frozenset([*ch.tier_kinds, *(ch.recipes.tier_type(kind, ch.version) or kind for kind in ch.tier_kinds)])
+    setups = [_Setup(connectors, uses_shorthand, recipe.spec, tiers)]
+    if ch.tier_kinds:
+        return setups  # the shorthand configures a CPU tier only: it is no way to set up secondary tiers
+    # The shorthand backends that can configure this recipe's connector, in any release.
+    backends = {s.backend for s in ch.k.offload_shorthand if s.connector == recipe.connector}
+    for s in ch.k.offload_shorthand:
+        if s.backend not in backends or not in_range(s.versions, ch.version):
+            continue
+        if uses_shorthand and s.when_env is None:
+            continue  # that is the recommendation itself
+        connector = ch.k.by_id[s.connector]
+        assert isinstance(connector, Connector)
+        premise = f"--kv-offloading-backend {s.backend} is used" + (
+            f" with {s.when_env.name} set to a value matching {s.when_env.matches} (it then configures "
+            f"{connector.name})"
+            if s.when_env
+            else f" instead (it configures {connector.name} in {ch.version})"
+        )
+        setups.append(_Setup((connector,), True, None, frozenset(), premise))
+    return setups
+
+
 def _avoid(ch: _Chooser, recipe: Recipe, requirements: list[Requirement]) -> list[AvoidNote]:
+    """The recipe's pitfalls whose conditions the chosen setup meets, or may meet (a check)."""
+    candidates = [*recipe.avoid]
+    if ch.needs_hma and _HMA_FLAG_WITH_HMA_CONNECTOR not in candidates:
+        candidates.append(_HMA_FLAG_WITH_HMA_CONNECTOR)
+    required = {q.name for q in requirements}
+    setups = _setups(ch, recipe, requirements)
     notes = []
-    for pid in recipe.avoid:
-        p = ch.k.by_id[pid]
-        assert isinstance(p, Pitfall)
-        if not in_range(p.versions, ch.version):
+    for pid in candidates:
+        rule = ch.k.by_id[pid]
+        assert isinstance(rule, Pitfall)
+        if not in_range(rule.versions, ch.version):
             continue
-        if pid == "pitfall.lmcache-v1-hybrid-model" and not ch.needs_hma:
-            continue
-        if pid == "pitfall.hma-flag-missing-with-shorthand" and not any(
-            q.name == "--kv-offloading-backend" for q in requirements
-        ):
-            continue
-        notes.append(AvoidNote(id=p.id, title=p.title, severity=p.severity, fix=p.fix))
-        ch.cite(p.id)
+        note = _avoid_note(ch, rule, setups, required)
+        if note is not None:
+            notes.append(note)
+            ch.cite(rule.id)
     return notes
+
+
+def _avoid_note(ch: _Chooser, rule: Pitfall, setups: list[_Setup], required: set[str]) -> AvoidNote | None:
+    """The note for ``rule`` from the first setup that does not rule it out; None when every one does."""
+    holds: bool | None = None
+    check = "it has no condition to test against the choice: compare its title with your configuration"
+    if rule.when is not None:
+        for setup in setups:
+            judge = _Judge(ch, setup, required)
+            holds, open_part = judge.judge(rule.when)
+            if holds is False:
+                continue
+            holds = holds and not setup.premise
+            listed = f"; the requirements list {', '.join(sorted(judge.listed))}" if judge.listed else ""
+            check = "holds when " + " and ".join(part for part in (setup.premise, open_part) if part) + listed
+            break
+        else:
+            return None
+    capped: Severity = "info" if rule.severity == "info" else "warning"
+    return AvoidNote(
+        id=rule.id,
+        title=rule.title,
+        severity=rule.severity if holds else capped,
+        rule_severity=rule.severity,
+        holds="yes" if holds else "check",
+        check=None if holds else check,
+        fix=rule.fix,
+        why=rule.why,
+        premises=list(rule.premises),
+        sources=list(rule.sources),
+    )
 
 
 def _bugs(ch: _Chooser, ids: set[str]) -> list[BugNote]:
@@ -905,11 +1170,6 @@ def choose_backend(request: ChooseBackendRequest, knowledge: Knowledge) -> Choos
         ch.cite(gate)
     requirements = _requirements(ch, recipe)
     avoid = _avoid(ch, recipe, requirements)
-    if ch.needs_hma and backend not in ("none",):
-        flag = knowledge.by_id["pitfall.hma-flag-with-hma-connector"]
-        assert isinstance(flag, Pitfall)
-        if in_range(flag.versions, ch.version) and flag.id not in {a.id for a in avoid}:
-            avoid.append(AvoidNote(id=flag.id, title=flag.title, severity=flag.severity, fix=flag.fix))
     path_ids = {recipe.connector or "", *recipe.gates, *(q.source or "" for q in requirements), *ch.gates}
     if backend == "multi_nixl_offload":
         path_ids |= {"connector.nixl", "connector.offloading"}
