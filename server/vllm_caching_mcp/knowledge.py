@@ -948,6 +948,7 @@ class SharedMemoryFacts(RenderFact):
 class HostMemoryFacts(RenderFact):
     """What a rendered container is given beyond what it pins: the process, per-GPU buffers, helpers."""
 
+    pinned_headroom: float = Field(ge=0, le=1, description="the share of the pinned memory added on top of it")
     process_gib: float = Field(ge=0, le=1024)
     per_gpu_gib: float = Field(ge=0, le=1024)
     helper_gib: float = Field(gt=0, le=1024)

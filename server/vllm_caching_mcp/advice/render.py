@@ -721,7 +721,8 @@ class _Planner:
         if not c.shm:
             c.shm_gib = c.shm_tier_gib + headroom
         # The tier in /dev/shm is charged to the container once: it is part of what it pins.
-        c.memory_gib = math.ceil(c.pinned_gib + headroom + memory.process_gib + memory.per_gpu_gib * c.gpus)
+        pinned = c.pinned_gib * (1 + memory.pinned_headroom)
+        c.memory_gib = math.ceil(pinned + headroom + memory.process_gib + memory.per_gpu_gib * c.gpus)
         self.cite_fact("host_memory")
         cache = self.facts.model_cache
         self.cite_fact("model_cache")
