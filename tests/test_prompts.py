@@ -23,7 +23,7 @@ pytestmark = pytest.mark.anyio
 
 DEPLOYMENT = (
     "vllm serve meta-llama/Llama-3.1-70B-Instruct --tensor-parallel-size 8 \\\n"
-    "    --kv-offloading-size 100 --kv-offloading-backend native --no-enable-prefix-caching\n"
+    "    --kv-offloading-size 100 --kv-offloading-backend native --cpu-offload-gb 64\n"
 )
 
 
@@ -72,7 +72,7 @@ async def test_review_prompt_carries_the_deployment_and_calls_that_the_tools_acc
     assert review_args["documents"] == [{"name": "serve.sh", "text": DEPLOYMENT}]
     # The call the prompt prescribes finds the mistake in the deployment.
     review = run_tool("review_deployment", review_args).model_dump(mode="json")
-    assert "pitfall.prefix-caching-disabled" in {f["rule_id"] for f in review["findings"]}
+    assert "pitfall.cpu-offload-gb-is-weights" in {f["rule_id"] for f in review["findings"]}
 
 
 async def test_sizing_prompt_builds_choose_and_size_calls(client: Client) -> None:
