@@ -1177,3 +1177,12 @@ def test_expressions_add_a_headroom_left_to_right(knowledge: Knowledge) -> None:
     ctx = Context(effective, [], knowledge, version, HostFacts(), p99_context_tokens=None)
     value, label, missing, absent = _expression("fact:host_offload_gib * 1.1 + 4 - 2", ctx)
     assert value == pytest.approx(112) and label == "pinned host GiB * 1.1 + 4 - 2" and not missing and not absent
+
+
+def test_the_nodes_dev_shm_mounted_as_a_host_path_is_not_judged_as_the_64_mib_default(knowledge: Knowledge) -> None:
+    # render_config mounts the node's /dev/shm into the LMCache MP pods; that is the node's, like hostIPC.
+    default = _pod(f"--model, {M}, --tensor-parallel-size, '4'")
+    host_path = default.replace("        args:", "        volumeMounts: [{name: shm, mountPath: /dev/shm}]\n        args:")
+    host_path += "      volumes: [{name: shm, hostPath: {path: /dev/shm, type: Directory}}]\n"
+    assert "pitfall.shm-too-small-for-workers" in fired(review_manifest(knowledge, default))
+    assert "pitfall.shm-too-small-for-workers" not in fired(review_manifest(knowledge, host_path))

@@ -2,7 +2,9 @@
 
 Accepted: shell text with a `vllm serve` or `python -m vllm.entrypoints.openai.api_server`
 line, a `docker run` / `podman run` line, docker-compose files, Kubernetes manifests
-(Deployment, StatefulSet, DaemonSet, Job, Pod, LeaderWorkerSet, ConfigMap; multi-document),
+(Deployment, StatefulSet, DaemonSet, Job, Pod, LeaderWorkerSet, ConfigMap; multi-document) and
+the kustomizations among them (a resource is read as its build makes it: strategic-merge and JSON 6902
+patches, `images:` rewrites),
 LMCache configuration YAML, and Helm values of the vLLM production-stack chart
 (`servingEngineSpec.modelSpec`) and of vLLM's example chart (`image.command`).
 
@@ -1449,8 +1451,14 @@ def _pod_resources(
     workload.host_ipc = pod_spec.get("hostIPC") is not None and pod_spec.get("hostIPC").value is True
     mounts = {_text_of(m.get("name")): _text_of(m.get("mountPath")) for m in container.each("volumeMounts")}
     for volume in pod_spec.each("volumes"):
+        if mounts.get(_text_of(volume.get("name"))) != "/dev/shm":
+            continue
+        host_path = volume.get("hostPath")
+        if host_path is not None and _text_of(host_path.get("path")) == "/dev/shm":
+            workload.shm_mounted = True  # the node's own /dev/shm, as with hostIPC: not the container's to size
+            continue
         empty_dir = volume.get("emptyDir")
-        if empty_dir is None or mounts.get(_text_of(volume.get("name"))) != "/dev/shm":
+        if empty_dir is None:
             continue
         if empty_dir.get("medium") is not None and _text_of(empty_dir.get("medium")) == "Memory":
             workload.shm_mounted = True
@@ -2032,6 +2040,10 @@ def _build(
 def _read_kustomization(
     name: str, root: _Located, documents: list[Document], totals: _Totals, builds: _Builds, notes: list[str]
 ) -> _Overlay:
+    for key in ("resources", "bases", "images", "patchesStrategicMerge", "patches", "patchesJson6902"):
+        given = root.get(key)
+        if given is not None and not isinstance(given.value, list):
+            notes.append(f"{_at(name, given)}: {key} takes a list; what is given is not read")
     overlay = _Overlay(name=name, resources=root.each("resources") + root.each("bases"), patches=[], images=[])
     overlay.images = [i for i in root.each("images") if isinstance(i.value, dict) and i.get("name") is not None]
     for key in ("patchesStrategicMerge", "patches", "patchesJson6902"):
@@ -2070,12 +2082,34 @@ def _read_patch(
     target = None
     if target_item is not None and isinstance(target_item.value, dict):
         target = {k: _text_of(v) for k, v in target_item.value.items() if not isinstance(v.value, (dict, list))}
+    problem = _target_problem(target) if target is not None else None
+    if problem is not None:
+        notes.append(f"{where}: {problem}; the patch is not applied")
+        return None
     if len(roots) == 1 and isinstance(roots[0].value, list):
         if target is None:
             notes.append(f"{where}: a JSON 6902 patch without a target; it is not applied")
             return None
         return _Patch(source=source, objects=[], operations=roots[0].items(), target=target)
     return _Patch(source=source, objects=[r for r in roots if isinstance(r.value, dict)], operations=[], target=target)
+
+
+# A target's name is a regular expression (Go's, which takes linear time); Python's backtracks, so only
+# patterns that cannot backtrack far are evaluated: names, dots, stars and alternatives, a few stars.
+_SIMPLE_NAME_PATTERN = re.compile(r"\^?[\w.\-|*]*\$?")
+_LABEL_TERM = re.compile(r"(!?)([^=!\s]+)\s*(?:(==|=|!=)\s*(\S*))?")
+
+
+def _target_problem(target: dict[str, str]) -> str | None:
+    """Why this reader cannot evaluate a patch target, when it cannot."""
+    name = target.get("name", "")
+    if not _SIMPLE_NAME_PATTERN.fullmatch(name) or name.count("*") > 4:
+        shown = _clip(name, 100)
+        return f"the target name {shown!r} is a regular expression not evaluated here (only names, ., * and |)"
+    terms = [t.strip() for t in target.get("labelSelector", "").split(",") if t.strip()]
+    if not all(_LABEL_TERM.fullmatch(t) for t in terms):
+        return "its labelSelector is not read here (only equality terms: app=x, app!=x, app, !app)"
+    return None
 
 
 def _selector_text(patch: _Patch) -> str:
@@ -2116,7 +2150,7 @@ def _selects(obj: _Located, selector: Mapping[str, str], name_pattern: bool) -> 
 def _labels_match(selector: str | None, labels: dict[str, Any]) -> bool:
     """A label selector of equality terms (``app=vllm,tier!=cache``, ``app``, ``!app``), as kustomize reads one."""
     for term in filter(None, (t.strip() for t in (selector or "").split(","))):
-        m = re.fullmatch(r"(!?)([^=!\s]+)\s*(?:(==|=|!=)\s*(\S*))?", term)
+        m = _LABEL_TERM.fullmatch(term)
         if m is None:
             return False
         negated, key, op, value = m.groups()
