@@ -40,7 +40,11 @@ async def test_lists_every_tool_with_schemas_and_annotations(client: Client) -> 
     tool = listed["check_version"]
     assert tool.output_schema is not None and "version_context" in tool.output_schema["properties"]
     props = tool.input_schema["properties"]
-    assert props["name"]["description"] and props["version"]["maxLength"] == 40 and props["version"]["type"] == ["string", "null"]
+    assert (
+        props["name"]["description"]
+        and props["version"]["maxLength"] == 40
+        and props["version"]["type"] == ["string", "null"]
+    )
     assert tool.annotations is not None
     assert tool.annotations.read_only_hint and tool.annotations.idempotent_hint
     assert tool.annotations.open_world_hint is False

@@ -1182,7 +1182,9 @@ def test_expressions_add_a_headroom_left_to_right(knowledge: Knowledge) -> None:
 def test_the_nodes_dev_shm_mounted_as_a_host_path_is_not_judged_as_the_64_mib_default(knowledge: Knowledge) -> None:
     # render_config mounts the node's /dev/shm into the LMCache MP pods; that is the node's, like hostIPC.
     default = _pod(f"--model, {M}, --tensor-parallel-size, '4'")
-    host_path = default.replace("        args:", "        volumeMounts: [{name: shm, mountPath: /dev/shm}]\n        args:")
+    host_path = default.replace(
+        "        args:", "        volumeMounts: [{name: shm, mountPath: /dev/shm}]\n        args:"
+    )
     host_path += "      volumes: [{name: shm, hostPath: {path: /dev/shm, type: Directory}}]\n"
     assert "pitfall.shm-too-small-for-workers" in fired(review_manifest(knowledge, default))
     assert "pitfall.shm-too-small-for-workers" not in fired(review_manifest(knowledge, host_path))
