@@ -981,33 +981,43 @@ def _tier_too_small(case: _Case) -> Cause | None:
     )
 
 
-def _per_rank_sizing(case: _Case) -> Cause | None:
-    finding = case.findings.get("pitfall.kv-offloading-size-per-rank")
+def _from_finding(
+    case: _Case, rule_id: str, cause_id: str, likelihood: Likelihood, title: str, next_check: str
+) -> Cause | None:
+    """A cause the deployment review found outright: its finding is the evidence, its reason the why."""
+    finding = case.findings.get(rule_id)
     if finding is None:
         return None
     return Cause(
-        id="per_rank_sizing",
-        likelihood="high",
-        title="--kv-offloading-size looks like a per-GPU number, leaving the tier TP times too small",
+        id=cause_id,
+        likelihood=likelihood,
+        title=title,
         evidence=[f"{finding.location}: {finding.message}"],
-        next_check="Multiply the per-GPU amount by TP x PP; --kv-offloading-size is the total for the engine.",
+        next_check=next_check,
         why=finding.why,
         premises=finding.premises,
     )
 
 
+def _per_rank_sizing(case: _Case) -> Cause | None:
+    return _from_finding(
+        case,
+        "pitfall.kv-offloading-size-per-rank",
+        "per_rank_sizing",
+        "high",
+        "--kv-offloading-size looks like a per-GPU number, leaving the tier TP times too small",
+        "Multiply the per-GPU amount by TP x PP; --kv-offloading-size is the total for the engine.",
+    )
+
+
 def _max_model_len_too_high(case: _Case) -> Cause | None:
-    finding = case.findings.get("pitfall.max-model-len-far-above-workload")
-    if finding is None:
-        return None
-    return Cause(
-        id="max_model_len_too_high",
-        likelihood="medium",
-        title="--max-model-len far above real requests",
-        evidence=[f"{finding.location}: {finding.message}"],
-        next_check="Set --max-model-len near the p99 context; see whether preemptions fall.",
-        why=finding.why,
-        premises=finding.premises,
+    return _from_finding(
+        case,
+        "pitfall.max-model-len-far-above-workload",
+        "max_model_len_too_high",
+        "medium",
+        "--max-model-len far above real requests",
+        "Set --max-model-len near the p99 context; see whether preemptions fall.",
     )
 
 
