@@ -1188,3 +1188,11 @@ def test_the_nodes_dev_shm_mounted_as_a_host_path_is_not_judged_as_the_64_mib_de
     host_path += "      volumes: [{name: shm, hostPath: {path: /dev/shm, type: Directory}}]\n"
     assert "pitfall.shm-too-small-for-workers" in fired(review_manifest(knowledge, default))
     assert "pitfall.shm-too-small-for-workers" not in fired(review_manifest(knowledge, host_path))
+
+
+def test_a_gpu_count_written_as_a_string_quantity_is_read(knowledge: Knowledge) -> None:
+    # Kubernetes quantities are strings as often as numbers: nvidia.com/gpu: "2" is two GPUs.
+    resources = '        resources: {limits: {nvidia.com/gpu: "2"}}\n'
+    result = review_manifest(knowledge, _pod(f"--model, {M}, --tensor-parallel-size, '4'", resources, SHM_200))
+    assert "pitfall.world-size-over-visible-gpus" in fired(result), result.summary()
+    assert not any("nvidia.com/gpu" in note for note in result.notes)

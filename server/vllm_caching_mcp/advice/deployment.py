@@ -1257,12 +1257,18 @@ def _gpu_label(pod_spec: _Located) -> str | None:
     return None
 
 
-def _whole_number(doc: Document, item: _Located | None, what: str, low: int, high: int, notes: list[str]) -> int | None:
-    """An integer field such as replicas; None, with a note, when it is not a whole number from low to high."""
+def _whole_number(
+    doc: Document, item: _Located | None, what: str, low: int, high: int, notes: list[str], *, quantity: bool = False
+) -> int | None:
+    """An integer field such as replicas; None, with a note, when it is not a whole number from low to high.
+    A resource ``quantity`` may also be written as a string ("8"), as Kubernetes quantities often are."""
     if item is None:
         return None
-    if isinstance(item.value, int) and not isinstance(item.value, bool) and low <= item.value <= high:
-        return item.value
+    value = item.value
+    if quantity and isinstance(value, str) and value.strip().isdigit():
+        value = int(value.strip())
+    if isinstance(value, int) and not isinstance(value, bool) and low <= value <= high:
+        return value
     shown = _clip(_text_of(item), 40)
     notes.append(f"{_loc(doc, item)}: {what} {shown} is not a whole number from {low} to {high:,}; it is not used")
     return None
@@ -1447,7 +1453,7 @@ def _pod_resources(
             workload.memory_request_gib = _memory_limit(doc, given.get("memory"), notes)
         gpus = given.get("nvidia.com/gpu")
         if gpus is not None:
-            workload.gpu_count = _whole_number(doc, gpus, "nvidia.com/gpu", 0, 1_000, notes)
+            workload.gpu_count = _whole_number(doc, gpus, "nvidia.com/gpu", 0, 1_000, notes, quantity=True)
     workload.host_ipc = pod_spec.get("hostIPC") is not None and pod_spec.get("hostIPC").value is True
     mounts = {_text_of(m.get("name")): _text_of(m.get("mountPath")) for m in container.each("volumeMounts")}
     for volume in pod_spec.each("volumes"):
@@ -1803,7 +1809,7 @@ def _stack_resources(doc: Document, spec: _Located, workload: Workload, notes: l
     if spec.get("limitMemory") is not None:
         workload.memory_limit_gib = _memory_limit(doc, spec.get("limitMemory"), notes)
     if spec.get("requestGPU") is not None:
-        workload.gpu_count = _whole_number(doc, spec.get("requestGPU"), "requestGPU", 0, 1_000, notes)
+        workload.gpu_count = _whole_number(doc, spec.get("requestGPU"), "requestGPU", 0, 1_000, notes, quantity=True)
     config = spec.get("vllmConfig")
     if config is not None and config.get("tensorParallelSize") is not None:
         shm = spec.get("shmSize")

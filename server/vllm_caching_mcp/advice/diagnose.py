@@ -982,7 +982,7 @@ def _tier_too_small(case: _Case) -> Cause | None:
 
 
 def _from_finding(
-    case: _Case, rule_id: str, cause_id: str, likelihood: Likelihood, title: str, next_check: str
+    case: _Case, rule_id: str, cause_id: CauseId, likelihood: Likelihood, title: str, next_check: str
 ) -> Cause | None:
     """A cause the deployment review found outright: its finding is the evidence, its reason the why."""
     finding = case.findings.get(rule_id)
