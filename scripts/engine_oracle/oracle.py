@@ -253,6 +253,87 @@ def _kind(spec: Any) -> str:
     }.get(name, name)
 
 
+def _layer_kinds(spec: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The per-rank layer specs by kind: how many layers, and their bytes per token (or state per sequence)."""
+    layer_kinds: dict[str, dict[str, Any]] = {}
+    for s in spec.values():
+        kind = layer_kinds.setdefault(_kind(s), {"layers_per_rank": 0, "spec": _spec_summary(s)})
+        kind["layers_per_rank"] += 1
+        if _kind(s) == "linear_attention":
+            # A state per sequence, not bytes per token: its content, and the page it is padded to.
+            kind["state_bytes_per_sequence_per_layer_per_rank"] = int(s.real_page_size_bytes)
+            kind["page_size_bytes"] = int(s.page_size_bytes)
+            continue
+        per_token = s.page_size_bytes // s.block_size
+        assert per_token * s.block_size == s.page_size_bytes, "page not a whole number of bytes per token"
+        kind["bytes_per_token_per_layer_per_rank"] = per_token
+    for kind in layer_kinds.values():
+        if "bytes_per_token_per_layer_per_rank" in kind:
+            kind["bytes_per_token_per_rank"] = kind["bytes_per_token_per_layer_per_rank"] * kind["layers_per_rank"]
+    return layer_kinds
+
+
+def _provenance(vllm_version: str, torch_version: str) -> dict[str, Any]:
+    return {
+        "vllm_version": vllm_version,
+        "torch_version": torch_version,
+        "recorded_at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "method": "model class built on the meta device (EngineArgs.create_engine_config; "
+        "initialize_model; update_block_size_for_backend; GPUModelRunner.get_kv_cache_spec; "
+        "get_kv_cache_configs)",
+        "determine_available_memory": "replaced by the per-rank budget",
+    }
+
+
+def _inputs(
+    cell: dict[str, Any], gpu: dict[str, Any], config_dir: Path, budget_bytes: int, vllm_config: Any
+) -> dict[str, Any]:
+    """What the cell asked, as the engine resolved it (its defaults included)."""
+    mc = vllm_config.model_config
+    return {
+        "model": cell["model"],
+        "config": str((config_dir / "config.json").relative_to(REPO)),
+        "tensor_parallel_size": int(cell["tp"]),
+        "pipeline_parallel_size": vllm_config.parallel_config.pipeline_parallel_size,
+        "dtype": str(mc.dtype).replace("torch.", ""),
+        "kv_cache_dtype": cell["kv_cache_dtype"],
+        "block_size_flag": None,
+        "engine_args": cell.get("engine_args", {}),
+        "gpu": {
+            "key": cell["gpu"],
+            "name": gpu["name"],
+            "compute_capability": ".".join(map(str, gpu["capability"])),
+            "total_memory_bytes": gpu["total_memory_bytes"],
+            "knowledge_id": gpu["knowledge_id"],
+        },
+        "kv_budget_bytes_per_rank": budget_bytes,
+        "max_model_len": mc.max_model_len,
+        "max_num_batched_tokens": vllm_config.scheduler_config.max_num_batched_tokens,
+        "max_num_seqs": vllm_config.scheduler_config.max_num_seqs,
+        "usage_context": "OPENAI_API_SERVER",
+        "async_scheduling": bool(vllm_config.scheduler_config.async_scheduling),
+        "max_in_flight_tokens": vllm_config.max_in_flight_tokens,
+        "mamba_cache_mode": str(vllm_config.cache_config.mamba_cache_mode),
+        "enable_prefix_caching": bool(vllm_config.cache_config.enable_prefix_caching),
+        "hybrid_kv_cache_manager": not vllm_config.scheduler_config.disable_hybrid_kv_cache_manager,
+    }
+
+
+def _scheduler_groups(sched: Any, vllm_config: Any) -> list[dict[str, Any]]:
+    return [
+        {
+            "spec": _spec_summary(g.kv_cache_spec),
+            "layers": len(g.layer_names),
+            "max_memory_usage_bytes": int(g.kv_cache_spec.max_memory_usage_bytes(vllm_config)),
+        }
+        for g in sched.kv_cache_groups
+    ]
+
+
+class _Runner:
+    """What GPUModelRunner.get_kv_cache_spec reads: only vllm_config, and it fills shared_kv_cache_layers."""
+
+
 def run_cell(cell: dict[str, Any], budget_bytes: int) -> dict[str, Any]:
     """One cell, in this process: the engine's own figures."""
     gpu = GPUS[cell["gpu"]]
@@ -299,10 +380,6 @@ def run_cell(cell: dict[str, Any], budget_bytes: int) -> dict[str, Any]:
     import vllm.utils.torch_utils as torch_utils
 
     torch_utils._aux_stream = object()  # type: ignore[assignment]
-
-    # GPUModelRunner.get_kv_cache_spec reads only self.vllm_config and fills shared_kv_cache_layers.
-    class _Runner:
-        pass
 
     # One model per pipeline stage (each worker builds only its stage's layers); TP ranks of a stage have
     # the same specs. Each stage gets its own config, as each worker process has its own.
@@ -358,21 +435,7 @@ def run_cell(cell: dict[str, Any], budget_bytes: int) -> dict[str, Any]:
         sched = generate_scheduler_kv_cache_config(configs)
         max_concurrency = get_max_concurrency_for_kv_cache_config(vllm_config, sched)
 
-    layer_kinds: dict[str, dict[str, Any]] = {}
-    for s in spec.values():
-        kind = layer_kinds.setdefault(_kind(s), {"layers_per_rank": 0, "spec": _spec_summary(s)})
-        kind["layers_per_rank"] += 1
-        if _kind(s) == "linear_attention":
-            # A state per sequence, not bytes per token: its content, and the page it is padded to.
-            kind["state_bytes_per_sequence_per_layer_per_rank"] = int(s.real_page_size_bytes)
-            kind["page_size_bytes"] = int(s.page_size_bytes)
-            continue
-        per_token = s.page_size_bytes // s.block_size
-        assert per_token * s.block_size == s.page_size_bytes, "page not a whole number of bytes per token"
-        kind["bytes_per_token_per_layer_per_rank"] = per_token
-    for kind in layer_kinds.values():
-        if "bytes_per_token_per_layer_per_rank" in kind:
-            kind["bytes_per_token_per_rank"] = kind["bytes_per_token_per_layer_per_rank"] * kind["layers_per_rank"]
+    layer_kinds = _layer_kinds(spec)
     config0 = configs[busiest * tp if len(configs) == world else 0]
     # In 0.33.0 every KVCacheTensor describes the one backing allocation (groups overlay it), so the
     # allocation is that size, not the sum; the pool's bytes per block come from vLLM's own probe.
@@ -383,54 +446,13 @@ def run_cell(cell: dict[str, Any], budget_bytes: int) -> dict[str, Any]:
         pool_block_bytes = _pool_bytes_per_block_from_builder(
             get_kv_cache_config_builder(vllm_config), vllm_config, config0.kv_cache_groups
         )
-    sched_groups = [
-        {
-            "spec": _spec_summary(g.kv_cache_spec),
-            "layers": len(g.layer_names),
-            "max_memory_usage_bytes": int(g.kv_cache_spec.max_memory_usage_bytes(vllm_config)),
-        }
-        for g in sched.kv_cache_groups
-    ]
+    sched_groups = _scheduler_groups(sched, vllm_config)
     block_sizes = [g.kv_cache_spec.block_size for g in sched.kv_cache_groups]
     mc = vllm_config.model_config
     return {
         "id": _cid(cell),
-        "provenance": {
-            "vllm_version": vllm.__version__,
-            "torch_version": torch.__version__,
-            "recorded_at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "method": "model class built on the meta device (EngineArgs.create_engine_config; "
-            "initialize_model; update_block_size_for_backend; GPUModelRunner.get_kv_cache_spec; "
-            "get_kv_cache_configs)",
-            "determine_available_memory": "replaced by the per-rank budget",
-        },
-        "inputs": {
-            "model": cell["model"],
-            "config": str((config_dir / "config.json").relative_to(REPO)),
-            "tensor_parallel_size": tp,
-            "pipeline_parallel_size": vllm_config.parallel_config.pipeline_parallel_size,
-            "dtype": str(mc.dtype).replace("torch.", ""),
-            "kv_cache_dtype": cell["kv_cache_dtype"],
-            "block_size_flag": None,
-            "engine_args": cell.get("engine_args", {}),
-            "gpu": {
-                "key": cell["gpu"],
-                "name": gpu["name"],
-                "compute_capability": ".".join(map(str, gpu["capability"])),
-                "total_memory_bytes": gpu["total_memory_bytes"],
-                "knowledge_id": gpu["knowledge_id"],
-            },
-            "kv_budget_bytes_per_rank": budget_bytes,
-            "max_model_len": mc.max_model_len,
-            "max_num_batched_tokens": vllm_config.scheduler_config.max_num_batched_tokens,
-            "max_num_seqs": vllm_config.scheduler_config.max_num_seqs,
-            "usage_context": "OPENAI_API_SERVER",
-            "async_scheduling": bool(vllm_config.scheduler_config.async_scheduling),
-            "max_in_flight_tokens": vllm_config.max_in_flight_tokens,
-            "mamba_cache_mode": str(vllm_config.cache_config.mamba_cache_mode),
-            "enable_prefix_caching": bool(vllm_config.cache_config.enable_prefix_caching),
-            "hybrid_kv_cache_manager": not vllm_config.scheduler_config.disable_hybrid_kv_cache_manager,
-        },
+        "provenance": _provenance(vllm.__version__, torch.__version__),
+        "inputs": _inputs(cell, gpu, config_dir, budget_bytes, vllm_config),
         "engine": {
             "architecture": mc.architectures[0] if mc.architectures else None,
             "attention_backends": sorted(
