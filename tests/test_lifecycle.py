@@ -103,3 +103,20 @@ def test_hma_at_answers_from_the_connector_s_ranges_and_none_outside_them() -> N
         }
     )
     assert bare.hma_at(Version("0.21.0")) is None and bare.hma_at(Version("0.22.0")) == "yes"
+
+
+@pytest.mark.parametrize("tool", ["choose_backend", "size_offload", "render_config"])
+def test_a_minor_release_is_read_as_its_newest_patch_and_the_answer_says_so(tool: str) -> None:
+    from vllm_caching_mcp.tools import run_tool
+
+    arguments: dict[str, object] = {"version": "v0.22"}
+    if tool == "choose_backend":
+        arguments["tiers"] = ["cpu"]
+    elif tool == "size_offload":
+        arguments |= {"model": "llama-3.1-8b", "kv_offloading_size_gib": 64}
+    else:
+        arguments |= {"backend": "native_cpu", "model": "m", "sizes": {"kv_offloading_size_gib": 64}}
+    result = run_tool(tool, arguments)
+    context = result.version_context  # type: ignore[attr-defined]
+    assert context.version == "0.22.1"
+    assert any("'v0.22' is read as 0.22.1" in w and "0.22.0 also exists" in w for w in context.warnings)

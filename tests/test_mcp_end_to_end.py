@@ -37,6 +37,8 @@ async def client(request: pytest.FixtureRequest) -> AsyncIterator[Client]:
 async def test_lists_every_tool_with_schemas_and_annotations(client: Client) -> None:
     listed = {t.name: t for t in (await client.list_tools()).tools}
     assert set(listed) == set(TOOL_NAMES)
+    # Unknown arguments are refused, and every listed schema says so.
+    assert all(t.input_schema.get("additionalProperties") is False for t in listed.values())
     tool = listed["check_version"]
     assert tool.output_schema is not None and "version_context" in tool.output_schema["properties"]
     props = tool.input_schema["properties"]

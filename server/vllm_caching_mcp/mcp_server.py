@@ -231,7 +231,9 @@ def _tool_function(spec: ToolSpec, workers: ToolWorkers | None) -> Any:
 def _compacted(tool: MCPTool) -> MCPTool:
     """The tool as listed, its schemas in their shorter equivalent form (see compact_schema)."""
     output = compact(tool.output_schema) if tool.output_schema is not None else None
-    return tool.model_copy(update={"input_schema": compact(tool.input_schema), "output_schema": output})
+    # The server refuses an argument a tool does not take (tools.check_argument_names); the schema says so.
+    arguments = {**compact(tool.input_schema), "additionalProperties": False}
+    return tool.model_copy(update={"input_schema": arguments, "output_schema": output})
 
 
 def _result(summary: str, structured: dict[str, Any]) -> CallToolResult:

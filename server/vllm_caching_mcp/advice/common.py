@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import re
 from collections.abc import Callable, Iterable, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
@@ -132,6 +133,14 @@ class VersionContext(BaseModel):
 _NAMES = {"vllm": "vLLM", "lmcache": "LMCache"}
 
 
+def _patches_of(releases: Sequence[Version], text: str) -> list[Version]:
+    """The releases a MAJOR.MINOR text such as 'v0.22' can stand for; [] for a full release."""
+    if not re.fullmatch(r"\s*[vV]?\d+\.\d+\s*", text):
+        return []
+    line = parse_version(text).release[:2]
+    return [v for v in releases if v.release[:2] == line]
+
+
 def resolve_version(
     knowledge: Knowledge, text: str | None, *, package: Package = "vllm", field: str = "version"
 ) -> tuple[Version, VersionContext]:
@@ -153,6 +162,15 @@ def resolve_version(
         except ValueError as exc:
             raise AdviceError(field, str(exc).split(": ", 1)[1]) from None
         assumed = False
+        patches = _patches_of(releases, text)
+        if patches:
+            version = patches[-1]
+            others = ", ".join(str(v) for v in patches[:-1])
+            warnings.append(
+                f"{field} {text.strip()!r} is read as {version}, the newest {text.strip().lstrip('vV')}.x release"
+                + (f" ({others} also exist{'s' if len(patches) == 2 else ''})" if others else "")
+                + "; give the patch release for an exact answer."
+            )
     if version > newest:
         date = next((r.date for r in knowledge.releases[package].releases if r.version == newest), None)
         when = f", published {date}" if date else ""
