@@ -12,6 +12,7 @@ from typing import Any
 import kubernetes_validate
 import pytest
 import yaml
+from pydantic import ValidationError
 
 from vllm_caching_mcp.advice.common import AdviceError
 from vllm_caching_mcp.advice.deployment import Document
@@ -255,13 +256,90 @@ def test_rdma_fabrics_request_the_devices_and_ipc_lock(knowledge: Knowledge, bac
     assert "--cap-add IPC_LOCK --device /dev/infiniband" in docker
 
 
-def test_the_proxy_script_comes_from_a_config_map(knowledge: Knowledge) -> None:
+TOY_PROXY_URL = (
+    "https://raw.githubusercontent.com/vllm-project/vllm/v0.33.0/tests/v1/kv_connector/nixl_integration/"
+    "toy_proxy_server.py"
+)
+
+
+def test_the_proxy_pod_fetches_its_script_from_the_release_tag(knowledge: Knowledge) -> None:
+    """No ConfigMap the manifest does not create: an init container downloads the script into an emptyDir."""
     result = render(knowledge, backend="nixl_pd", version="0.33.0", format="kubernetes")
+    docs = documents(result)
+    assert not any(d["kind"] == "ConfigMap" for d in docs)
+    spec = pod(workload(docs, "proxy"))
+    assert next(v for v in spec["volumes"] if v["name"] == "proxy-script") == {"name": "proxy-script", "emptyDir": {}}
+    (fetch,) = spec["initContainers"]
+    assert fetch["image"] == "curlimages/curl:8.14.1"
+    assert fetch["command"] == ["curl", "-fsSL", "--create-dirs", "-o", "/opt/proxy/toy_proxy_server.py", TOY_PROXY_URL]
+    assert fetch["volumeMounts"] == [{"name": "proxy-script", "mountPath": "/opt/proxy"}]
+    proxy = spec["containers"][0]
+    assert proxy["args"][0] == "/opt/proxy/toy_proxy_server.py"
+    assert {"name": "proxy-script", "mountPath": "/opt/proxy", "readOnly": True} in proxy["volumeMounts"]
+    assert any("egress to raw.githubusercontent.com" in n and "proxy_source config_map" in n for n in result.notes)
+    assert any(c.id == "recipes.facts.pd_proxy_fetch" for c in result.citations)
+
+
+def test_the_proxy_script_can_come_from_a_config_map_instead(knowledge: Knowledge) -> None:
+    result = render(knowledge, backend="nixl_pd", version="0.33.0", format="kubernetes", proxy_source="config_map")
     spec = pod(workload(documents(result), "proxy"))
     volume = next(v for v in spec["volumes"] if v["name"] == "proxy-script")
-    assert "hostPath" not in volume and volume["configMap"]["name"].endswith("-proxy")
-    assert spec["containers"][0]["args"][0] == "/opt/proxy/toy_proxy_server.py"
-    assert any(f"kubectl create configmap {volume['configMap']['name']}" in n and "v0.33.0" in n for n in result.notes)
+    assert volume == {"name": "proxy-script", "configMap": {"name": "llama-3-1-70b-instruct-nixl-pd-proxy"}}
+    assert "initContainers" not in spec
+    assert any(
+        f"kubectl create configmap {volume['configMap']['name']}" in n and TOY_PROXY_URL in n for n in result.notes
+    )
+    with pytest.raises(ValidationError, match="proxy_source"):
+        RenderConfigRequest.model_validate({"model": MODEL, "backend": "nixl_pd", "proxy_source": "host_path"})
+
+
+def test_the_docker_proxy_downloads_its_script_and_mounts_the_file(knowledge: Knowledge) -> None:
+    result = render(knowledge, backend="nixl_pd", version="0.33.0", format="docker_run")
+    words = shell_words(next(f for f in result.files if f.name == "proxy.sh").content)
+    script = "/opt/proxy/toy_proxy_server.py"
+    fetch = ["curl", "-fsSL", "--create-dirs", "-o", script, TOY_PROXY_URL, "||", "exit", "1"]
+    assert words[: words.index("docker")] == fetch
+    assert words[words.index("-v") + 1] == f"{script}:{script}"
+    assert any("egress to raw.githubusercontent.com" in n for n in result.notes)
+
+
+# --- GPUs of P/D roles on one host --------------------------------------------------------------
+
+
+def _gpu_warnings(result: RenderConfigResult) -> list[str]:
+    return [w for w in result.version_context.warnings if "GPUs, more than" in w]
+
+
+def _gpus(result: RenderConfigResult, role: str) -> str:
+    words = shell_words(next(f for f in result.files if f.name == f"{role}.sh").content)
+    if "docker" in words:
+        return words[words.index("--gpus") + 1]
+    return next(w for w in words if w.startswith("CUDA_VISIBLE_DEVICES=")).split("=", 1)[1]
+
+
+@pytest.mark.parametrize("backend", ["nixl_pd", "mooncake_pd", "multi_nixl_offload"])
+def test_prefill_and_decode_on_one_host_get_their_own_gpus(knowledge: Knowledge, backend: str) -> None:
+    extra: dict[str, Any] = {"sizes": {"kv_offloading_size_gib": 8}} if backend == "multi_nixl_offload" else {}
+    arguments = {"backend": backend, "version": "0.33.0", "parallelism": {"tensor_parallel_size": 4}, **extra}
+    docker = render(knowledge, format="docker_run", **arguments)
+    assert (_gpus(docker, "prefill"), _gpus(docker, "decode")) == ('"device=0,1,2,3"', '"device=4,5,6,7"')
+    shell = render(knowledge, **arguments)
+    assert (_gpus(shell, "prefill"), _gpus(shell, "decode")) == ("0,1,2,3", "4,5,6,7")
+    assert _gpu_warnings(shell) == _gpu_warnings(docker) == []
+    apart = render(knowledge, hosts={"prefill": "10.0.0.1", "decode": "10.0.0.2"}, **arguments)
+    assert (_gpus(apart, "prefill"), _gpus(apart, "decode")) == ("0,1,2,3", "0,1,2,3")
+
+
+def test_roles_needing_more_gpus_than_one_host_has_are_warned_of(knowledge: Knowledge) -> None:
+    arguments = {"backend": "nixl_pd", "version": "0.33.0", "parallelism": {"tensor_parallel_size": 8}}
+    assumed = render(knowledge, format="docker_run", **arguments)
+    assert _gpus(assumed, "decode") == '"device=8,9,10,11,12,13,14,15"'
+    (warning,) = _gpu_warnings(assumed)
+    assert "16 GPUs, more than the 8 of one host (gpus_per_host not given: 8 assumed)" in warning
+    given = render(knowledge, gpus_per_host=16, **arguments)
+    assert _gpu_warnings(given) == []
+    small = render(knowledge, gpus_per_host=4, parallelism={"tensor_parallel_size": 4}, backend="nixl_pd")
+    assert "more than the 4 of one host:" in _gpu_warnings(small)[0]
 
 
 def test_the_shared_fs_tier_is_a_read_write_many_claim(knowledge: Knowledge) -> None:

@@ -275,10 +275,22 @@ RULE_CASES: dict[str, tuple[str, str, str, dict[str, Any]]] = {
         f"vllm serve {M} {NIXL}",
         {},
     ),
+    # an empty variable, unquoted, leaves --max-model-len with no word after it: argparse stops
+    "pitfall.option-value-empty": (
+        "0.33.0",
+        f'MAX_LEN=""; vllm serve {M} --max-model-len $MAX_LEN --enforce-eager',
+        f"MAX_LEN=8192; vllm serve {M} --max-model-len $MAX_LEN --enforce-eager",
+        {},
+    ),
 }
 # Checked against a small fake CLI inventory in test_unknown_flag_suggests_the_closest_option.
 # A memory request is only written in a manifest: test_pinned_memory_against_the_pod_request_and_limit.
-SEPARATELY_TESTED = {"pitfall.unknown-flag", "pitfall.pinned-memory-over-pod-request"}
+# Only compose and Kubernetes give `bash -c` its words one by one: test_a_server_that_never_starts_is_an_error.
+SEPARATELY_TESTED = {
+    "pitfall.unknown-flag",
+    "pitfall.pinned-memory-over-pod-request",
+    "pitfall.server-does-not-start",
+}
 
 
 def review(knowledge: Knowledge, *texts: str, version: str | None = None, **extra: Any) -> ReviewResult:
@@ -293,7 +305,7 @@ def fired(result: ReviewResult) -> set[str]:
 def test_every_rule_has_a_passing_and_a_failing_example(knowledge: Knowledge) -> None:
     rule_ids = {r.id for r in list_rules(knowledge)}
     assert rule_ids == set(RULE_CASES) | SEPARATELY_TESTED
-    assert len(rule_ids) == 37
+    assert len(rule_ids) == 39
 
 
 @pytest.mark.parametrize("rule_id", sorted(RULE_CASES))
@@ -1196,3 +1208,42 @@ def test_a_gpu_count_written_as_a_string_quantity_is_read(knowledge: Knowledge) 
     result = review_manifest(knowledge, _pod(f"--model, {M}, --tensor-parallel-size, '4'", resources, SHM_200))
     assert "pitfall.world-size-over-visible-gpus" in fired(result), result.summary()
     assert not any("nvidia.com/gpu" in note for note in result.notes)
+
+
+BASH_C_COMPOSE = """services:
+  engine:
+    image: vllm/vllm-openai:v0.33.0
+    entrypoint: [bash, -c]
+    command: %s
+"""
+
+
+def test_a_server_that_never_starts_is_an_error(knowledge: Knowledge) -> None:
+    # compose splits a command: string into words, so `bash -c` runs `vllm` alone (it prints its help)
+    split = Document(name="compose.yaml", text=BASH_C_COMPOSE % f"vllm serve {M} --max-num-seqs 64")
+    result = review_deployment(ReviewRequest(documents=[split]), knowledge)
+    [finding] = [f for f in result.findings if f.rule_id == "pitfall.server-does-not-start"]
+    assert finding.severity == "error" and (finding.location.file, finding.location.line) == ("compose.yaml", 3)
+    assert "compose.yaml:5 (services.engine.command): `bash -c` runs only the word after it, 'vllm'" in finding.message
+    assert finding.premises == ["feature.vllm-cli-without-subcommand-prints-help"]
+    # the line as one item is a script bash runs whole: the server starts
+    whole = Document(name="compose.yaml", text=BASH_C_COMPOSE % f"['vllm serve {M} --max-num-seqs 64']")
+    assert "pitfall.server-does-not-start" not in fired(review_deployment(ReviewRequest(documents=[whole]), knowledge))
+
+
+def test_an_option_left_without_its_value_fires_once_per_option(knowledge: Knowledge) -> None:
+    text = f'A=""; B=""\nvllm serve {M} --max-model-len $A \\\n  --max-num-seq $B --enforce-eager'
+    result = review(knowledge, text, version="0.33.0")
+    found = [f for f in result.findings if f.rule_id == "pitfall.option-value-empty"]
+    assert [(f.location.line, f.message.split(": ", 1)[1].split(":")[0]) for f in found] == [
+        (2, "--max-model-len"),
+        (3, "--max-num-seq"),  # argparse's prefix of --max-num-seqs takes a value too
+    ]
+    assert found[0].premises == ["feature.serve-option-needs-its-value"]
+
+
+def test_an_empty_expansion_after_a_switch_or_an_empty_word_is_not_a_missing_value(knowledge: Knowledge) -> None:
+    # a switch takes no value, so nothing is missing; an empty word ("$E") is an argument (some options'
+    # types read it as None), which this rule does not judge
+    for text in (f'E=""; vllm serve {M} --enforce-eager $E --max-num-seqs 8', f'E=""; vllm serve {M} --api-key "$E"'):
+        assert "pitfall.option-value-empty" not in fired(review(knowledge, text, version="0.33.0")), text

@@ -3,9 +3,22 @@
 An agent carries every tool's input schema in its context for the whole session, so each byte
 of the listing is paid on every turn. pydantic's schemas repeat themselves: a ``title`` that
 restates each property's name, ``anyOf: [X, {"type": "null"}]`` for every optional field, and
-``"default": null`` beside it. `compact` rewrites those into their shorter equivalents; the set of
+``"default": null`` beside it, and an integer's ``exclusiveMinimum: 0`` says ``minimum: 1`` longer.
+`compact` rewrites those into their shorter equivalents; the set of
 documents a schema accepts is the same before and after (tests/test_compact_schema.py checks
 that with the jsonschema validator over every tool's schemas and examples).
+
+One change is not exact, on purpose: guard bounds are left out of the listing. A guard bound only
+refuses absurd input (a name of 300 characters, 2**31 tokens, 5,000 layers); no value an agent
+would choose comes near it, so stating it costs every turn and informs no choice. The rule:
+
+- ``maxLength`` is always a guard: what limits a string's value is its enum or pattern, which stay;
+- ``maxItems`` of 50 or more is a guard (a list of at most 3 or 8 things is a limit to know);
+- ``maximum`` / ``exclusiveMaximum`` of 1000 or more is a guard; smaller ones (a ratio's 1, 64 GPUs
+  per node, a 120-second deadline) bound the value an agent picks and stay, as do all minimums.
+
+The request models keep every bound and refuse a value past it with the field's one-line error; the
+listed schema accepts a superset of the SDK's only by these bounds (tests/test_compact_schema.py).
 """
 
 from __future__ import annotations
@@ -14,6 +27,8 @@ from typing import Any
 
 # Keys whose value is a map from names to schemas (a property called "title" is not a title).
 _SCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties")
+_GUARD_MAX_ITEMS = 50
+_GUARD_MAXIMUM = 1000
 _SIMPLE_TYPES = frozenset({"string", "integer", "number", "boolean", "array", "object"})
 # Keywords that apply to instances of one JSON type only (or are annotations), so a null still passes
 # them when {"type": T, ...} becomes {"type": [T, "null"], ...}; enum, const, not, allOf and the like
@@ -30,7 +45,7 @@ _TYPE_ONLY_KEYWORDS = frozenset(
 
 
 def compact(schema: Any) -> Any:
-    """``schema`` with redundant titles and null-defaults dropped and optional types merged."""
+    """``schema`` with redundant titles, null-defaults and guard bounds dropped and optional types merged."""
     if isinstance(schema, list):
         return [compact(item) for item in schema]
     if not isinstance(schema, dict):
@@ -39,11 +54,39 @@ def compact(schema: Any) -> Any:
     for key, value in schema.items():
         if key in _SCHEMA_MAPS and isinstance(value, dict):
             out[key] = {name: compact(sub) for name, sub in value.items()}
-        elif (key == "title" and isinstance(value, str)) or (key == "default" and value is None):
+        elif (
+            (key == "title" and isinstance(value, str))
+            or (key == "default" and value is None)
+            or is_guard_bound(key, value)
+        ):
             continue
         else:
             out[key] = compact(value)
-    return _merge_nullable(out)
+    return _merge_nullable(_inclusive_integer_bounds(out))
+
+
+def _inclusive_integer_bounds(schema: dict[str, Any]) -> dict[str, Any]:
+    """For integers only, ``exclusiveMinimum: n`` as the shorter ``minimum: n + 1`` (the same set)."""
+    kind = schema.get("type")
+    if kind not in ("integer", ["integer", "null"], ["null", "integer"]):
+        return schema
+    low = schema.get("exclusiveMinimum")
+    if isinstance(low, bool) or not isinstance(low, int) or "minimum" in schema:
+        return schema
+    out = {key: value for key, value in schema.items() if key != "exclusiveMinimum"}
+    out["minimum"] = low + 1
+    return out
+
+
+def is_guard_bound(keyword: str, value: Any) -> bool:
+    """Whether ``keyword: value`` in a schema only refuses absurd input (see the module's rule)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    if keyword == "maxLength":
+        return True
+    if keyword == "maxItems":
+        return value >= _GUARD_MAX_ITEMS
+    return keyword in ("maximum", "exclusiveMaximum") and value >= _GUARD_MAXIMUM
 
 
 def _merge_nullable(schema: dict[str, Any]) -> dict[str, Any]:

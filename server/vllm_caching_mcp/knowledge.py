@@ -420,6 +420,10 @@ class Condition(Frozen):
     compare: Comparison | None = None
     entry_unavailable: EntryId | None = Field(default=None, description="the entry's lifecycle excludes the release")
     entry_deprecated: EntryId | None = Field(default=None, description="the entry is deprecated in the release")
+    start_problem: bool | None = Field(default=None, description="the command as written never starts the server")
+    flag_value_vanished: bool | None = Field(
+        default=None, description="each value-taking option whose value expands to nothing (argparse stops)"
+    )
 
     @model_validator(mode="after")
     def _exactly_one(self) -> Condition:
@@ -1001,6 +1005,12 @@ class LmcacheImage(RenderFact):
     bin_dir: str = Field(pattern=r"^/[\w./-]+$")
 
 
+class PdProxyFetch(RenderFact):
+    """The image that fetches the P/D proxy script into the proxy pod (render_config proxy_source fetch)."""
+
+    image: str
+
+
 class RenderFacts(Frozen):
     """recipes.yaml ``facts``: one entry per fact, each in its own shape."""
 
@@ -1021,6 +1031,7 @@ class RenderFacts(Frozen):
     rdma: RdmaFacts
     single_host_ports: RenderFact
     lmcache_image: LmcacheImage
+    pd_proxy_fetch: PdProxyFetch
 
 
 class PdProxy(Sourced):

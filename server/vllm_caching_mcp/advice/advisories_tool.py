@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import difflib
 import re
 from collections.abc import Iterable, Sequence
 from typing import Annotated, Literal
@@ -29,7 +28,16 @@ from ..github import ConfigError, FailureReason
 from ..knowledge import LEGACY_CONNECTORS, PIP_NAMES, Advisory, AdvisoryPackage, Component, Knowledge
 from ..verification import verification_state
 from ..versions import Version, as_text, parse_version
-from .common import AdviceError, Citation, Result, ToolSpec, VersionContext, first_few, resolve_version
+from .common import (
+    AdviceError,
+    Citation,
+    Result,
+    ToolSpec,
+    VersionContext,
+    connector_names,
+    first_few,
+    resolve_version,
+)
 
 Verdict = Literal["applies", "applies_only_if", "not_in_this_release", "ruled_out"]
 _VERDICT_ORDER: dict[Verdict, int] = {"applies": 0, "applies_only_if": 1, "not_in_this_release": 2, "ruled_out": 3}
@@ -47,73 +55,58 @@ class CheckAdvisoriesRequest(BaseModel):
 
     package: AdvisoryPackage = Field(
         default="vllm",
-        description="Whose advisories: vllm, lmcache, mooncake (pip: mooncake-transfer-engine) or nixl.",
+        description="mooncake = pip mooncake-transfer-engine",
     )
     version: str | None = Field(
         default=None,
         max_length=40,
-        description="The release deployed, e.g. '0.22.1'. Left out, every advisory of the package is listed "
-        "with its affected ranges, and no release is judged.",
+        description="omitted: every advisory with its ranges",
     )
     components: list[Component] | None = Field(
         default=None,
         max_length=10,
-        description="The KV backends in use (lmcache, mooncake, nixl); [] for none. Left out: not known.",
     )
     connectors: list[Name] | None = Field(
         default=None,
         max_length=50,
-        description="The KV connectors in use, as written in --kv-transfer-config (e.g. NixlConnector, "
-        "MooncakeConnector, OffloadingConnector); [] for none. Left out: not known.",
+        description="as in --kv-transfer-config",
     )
     configured: list[Name] | None = Field(
         default=None,
         max_length=50,
-        description="Every vLLM flag and environment variable set (e.g. --api-key, VLLM_API_KEY, "
-        "--speculative-config); a value after '=' is ignored. Left out: not known.",
+        description="flags and env variables set, e.g. --api-key; '=value' ignored",
     )
-    engine: Literal["v0", "v1"] | None = Field(
-        default=None, description="The vLLM engine (V0 is gone from 0.11.0 on). Left out: not known."
-    )
-    multi_node: bool | None = Field(
-        default=None, description="Whether one deployment spans hosts. Left out: not known."
-    )
+    engine: Literal["v0", "v1"] | None = Field(default=None, description="V0 is gone from 0.11.0")
+    multi_node: bool | None = Field(default=None)
     multimodal: list[Literal["image", "video", "audio"]] | None = Field(
         default=None,
         max_length=3,
-        description="The inputs beyond text the served model takes from callers; [] for text only. "
-        "Left out: not known.",
+        description="inputs beyond text; [] = text only",
     )
     endpoints: list[Name] | None = Field(
         default=None,
         max_length=50,
-        description="The endpoints the server exposes beyond chat and completions (e.g. /v1/embeddings, /pooling, "
-        "/score, /rerank, /v1/responses, /inference/v1/generate, grpc); [] for none. Left out: not known.",
+        description="beyond chat and completions",
     )
     architectures: list[Name] | None = Field(
         default=None,
         max_length=50,
-        description="The served model's architecture, as the advisories name it (e.g. Idefics3, Phi4MM, KimiK25, "
-        "NemotronVL; 'Idefics3ForConditionalGeneration' is read as Idefics3). Left out: not known.",
+        description="as advisories name them, e.g. Idefics3",
     )
     offload_tiers: list[Name] | None = Field(
         default=None,
         max_length=50,
-        description="The types of the native secondary offload tiers configured (fs, obj, p2p); [] for none. "
-        "Left out: not known.",
+        description="native secondary tier types (fs, obj, p2p)",
     )
     include: Literal["relevant", "all"] = Field(
         default="relevant",
-        description="relevant: only the advisories that apply or may apply (the rest are counted); all: every one.",
+        description="relevant: only those that may apply",
     )
-    offline: bool = Field(
-        default=False, description="Do not contact GitHub: answer from the stored snapshot, and say its date."
-    )
+    offline: bool = Field(default=False, description="snapshot only")
     deadline_seconds: float = Field(
         default=20.0,
         ge=1.0,
         le=120.0,
-        description="Time allowed for asking GitHub; past it the stored snapshot answers, and says why.",
     )
 
 
@@ -281,30 +274,12 @@ def _floor_text(floor: AdvisoryFloor) -> str:
 # The deployment conditions, as the advisories' conditions name them
 
 
-def _connector_names(knowledge: Knowledge) -> dict[str, list[str]]:
-    """Each connector name (any case) -> the name and aliases an advisory may list it under."""
-    names: dict[str, list[str]] = {n.lower(): [n] for n in LEGACY_CONNECTORS}
-    for c in knowledge.connectors:
-        for name in (c.name, *c.aliases):
-            names[name.lower()] = [c.name, *c.aliases]
-    return names
-
-
 def _connectors(given: Sequence[str], knowledge: Knowledge) -> frozenset[str]:
-    known = _connector_names(knowledge)
-    found: set[str] = set()
-    for index, text in enumerate(given):
-        names = known.get(text.strip().lower())
-        if names is None:
-            close = difflib.get_close_matches(text.strip().lower(), list(known), n=3, cutoff=0.6)
-            hint = f"; did you mean {', '.join(known[c][0] for c in close)}?" if close else ""
-            raise AdviceError(
-                f"connectors[{index}]",
-                f"{text!r} is not a KV connector the knowledge knows{hint} (names as in --kv-transfer-config, "
-                "e.g. NixlConnector, MooncakeConnector, OffloadingConnector, LMCacheConnectorV1)",
-            )
-        found.update(names)
-    return frozenset(found)
+    """The given connectors under every name an advisory may list them by (their aliases; legacy names)."""
+    spellings: dict[str, list[str]] = {n: [n] for n in LEGACY_CONNECTORS}
+    spellings |= {c.name: [c.name, *c.aliases] for c in knowledge.connectors}
+    known = {name.lower(): canonical for canonical, names in spellings.items() for name in names}
+    return frozenset(name for canonical in connector_names(given, known) for name in spellings[canonical])
 
 
 _FLAG = re.compile(r"^--?[A-Za-z0-9][A-Za-z0-9_-]*$")
@@ -609,16 +584,9 @@ SPEC = ToolSpec(
     name="check_advisories",
     title="Check security advisories, live",
     description=(
-        "The published security advisories (GHSA / CVE) of vLLM, LMCache, Mooncake or NIXL, read live from the "
-        "GitHub Advisory Database and judged for one release and deployment: for each, severity, CVSS score, "
-        "affected ranges, fixed_in, and whether it applies, applies only if a condition holds (a condition not "
-        "given stays open, e.g. whether --api-key is relied on, multimodal inputs, multi-node, the KV connector), "
-        "is not in this release, or is ruled out; plus the security floor (lowest release clear of every critical "
-        "and high advisory). Give `version` for a verdict per advisory; leave it out for every advisory with its "
-        "ranges. Use it when the question is about security now: advisories published since the stored snapshot, "
-        "or Mooncake and NIXL. check_version and the other offline tools already report the stored snapshot's "
-        "advisories (dated) next to their answer. Offline, rate-limited or unreachable, it answers from that "
-        "snapshot and says its date and why."
+        "Security advisories (GHSA / CVE) of vllm, lmcache, mooncake or nixl, read live and judged for a release and "
+        "deployment, with the security floor; omitted facts stay open conditions, [] means none. check_version and "
+        "the other offline tools already report the stored snapshot's."
     ),
     request=CheckAdvisoriesRequest,
     result=CheckAdvisoriesResult,

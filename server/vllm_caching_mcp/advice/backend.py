@@ -62,48 +62,42 @@ Tier = Literal["cpu", SecondaryTier]
 
 
 class Topology(BaseModel):
-    nodes: int = Field(default=1, ge=1, le=10000, description="machines serving this model")
+    nodes: int = Field(default=1, ge=1, le=10000)
     gpus_per_node: int = Field(default=8, ge=1, le=64)
     tensor_parallel_size: int = Field(default=1, ge=1, le=64)
     pipeline_parallel_size: int = Field(default=1, ge=1, le=64)
     data_parallel_size: int = Field(default=1, ge=1, le=1024)
-    instances_per_node: int = Field(default=1, ge=1, le=64, description="vLLM instances (servers) per machine")
-    share_cache_across_instances: bool = Field(
-        default=False, description="instances must find each other's cached prefixes (one logical cache)"
-    )
+    instances_per_node: int = Field(default=1, ge=1, le=64)
+    share_cache_across_instances: bool = Field(default=False, description="one logical cache across instances")
 
 
 class ModelTraits(BaseModel):
-    hybrid_attention: bool = Field(default=False, description="mixes linear/Mamba or chunked-local with full attention")
-    sliding_window: bool = Field(default=False, description="has sliding-window layers next to full-attention ones")
-    mla: bool = Field(default=False, description="multi-head latent attention (DeepSeek-style)")
+    hybrid_attention: bool = Field(default=False, description="linear/Mamba or chunked-local beside full attention")
+    sliding_window: bool = Field(default=False, description="sliding-window beside full-attention layers")
+    mla: bool = Field(default=False, description="DeepSeek-style latent attention")
 
 
 class Constraints(BaseModel):
-    no_extra_pods: bool = Field(default=False, description="no process or pod beside vLLM itself")
-    lmcache_features: bool = Field(
-        default=False, description="needs an LMCache-only feature (CacheBlend, the LMCache controller)"
-    )
-    share_with_sglang: bool = Field(default=False, description="the cache must also serve SGLang")
-    gpudirect_storage: bool = Field(default=False, description="wants GPUDirect Storage (cuFile) to NVMe")
-    isolate_cache_from_engine: bool = Field(
-        default=False, description="cache work must not run in the vLLM process (GIL contention, separate scaling)"
-    )
+    no_extra_pods: bool = Field(default=False)
+    lmcache_features: bool = Field(default=False, description="CacheBlend or the LMCache controller")
+    share_with_sglang: bool = Field(default=False)
+    gpudirect_storage: bool = Field(default=False, description="cuFile to NVMe")
+    isolate_cache_from_engine: bool = Field(default=False, description="cache work outside the vLLM process")
 
 
 class ChooseBackendRequest(BaseModel):
-    version: str | None = Field(default=None, max_length=40, description="vLLM release, e.g. '0.22.1'")
-    lmcache_version: str | None = Field(default=None, max_length=40, description="LMCache release, if LMCache is used")
+    version: str | None = Field(default=None, max_length=40)
+    lmcache_version: str | None = Field(default=None, max_length=40)
     topology: Topology = Field(default_factory=Topology)
     tiers: list[Tier] = Field(
         default_factory=lambda: list[Tier](["cpu"]),
         max_length=4,
-        description="tiers wanted beyond GPU memory: cpu (DRAM), nvme, object_store, peers; [] = GPU only",
+        description="beyond GPU memory; [] = GPU only",
     )
-    pd_disaggregation: bool = Field(default=False, description="separate prefill and decode instances")
-    fabric: Fabric | None = Field(default=None, description="interconnect between instances")
-    model: str | None = Field(default=None, max_length=200, description="a model in the knowledge (id, name, repo)")
-    traits: ModelTraits | None = Field(default=None, description="model traits; override what the model name gives")
+    pd_disaggregation: bool = Field(default=False)
+    fabric: Fabric | None = Field(default=None)
+    model: str | None = Field(default=None, max_length=200, description="id, name or repo from the knowledge")
+    traits: ModelTraits | None = Field(default=None, description="override the model's traits")
     constraints: Constraints = Field(default_factory=Constraints)
 
 
@@ -1238,14 +1232,8 @@ SPEC = ToolSpec(
     name="choose_backend",
     title="Choose a vLLM KV caching backend",
     description=(
-        "Which KV caching backend fits a deployment: native CPU offload, native multi-tier (fs/obj/p2p tiers), "
-        "LMCache in-process, LMCache P2P, LMCache MP, NixlConnector or Mooncake for prefill/decode "
-        "disaggregation, or a MultiConnector — for a vLLM release, topology, wanted tiers, fabric, model "
-        "(name or traits: hybrid attention, sliding window, MLA) and constraints. Returns the decision path, "
-        "alternatives with why-not, required flags/env/packages, pitfalls to avoid, the version gates that "
-        "changed the answer (the security floor among them: the lowest release clear of every critical and high "
-        "advisory, stored snapshot) and open bugs on that path, each from sourced knowledge. Feed the result to "
-        "render_config for a ready configuration."
+        "Picks the KV caching backend for a release, topology, wanted tiers and model, with flags, pitfalls, version "
+        "gates and open bugs. Feed the result to render_config."
     ),
     request=ChooseBackendRequest,
     result=ChooseBackendResult,

@@ -25,7 +25,6 @@ stored snapshot from ``bugs.yaml`` answers, marked with its date and the reason.
 from __future__ import annotations
 
 import datetime as dt
-import difflib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Literal
@@ -55,6 +54,7 @@ from .common import (
     VersionContext,
     cite,
     components_of,
+    connector_names,
     resolve_version,
 )
 
@@ -74,40 +74,32 @@ class CheckBugStatusRequest(BaseModel):
     bugs: list[Annotated[str, Field(min_length=3, max_length=300)]] | None = Field(
         default=None,
         max_length=50,
-        description="Issues to check, as 'owner/repo#N' (e.g. 'vllm-project/vllm#39702') or issue URLs "
-        "('https://github.com/LMCache/LMCache/issues/2942'). Leave it out to check every bug the knowledge tracks.",
+        description="'owner/repo#N' or issue URLs; omitted: every tracked bug",
     )
     version: str | None = Field(
         default=None,
         max_length=40,
-        description="The vLLM release in use, e.g. '0.22.1'. Left out, the newest release the knowledge covers "
-        "is assumed and the answer says so.",
+        description="omitted: the newest known",
     )
-    lmcache_version: str | None = Field(
-        default=None, max_length=40, description="The LMCache release in use, e.g. '0.5.6'; left out, the newest."
-    )
+    lmcache_version: str | None = Field(default=None, max_length=40, description="omitted: the newest")
     components: list[Component] | None = Field(
         default=None,
         max_length=10,
-        description="What the deployment runs: the engine (vllm, sglang) and the KV backends (lmcache, nixl, "
-        "mooncake); [] for plain vLLM. Only the tracked issues that concern it are checked, the rest are named in "
-        "left_out. Left out (and no connectors given): every tracked issue. Issues named in `bugs` are always checked.",
+        description="engine and backends run; [] = plain vLLM; only issues concerning them",
     )
     connectors: list[Annotated[str, Field(min_length=1, max_length=200)]] | None = Field(
         default=None,
         max_length=50,
-        description="The KV connectors in use, as written in --kv-transfer-config (e.g. LMCacheConnectorV1, "
-        "NixlConnector): they add the backends they bring in to `components` (vLLM assumed as the engine).",
+        description="as in --kv-transfer-config; add their backends",
     )
     offline: bool = Field(
         default=False,
-        description="Do not contact GitHub: answer from the local cache or the stored snapshot.",
+        description="cache or snapshot only",
     )
     deadline_seconds: float = Field(
         default=20.0,
         ge=1.0,
         le=120.0,
-        description="Time allowed for asking GitHub; what is not answered by then comes from the cache or snapshot.",
     )
 
 
@@ -586,17 +578,7 @@ def _stack(request: CheckBugStatusRequest, knowledge: Knowledge) -> frozenset[st
     if request.components is None and request.connectors is None:
         return None
     stack: set[str] = set(request.components or ())
-    known = _known_connectors(knowledge)
-    for index, text in enumerate(request.connectors or ()):
-        name = known.get(text.strip().lower())
-        if name is None:
-            close = difflib.get_close_matches(text.strip().lower(), list(known), n=3, cutoff=0.6)
-            hint = f"; did you mean {', '.join(dict.fromkeys(known[c] for c in close))}?" if close else ""
-            raise AdviceError(
-                f"connectors[{index}]",
-                f"{text[:60]!r} is not a KV connector the knowledge knows{hint} (names as in --kv-transfer-config, "
-                "e.g. OffloadingConnector, LMCacheConnectorV1, NixlConnector, MooncakeConnector)",
-            )
+    for name in connector_names(request.connectors or (), _known_connectors(knowledge)):
         stack |= components_of(knowledge, [name])
     if request.lmcache_version is not None:
         stack.add("lmcache")  # an LMCache release was named: it is in use
@@ -778,12 +760,8 @@ SPEC = ToolSpec(
     name="check_bug_status",
     title="Check upstream bug status",
     description=(
-        "Live state of upstream vLLM / LMCache / SGLang issues that bite tiered KV caching, interpreted for the "
-        "user's release: still affects you, fixed in your version, closed without a fix (a stale bot closing an "
-        "issue is not a fix), not affected, or unknown — with who closed it, linked pull requests and whether they "
-        "merged, the first release with the fix where known, the avoidance to apply, and what changed since the "
-        "stored snapshot. Give no `bugs` to check every tracked issue, or a list of 'owner/repo#N' or issue URLs. "
-        "Reads GitHub (cached); offline or rate-limited, it answers from the stored snapshot and says so."
+        "Live state of upstream vLLM / LMCache / SGLang issues that bite tiered KV caching, judged for your release, "
+        "with the fix release and the avoidance. Reads GitHub; offline, the stored snapshot."
     ),
     request=CheckBugStatusRequest,
     result=CheckBugStatusResult,

@@ -41,43 +41,39 @@ class CheckVersionRequest(BaseModel):
         default=None,
         min_length=1,
         max_length=200,
-        description="What to look up: a CLI flag (--kv-offloading-size), config field (kv_offloading_size), "
-        "environment variable (LMCACHE_MAX_LOCAL_CPU_SIZE), connector (OffloadingConnector), metric "
-        "(vllm:prefix_cache_hits) or feature. Dashes, underscores and case do not matter. Leave it out "
-        "and give compare_to to list every change between two releases.",
+        description=(
+            "flag, config field, env variable, connector, metric or feature; case, - and _ do not matter; omit with "
+            "compare_to"
+        ),
     )
     version: str | None = Field(
         default=None,
         max_length=40,
-        description="The vLLM release in use, e.g. '0.22.1' or 'v0.22.1'. Left out, the newest release "
-        "the knowledge covers is assumed and the answer says so.",
+        description="vLLM release; omitted: the newest known, said so",
     )
     compare_to: str | None = Field(
         default=None,
         max_length=40,
-        description="A second vLLM release, e.g. the one you plan to upgrade to: the answer lists every "
-        "KV-caching change between `version` and this one.",
+        description="second vLLM release: list the KV-caching changes from `version` to it",
     )
     lmcache_version: str | None = Field(
         default=None,
         max_length=40,
-        description="The LMCache release in use, for LMCache settings; left out, the newest known is assumed.",
+        description="LMCache release; omitted: the newest known",
     )
     components: list[ChangeComponent] | None = Field(
         default=None,
         max_length=8,
-        description="With compare_to: only changes to these components (native_offload, lmcache, nixl, "
-        "mooncake, hma, metrics, flags, connectors).",
+        description="with compare_to: only these components",
     )
     events: bool = Field(
         default=False,
-        description="With compare_to: also list every entry-level event behind the grouped changes (long).",
+        description="with compare_to: also every entry-level event (long)",
     )
     connectors: list[str] | None = Field(
         default=None,
         max_length=8,
-        description="With compare_to: the KV connectors the deployment uses (e.g. OffloadingConnector, "
-        "LMCacheMPConnector, NixlConnector); changes to other connectors are left out.",
+        description="with compare_to: only changes concerning these connectors",
     )
 
 
@@ -530,13 +526,9 @@ SPEC = ToolSpec(
     name="check_version",
     title="Check a vLLM version gate",
     description=(
-        "Is a vLLM flag, config field, environment variable, KV connector, metric or feature available, "
-        "deprecated, removed or not yet there in a given vLLM release; since when; what to use instead; "
-        "its default, accepted values and unit in that release. With `compare_to`, lists every KV-caching "
-        "change between two releases (plan an upgrade). Answers come from facts checked against the released "
-        "wheels, each with its sources. Every answer also lists the known security advisories affecting the "
-        "release(s) and the security floor (lowest release clear of every critical and high advisory), from "
-        "the stored advisory snapshot. Ask this before recommending any flag: these change every release."
+        "Whether a vLLM or LMCache flag, config field, env variable, connector, metric or feature exists in a "
+        "release, since when, its default and replacement; with compare_to, the KV-caching changes between releases. "
+        "Ask before recommending any flag."
     ),
     request=CheckVersionRequest,
     result=CheckVersionResult,

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import difflib
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
@@ -131,6 +132,24 @@ class VersionContext(BaseModel):
 
 
 _NAMES = {"vllm": "vLLM", "lmcache": "LMCache"}
+
+
+def connector_names(given: Sequence[str], known: Mapping[str, str], field: str = "connectors") -> list[str]:
+    """Each given connector name (any case, or an alias: ``known`` maps them lower-cased) as the knowledge
+    names it; an unknown one is an AdviceError naming ``field[index]`` and the closest names."""
+    found = []
+    for index, text in enumerate(given):
+        key = text.strip().lower()
+        if key not in known:
+            close = difflib.get_close_matches(key, list(known), n=3, cutoff=0.6)
+            hint = f"; did you mean {', '.join(dict.fromkeys(known[c] for c in close))}?" if close else ""
+            raise AdviceError(
+                f"{field}[{index}]",
+                f"{text[:60]!r} is not a KV connector the knowledge knows{hint} (names as in --kv-transfer-config, "
+                "e.g. OffloadingConnector, LMCacheConnectorV1, NixlConnector, MooncakeConnector)",
+            )
+        found.append(known[key])
+    return found
 
 
 def _patches_of(releases: Sequence[Version], text: str) -> list[Version]:

@@ -105,10 +105,8 @@ _GPU_LABELS = ("nvidia.com/gpu.product", "cloud.google.com/gke-accelerator", "no
 class Document(BaseModel):
     """One input file."""
 
-    name: str = Field(
-        min_length=1, max_length=300, description="file name, e.g. 'deploy.yaml' or 'serve.sh'; used in locations"
-    )
-    text: str = Field(max_length=2_000_000, description="the file's contents")
+    name: str = Field(min_length=1, max_length=300)
+    text: str = Field(max_length=2_000_000)
 
 
 def _within_total(documents: list[Document]) -> list[Document]:

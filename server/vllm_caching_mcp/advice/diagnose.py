@@ -85,27 +85,20 @@ class DiagnoseRequest(BaseModel):
     symptoms: list[Symptom] = Field(
         default_factory=list,
         max_length=10,
-        description="What is wrong: offload_does_not_help, ttft_high, tpot_high, low_hit_rate, preemptions, oom, "
-        "throughput_low",
     )
-    description: str | None = Field(default=None, max_length=4000, description="The problem in your own words")
-    deployment: Documents | None = Field(
-        default=None, max_length=50, description="The deployment (command lines, manifests), as for review_deployment"
-    )
-    version: str | None = Field(default=None, max_length=40, description="The vLLM release; else the newest")
-    metrics_before: str | None = Field(
-        default=None, max_length=5_000_000, description="A /metrics dump (Prometheus text format)"
-    )
+    description: str | None = Field(default=None, max_length=4000)
+    deployment: Documents | None = Field(default=None, max_length=50, description="as for review_deployment")
+    version: str | None = Field(default=None, max_length=40)
+    metrics_before: str | None = Field(default=None, max_length=5_000_000, description="Prometheus /metrics text")
     metrics_after: str | None = Field(
         default=None,
         max_length=5_000_000,
-        description="A second /metrics dump taken later under load; counters are then read as after minus before",
+        description="a later dump; counters read as the delta",
     )
     log: str | None = Field(
         default=None,
         max_length=2_000_000,
-        description="The server's log from start-up (or its tail): which KV connector was created, and errors "
-        "such as /dev/shm space or memory",
+        description="start-up log or its tail",
     )
     host: HostFacts | None = None
     p99_context_tokens: int | None = Field(default=None, gt=0, le=100_000_000)
@@ -1119,14 +1112,8 @@ SPEC = ToolSpec(
     name="diagnose",
     title="Diagnose why KV offload does not help",
     description=(
-        "For 'offload doesn't help' and 'TTFT is still bad': give symptoms, optionally the deployment and one or two "
-        "pasted Prometheus /metrics dumps (before/after, read as a delta). Computes the GPU prefix-cache hit rate, the "
-        "offload tier's (external) hit rate, KV usage, preemptions, stored vs loaded bytes and allocation failures "
-        "from the metric names of the vLLM release, and ranks causes — memory wall, no prefix locality, prefix caching "
-        "off, tier thrashing, tier too small, per-rank sizing, cold cache, max-model-len too high, decode-bound, "
-        "connector not loaded, hash-seed mismatch, host memory or /dev/shm exhausted, wrong metric names — each "
-        "with its evidence, the facts it rests on and the next check to run. A start-up log, when given, is read "
-        "for the connector vLLM created and for /dev/shm and memory errors."
+        "For 'offload doesn't help' or 'TTFT is still bad': ranks causes from symptoms, the deployment, /metrics "
+        "dumps and a start-up log, with evidence and the next check."
     ),
     request=DiagnoseRequest,
     result=DiagnoseResult,

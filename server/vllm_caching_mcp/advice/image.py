@@ -88,17 +88,15 @@ class InspectImageRequest(BaseModel):
     image: str = Field(
         min_length=1,
         max_length=512,
-        description="A tag of vllm/vllm-openai ('v0.22.1', 'v0.19.0-cu130', 'latest') or any image reference "
-        "('registry.example.com/team/vllm:v1', 'vllm/vllm-openai@sha256:<64 hex>').",
+        description="vllm/vllm-openai tag ('v0.22.1', 'latest') or any image reference",
     )
-    arch: Arch = Field(default="amd64", description="CPU architecture of the manifest to read (os is linux).")
+    arch: Arch = Field(default="amd64")
     runtime_check_script: bool = Field(
         default=False,
-        description="Also return a bash script that starts the image with Docker and reports what imports and "
-        "which KV connectors its vLLM registers, with their HMA support.",
+        description="a bash script reporting imports and KV connectors",
     )
-    offline: bool = Field(default=False, description="Do not contact the registry: answer from the local cache.")
-    deadline_seconds: float = Field(default=20.0, ge=1.0, le=120.0, description="Time allowed for asking the registry.")
+    offline: bool = Field(default=False, description="cache only")
+    deadline_seconds: float = Field(default=20.0, ge=1.0, le=120.0)
 
 
 class Found(BaseModel):
@@ -839,15 +837,9 @@ SPEC = ToolSpec(
     name="inspect_image",
     title="Inspect a vLLM container image",
     description=(
-        "What a vllm/vllm-openai tag (e.g. 'v0.22.1', 'v0.19.0-cu130', 'latest') or any image reference contains, "
-        "read from registry metadata only (manifest and config; no layer is pulled): digest, creation date, "
-        "compressed size, CUDA and Python versions, entrypoint and cmd, the vLLM version (from the image, else from "
-        "the tag, said so), whether LMCache / NIXL / Mooncake were installed at build time (from the build history, "
-        "with the matched steps), the knowledge's version pins for that vLLM release and whether LMCacheMPConnector's "
-        "HMA support depends on the bundled lmcache. arch defaults to amd64. With runtime_check_script, also a bash "
-        "script to run on a Docker host that imports the packages and lists the registered KV connectors with their "
-        "HMA support; the known security advisories for that vLLM release and the security floor, from the stored "
-        "advisory snapshot. Reads the registry (Docker Hub, or a configured mirror); unreachable, it says so."
+        "What a vllm/vllm-openai tag or other image contains, from registry metadata only: digest, size, CUDA, "
+        "Python, vLLM, bundled LMCache / NIXL / Mooncake and version pins; optionally a script to check it on a "
+        "Docker host."
     ),
     request=InspectImageRequest,
     result=InspectImageResult,

@@ -29,23 +29,21 @@ class Architecture(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(default="custom model", max_length=200)
-    num_layers: int = Field(gt=0, le=1000, description="decoder layers (num_hidden_layers)")
+    num_layers: int = Field(gt=0, le=1000, description="num_hidden_layers")
     num_attention_heads: int = Field(gt=0, le=4096)
     num_kv_heads: int = Field(gt=0, le=4096, description="num_key_value_heads")
     head_dim: int = Field(gt=0, le=4096)
-    attention: Literal["gqa", "mla"] = Field(default="gqa", description="gqa (also MHA/MQA) or mla")
-    kv_lora_rank: int | None = Field(default=None, gt=0, le=65536, description="MLA latent width")
-    qk_rope_head_dim: int | None = Field(default=None, gt=0, le=4096, description="MLA decoupled RoPE key width")
+    attention: Literal["gqa", "mla"] = Field(default="gqa", description="gqa covers MHA/MQA")
+    kv_lora_rank: int | None = Field(default=None, gt=0, le=65536)
+    qk_rope_head_dim: int | None = Field(default=None, gt=0, le=4096)
     sliding_window: TokenCount | None = Field(default=None, gt=0)
     sliding_window_layers: int = Field(default=0, ge=0, le=1000)
     attention_chunk_size: TokenCount | None = Field(default=None, gt=0)
     chunked_local_layers: int = Field(default=0, ge=0, le=1000)
-    linear_attention_layers: int = Field(
-        default=0, ge=0, le=1000, description="Gated DeltaNet / linear-attention layers"
-    )
+    linear_attention_layers: int = Field(default=0, ge=0, le=1000)
     linear_attention: LinearAttentionState | None = None
-    params_total_b: ParamsB | None = Field(default=None, description="total parameters, billions")
-    params_active_b: ParamsB | None = Field(default=None, description="parameters used per token, billions")
+    params_total_b: ParamsB | None = Field(default=None, description="billions")
+    params_active_b: ParamsB | None = Field(default=None, description="billions used per token")
     weights_dtype: WeightsDType = "bfloat16"
     default_dtype: DType = "bfloat16"
     max_position_embeddings: TokenCount | None = Field(default=None, gt=0)

@@ -189,27 +189,21 @@ class Parallelism(BaseModel):
 
 class Sizes(BaseModel):
     kv_offloading_size_gib: SizeGiB | None = Field(
-        default=None, gt=0, le=1_000_000, description="CPU tier, GiB, total across the instance's TP × PP ranks"
+        default=None, gt=0, le=1_000_000, description="GiB total across TP × PP ranks"
     )
-    cpu_bytes_to_use: SizeBytes | None = Field(
-        default=None, gt=0, description="CPU tier in bytes (total); = GiB × 2^30"
-    )
+    cpu_bytes_to_use: SizeBytes | None = Field(default=None, gt=0, description="bytes total")
     lmcache_max_local_cpu_size_gib: SizeGiB | None = Field(
-        default=None, gt=0, description="LMCache DRAM per worker process, GiB (= total ÷ (TP × PP))"
+        default=None, gt=0, description="GiB per worker (= total ÷ TP × PP)"
     )
-    num_cpu_blocks: Count | None = Field(default=None, gt=0, description="CPU tier in blocks; only vLLM < 0.14.0")
-    disk_gib: SizeGiB | None = Field(default=None, gt=0, description="LMCache disk tier per worker, GiB")
-    gds_buffer_mib: int | None = Field(default=None, gt=0, le=1_048_576, description="LMCache GDS buffer, MiB")
-    lmcache_server_l1_gib: SizeGiB | None = Field(default=None, gt=0, description="LMCache MP server DRAM, GiB")
+    num_cpu_blocks: Count | None = Field(default=None, gt=0, description="vLLM < 0.14.0 only")
+    disk_gib: SizeGiB | None = Field(default=None, gt=0, description="GiB per worker")
+    gds_buffer_mib: int | None = Field(default=None, gt=0, le=1_048_576, description="MiB")
+    lmcache_server_l1_gib: SizeGiB | None = Field(default=None, gt=0, description="GiB")
 
 
 class Paths(BaseModel):
-    disk: list[AbsolutePath] = Field(
-        default_factory=list, max_length=16, description="NVMe directories (fs tier / LMCache disk), absolute"
-    )
-    gds: list[AbsolutePath] = Field(
-        default_factory=list, max_length=16, description="GPUDirect Storage directories, absolute"
-    )
+    disk: list[AbsolutePath] = Field(default_factory=list, max_length=16, description="absolute NVMe directories")
+    gds: list[AbsolutePath] = Field(default_factory=list, max_length=16, description="absolute")
     lmcache_config_file: AbsolutePath = Field(default="/etc/lmcache/lmcache.yaml", max_length=500)
 
 
@@ -222,7 +216,7 @@ class ObjectStore(BaseModel):
 class Hosts(BaseModel):
     """Addresses for command-line formats; Kubernetes uses pod IPs and Service names instead."""
 
-    this_instance: HostName | None = Field(default=None, description="routable IP or name of this vLLM host")
+    this_instance: HostName | None = Field(default=None)
     prefill: HostName | None = None
     decode: HostName | None = None
     lmcache_server: HostName | None = None
@@ -230,63 +224,50 @@ class Hosts(BaseModel):
 
 
 class RenderConfigRequest(BaseModel):
-    backend: Backend | None = Field(default=None, description="the backend; or give `choice`")
-    choice: dict[str, Any] | None = Field(
-        default=None, description="a choose_backend result (its recommendation is used)"
-    )
-    tiers: list[TierKind] | None = Field(
-        default=None, description="native_tiering: secondary tiers in order (fs, obj, p2p)"
-    )
-    model: Argument = Field(min_length=1, max_length=300, description="model to serve (Hugging Face id or path)")
+    backend: Backend | None = Field(default=None, description="or give `choice`")
+    choice: dict[str, Any] | None = Field(default=None, description="a choose_backend result")
+    tiers: list[TierKind] | None = Field(default=None, description="native_tiering: tiers in order")
+    model: Argument = Field(min_length=1, max_length=300, description="HF id or path")
     version: str | None = Field(default=None, max_length=40)
     lmcache_version: str | None = Field(default=None, max_length=40)
     parallelism: Parallelism = Field(default_factory=Parallelism)
     sizes: Sizes = Field(default_factory=Sizes)
-    size_offload: dict[str, Any] | None = Field(default=None, description="a size_offload result; its sizes are used")
+    size_offload: dict[str, Any] | None = Field(default=None, description="a size_offload result")
     paths: Paths = Field(default_factory=Paths)
     object_store: ObjectStore | None = None
     hosts: Hosts = Field(default_factory=Hosts)
     fabric: Fabric | None = None
-    instances: int = Field(default=2, ge=2, le=64, description="lmcache_p2p: vLLM instances sharing the cache")
-    name: DnsLabel | None = Field(
-        default=None, description="name prefix of every workload (DNS label); default <model>-<backend>"
-    )
-    namespace: DnsLabel | None = Field(default=None, description="Kubernetes namespace (DNS label)")
+    instances: int = Field(default=2, ge=2, le=64, description="lmcache_p2p: instances sharing")
+    name: DnsLabel | None = Field(default=None, description="DNS label; omitted: <model>-<backend>")
+    namespace: DnsLabel | None = Field(default=None)
     image: ImageReference | None = Field(
-        default=None, max_length=300, description="vLLM image; default vllm/vllm-openai:v<version>"
+        default=None, max_length=300, description="omitted: vllm/vllm-openai:v<version>"
     )
-    lmcache_image: ImageReference | None = Field(
-        default=None, max_length=300, description="image for LMCache server/controller"
-    )
+    lmcache_image: ImageReference | None = Field(default=None, max_length=300)
     format: Format = "vllm_serve"
     hf_token: Literal["optional", "required"] = Field(
         default="optional",
-        description="the Hugging Face token (HF_TOKEN from the Secret hf-token in Kubernetes, the caller's "
-        "environment in docker run): optional for public models, required for gated ones (the pod then waits "
-        "for the Secret instead of failing on the first download)",
+        description="HF_TOKEN from Secret hf-token; required for gated models",
     )
     model_cache: Literal["pvc", "host_path"] = Field(
         default="pvc",
-        description="Kubernetes: the model cache on a PersistentVolumeClaim per workload, or on model_cache_path "
-        "of the node",
+        description="a PVC per workload, or model_cache_path on the node",
     )
     model_cache_path: AbsolutePath | None = Field(
         default=None,
-        description="host directory for the model cache (model_cache host_path; docker run: instead of the named "
-        "volume)",
     )
     shared_tier_volume: Literal["pvc", "host_path"] = Field(
         default="pvc",
-        description="Kubernetes: the native fs tier on a ReadWriteMany PersistentVolumeClaim that replicas share, "
-        "or the node's paths.disk directory",
+        description="fs tier on a shared RWX PVC, or the node's paths.disk",
     )
     rdma_resource: ResourceName = Field(
         default="rdma/ib",
-        description="InfiniBand/RoCE: the device-plugin resource each P/D pod requests (rdma/ib is the "
-        "k8s-rdma-shared-dev-plugin's example name: use what your plugin advertises)",
+        description="RDMA device-plugin resource per P/D pod, as your plugin names it",
     )
-    host_ram_gib: SizeGiB | None = Field(
-        default=None, gt=0, le=100_000, description="RAM of one node, GiB: checked against the memory rendered"
+    host_ram_gib: SizeGiB | None = Field(default=None, gt=0, le=100_000, description="GiB per node")
+    gpus_per_host: int | None = Field(default=None, ge=1, le=64, description="P/D roles on one host get their own")
+    proxy_source: Literal["fetch", "config_map"] = Field(
+        default="fetch",
     )
 
 
@@ -415,10 +396,19 @@ class Component:
     shared_mounts: list[str] = field(default_factory=list)  # Kubernetes: on the ReadWriteMany tier PVC
     startup_failures: int = 0  # startupProbe failureThreshold; 0: no probes
     script_config_map: str | None = None  # Kubernetes: the ConfigMap its script is mounted from
+    # The command that downloads its script before it starts: a Kubernetes init container, a docker_run line.
+    fetch_argv: list[str] = field(default_factory=list)
+    fetch_image: str = ""
+    devices: list[int] = field(default_factory=list)  # the GPUs of its host it is given; []: all of them
 
     @property
     def http_port(self) -> int | None:
         return next((p.port for p in self.ports if p.name == "http"), None)
+
+    @property
+    def docker_gpus(self) -> str:
+        """docker run's --gpus: its devices (in double quotes, the way docker reads a list with commas), else all."""
+        return f'"device={",".join(map(str, self.devices))}"' if self.devices else "all"
 
     @property
     def lines(self) -> list[list[str]]:
@@ -514,6 +504,7 @@ class _Planner:
         # Processes on one host must not share a port; in Kubernetes each pod has its own, so every
         # vLLM keeps the default HTTP port there.
         self._ports: dict[str, _Ports] = {}
+        self._gpus_taken: dict[str, int] = {}  # by host: the GPUs handed out to the roles there
         result = request.size_offload or {}
         self.size_offload_left = readable_number(result.get("host_ram_left_gib"))
         if request.image is not None:
@@ -1195,12 +1186,33 @@ class _Planner:
                     "device-plugin resource; IPC_LOCK added",
                 )
             c.service = "headless"
+            self._own_gpus(c, given)
             self.plan.components.append(c)
         proxy = self.recipes.pd_proxy(connector_id, self.version)
         if proxy is None:  # the loader checks every release with the connector; one older than those has none
             raise AdviceError("version", f"no P/D proxy is known for vLLM {self.version}; give a release it covers")
         self.plan.cited.setdefault(proxy.id, cite(proxy.id, proxy, self.k))
         self._pd_proxy(proxy)
+
+    def _own_gpus(self, c: Component, host: str | None) -> None:
+        """In a script render each role gets its own GPUs of its host, counted up from the first the
+        other role left free (a pod is given its own by Kubernetes); a warning when the host has too few."""
+        if self.r.format not in ("vllm_serve", "docker_run"):
+            return
+        key = host or self.r.hosts.this_instance or "localhost"
+        first = self._gpus_taken.get(key, 0)
+        c.devices = list(range(first, first + c.gpus))
+        self._gpus_taken[key] = first + c.gpus
+        if self.r.format == "vllm_serve":
+            c.env.append(Env("CUDA_VISIBLE_DEVICES", ",".join(map(str, c.devices))))
+        self.note(f"{c.name} GPUs", ",".join(map(str, c.devices)), "computed", "TP × PP × DP of its own on its host")
+        host_gpus = self.r.gpus_per_host or _DEFAULT_GPUS_PER_HOST
+        if first + c.gpus > host_gpus:
+            given = "" if self.r.gpus_per_host else f" (gpus_per_host not given: {host_gpus} assumed)"
+            self.context.warnings.append(
+                f"the roles on {key} need {first + c.gpus} GPUs, more than the {host_gpus} of one host{given}: "
+                "put prefill and decode on different hosts (hosts.prefill, hosts.decode) or lower their parallelism"
+            )
 
     def _side_ports(self, label: str, host: str | None, entry_id: str) -> list[int]:
         """The ports one role's side channel (or bootstrap server) listens on: the release's default
@@ -1235,36 +1247,62 @@ class _Planner:
             routes = ["--prefill", f"http://{pre}:{pre_port}", bootstrap, "--decode", f"http://{dec}:{dec_port}"]
         in_container = self.r.format in ("docker_run", "kubernetes")
         script = f"{_PROXY_DIR}/{proxy.script}" if in_container else proxy.script
-        self.plan.components.append(
-            Component(
-                name="proxy",
-                description="P/D proxy: each request goes to prefill, then decode",
-                argv=["python3", script, "--host", "0.0.0.0", "--port", str(proxy_port), *routes],
-                image=self.image,
-                kind="helper",
-                ports=[Port("http", proxy_port)],
-                service="cluster",
-                # In Docker it reaches prefill and decode where they listen: on the host's network.
-                host_network=self.r.format == "docker_run",
-                mounts=[_PROXY_DIR] if self.r.format == "docker_run" else [],
-                script_config_map=f"{self.name}-proxy" if self.kube else None,
-                notes=[f"{proxy.script} comes from {proxy.path} in the vLLM repository at v{self.version}."],
-            )
+        component = Component(
+            name="proxy",
+            description="P/D proxy: each request goes to prefill, then decode",
+            argv=["python3", script, "--host", "0.0.0.0", "--port", str(proxy_port), *routes],
+            image=self.image,
+            kind="helper",
+            ports=[Port("http", proxy_port)],
+            service="cluster",
+            # In Docker it reaches prefill and decode where they listen: on the host's network.
+            host_network=self.r.format == "docker_run",
+            mounts=[script] if self.r.format == "docker_run" else [],
+            notes=[f"{proxy.script} comes from {proxy.path} in the vLLM repository at v{self.version}."],
         )
+        self.plan.components.append(component)
+        self._proxy_script(component, proxy, script)
+
+    def _proxy_script(self, component: Component, proxy: PdProxy, script: str) -> None:
+        """Where the proxy's script comes from: neither the wheel nor the image carries it, and its text
+        is not ours to ship, so the pod (or the docker_run script) downloads it from the release's tag."""
         url = f"https://raw.githubusercontent.com/vllm-project/vllm/v{self.version}/{proxy.path}"
-        if self.kube:
+        host = url.split("/")[2]
+        fetch = ["curl", "-fsSL", "--create-dirs", "-o", script, url]
+        if self.r.format == "docker_run":
+            component.fetch_argv = fetch
             self.plan.notes.append(
-                f"The proxy script is not in the wheel or image: the proxy mounts it from the ConfigMap "
-                f"{self.name}-proxy; create it from the vLLM repository at v{self.version} before applying: "
-                f"curl -fsSLO {url} && kubectl create configmap {self.name}-proxy --from-file={proxy.script}"
-                + (f" -n {self.r.namespace}" if self.r.namespace else "")
+                f"proxy.sh downloads {proxy.script} from {url} first: the host needs egress to {host}."
             )
-        else:
-            where_to = f" and place it in {_PROXY_DIR} on the host" if in_container else " into this directory"
+            return
+        if not self.kube:
             self.plan.notes.append(
                 f"The proxy script is not in the wheel or image: take {proxy.path} from the vLLM repository at "
-                f"v{self.version} ({url}){where_to}."
+                f"v{self.version} ({url}) into this directory."
             )
+            return
+        config_map = f"{self.name}-proxy"
+        create = f"curl -fsSLO {url} && kubectl create configmap {config_map} --from-file={proxy.script}" + (
+            f" -n {self.r.namespace}" if self.r.namespace else ""
+        )
+        origin: Origin = "user" if "proxy_source" in self.r.model_fields_set else "default"
+        self.note("proxy_source", self.r.proxy_source, origin)
+        if self.r.proxy_source == "config_map":
+            component.script_config_map = config_map
+            self.plan.notes.append(
+                f"The proxy mounts its script from the ConfigMap {config_map}; create it from the vLLM repository "
+                f"at v{self.version} before applying: {create}"
+            )
+            return
+        fetcher = self.facts.pd_proxy_fetch
+        self.cite_fact("pd_proxy_fetch")
+        component.fetch_argv, component.fetch_image = fetch, fetcher.image
+        self.note("proxy fetch image", fetcher.image, "knowledge", "our choice: a small image with curl")
+        self.plan.notes.append(
+            f"The proxy pod's init container ({fetcher.image}) downloads {proxy.script} from {url}: the pod needs "
+            f"egress to {host}. Without egress, render with proxy_source config_map and create the ConfigMap: "
+            f"{create}"
+        )
 
     def _nixl_pd(self) -> None:
         self._pd("connector.nixl", None)
@@ -1282,6 +1320,8 @@ class _Planner:
 
 
 _PROXY_DIR = "/opt/proxy"
+# The GPUs of one host when the request does not say (gpus_per_host): the usual 8-GPU server.
+_DEFAULT_GPUS_PER_HOST = 8
 # The fs tier's PVC size when sizes.disk_gib is not given: a placeholder the caller should set, noted as such.
 _SHARED_TIER_DEFAULT_GIB = 1024
 
@@ -1696,7 +1736,7 @@ def _validate_serve(planner: _Planner, c: Component, f: RenderedFile) -> None:
 def _planned_docker_options(planner: _Planner, c: Component) -> list[tuple[str, str | None]]:
     options: list[tuple[str, str | None]] = [("--rm", None), ("--name", c.name)]
     if c.gpus:
-        options.append(("--gpus", "all"))
+        options.append(("--gpus", c.docker_gpus))
     if c.gpus or c.shm:
         options.append(("--ipc", "host"))
     if c.rdma:
@@ -1714,6 +1754,11 @@ def _planned_docker_options(planner: _Planner, c: Component) -> list[tuple[str, 
 
 def _validate_docker(planner: _Planner, c: Component, f: RenderedFile) -> None:
     words = shell_words(f.content)
+    if c.fetch_argv:  # the download of its script, stopping the script when it fails
+        fetch = [*c.fetch_argv, "||", "exit", "1"]
+        if words[: len(fetch)] != fetch:
+            raise RenderCheckError("format", f"{f.name}: the download of its script does not read back as planned")
+        words = words[len(fetch) :]
     options, positional = docker_run_words(words[2:])
     # Docker splits a -v value at every ':' and an -e value at its first '='.
     mounts = [tuple(v.split(":")) for k, v in options if k == "-v" and v is not None]
@@ -1829,7 +1874,8 @@ def _validate_kubernetes(planner: _Planner, text: str) -> None:
             raise RenderCheckError("format", "a Kubernetes object lacks apiVersion, kind or metadata.name")
         if doc["kind"] in ("Deployment", "DaemonSet"):
             c = by_name[doc["metadata"]["name"]]
-            containers = doc["spec"]["template"]["spec"]["containers"]
+            pod = doc["spec"]["template"]["spec"]
+            containers = pod["containers"]
             if not containers or not all({"name", "image"} <= set(x) for x in containers):
                 raise RenderCheckError("format", "a container lacks name or image")
             if containers[0]["image"] != c.image:
@@ -1837,6 +1883,9 @@ def _validate_kubernetes(planner: _Planner, text: str) -> None:
             argv = [_unk8s(planner, a) for a in [*containers[0]["command"], *containers[0]["args"]]]
             env = [(e["name"], _unk8s(planner, e["value"])) for e in containers[0].get("env", []) if "value" in e]
             _check_command(planner, c, argv, env, c.name)
+            fetches = [[_unk8s(planner, a) for a in x["command"]] for x in pod.get("initContainers", [])]
+            if fetches != ([c.fetch_argv] if c.fetch_argv else []):
+                raise RenderCheckError("format", f"{c.name}: the init container does not read back as planned")
             seen.add(c.name)
         elif doc["kind"] == "Service":
             c = by_name[doc["metadata"]["name"]]
@@ -1980,15 +2029,8 @@ SPEC = ToolSpec(
     name="render_config",
     title="Render a validated vLLM KV caching config",
     description=(
-        "A ready configuration for a KV caching backend (or a choose_backend result): the `vllm serve` command, "
-        "`docker run`, a Kubernetes manifest (Deployments plus the Services the backend needs: headless with "
-        "publishNotReadyAddresses for NIXL side channels and P2P, the LMCache controller or server), the "
-        "--kv-transfer-config JSON alone, an LMCache config YAML, or an env file. Backends: native CPU, native "
-        "multi-tier (fs, obj, p2p), LMCache (DRAM, disk, GDS), LMCache P2P with controller, LMCache MP, NIXL 1P1D "
-        "with proxy, Mooncake, MultiConnector (NIXL + CPU offload). Every value is quoted for its context and the "
-        "output is re-parsed and checked against the flags of that vLLM release and the units before it is "
-        "returned; `values` says where each value came from. A release below the security floor (the lowest "
-        "clear of every critical and high advisory, stored snapshot) gets a warning naming the floor."
+        "A ready configuration for a backend or a choose_backend result (vllm serve, docker run, Kubernetes,"
+        " --kv-transfer-config, LMCache YAML, env file), checked against the release's flags and units."
     ),
     request=RenderConfigRequest,
     result=RenderConfigResult,

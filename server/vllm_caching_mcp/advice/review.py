@@ -49,6 +49,7 @@ from .deployment import (
     EnvUse,
     FlagUse,
     Location,
+    PerKnowledge,
     ProxyUse,
     Workload,
     find_gpu,
@@ -67,14 +68,11 @@ GIB = 1 << 30
 
 
 class HostFacts(BaseModel):
-    ram_gib: float | None = Field(
-        default=None, gt=0, le=100_000, description="installed host RAM per node, GiB (checks the offload tier fits)"
-    )
+    ram_gib: float | None = Field(default=None, gt=0, le=100_000, description="GiB per node")
     gpu: str | None = Field(
         default=None,
         max_length=100,
-        description="GPU model, e.g. 'H100 SXM', 'H200', 'L40S' (else read from a nvidia.com/gpu.product "
-        "node selector)",
+        description="e.g. 'H200'; else the node selector's",
     )
 
 
@@ -82,23 +80,19 @@ class ReviewRequest(BaseModel):
     documents: Documents = Field(
         min_length=1,
         max_length=50,
-        description="The deployment: shell scripts with `vllm serve` / `python -m vllm.entrypoints.openai.api_server` "
-        "/ `docker run` lines, docker-compose files, Kubernetes manifests (multi-document YAML), Helm values "
-        "(vLLM production-stack or vLLM example chart) and LMCache config YAML; each with its file name.",
+        description="serve scripts, docker-compose, Kubernetes YAML, Helm values, LMCache YAML",
     )
     version: str | None = Field(
         default=None,
         max_length=40,
-        description="The vLLM release, when no vllm/vllm-openai:vX.Y.Z image tag says it. Left out: the newest known.",
+        description="when no image tag says it; omitted: the newest",
     )
-    host: HostFacts | None = Field(default=None, description="Facts about the nodes that the manifests cannot say.")
-    p99_context_tokens: int | None = Field(
-        default=None, gt=0, le=100_000_000, description="99th-percentile context length of real requests, tokens"
-    )
+    host: HostFacts | None = Field(default=None)
+    p99_context_tokens: int | None = Field(default=None, gt=0, le=100_000_000)
     disabled_rules: list[str] = Field(
         default_factory=list,
         max_length=100,
-        description="Rule ids to skip, e.g. 'pitfall.enforce-eager-on-datacenter-gpu'",
+        description="rule ids to skip",
     )
 
 
@@ -247,6 +241,7 @@ class Context:
     p99_context_tokens: int | None
     proxies: list[ProxyUse] = field(default_factory=list)
     shared: Shared = field(default_factory=Shared)
+    start_problem: str | None = None  # why the workload's command never starts the server (Workload.start_problem)
 
 
 def _env_text(use: Any) -> str:
@@ -458,6 +453,42 @@ def _tier_unregistered(wanted: bool, asked: Asked) -> Outcome:
     return Outcome(bool(items) is wanted, items=items)
 
 
+def _start_problem(wanted: bool, asked: Asked) -> Outcome:
+    problem = asked.ctx.start_problem
+    return Outcome((problem is not None) is wanted, [Evidence(problem)] if problem else [])
+
+
+def _value_options(knowledge: Knowledge) -> frozenset[str]:
+    """Options that take a value: switches (the inventory's, and the knowledge's boolean flags) do not,
+    so a word expanding to nothing after one is harmless."""
+    switches = {
+        s.name for s in knowledge.settings if s.kind == "cli_flag" and (s.type or "").split("|")[0].strip() == "bool"
+    }
+    return frozenset(f.flag for f in knowledge.cli_inventory.flags if f.takes_value and f.flag not in switches)
+
+
+_VALUE_OPTIONS = PerKnowledge(_value_options)
+# The parser marks an option whose next word expanded to nothing with this. An empty word ('' or
+# --x=) is an argument instead: optional types read it as None (the default), others refuse it
+# (--max-model-len ''), which takes each option's type to tell apart; this rule leaves it alone.
+_NO_ARGUMENT = "expected one argument"
+
+
+def _flag_value_vanished(wanted: bool, asked: Asked) -> Outcome:
+    """Each value-taking option (in full or as argparse's unambiguous prefix) whose value expanded to nothing."""
+    ctx = asked.ctx
+    accepted = ctx.knowledge.cli_inventory.accepted(ctx.version)
+    takes_value = _VALUE_OPTIONS(ctx.knowledge)
+    items = []
+    for flag in asked.workload_flags:
+        if flag.problem is None or _NO_ARGUMENT not in flag.problem:
+            continue
+        expansions = [flag.name] if flag.name in accepted else _abbreviation_of(flag.name, accepted)
+        if len(expansions) == 1 and expansions[0] in takes_value:
+            items.append(Evidence(f"{flag.written}: {flag.problem}", flag.location))
+    return Outcome(bool(items) is wanted, items=items)
+
+
 # One evaluator per condition key (the names of `Condition`'s fields): a new condition is a
 # function taking the key's value and what was asked, and one entry here.
 _EVALUATORS: dict[str, Callable[[Any, Asked], Outcome]] = {
@@ -487,6 +518,8 @@ _EVALUATORS: dict[str, Callable[[Any, Asked], Outcome]] = {
     "compare": lambda comparison, asked: _comparison(comparison, asked.ctx),
     "entry_unavailable": lambda entry_id, asked: _entry_unavailable(entry_id, asked.ctx),
     "entry_deprecated": lambda entry_id, asked: _entry_deprecated(entry_id, asked.ctx),
+    "start_problem": _start_problem,
+    "flag_value_vanished": _flag_value_vanished,
 }
 
 
@@ -986,6 +1019,7 @@ def _rule_findings(
             p99_context_tokens=request.p99_context_tokens,
             proxies=deployment.proxies,
             shared=shared,
+            start_problem=workload.start_problem,
         )
         for rule in all_rules:
             if rule.id in request.disabled_rules or not in_range(rule.versions, version):
@@ -1236,17 +1270,9 @@ SPEC = ToolSpec(
     name="review_deployment",
     title="Review a vLLM deployment for KV-caching mistakes",
     description=(
-        "Reviews a vLLM deployment — `vllm serve` / api_server command lines, `docker run`, docker-compose, "
-        "Kubernetes manifests (Deployment, StatefulSet, Pod, LeaderWorkerSet), Helm values, LMCache config — "
-        "against rules kept as version-gated data: weight offload used for KV, offload sized per GPU, the "
-        "hybrid-KV-manager flag missing or harmful for the release and connector, LMCacheConnectorV1 with hybrid "
-        "models, prefix caching off, fp8 KV without scales, removed flags and connectors, misspelt flags, LMCache "
-        "and NIXL settings, a P/D proxy wrong for the connector and release, PYTHONHASHSEED for shared tiers, "
-        "tiers bigger than host RAM; and the known security advisories (stored snapshot) that apply to the "
-        "release and configuration, as findings with their CVE and GHSA ids. Each finding has a rule id, "
-        "severity, file and line or YAML path, the fix and sources. The release comes from the image tag, else "
-        "`version`, else the newest known. Give host RAM, the GPU and the p99 context length to settle the "
-        "rules that need them."
+        "Reviews deployment files (serve lines, docker, compose, Kubernetes, Helm, LMCache config) against"
+        " version-gated KV-caching rules and security advisories, each finding with location, fix and sources."
+        " The release comes from the image tag, else `version`."
     ),
     request=ReviewRequest,
     result=ReviewResult,

@@ -91,92 +91,78 @@ class SizeOffloadRequest(BaseModel):
     model: str | None = Field(
         default=None,
         max_length=200,
-        description="A model in the knowledge: id, name, alias or Hugging Face repo, e.g. 'llama-3.1-70b', "
-        "'Qwen/Qwen3-32B', 'deepseek-r1' (all: `vllm-caching models`, resource knowledge://models.yaml). Give "
-        "exactly one of model, config_path, architecture.",
+        description="id, name, alias or HF repo (list: `vllm-caching models`)",
     )
-    config_path: str | None = Field(
-        default=None, max_length=4096, description="Path to a local Hugging Face config.json (or its directory)."
-    )
-    architecture: Architecture | None = Field(default=None, description="The attention layout typed in.")
-    version: str | None = Field(default=None, max_length=40, description="vLLM release; newest known if left out.")
-    kv_cache_dtype: KVCacheDType = Field(default="auto", description="--kv-cache-dtype; auto = the model dtype")
+    config_path: str | None = Field(default=None, max_length=4096, description="local config.json or its directory")
+    architecture: Architecture | None = Field(default=None)
+    version: str | None = Field(default=None, max_length=40)
+    kv_cache_dtype: KVCacheDType = Field(default="auto", description="auto = model dtype")
     tensor_parallel_size: int = Field(default=1, ge=1, le=1024)
     pipeline_parallel_size: int = Field(default=1, ge=1, le=1024)
     data_parallel_size: int = Field(default=1, ge=1, le=4096)
-    gpu_count: Count | None = Field(default=None, ge=1, description="total GPUs; checked against TP × PP × DP")
+    gpu_count: Count | None = Field(default=None, ge=1, description="checked against TP × PP × DP")
     gpus_per_node: int = Field(default=8, ge=1, le=72)
-    gpu: str = Field(default="gpu.h100-sxm", max_length=100, description="GPU id or name (all: `vllm-caching gpus`)")
+    gpu: str = Field(default="gpu.h100-sxm", max_length=100, description="id or name (list: `vllm-caching gpus`)")
     gpu_memory_gib: GpuMemoryGiB | None = Field(
-        default=None, gt=0, description="memory per GPU as the driver reports it; default: the vendor's GB figure"
+        default=None, gt=0, description="GiB per GPU as the driver reports; omitted: the vendor's GB"
     )
     gpu_memory_utilization: FiniteFloat | None = Field(
-        default=None, gt=0, le=1, description="--gpu-memory-utilization; default: vLLM's for the release"
+        default=None, gt=0, le=1, description="omitted: the release's default"
     )
-    weights_gib_per_gpu: GpuMemoryGiB | None = Field(default=None, ge=0, description="measured weight memory per GPU")
-    params_total_b: ParamsB | None = Field(default=None, description="overrides the model's parameter count")
+    weights_gib_per_gpu: GpuMemoryGiB | None = Field(default=None, ge=0, description="measured")
+    params_total_b: ParamsB | None = Field(default=None, description="billions; overrides the model's")
     activation_reserve_gib: GpuMemoryGiB = Field(
         default=4.0,
         ge=0,
-        description="ESTIMATE of what vLLM's profiling run takes besides weights on each GPU (activation peak, "
-        "CUDA graphs, NCCL and allocator overhead). Read the real figure from vLLM's startup log.",
+        description=(
+            "ESTIMATE per GPU besides weights (activations, CUDA graphs, NCCL); read it from vLLM's startup log"
+        ),
     )
-    max_model_len: TokenCount | None = Field(
-        default=None, ge=1, description="default: the model's max_position_embeddings"
-    )
+    max_model_len: TokenCount | None = Field(default=None, ge=1, description="omitted: max_position_embeddings")
     max_num_batched_tokens: TokenCount = Field(
         default=8192,
         ge=1,
-        description="bounds sliding-window and chunked-local holdings; 8192 = server default on H100",
+        description="bounds sliding-window and chunked-local holdings",
     )
     block_size: int | None = Field(
         default=None,
         ge=1,
         le=4096,
-        description="--block-size in tokens; default: vLLM's choice (16, or what the attention backend picked for "
-        "the GPU, the attention kind and the KV dtype needs)",
+        description="tokens; omitted: what vLLM picks for the GPU, attention and KV dtype",
     )
     hybrid_kv_cache_manager: bool | None = Field(
-        default=None, description="None: on unless the offload connector lacks HMA support in that release"
+        default=None, description="omitted: on unless the connector lacks HMA support"
     )
     enable_prefix_caching: bool | None = Field(
         default=None,
-        description="--enable-prefix-caching; decides how a hybrid (linear-attention) model keeps its state "
-        "(mamba_cache_mode 'align' with it on, 'none' with it off); default: the release's default",
+        description="omitted: the release's default; sets a hybrid model's mamba_cache_mode",
     )
     typical_context_tokens: TokenCount = Field(default=8192, ge=1)
-    live_sessions: Count | None = Field(default=None, ge=0, description="concurrent sessions you plan to serve")
-    warm_sessions: Count | None = Field(default=None, ge=0, description="idle sessions the CPU tier should keep")
-    prefix_reuse: FiniteFloat = Field(
-        default=1.0, ge=0, le=1, description="share of a returning context found in cache"
-    )
+    live_sessions: Count | None = Field(default=None, ge=0, description="concurrent")
+    warm_sessions: Count | None = Field(default=None, ge=0, description="idle sessions the CPU tier keeps")
+    prefix_reuse: FiniteFloat = Field(default=1.0, ge=0, le=1, description="share of a returning context in cache")
     offload_backend: OffloadBackend = "native"
-    offload_block_size: TokenCount | None = Field(
-        default=None, ge=1, description="offloaded chunk in tokens (block_size key)"
+    offload_block_size: TokenCount | None = Field(default=None, ge=1, description="tokens per offloaded chunk")
+    kv_offloading_size_gib: SizeGiB | None = Field(
+        default=None, gt=0, description="planned --kv-offloading-size, GiB total across TP ranks"
     )
-    kv_offloading_size_gib: SizeGiB | None = Field(default=None, gt=0, description="the --kv-offloading-size you plan")
-    lmcache_max_local_cpu_size_gib: SizeGiB | None = Field(default=None, gt=0, description="LMCACHE_MAX_LOCAL_CPU_SIZE")
-    host_ram_gib: SizeGiB | None = Field(default=None, gt=0, description="RAM installed per node")
+    lmcache_max_local_cpu_size_gib: SizeGiB | None = Field(default=None, gt=0, description="GiB per process")
+    host_ram_gib: SizeGiB | None = Field(default=None, gt=0, description="per node")
     host_ram_reserved_gib: SizeGiB | None = Field(
         default=None,
         ge=0,
-        description="RAM kept for the OS, vLLM processes and page cache; default: the larger of 32 GiB and 20 % of "
-        "host_ram_gib (pinned memory cannot be swapped, and review_deployment flags tiers above 80 % of RAM)",
+        description="per node for OS, vLLM and page cache; omitted: max(32, 20 % of RAM)",
     )
     nvme_drives_per_node: int = Field(default=1, ge=1, le=64)
-    gds: bool = Field(default=False, description="GPUDirect Storage: NVMe reads skip the host bounce")
-    remote_gb_s: FiniteFloat = Field(
-        default=25.0, ge=0.001, le=100_000, description="network rate to a remote tier, GB/s (200 Gb/s)"
-    )
-    prefill_tokens_per_s: FiniteFloat | None = Field(
-        default=None, ge=1, le=1e9, description="measured prefill rate per engine"
-    )
-    mfu: FiniteFloat = Field(default=0.4, ge=0.01, le=1, description="ESTIMATED model FLOPs utilisation during prefill")
+    gds: bool = Field(default=False, description="GPUDirect Storage")
+    remote_gb_s: FiniteFloat = Field(default=25.0, ge=0.001, le=100_000, description="remote tier, GB/s")
+    prefill_tokens_per_s: FiniteFloat | None = Field(default=None, ge=1, le=1e9, description="measured, per engine")
+    mfu: FiniteFloat = Field(default=0.4, ge=0.01, le=1, description="ESTIMATE during prefill")
     sglang_hicache_size_gb: FiniteFloat | None = Field(
-        default=None, gt=0, le=1e7, description="SGLang --hicache-size (GB per rank) to convert to vLLM"
+        default=None, gt=0, le=1e7, description="SGLang --hicache-size to convert (GB per rank)"
     )
     sglang_hicache_ratio: FiniteFloat | None = Field(
-        default=None, gt=0, le=1000, description="SGLang --hicache-ratio to convert to vLLM (or the size, not both)"
+        default=None, gt=0, le=1000, description="SGLang --hicache-ratio to convert (not with the size)"
     )
 
 
@@ -1667,14 +1653,9 @@ SPEC = ToolSpec(
     name="size_offload",
     title="Size the KV cache and its offload tiers",
     description=(
-        "Architecture-aware KV-cache sizing, with the arithmetic vLLM uses for the given release: KV bytes per "
-        "token per rank and in total for each layer kind (GQA/MQA with per-rank head replication, MLA latent, "
-        "sliding-window and chunked-local bounds, linear-attention/Mamba state per sequence, fp8 KV, block "
-        "rounding); the GPU KV budget, blocks and live sessions; the CPU tier as --kv-offloading-size (GiB total), "
-        "cpu_bytes_to_use (bytes total) and LMCACHE_MAX_LOCAL_CPU_SIZE (GiB per process) with the rule linking "
-        "them; warm sessions held; host RAM left; load time per tier versus re-prefill; SGLang --hicache-size / "
-        "--hicache-ratio equivalents; and a `vllm bench serve` prefix-repetition run that exercises the tier. "
-        "Give a model from the knowledge, a local config.json path, or the fields."
+        "Sizes the GPU KV cache and the CPU tier with vLLM's arithmetic for the release (--kv-offloading-size, "
+        "cpu_bytes_to_use, LMCACHE_MAX_LOCAL_CPU_SIZE), load time versus re-prefill and SGLang equivalents. Give "
+        "exactly one of model, config_path, architecture."
     ),
     request=SizeOffloadRequest,
     result=SizeOffloadResult,
