@@ -40,7 +40,14 @@ from vllm_caching_mcp.versions import Version, in_range
 RELEASE_SOURCE = re.compile(
     r"(?P<kind>wheel|sdist):(?P<pkg>[\w-]+)==(?P<ver>[\w.]+):(?P<path>[\w./-]+)(?::(?P<line>\d+)(?:-(?P<end>\d+))?)?"
 )
-TEXT_SUFFIXES = (".py", ".txt", ".json", ".cfg", ".toml", ".in", ".sh", ".md")
+TEXT_SUFFIXES = (".py", ".txt", ".json", ".cfg", ".toml", ".in", ".sh", ".md", ".yaml", ".yml")
+
+
+def _is_text(name: str) -> bool:
+    """A file the checks read: text by its suffix, or a Dockerfile (the release's image recipe)."""
+    return name.endswith(TEXT_SUFFIXES) or name.rsplit("/", 1)[-1] == "Dockerfile"
+
+
 DEFAULT_INDEX = "https://pypi.org/simple"
 
 
@@ -86,7 +93,7 @@ def download_wheel(package: str, version: str, target: Path) -> None:
         wheel = next(Path(tmp).glob("*.whl"))
         with zipfile.ZipFile(wheel) as archive:
             for name in archive.namelist():
-                if name.endswith(TEXT_SUFFIXES):
+                if _is_text(name):
                     archive.extract(name, target)
 
 
@@ -112,7 +119,7 @@ def download_sdist(package: str, version: str, target: Path, index: str) -> None
         with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
             for member in archive.getmembers():
                 _, _, inner = member.name.partition("/")
-                if member.isfile() and inner and inner.endswith(TEXT_SUFFIXES):
+                if member.isfile() and inner and _is_text(inner):
                     member.name = inner
                     archive.extract(member, staging, filter="data")
         staging.rename(target)

@@ -178,3 +178,17 @@ def test_checks_each_proxy_path_in_every_release_it_covers(index: str, tmp_path:
         "pd_proxies proxy.now: vllm 0.23.0 has no source distribution on the index",
         "2 proxy paths checked, 3 wrong, 1 not checkable",
     ]
+
+
+@pytest.mark.parametrize(
+    ("name", "read"),
+    [
+        ("docker/Dockerfile", True),  # the release's image recipe
+        (".buildkite/release-pipeline.yaml", True),
+        ("examples/proxy.py", True),
+        ("docker/Dockerfile.cpu", False),
+        ("vllm/_C.abi3.so", False),
+    ],
+)
+def test_the_image_recipe_and_release_pipeline_are_extracted_for_their_citations(name: str, read: bool) -> None:
+    assert script._is_text(name) is read

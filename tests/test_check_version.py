@@ -463,3 +463,13 @@ def test_the_long_upgrade_answer_is_about_half_its_old_size() -> None:
     result = ask(version="0.20.2", compare_to="0.33.0")
     assert len(result.model_dump_json()) < 100_000  # 156 KB before the notes were grouped
     assert len(result.changes) < 120
+
+
+def test_whether_the_release_images_carry_lmcache_is_answered_by_name() -> None:
+    # Read in the release sdists: the release pipeline builds vllm/vllm-openai with INSTALL_KV_CONNECTORS=true.
+    for name in ("INSTALL_KV_CONNECTORS", "lmcache in the vllm-openai image"):
+        result = run_tool("check_version", {"name": name, "version": "0.33.0"})
+        entry = result.matches[0]  # type: ignore[attr-defined]
+        assert entry.id == "feature.release-image-kv-connectors" and entry.status == "available"
+        assert "INSTALL_KV_CONNECTORS=true" in entry.summary and "not fixed by the vLLM tag" in entry.summary
+        assert any(s.startswith("sdist:vllm==0.33.0:.buildkite/release-pipeline.yaml") for s in entry.citation.sources)

@@ -53,7 +53,10 @@ Evidence = Literal["wheel", "primary", "reference"]
 _SOURCE_PATTERNS = (
     re.compile(r"^wheel:(vllm|lmcache)==\d+(\.\d+)+(\.post\d+)?:[\w./-]+\.(py|txt|json|cfg|toml|in)(:\d+(-\d+)?)?$"),
     # The release's source distribution: what the wheel leaves out (examples, tests, docs).
-    re.compile(r"^sdist:(vllm|lmcache)==\d+(\.\d+)+(\.post\d+)?:[\w./-]+\.(py|sh|md|txt|json|toml)(:\d+(-\d+)?)?$"),
+    re.compile(
+        r"^sdist:(vllm|lmcache)==\d+(\.\d+)+(\.post\d+)?:[\w./-]+(\.(py|sh|md|txt|json|toml|yaml|yml)|/Dockerfile)"
+        r"(:\d+(-\d+)?)?$"
+    ),
     re.compile(r"^(issue|pr):[\w.-]+/[\w.-]+#\d+$"),
     re.compile(r"^pypi:[\w.-]+$"),
     re.compile(r"^https://\S+$"),

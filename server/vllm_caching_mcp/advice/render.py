@@ -1064,10 +1064,12 @@ class _Planner:
         fact = self.facts.lmcache_image
         self.cite_fact("lmcache_image")
         self.note("lmcache_image", fact.image, "knowledge", "LMCache's own image; pin one through lmcache_image")
+        self.cite("feature.release-image-kv-connectors")
         self.plan.notes.append(
-            f"The LMCache helpers run from {fact.image}, LMCache's own image (no vllm/vllm-openai tag is known "
-            f"to carry LMCache); the tag moves, so pin one with LMCache {self.lm_version} through lmcache_image. "
-            "The vLLM image itself needs LMCache installed for the connector."
+            f"The LMCache helpers run from {fact.image}, LMCache's own image: the vllm/vllm-openai release images "
+            "carry LMCache (built with INSTALL_KV_CONNECTORS=true) but not a release their tag names; the nightly "
+            f"tag moves, so pin one with LMCache {self.lm_version} through lmcache_image. A vLLM image built "
+            "without INSTALL_KV_CONNECTORS needs LMCache installed for the connector."
         )
         return fact.image, fact.bin_dir + "/"
 
