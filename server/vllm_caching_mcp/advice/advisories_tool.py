@@ -29,6 +29,7 @@ from ..knowledge import LEGACY_CONNECTORS, PIP_NAMES, Advisory, AdvisoryPackage,
 from ..verification import verification_state
 from ..versions import Version, as_text, parse_version
 from .common import (
+    PRODUCT_LABELS,
     AdviceError,
     Citation,
     Result,
@@ -43,7 +44,6 @@ Verdict = Literal["applies", "applies_only_if", "not_in_this_release", "ruled_ou
 _VERDICT_ORDER: dict[Verdict, int] = {"applies": 0, "applies_only_if": 1, "not_in_this_release": 2, "ruled_out": 3}
 _MAY_APPLY: frozenset[Verdict] = frozenset({"applies", "applies_only_if"})
 _SEVERITY_ORDER = {"critical": 0, "high": 1, "medium": 2, "low": 3, "unknown": 4}
-_LABEL = {"vllm": "vLLM", "lmcache": "LMCache", "mooncake": "Mooncake", "nixl": "NIXL"}
 # Names, flags and paths a user types: a few dozen at most (max_length on each list), each one short.
 Name = Annotated[str, Field(min_length=1, max_length=200)]
 
@@ -227,7 +227,7 @@ class CheckAdvisoriesResult(Result):
     notes: list[str]
 
     def summary(self) -> str:
-        label = _LABEL[self.package]
+        label = PRODUCT_LABELS[self.package]
         counts = self.verdict_counts
         total = sum(counts.values())
         if self.version:
@@ -497,9 +497,9 @@ def _floor(
         "floor" if found.release is not None else "none_clear" if found.considered else "no_serious_advisory"
     )
     candidates = (
-        f"the {_LABEL[package]} releases the knowledge covers, {releases[0]} – {releases[-1]}"
+        f"the {PRODUCT_LABELS[package]} releases the knowledge covers, {releases[0]} – {releases[-1]}"
         if releases
-        else f"the advisories' fixed releases (the knowledge has no {_LABEL[package]} release line)"
+        else f"the advisories' fixed releases (the knowledge has no {PRODUCT_LABELS[package]} release line)"
     )
     return AdvisoryFloor(
         release=str(found.release) if found.release is not None else None,

@@ -46,6 +46,7 @@ from ..github import (
 from ..knowledge import Bug, BugSnapshot, Component, Connector, FixedIn, Gated, Knowledge
 from ..versions import Version, contains, in_range, parse_specifier
 from .common import (
+    PRODUCT_LABELS,
     AdviceError,
     Citation,
     Package,
@@ -401,7 +402,7 @@ def _judge(bug: Bug | None, seen: _Observed, facts: _VersionFacts, stored_refs: 
     """The verdict from the strongest evidence there is: fixed_in, then the affected range, then the tracker."""
     closure = _Closure.of(seen, stored_refs)
     package, version = facts.package, facts.version
-    label = {"vllm": "vLLM", "lmcache": "LMCache"}.get(package or "", package or "")
+    label = PRODUCT_LABELS.get(package or "", package or "")
     if bug is not None and bug.fixed_in is not None and version is not None and bug.fixed_in.package == package:
         spec_text = bug.affected_versions.get(bug.fixed_in.package)
         return _by_fixed_in(bug.fixed_in, spec_text, version, label, seen)

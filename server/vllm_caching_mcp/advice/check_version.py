@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import difflib
 import itertools
-import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 from ..knowledge import Connector, Gated, Knowledge, Metric, Setting, Status, normalize_name, ranged_at
-from ..versions import Version, as_text, parse_version
+from ..versions import Version, as_text
 from . import name_lookup, release_notes
 from .common import (
+    PRODUCT_LABELS,
     AdviceError,
     Citation,
     Result,
@@ -27,6 +27,7 @@ from .common import (
     ToolSpec,
     VersionContext,
     cite,
+    patches_of,
     resolve_version,
     security_check,
 )
@@ -238,9 +239,6 @@ def kind_of(entry: Gated) -> str:
     return "feature"
 
 
-_LABEL = {"vllm": "vLLM", "lmcache": "LMCache", "nixl": "NIXL", "mooncake": "Mooncake", "sglang": "SGLang"}
-
-
 def status_of(entry: Gated, version: Version, knowledge: Knowledge) -> Status | Literal["unknown"]:
     """The entry's status, except that a release older than the coverage cannot be said to have it."""
     status = entry.status_at(version)
@@ -253,7 +251,7 @@ def status_of(entry: Gated, version: Version, knowledge: Knowledge) -> Status | 
 
 def _sentence(entry: Gated, status: Status | Literal["unknown"], version: Version, knowledge: Knowledge) -> str:
     oldest, newest = knowledge.oldest(entry.component), knowledge.newest(entry.component)
-    where = f"{_LABEL[entry.component]} {version}"
+    where = f"{PRODUCT_LABELS[entry.component]} {version}"
     if version > newest:
         where += f" (newer than {newest}, the newest release covered: answered as of {newest})"
     instead = f" Use instead: {entry.instead}" if entry.instead else ""
@@ -426,13 +424,12 @@ def _not_found(knowledge: Knowledge, name: str, others: list[Gated]) -> NotFound
 
 def _release_asked(knowledge: Knowledge, text: str | None) -> tuple[str | None, str | None]:
     """``v0.22`` stands for the newest 0.22.x release: (the release to resolve, the text as asked) or as given."""
-    if text is None or not re.fullmatch(r"\s*[vV]?\d+\.\d+\s*", text):
+    if text is None:
         return text, None
     try:
-        line = parse_version(text)
+        patches = patches_of(knowledge.release_versions(), text)
     except ValueError:
         return text, None
-    patches = [v for v in knowledge.release_versions() if v.release[:2] == line.release[:2]]
     if not patches:
         return text, None
     return str(patches[-1]), text.strip()

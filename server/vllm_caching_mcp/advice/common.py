@@ -131,7 +131,8 @@ class VersionContext(BaseModel):
     warnings: list[str] = Field(default_factory=list)
 
 
-_NAMES = {"vllm": "vLLM", "lmcache": "LMCache"}
+# How answers name each product.
+PRODUCT_LABELS = {"vllm": "vLLM", "lmcache": "LMCache", "nixl": "NIXL", "mooncake": "Mooncake", "sglang": "SGLang"}
 
 
 def connector_names(given: Sequence[str], known: Mapping[str, str], field: str = "connectors") -> list[str]:
@@ -152,7 +153,7 @@ def connector_names(given: Sequence[str], known: Mapping[str, str], field: str =
     return found
 
 
-def _patches_of(releases: Sequence[Version], text: str) -> list[Version]:
+def patches_of(releases: Sequence[Version], text: str) -> list[Version]:
     """The releases a MAJOR.MINOR text such as 'v0.22' can stand for; [] for a full release."""
     if not re.fullmatch(r"\s*[vV]?\d+\.\d+\s*", text):
         return []
@@ -166,7 +167,7 @@ def resolve_version(
     """Parse the user's version (or assume the newest) and say what the knowledge can promise for it."""
     releases = knowledge.release_versions(package)
     newest, oldest = releases[-1], releases[0]
-    label = _NAMES[package]
+    label = PRODUCT_LABELS[package]
     warnings: list[str] = []
     if text is None or not text.strip():
         version = newest
@@ -181,7 +182,7 @@ def resolve_version(
         except ValueError as exc:
             raise AdviceError(field, str(exc).split(": ", 1)[1]) from None
         assumed = False
-        patches = _patches_of(releases, text)
+        patches = patches_of(releases, text)
         if patches:
             version = patches[-1]
             others = ", ".join(str(v) for v in patches[:-1])
@@ -285,7 +286,7 @@ class SecurityCheck(BaseModel):
 
     def lines(self) -> list[str]:
         """A short block for a summary: the floor, the advisories that apply, a count of the conditional ones."""
-        label = _NAMES[self.package]
+        label = PRODUCT_LABELS[self.package]
         floor = {
             "floor": self.security_floor,
             "none_clear": "none (no known release is clear)",
@@ -316,7 +317,7 @@ class SecurityCheck(BaseModel):
 
     def floor_warning(self) -> str | None:
         """One line when the release is below the floor, or no release is clear of an advisory that applies."""
-        label = _NAMES[self.package]
+        label = PRODUCT_LABELS[self.package]
         serious = self.serious_ids()
         if self.below_floor:
             named = f" ({first_few(serious)})" if serious else ""

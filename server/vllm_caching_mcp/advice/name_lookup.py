@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 
 from ..knowledge import InventoryFlag, InventoryName, Knowledge, Setting, normalize_name
 from ..versions import Version, as_text
+from .common import PRODUCT_LABELS
 
 InventoryStatus = Literal["available", "removed", "not_yet", "unknown"]
 Shape = Literal["flag", "env_var", "class", "key", "text"]
@@ -25,7 +26,6 @@ Shape = Literal["flag", "env_var", "class", "key", "text"]
 _ENV_SHAPE = re.compile(r"^[A-Z][A-Z0-9]*(_[A-Z0-9]+)+$")
 _CLASS_SHAPE = re.compile(r"^[A-Z][A-Za-z0-9]*[a-z][A-Za-z0-9]*$")
 _KEY_SHAPE = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)+$")
-_LABEL = {"vllm": "vLLM", "lmcache": "LMCache"}
 _KIND_WORDS = {
     "cli_flag": "`vllm serve` option",
     "env_var": "environment variable",
@@ -82,7 +82,7 @@ def _status(since: Version | None, until: Version | None, version: Version, read
 
 
 def _sentence(match: InventoryMatch, read: list[Version], version: Version) -> str:
-    label = _LABEL[match.package]
+    label = PRODUCT_LABELS[match.package]
     what = f"{match.name} ({_KIND_WORDS[match.kind]})"
     first, last = as_text(read[0]), as_text(read[-1])
     span = f"from {match.introduced or f'{first} (the oldest release read)'}"
