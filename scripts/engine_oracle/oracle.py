@@ -76,35 +76,36 @@ def _cid(cell: dict[str, Any]) -> str:
     return cell_id(cell["model"], cell["tp"], cell["kv_cache_dtype"], cell["gpu"], cell.get("variant"))
 
 
-# The matrix recorded so far: (config dir under tests/data/engine/configs, TP, kv_cache_dtype, GPU).
+# The matrix: every architecture at TP 1, 2 and 8, with 16-bit and fp8 KV, on Hopper and Blackwell. The models are
+# config dirs under tests/data/engine/configs, grouped by the kind of attention they exercise.
+DENSE_AND_MOE_MODELS: tuple[str, ...] = ("llama-3.1-8b", "llama-3.1-70b", "mixtral-8x7b", "qwen3-235b-a22b")
+MLA_MODELS: tuple[str, ...] = ("deepseek-v3",)
+SLIDING_AND_CHUNKED_MODELS: tuple[str, ...] = ("gpt-oss-20b",)
+HYBRID_MODELS: tuple[str, ...] = ("qwen3-next-80b-a3b",)
+MATRIX_MODELS = DENSE_AND_MOE_MODELS + MLA_MODELS + SLIDING_AND_CHUNKED_MODELS + HYBRID_MODELS
+MATRIX_TP = (1, 2, 8)
+MATRIX_KV_DTYPES = ("auto", "fp8")
+MATRIX_GPUS: tuple[str, ...] = ("h100",)
+
 CELLS: list[dict[str, Any]] = (
     [
-        {"model": m, "tp": tp, "kv_cache_dtype": "auto", "gpu": "h100"}
-        for m in ("llama-3.1-8b", "llama-3.1-70b", "mixtral-8x7b", "qwen3-235b-a22b", "deepseek-v3")
-        for tp in (1, 8)
+        {"model": m, "tp": tp, "kv_cache_dtype": kv, "gpu": gpu}
+        for gpu in MATRIX_GPUS
+        for m in MATRIX_MODELS
+        for kv in MATRIX_KV_DTYPES
+        for tp in MATRIX_TP
     ]
     + [
-        # fp8 KV cache (--kv-cache-dtype fp8) on the dense and MLA models.
-        {"model": m, "tp": tp, "kv_cache_dtype": "fp8", "gpu": "h100"}
-        for m in ("llama-3.1-8b", "deepseek-v3")
-        for tp in (1, 8)
-    ]
-    + [
-        # Sliding window (gpt-oss: alternate layers, window 128) and hybrid linear attention (Qwen3-Next).
-        {"model": m, "tp": tp, "kv_cache_dtype": "auto", "gpu": "h100"}
-        for m in ("gpt-oss-20b", "qwen3-next-80b-a3b")
-        for tp in (1, 8)
-    ]
-    + [
-        # Qwen3-Next with prefix caching off: mamba_cache_mode "none" (one state block per request).
+        # Hybrid models with prefix caching off: mamba_cache_mode "none" (one state block per request).
         {
-            "model": "qwen3-next-80b-a3b",
+            "model": m,
             "tp": tp,
             "kv_cache_dtype": "auto",
             "gpu": "h100",
             "variant": "no-prefix-caching",
             "engine_args": {"enable_prefix_caching": False},
         }
+        for m in HYBRID_MODELS
         for tp in (1, 8)
     ]
     + [
@@ -112,8 +113,6 @@ CELLS: list[dict[str, Any]] = (
         {"model": m, "tp": tp, "pp": 2, "kv_cache_dtype": "auto", "gpu": "h100", "variant": "pp2"}
         for m, tp in (("llama-3.1-70b", 4), ("deepseek-v3", 4))
     ]
-    # Blackwell cells are not run yet: FlashInfer (first on cc 10.0) reads the device's SM count through
-    # torch.cuda.get_device_properties while the model is built, which needs a stand-in (knowledge/ENGINE.md).
 )
 
 
@@ -124,7 +123,10 @@ def _install_platform(gpu: dict[str, Any]) -> Any:
     """Make vLLM's current platform a CUDA platform that reports ``gpu``; before anything reads it."""
     import vllm.platforms as platforms
 
-    assert platforms._current_platform is None, "current_platform was resolved before the stand-in"
+    current = platforms._current_platform
+    if current is not None and getattr(current, "stand_in_for", None) == gpu["name"]:
+        return current  # a cell forked from the server that installed it
+    assert current is None, "current_platform was resolved before the stand-in"
     from vllm.platforms.cuda import NonNvmlCudaPlatform
     from vllm.platforms.interface import DeviceCapability
 
@@ -132,6 +134,8 @@ def _install_platform(gpu: dict[str, Any]) -> Any:
 
     class StandInCudaPlatform(NonNvmlCudaPlatform):
         """vLLM's non-NVML CUDA platform, with the device facts given instead of read from a driver."""
+
+        stand_in_for = str(gpu["name"])
 
         @classmethod
         def get_device_capability(cls, device_id: int = 0) -> DeviceCapability:
@@ -486,22 +490,114 @@ def run_cell(cell: dict[str, Any], budget_bytes: int) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- the driver
 
 
-def _one(cell_json: str, budget_bytes: int) -> int:
-    cell = json.loads(cell_json)
+def _record_or_error(cell: dict[str, Any], budget_bytes: int) -> dict[str, Any]:
     try:
-        record = run_cell(cell, budget_bytes)
+        return {"record": run_cell(cell, budget_bytes)}
     except Exception as exc:  # the driver records the failure with the cell
-        print(json.dumps({"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}))
-        return 1
-    print("ORACLE-RECORD " + json.dumps(record))
+        return {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
+
+
+# Imported once by the server before it forks a child per cell: these take most of a cell's time
+# (torch, the engine, the model runner); each child still imports its own model's module.
+_PRELOAD = (
+    "torch",
+    "vllm.engine.arg_utils",
+    "vllm.model_executor.model_loader.utils",
+    "vllm.v1.worker.gpu_model_runner",
+    "vllm.v1.core.kv_cache_utils",
+)
+
+
+def _serve(gpu_key: str, budget_bytes: int, jobs: int, timeout: float) -> int:
+    """Run the cells read from stdin (one JSON per line) for one GPU, each in a child forked from here.
+
+    vLLM keeps global state (the platform, the parallel groups, the static forward context), so every
+    cell needs a fresh process; forking one that has already installed the stand-in platform and
+    imported the engine gives each cell that fresh state without paying for the imports again.
+    Prints one "ORACLE-RESULT <json>" line per cell, in the order the cells finish.
+    """
+    import importlib
+
+    _install_platform(GPUS[gpu_key])
+    for name in _PRELOAD:
+        importlib.import_module(name)
+    cells = [json.loads(line) for line in sys.stdin if line.strip()]
+    running: dict[int, tuple[dict[str, Any], Path, float]] = {}
+    scratch = Path(tempfile.mkdtemp(prefix="engine-oracle-"))
+
+    def start(cell: dict[str, Any]) -> None:
+        out = scratch / f"{len(running)}-{time.monotonic_ns()}.json"
+        sys.stdout.flush()
+        pid = os.fork()
+        if pid == 0:  # the child: one cell, its result in a file, and out without running the parent's exit code
+            code = 0
+            try:
+                out.write_text(json.dumps(_record_or_error(cell, budget_bytes)))
+            except BaseException:  # nothing may escape a forked child
+                code = 1
+            os._exit(code)
+        running[pid] = (cell, out, time.monotonic())
+
+    def finish(pid: int, status: int) -> None:
+        cell, out, t0 = running.pop(pid)
+        if out.exists():
+            result = json.loads(out.read_text())
+        else:
+            result = {"error": f"the cell's process ended with status {status} and wrote no result"}
+        result["id"], result["seconds"] = _cid(cell), round(time.monotonic() - t0, 1)
+        print("ORACLE-RESULT " + json.dumps(result), flush=True)
+
+    queue = list(cells)
+    while queue or running:
+        while queue and len(running) < jobs:
+            start(queue.pop(0))
+        pid, status = os.waitpid(-1, os.WNOHANG)
+        if pid:
+            finish(pid, status)
+            continue
+        for pid, (_, _, t0) in list(running.items()):
+            if time.monotonic() - t0 > timeout:
+                os.kill(pid, 9)
+        time.sleep(0.2)
     return 0
+
+
+def _stub_env(stub_dir: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (stub_dir, env.get("LD_LIBRARY_PATH", "")) if p)
+    env.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+    # With no active Triton driver vLLM swaps Triton for placeholders, and some kernel modules then fail
+    # at import (ssd_chunk_scan reads triton.Config attributes). An empty CUDA_VISIBLE_DEVICES is the
+    # case vLLM keeps real Triton for (vllm/triton_utils/importing.py: "distributed environment").
+    env["CUDA_VISIBLE_DEVICES"] = ""
+    # FlashInfer probes NVIDIA's cubin repository over HTTPS (vllm/utils/flashinfer.py has_nvidia_artifactory)
+    # when it is selected: point it at a closed loopback port so no request ever leaves the machine.
+    env["FLASHINFER_CUBINS_REPOSITORY"] = "http://127.0.0.1:9/"
+    return env
+
+
+def _run_gpu(gpu: str, cells: list[dict[str, Any]], args: argparse.Namespace, env: dict[str, str]) -> Any:
+    """Start the server for one GPU; yields each cell's result as it comes."""
+    command = [sys.executable, __file__, "--serve", gpu, "--budget-gib", str(args.budget_gib)]
+    command += ["--jobs", str(args.jobs), "--timeout", str(args.timeout)]
+    with subprocess.Popen(command, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) as proc:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write("".join(json.dumps(c) + "\n" for c in cells))
+        proc.stdin.close()
+        for line in proc.stdout:
+            if line.startswith("ORACLE-RESULT "):
+                yield json.loads(line.removeprefix("ORACLE-RESULT "))
+    if proc.returncode:
+        yield {"id": f"{gpu} server", "error": f"the server for {gpu} exited with {proc.returncode}", "seconds": 0}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
-    parser.add_argument("--one", help=argparse.SUPPRESS)
+    parser.add_argument("--serve", help=argparse.SUPPRESS)
     parser.add_argument("--budget-gib", type=int, default=DEFAULT_BUDGET_GIB, help="KV budget per rank, GiB")
     parser.add_argument("--only", action="append", default=[], help="cell id prefix to run (repeatable)")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="cells run at once (default: CPUs)")
+    parser.add_argument("--timeout", type=float, default=900, help="seconds a cell may take")
     parser.add_argument(
         "--stub-dir",
         default=os.path.join(tempfile.gettempdir(), "engine-oracle-lib"),
@@ -510,8 +606,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=None, help="golden file (default tests/data/engine/golden-<vllm>.json)")
     args = parser.parse_args(argv)
     budget_bytes = args.budget_gib * GIB
-    if args.one:
-        return _one(args.one, budget_bytes)
+    if args.serve:
+        return _serve(args.serve, budget_bytes, args.jobs, args.timeout)
 
     import importlib.metadata
 
@@ -523,43 +619,25 @@ def main(argv: list[str] | None = None) -> int:
         capture_output=True,
         text=True,
     ).stdout.strip()
-    env = dict(os.environ)
-    env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (args.stub_dir, env.get("LD_LIBRARY_PATH", "")) if p)
-    env.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
-    # With no active Triton driver vLLM swaps Triton for placeholders, and some kernel modules then fail
-    # at import (ssd_chunk_scan reads triton.Config attributes). An empty CUDA_VISIBLE_DEVICES is the
-    # case vLLM keeps real Triton for (vllm/triton_utils/importing.py: "distributed environment").
-    env["CUDA_VISIBLE_DEVICES"] = ""
-    # FlashInfer probes NVIDIA's cubin repository over HTTPS (vllm/utils/flashinfer.py has_nvidia_artifactory)
-    # when it is selected: point it at a closed loopback port so no request ever leaves the machine.
-    env["FLASHINFER_CUBINS_REPOSITORY"] = "http://127.0.0.1:9/"
+    env = _stub_env(args.stub_dir)
     existing: dict[str, Any] = {}
     if out.exists():
         existing = {r["id"]: r for r in json.loads(out.read_text())["cells"]}
+    selected = [c for c in CELLS if not args.only or any(_cid(c).startswith(p) for p in args.only)]
     failures: dict[str, str] = {}
     started = time.monotonic()
-    for cell in CELLS:
-        cid = _cid(cell)
-        if args.only and not any(cid.startswith(p) for p in args.only):
-            continue
-        t0 = time.monotonic()
-        proc = subprocess.run(
-            [sys.executable, __file__, "--one", json.dumps(cell), "--budget-gib", str(args.budget_gib)],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=900,
-        )
-        lines = [line for line in proc.stdout.splitlines() if line.startswith("ORACLE-RECORD ")]
-        if proc.returncode == 0 and lines:
-            record = json.loads(lines[-1].removeprefix("ORACLE-RECORD "))
-            record["provenance"]["seconds"] = round(time.monotonic() - t0, 1)
-            existing[cid] = record
-            print(f"{cid}: ok in {time.monotonic() - t0:.0f} s", flush=True)
-        else:
-            tail = (proc.stdout + proc.stderr).strip().splitlines()[-25:]
-            failures[cid] = "\n".join(tail)
-            print(f"{cid}: FAILED\n" + "\n".join(tail), flush=True)
+    for gpu in sorted({c["gpu"] for c in selected}):
+        for result in _run_gpu(gpu, [c for c in selected if c["gpu"] == gpu], args, env):
+            cid = result["id"]
+            if "record" in result:
+                record = result["record"]
+                record["provenance"]["seconds"] = result["seconds"]
+                existing[cid] = record
+                print(f"{cid}: ok in {result['seconds']:.0f} s", flush=True)
+            else:
+                failures[cid] = result["error"]
+                tail = "\n".join(str(result.get("traceback", "")).strip().splitlines()[-12:])
+                print(f"{cid}: FAILED: {result['error']}\n{tail}", flush=True)
     order = {_cid(c): i for i, c in enumerate(CELLS)}
     golden = {
         "about": "vLLM's own KV-cache figures, recorded by scripts/engine_oracle/oracle.py; "
