@@ -74,6 +74,9 @@ NOT_RUN: dict[str, NotRun] = {
     "python scripts/verify_knowledge.py --vllm 0.33.0 --lmcache 0.5.6 --report knowledge/VERIFICATION.md": NotRun(
         "downloads the vLLM and LMCache wheels", "script"
     ),
+    "python scripts/engine_oracle/rebuild.py": NotRun(
+        "installs each covered vLLM release into a scratch venv and runs its engine", "script"
+    ),
     "vllm-caching check-bug-status --version 0.22.1 --bugs LMCache/LMCache#2942": NotRun("asks GitHub", "parse"),
     "vllm-caching check-advisories --version 0.22.1 --configured --api-key --connectors NixlConnector": NotRun(
         "asks the GitHub Advisory Database", "parse"

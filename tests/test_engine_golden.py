@@ -20,12 +20,17 @@ from typing import Any
 import pytest
 
 from vllm_caching_mcp.advice.model_config import architecture_from_hf_config
+from vllm_caching_mcp.advice.render import shell_words
 from vllm_caching_mcp.advice.sizing import SizeOffloadResult
+from vllm_caching_mcp.knowledge import Connector, load_knowledge
 from vllm_caching_mcp.tools import run_tool
 
 REPO = Path(__file__).resolve().parents[1]
 ENGINE_DATA = REPO / "tests" / "data" / "engine"
 GOLDEN_FILES = sorted(ENGINE_DATA.glob("golden-*.json"))
+# The offload backends' figures (scripts/engine_oracle/offload.py) recorded for cells a golden file holds: the same
+# records with their "offload" section, read over the golden ones until the matrix is rebuilt into one file.
+OFFLOAD_FILES = sorted(ENGINE_DATA.glob("offload-*.json"))
 GIB = 1 << 30
 # size_offload rounds live sessions to 3 decimals; the engine's max concurrency is a float.
 CONCURRENCY_TOLERANCE = 5e-4 + 1e-9
@@ -39,19 +44,34 @@ CONCURRENCY_TOLERANCE = 5e-4 + 1e-9
 KNOWN_MISMATCHES: dict[tuple[str, str, str], tuple[frozenset[str], str]] = {}
 
 
-def _records() -> list[tuple[str, dict[str, Any]]]:
-    out = []
-    for path in GOLDEN_FILES:
+def _records() -> tuple[list[tuple[str, dict[str, Any]]], list[str]]:
+    """Every recorded cell once (a record with an offload section over one without), and where two files
+    recording the same cell disagree about the engine's figures."""
+    merged: dict[tuple[str, str], dict[str, Any]] = {}
+    conflicts: list[str] = []
+    for path in GOLDEN_FILES + OFFLOAD_FILES:
         golden = json.loads(path.read_text())
-        out += [(golden["vllm_version"], cell) for cell in golden["cells"]]
-    return out
+        ids = [cell["id"] for cell in golden["cells"]]
+        conflicts += [f"{path.name}: {cid} recorded twice" for cid in sorted({i for i in ids if ids.count(i) > 1})]
+        for cell in golden["cells"]:
+            key = (golden["vllm_version"], cell["id"])
+            before = merged.get(key)
+            if before is not None:
+                shared = before["engine"].keys() & cell["engine"].keys()
+                differ = sorted(k for k in shared if before["engine"][k] != cell["engine"][k])
+                if differ:
+                    conflicts.append(f"{path.name}: {cell['id']} ({key[0]}) differs from another file in {differ}")
+                if "offload" not in cell:
+                    continue
+            merged[key] = cell
+    return [(version, cell) for (version, _), cell in merged.items()], conflicts
 
 
-RECORDS = _records()
+RECORDS, RECORD_CONFLICTS = _records()
 SOURCES = ("config", "knowledge")
 
 
-def _ask(version: str, cell: dict[str, Any], source: str) -> SizeOffloadResult:
+def _ask(version: str, cell: dict[str, Any], source: str, **extra: Any) -> SizeOffloadResult:
     inputs = cell["inputs"]
     budget = inputs["kv_budget_bytes_per_rank"]
     assert budget % GIB == 0, "the budget must be whole GiB to be passed to size_offload exactly"
@@ -67,17 +87,24 @@ def _ask(version: str, cell: dict[str, Any], source: str) -> SizeOffloadResult:
         "weights_gib_per_gpu": 0.0,
         "activation_reserve_gib": 0.0,
         "max_model_len": inputs["max_model_len"],
-        "max_num_batched_tokens": inputs["max_num_batched_tokens"],
     }
+    if "max_num_batched_tokens" in inputs["engine_args"]:
+        # Otherwise the engine took vllm serve's default for the GPU, and size_offload must find the same.
+        request["max_num_batched_tokens"] = inputs["max_num_batched_tokens"]
     if inputs.get("enable_prefix_caching") is not None:
         request["enable_prefix_caching"] = inputs["enable_prefix_caching"]
     if inputs["block_size_flag"] is not None:
         request["block_size"] = inputs["block_size_flag"]
+    if inputs.get("hybrid_kv_cache_manager") is not None:
+        # The cells run without a KV connector, so the hybrid manager is as the engine resolved it. size_offload
+        # would otherwise take it from the offload connector's HMA support, which before 0.21.0 turns it off.
+        request["hybrid_kv_cache_manager"] = inputs["hybrid_kv_cache_manager"]
     if source == "config":
         raw = json.loads((REPO / inputs["config"]).read_text())
         request["architecture"] = architecture_from_hf_config(raw, name=inputs["model"]).model_dump()
     else:
         request["model"] = inputs["model"]
+    request.update(extra)  # the offload comparison's fields
     result = run_tool("size_offload", request)
     assert isinstance(result, SizeOffloadResult)
     return result
@@ -129,6 +156,7 @@ def test_golden_records_exist_and_carry_their_provenance() -> None:
     assert RECORDS
     ids = [(v, c["id"]) for v, c in RECORDS]
     assert len(ids) == len(set(ids)), "a cell recorded twice"
+    assert not RECORD_CONFLICTS, RECORD_CONFLICTS
     for version, cell in RECORDS:
         prov, inputs, engine = cell["provenance"], cell["inputs"], cell["engine"]
         assert prov["vllm_version"] == version
@@ -195,3 +223,242 @@ def test_the_comparison_can_fail() -> None:
         "kv_heads_per_rank",
         f"{kind}.bytes_per_token_per_layer_per_rank",
     } <= fields
+
+
+# ----------------------------------------------------------------------------- the offload backends
+# A cell's "offload" section (scripts/engine_oracle/offload.py) holds what the engine did on the scheduler side with
+# --kv-offloading-backend native and lmcache and --kv-offloading-size N: the kv_transfer_config the shorthand
+# resolved into, the hybrid KV cache manager decision, the native spec's CPU blocks, or the refusal. size_offload is
+# asked for the same deployment (the backend and N), and render_config renders it; integers exactly. Cells recorded
+# without an offload section (older files) are not compared here; a section that cannot be compared fails.
+
+OFFLOAD_RECORDS = [(version, cell) for version, cell in RECORDS if "offload" in cell]
+# The stage where a native refusal is the GPU pool's own (one request at max_model_len does not fit).
+GPU_POOL_STAGE = "kv_cache_plan"
+# The render_config backend that writes each connector the shorthand resolves to.
+RENDER_BACKENDS = {
+    "OffloadingConnector": "native_cpu",
+    "LMCacheMPConnector": "lmcache_mp",
+    "LMCacheConnectorV1": "lmcache",
+}
+
+
+def _ask_offload(version: str, cell: dict[str, Any], source: str, backend: str) -> SizeOffloadResult:
+    """size_offload for the cell with its CPU tier; the hybrid manager left to the connector, as in the engine."""
+    size = cell["offload"]["kv_offloading_size_gib"]
+    # A cell that turns the hybrid manager off itself (--disable-hybrid-kv-cache-manager) keeps it off with the
+    # connector too.
+    disabled = cell["inputs"]["engine_args"].get("disable_hybrid_kv_cache_manager")
+    hma = None if disabled is None else not disabled
+    return _ask(
+        version, cell, source, offload_backend=backend, kv_offloading_size_gib=size, hybrid_kv_cache_manager=hma
+    )
+
+
+def _cited_connector(result: SizeOffloadResult) -> str | None:
+    """The connector size_offload says the backend selects (the one connector entry it cites)."""
+    knowledge = load_knowledge()
+    names = [e.name for c in result.citations if isinstance(e := knowledge.by_id.get(c.id), Connector)]
+    return names[0] if len(names) == 1 else f"{len(names)} connectors cited"
+
+
+def _compare(diffs: list[str], prefix: str) -> Any:
+    def check(field: str, ours: object, theirs: object) -> None:
+        if ours != theirs:
+            diffs.append(f"{prefix}.{field}: {ours} != {theirs}")
+
+    return check
+
+
+def _will_not_start(result: SizeOffloadResult) -> list[str]:
+    return [w for w in result.warnings if w.startswith("ERROR: ") and "will not start" in w]
+
+
+def native_differences(result: SizeOffloadResult, native: dict[str, Any]) -> list[str]:
+    """Every figure of the native backend where size_offload and the engine disagree."""
+    outcome = native.get("outcome")
+    if outcome not in ("works", "refused"):
+        return [f"native: cannot compare the outcome {outcome!r}: {native.get('error') or native.get('why')}"]
+    diffs: list[str] = []
+    check = _compare(diffs, "native")
+    if outcome == "refused" and native["stage"] == GPU_POOL_STAGE:  # the cell's own refusal, compared above
+        check("refuses to start (GPU pool)", any("refuse to start" in w for w in result.warnings), True)
+        return diffs
+    ktc = native["kv_transfer_config"]
+    check("kv_connector", _cited_connector(result), ktc["kv_connector"])
+    tier = result.offload
+    asked_bytes = int(ktc["kv_connector_extra_config"]["cpu_bytes_to_use"])
+    check("cpu_bytes_to_use", None if tier is None else tier.cpu_bytes_to_use, asked_bytes)
+    check("starts", not _will_not_start(result), outcome == "works")
+    if outcome == "refused":
+        if "does not support HMA" in native["message"]:
+            named = any("--disable-hybrid-kv-cache-manager" in w for w in _will_not_start(result))
+            check("names --disable-hybrid-kv-cache-manager", named, True)
+        return diffs
+    check("hybrid_kv_cache_manager", result.hybrid_kv_cache_manager, native["hybrid_kv_cache_manager"])
+    check("num_gpu_blocks", result.num_gpu_blocks, native["num_gpu_blocks"])
+    if tier is None or native.get("num_cpu_blocks") is None:
+        return [*diffs, "native: cannot compare: no CPU tier in the answer or no CPU blocks in the record"]
+    check("num_cpu_blocks", tier.num_chunks, native["num_cpu_blocks"])
+    check("offloaded_block_size_tokens", [result.block_size], sorted(set(native["offloaded_block_size_tokens"])))
+    for field, ours in (  # figures some releases' specs do not keep (None in the record)
+        ("worker_kv_bytes_per_block", result.gpu_block_bytes_per_rank),
+        ("cpu_block_bytes", tier.chunk_bytes),
+        ("replicated_layout", tier.replicated_mla_layout),
+    ):
+        if native.get(field) is not None:
+            check(field, ours, native[field])
+    return diffs
+
+
+def lmcache_differences(result: SizeOffloadResult, lmcache: dict[str, Any]) -> list[str]:
+    """The connector the lmcache backend selects, the hybrid manager decision and what becomes of the size."""
+    outcome = lmcache.get("outcome")
+    if outcome == "not_reachable_offline":  # recorded without the lmcache package, which the connector's module needs
+        return []
+    if outcome != "configured":
+        return [f"lmcache: cannot compare the outcome {outcome!r}: {lmcache.get('error') or lmcache.get('message')}"]
+    diffs: list[str] = []
+    check = _compare(diffs, "lmcache")
+    ktc = lmcache["kv_transfer_config"]
+    check("kv_connector", _cited_connector(result), ktc["kv_connector"])
+    refused = lmcache["hybrid_kv_cache_manager"] and not lmcache["connector_supports_hma"]  # the factory's HMA check
+    check("starts", not _will_not_start(result), not refused)
+    if not refused:
+        check("hybrid_kv_cache_manager", result.hybrid_kv_cache_manager, lmcache["hybrid_kv_cache_manager"])
+    tier = result.offload
+    passed = ktc["kv_connector_extra_config"].get("lmcache.max_local_cpu_size")
+    if tier is None:
+        diffs.append("lmcache: no CPU tier in the answer")
+    elif passed is None:  # the size is not passed on to LMCache: the answer must say so
+        check("size not passed on", "does not pass" in tier.consistency_rule, True)
+    else:
+        check("lmcache.max_local_cpu_size", tier.lmcache_max_local_cpu_size_gib, round(passed, 3))
+    return diffs
+
+
+def offload_differences(version: str, cell: dict[str, Any], source: str) -> list[str]:
+    section = cell["offload"]
+    if "not_in_release" in section:
+        result = _ask_offload(version, cell, source, "native")
+        return [] if any("does not exist in" in w for w in result.warnings) else ["--kv-offloading-size: not flagged"]
+    if not {"native", "lmcache"} <= section.keys():
+        return [f"cannot compare an offload section with {sorted(section)}"]
+    return native_differences(_ask_offload(version, cell, source, "native"), section["native"]) + lmcache_differences(
+        _ask_offload(version, cell, source, "lmcache"), section["lmcache"]
+    )
+
+
+def test_offload_sections_are_recorded() -> None:
+    assert OFFLOAD_RECORDS, "no cell has an offload section (scripts/engine_oracle/offload.py; knowledge/ENGINE.md)"
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_size_offload_agrees_with_the_engines_offload_backends(source: str) -> None:
+    found: dict[tuple[str, str], list[str]] = {}
+    for version, cell in OFFLOAD_RECORDS:
+        if (version, cell["id"], source) in KNOWN_MISMATCHES:  # its GPU figures differ already; so would these
+            continue
+        diffs = offload_differences(version, cell, source)
+        if diffs:
+            found[(version, cell["id"])] = diffs
+    assert not found, f"size_offload disagrees with the engine's offload backends: {found}"
+
+
+def _without_env_prefix(words: list[str]) -> list[str]:
+    while words and "=" in words[0] and words[0].split("=", 1)[0].isupper():
+        words = words[1:]
+    return words
+
+
+def _serve_flags(result: Any) -> tuple[list[str], dict[str, str]]:
+    """The words of render_config's vllm serve line (after any VAR=value prefix), and its --flag value pairs."""
+    lines = [shell_words(f.content) for f in result.files]
+    [words] = [w for w in (_without_env_prefix(w) for w in lines) if w[:2] == ["vllm", "serve"]]
+    flags = {
+        word: words[i + 1]
+        for i, word in enumerate(words[:-1])
+        if word.startswith("--") and not words[i + 1].startswith("--")
+    }
+    return words, flags
+
+
+def render_differences(version: str, cell: dict[str, Any]) -> list[str]:
+    """What render_config writes for the same deployment against what the engine resolved from the shorthand."""
+    inputs, section = cell["inputs"], cell["offload"]
+    if "not_in_release" in section:
+        return []
+    entry = load_knowledge().find_model(inputs["model"])
+    assert entry is not None, inputs["model"]
+    request = {
+        "model": entry.hf_repo,
+        "version": version,
+        "parallelism": {
+            "tensor_parallel_size": inputs["tensor_parallel_size"],
+            "pipeline_parallel_size": inputs["pipeline_parallel_size"],
+        },
+        "sizes": {"kv_offloading_size_gib": section["kv_offloading_size_gib"]},
+    }
+    diffs: list[str] = []
+    native, lmcache = section["native"], section["lmcache"]
+    if "kv_transfer_config" in native:
+        check = _compare(diffs, "render native_cpu")
+        rendered = run_tool("render_config", {**request, "backend": "native_cpu"})
+        words, flags = _serve_flags(rendered)
+        engine_args = native["engine_args"]
+        check("--kv-offloading-backend", flags.get("--kv-offloading-backend"), engine_args["kv_offloading_backend"])
+        cpu_bytes = int(native["kv_transfer_config"]["kv_connector_extra_config"]["cpu_bytes_to_use"])
+        check("--kv-offloading-size × 2^30", float(flags["--kv-offloading-size"]) * GIB, cpu_bytes)
+        check("--kv-transfer-config", flags.get("--kv-transfer-config"), None)
+        if native.get("stage") != "kv_cache_plan":  # refused before the connector: its HMA verdict is not known
+            hma_refused = native["outcome"] == "refused" and "does not support HMA" in native["message"]
+            check("--disable-hybrid-kv-cache-manager", "--disable-hybrid-kv-cache-manager" in words, hma_refused)
+        [vllm] = [c for c in rendered.memory.components if c.name == "vllm"]
+        check("pinned bytes", round(vllm.pinned_gib * GIB), cpu_bytes)
+    connector = lmcache.get("kv_transfer_config", {}).get("kv_connector")
+    if connector is not None:
+        check = _compare(diffs, f"render {RENDER_BACKENDS.get(connector)}")
+        if connector not in RENDER_BACKENDS:
+            return [*diffs, f"render: no render_config backend writes {connector}"]
+        rendered = run_tool("render_config", {**request, "backend": RENDER_BACKENDS[connector]})
+        written = json.loads(_serve_flags(rendered)[1]["--kv-transfer-config"])
+        check("kv_connector", written["kv_connector"], connector)
+        check("kv_role", written["kv_role"], lmcache["kv_transfer_config"]["kv_role"])
+    return diffs
+
+
+def test_render_config_writes_what_the_engine_resolved_from_the_offload_shorthand() -> None:
+    found = {(v, c["id"]): d for v, c in OFFLOAD_RECORDS if (d := render_differences(v, c))}
+    assert not found, f"render_config writes another offload configuration than the engine resolved: {found}"
+
+
+def test_the_offload_comparison_can_fail() -> None:
+    """A planted difference in each compared figure is reported (so agreement means something)."""
+    version, cell = next(
+        (v, c)
+        for v, c in OFFLOAD_RECORDS
+        # a release that reports the CPU block's bytes (0.20.2's spec does not)
+        if c["offload"].get("native", {}).get("outcome") == "works" and c["offload"]["native"]["cpu_block_bytes"]
+    )
+    native = json.loads(json.dumps(cell["offload"]["native"]))
+    result = _ask_offload(version, cell, "config", "native")
+    assert native_differences(result, native) == []
+    planted = {
+        **native,
+        "num_cpu_blocks": native["num_cpu_blocks"] + 1,
+        "cpu_block_bytes": native["cpu_block_bytes"] + 4096,
+        "hybrid_kv_cache_manager": not native["hybrid_kv_cache_manager"],
+        "offloaded_block_size_tokens": [t * 2 for t in native["offloaded_block_size_tokens"]],
+        "replicated_layout": not native["replicated_layout"],
+    }
+    fields = {d.split(":", 1)[0] for d in native_differences(result, planted)}
+    assert {
+        "native.num_cpu_blocks",
+        "native.cpu_block_bytes",
+        "native.hybrid_kv_cache_manager",
+        "native.offloaded_block_size_tokens",
+        "native.replicated_layout",
+    } <= fields
+    refused = {**native, "outcome": "refused", "stage": "scheduler_connector", "message": "planted"}
+    assert "native.starts" in {d.split(":", 1)[0] for d in native_differences(result, refused)}
+    assert native_differences(result, {**native, "outcome": "oracle_error", "error": "planted"})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Callable
@@ -27,6 +28,7 @@ from vllm_caching_mcp.advice.sizing import (
     _mamba_layout,
     _Model,
     _offload_connector,
+    _offload_start_checks,
     _Parallel,
     _Pool,
     _start_check,
@@ -339,6 +341,10 @@ def test_the_known_models_and_gpus_are_one_command_away(command: str, entries: s
     assert listed == [e.id.split(".", 1)[-1] for e in known]
     for short in listed:  # every id listed is one the tool takes
         request = {"model": short} if entries == "models" else {"model": "llama-3.1-8b", "gpu": short}
+        if entries == "models" and knowledge.find_model(short).index_topk is not None:  # type: ignore[union-attr]
+            with pytest.raises(AdviceError, match=r"^model: .*DeepSeek Sparse Attention"):  # not sized, and says so
+                ask(knowledge, **request)
+            continue
         assert ask(knowledge, **request).model
 
 
@@ -495,7 +501,7 @@ def test_model_entries_match_their_config_values(knowledge: Knowledge, model_id:
 
 
 def test_every_knowledge_model_sizes_at_a_valid_tp(knowledge: Knowledge) -> None:
-    for m in knowledge.models:
+    for m in (m for m in knowledge.models if m.index_topk is None):  # sparse attention is refused, not sized
         tp = 8 if m.num_attention_heads % 8 == 0 and (m.num_kv_heads % 8 == 0 or 8 % m.num_kv_heads == 0) else 1
         r = ask(knowledge, model=m.id, tensor_parallel_size=tp, gpu="h200-sxm", max_model_len=32768)
         assert r.kv_bytes_per_token_per_rank > 0 and r.gpu_block_bytes_per_rank > 0
@@ -503,7 +509,7 @@ def test_every_knowledge_model_sizes_at_a_valid_tp(knowledge: Knowledge) -> None
 
 def test_mla_models_cache_the_latent(knowledge: Knowledge) -> None:
     mla = {m.id for m in knowledge.models if m.attention == "mla"}
-    assert mla == {"model.deepseek-v3", "model.deepseek-r1", "model.kimi-k2"}
+    assert mla == {"model.deepseek-v3", "model.deepseek-r1", "model.kimi-k2", "model.deepseek-v3.2"}
     for m in knowledge.models:
         if m.attention == "mla":
             assert (m.kv_lora_rank, m.qk_rope_head_dim) == (512, 64)
@@ -650,9 +656,33 @@ def exact_budget(**fields: object) -> dict[str, object]:
     ],
 )
 def test_in_flight_tokens_follow_the_release(knowledge: Knowledge, version: str, pp: int, in_flight: int) -> None:
-    tokens, formula = _in_flight_tokens(request_of(), layout_of(pp=pp), Version(version), trail_for(knowledge))
+    model = model_of(knowledge, "gpt-oss-20b", "gpu.h100-sxm", version)
+    tokens, formula = _in_flight_tokens(request_of(), model, layout_of(pp=pp), trail_for(knowledge))
     assert tokens == in_flight
     assert "8,192" in formula
+
+
+@pytest.mark.parametrize(
+    ("gpu", "version", "batched"),
+    [
+        ("gpu.h100-sxm", "0.33.0", 8192),
+        ("gpu.h200-sxm", "0.33.0", 8192),
+        ("gpu.b200", "0.27.1", 8192),  # before the 160 GiB tier
+        ("gpu.b200", "0.28.0", 16384),  # the engine's B200 cells record 16,384 (golden-0.33.0.json)
+        ("gpu.a100-80gb-sxm", "0.33.0", 2048),  # vLLM keeps A100s on the small tier by name
+        ("gpu.l40s", "0.33.0", 2048),
+    ],
+)
+def test_max_num_batched_tokens_defaults_to_vllm_serves_for_the_gpu(
+    knowledge: Knowledge, gpu: str, version: str, batched: int
+) -> None:
+    model = model_of(knowledge, "gpt-oss-20b", gpu, version)
+    trail = trail_for(knowledge)
+    tokens, _ = _in_flight_tokens(request_of(), model, layout_of(), trail)
+    assert tokens == (2 if Version(version) >= Version("0.26.0") else 1) * batched
+    assert any(f.rule == "engine.serve-batch-defaults" for f in trail.formulas)
+    given, _ = _in_flight_tokens(request_of(max_num_batched_tokens=4096), model, layout_of(), trail)
+    assert given == (2 if Version(version) >= Version("0.26.0") else 1) * 4096
 
 
 def test_sliding_window_bound_uses_two_in_flight_batches_in_0_33_0(knowledge: Knowledge) -> None:
@@ -723,10 +753,130 @@ def test_mla_fp8_on_hopper_takes_64_token_blocks_unless_block_size_is_given(know
     assert given.block_size == 16
 
 
-def test_mla_on_a_gpu_family_without_a_recorded_backend_says_so(knowledge: Knowledge) -> None:
-    r = ask(knowledge, model="deepseek-v3", tensor_parallel_size=8, gpu="b200")
+def test_mla_on_a_gpu_family_without_a_recorded_backend_says_so(knowledge_copy: Path) -> None:
+    path = knowledge_copy / "engine.yaml"
+    data = yaml.safe_load(path.read_text())
+    data["attention_backends"] = [b for b in data["attention_backends"] if b["compute_capability_major"] != 10]
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    r = ask(load_knowledge(str(knowledge_copy)), model="deepseek-v3", tensor_parallel_size=8, gpu="b200")
     assert r.block_size == 16
     assert any("MLA attention backend" in w and "not recorded" in w for w in r.warnings)
+
+
+# --------------------------------------------------------------------------- Blackwell (issue 14)
+
+
+@pytest.mark.parametrize(
+    ("version", "model", "kv_cache_dtype", "backend", "block"),
+    [
+        # golden-0.33.0-b200.json: FLASHINFER_MLA takes 16-bit and fp8 KV; the smallest of its blocks [32, 64].
+        ("0.33.0", "deepseek-v3", "auto", "FLASHINFER_MLA", 32),
+        ("0.33.0", "deepseek-v3", "fp8", "FLASHINFER_MLA", 32),
+        ("0.20.2", "kimi-k2", "auto", "FLASHINFER_MLA", 32),
+        ("0.17.1", "deepseek-v3", "fp8", "FLASHINFER_MLA", 64),  # 0.15.0–0.17.1: the platform raised 16 to 64
+        ("0.14.1", "deepseek-v3", "auto", "CUTLASS_MLA", 128),  # before 0.15.0: CUTLASS MLA forced, block 128
+        # golden-0.33.0-b200.json: dense layers get FLASHINFER, which takes the 16-token default.
+        ("0.33.0", "llama-3.1-8b", "auto", "FLASHINFER", 16),
+        ("0.33.0", "llama-3.1-8b", "fp8", "FLASHINFER", 16),
+        ("0.22.1", "qwen3-235b-a22b", "fp8", "FLASHINFER", 16),
+    ],
+)
+def test_blackwell_block_size_is_its_default_backends(
+    knowledge: Knowledge, version: str, model: str, kv_cache_dtype: str, backend: str, block: int
+) -> None:
+    served = model_of(knowledge, model, "b200", version)
+    request = request_of(model=model, kv_cache_dtype=kv_cache_dtype)
+    trail = trail_for(knowledge)
+    token = _token_bytes(request, served.arch, 8, trail)
+    assert _backend_block_size(request, knowledge, served.version, served.gpu, token, trail) == block
+    note = next(f for f in trail.formulas if f.rule == "engine.attention-backend-block")
+    assert note.value == str(block)
+    assert note.formula.startswith(f"{backend}, ") and "compute capability 10.0" in note.formula
+    assert any("platforms/cuda.py" in s for s in note.sources)
+    assert trail.warnings == []
+
+
+def test_deepseek_v3_on_b200_takes_flashinfer_mlas_32_token_blocks(knowledge: Knowledge) -> None:
+    # golden-0.33.0-b200.json deepseek-v3/tp8: 32 tokens × 1,152 B (bf16) or 576 B (fp8) × 61 layers per block;
+    # 40 GiB // 2,248,704 B = 19,099 blocks; a 163,840-token request takes 5,120 of them.
+    bf16 = ask(knowledge, model="deepseek-v3", tensor_parallel_size=8, gpu="b200", **exact_budget(gpu_memory_gib=40))
+    assert (bf16.block_size, bf16.gpu_block_bytes_per_rank, bf16.num_gpu_blocks) == (32, 2_248_704, 19_099)
+    assert bf16.live_sessions_at_max_model_len == pytest.approx(19_099 / 5_120, abs=1e-3)
+    fp8 = ask(
+        knowledge,
+        model="deepseek-v3",
+        tensor_parallel_size=8,
+        gpu="b200",
+        kv_cache_dtype="fp8",
+        **exact_budget(gpu_memory_gib=40),
+    )
+    assert (fp8.block_size, fp8.gpu_block_bytes_per_rank, fp8.num_gpu_blocks) == (32, 1_124_352, 38_199)
+    assert not any("not recorded" in w for w in bf16.warnings + fp8.warnings)
+
+
+def test_hybrid_align_mode_on_blackwell_exports_checkpoints_under_cuda_13(knowledge: Knowledge) -> None:
+    # 0.33.0's builds run CUDA 13, so Qwen3-Next's GDN layers (key heads of 128) take FlashInfer's prefill on
+    # cc 10.0 as on 9.0: 3 state blocks, the block aligned to 64 (golden-0.33.0-b200.json: 576 at TP 1).
+    model = model_of(knowledge, "qwen3-next-80b-a3b", "b200", "0.33.0")
+    trail = trail_for(knowledge)
+    on = _mamba_layout(request_of(), model, trail)
+    assert (on.mode, on.state_blocks, on.checkpoint_alignment) == ("align", 3, 64)
+    assert [w for w in trail.warnings if "CUDA 13" in w and "CUDA 12 runs the Triton prefill" in w]
+    assert any(c.id == "engine.release-cuda-runtime" for c in trail.citations)
+    # Key heads other than 128: the Triton prefill on Blackwell, no checkpoints.
+    state = model.arch.linear_attention
+    assert state is not None
+    narrow = dataclasses.replace(
+        model, arch=model.arch.model_copy(update={"linear_attention": state.model_copy(update={"key_head_dim": 64})})
+    )
+    triton = _mamba_layout(request_of(), narrow, trail_for(knowledge))
+    assert (triton.mode, triton.state_blocks, triton.checkpoint_alignment) == ("align", 2, 1)
+
+
+def test_hybrid_on_blackwell_without_a_recorded_cuda_runtime_assumes_triton_and_says_so(knowledge_copy: Path) -> None:
+    path = knowledge_copy / "engine.yaml"
+    data = yaml.safe_load(path.read_text())
+    rule = next(r for r in data["rules"] if r["id"] == "engine.release-cuda-runtime")
+    rule["values"] = [{"versions": "", "value": None}]
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    copy = load_knowledge(str(knowledge_copy))
+    trail = trail_for(copy)
+    layout = _mamba_layout(request_of(), model_of(copy, "qwen3-next-80b-a3b", "b200", "0.33.0"), trail)
+    assert (layout.mode, layout.state_blocks, layout.checkpoint_alignment) == ("align", 2, 1)
+    assert [w for w in trail.warnings if "not recorded" in w and "multiple of 64 tokens" in w]
+
+
+@pytest.mark.parametrize(
+    ("tp", "kv_cache_dtype", "block", "blocks"),
+    [(1, "auto", 576, 3_034), (8, "auto", 192, 18_204), (1, "fp8", 1_088, 3_212), (8, "fp8", 320, 21_845)],
+)
+def test_qwen3_next_on_b200_matches_the_engines_align_layout(
+    knowledge: Knowledge, tp: int, kv_cache_dtype: str, block: int, blocks: int
+) -> None:
+    # golden-0.33.0-b200.json: the block is 64 × cdiv(state, 64 × attention bytes per token and layer), e.g. TP 8
+    # fp8: 64 × cdiv(137,216, 64 × 512) = 320 tokens; 40 GiB // (320 × 512 × 12 layers) = 21,845 blocks.
+    r = ask(
+        knowledge,
+        model="qwen3-next-80b-a3b",
+        tensor_parallel_size=tp,
+        kv_cache_dtype=kv_cache_dtype,
+        gpu="b200",
+        max_num_batched_tokens=16384,
+        **exact_budget(gpu_memory_gib=40),
+    )
+    assert (r.block_size, r.num_gpu_blocks) == (block, blocks)
+
+
+def test_release_cuda_runtime_is_read_where_align_mode_is_modelled(knowledge: Knowledge) -> None:
+    rule = knowledge.engine.rule("engine.release-cuda-runtime")
+    align = knowledge.engine.rule("engine.mamba-align-mode")
+    for release in knowledge.release_versions():
+        found = rule.value_at(release)
+        assert found is not None, str(release)
+        assert found.value is None or (isinstance(found.value, int) and not isinstance(found.value, bool))
+        checkpoints = align.value_at(release)
+        if checkpoints is not None and isinstance(checkpoints.value, int) and checkpoints.value > 0:
+            assert found.value == 13, str(release)  # read in 0.33.0's release builds
 
 
 def test_hybrid_align_mode_on_hopper_aligns_the_block_and_holds_three_state_blocks(knowledge: Knowledge) -> None:
@@ -740,10 +890,10 @@ def test_hybrid_align_mode_on_hopper_aligns_the_block_and_holds_three_state_bloc
     assert (ampere.mode, ampere.state_blocks, ampere.checkpoint_alignment) == ("align", 2, 1)
 
 
-def test_hybrid_align_mode_is_not_modelled_before_0_33_0_and_says_so(knowledge: Knowledge) -> None:
-    # 0.27.0: prefix caching is on by default for hybrid models, align mode is not modelled there;
-    # 0.11.0: the hybrid default is not recorded; 0.20.0: off by default, so 'none' is the engine's layout.
-    for version, warning in (("0.27.0", "models only from 0.33.0"), ("0.11.0", "not recorded"), ("0.20.0", None)):
+def test_hybrid_align_mode_is_not_modelled_from_0_29_0_to_0_32_0_and_says_so(knowledge: Knowledge) -> None:
+    # 0.31.0: prefix caching is on by default for hybrid models, and align mode's checkpoint blocks (0.29.0 on)
+    # are not modelled there; 0.11.0: the hybrid default is not recorded; 0.20.0: off by default, so 'none'.
+    for version, warning in (("0.31.0", "does not model"), ("0.11.0", "not recorded"), ("0.20.0", None)):
         trail = trail_for(knowledge)
         layout = _mamba_layout(request_of(), model_of(knowledge, "qwen3-next", "h100", version), trail)
         assert layout.mode == "none", version
@@ -751,6 +901,33 @@ def test_hybrid_align_mode_is_not_modelled_before_0_33_0_and_says_so(knowledge: 
             assert trail.warnings == [], version
         else:
             assert [w for w in trail.warnings if warning in w], version
+
+
+@pytest.mark.parametrize("version", ["0.15.0", "0.20.2", "0.22.1", "0.27.0", "0.28.0"])
+def test_hybrid_align_mode_before_checkpoints_holds_two_state_blocks_at_the_none_block(
+    knowledge: Knowledge, version: str
+) -> None:
+    # Before 0.29.0 align mode has no prefill checkpoints, on any GPU: 2 state blocks per linear group, no alignment.
+    for gpu in ("h100", "a100"):
+        trail = trail_for(knowledge)
+        layout = _mamba_layout(
+            request_of(enable_prefix_caching=True), model_of(knowledge, "qwen3-next", gpu, version), trail
+        )
+        assert (layout.mode, layout.state_blocks, layout.checkpoint_alignment) == ("align", 2, 1), (version, gpu)
+        assert trail.warnings == []
+        assert any(f.rule == "engine.mamba-align-mode" for f in trail.formulas)
+
+
+def test_qwen3_next_matches_the_engines_align_layout_in_0_20_2(knowledge: Knowledge) -> None:
+    # golden-0.20.2.json qwen3-next-80b-a3b/tp1/auto/h100/prefix-caching: mamba_cache_mode 'align', block 544 as
+    # with prefix caching off (16 × cdiv(1,097,728, 16 × 2,048)), 3,212 blocks of 544 × 2,048 × 12 B; a
+    # 262,144-token request takes cdiv(262,144, 544) = 482 + 3 groups × 2 state blocks = 488 blocks.
+    fields = dict(model="qwen3-next-80b-a3b", max_model_len=262144, version="0.20.2", **exact_budget(gpu_memory_gib=40))
+    r = ask(knowledge, enable_prefix_caching=True, **fields)
+    assert (r.block_size, r.gpu_block_bytes_per_rank, r.num_gpu_blocks) == (544, 13_369_344, 3_212)
+    assert r.live_sessions_at_max_model_len == round(3_212 / 488, 3) == 6.582
+    # Off (that release's default for hybrids): one state block per group, 482 + 3.
+    assert ask(knowledge, **fields).live_sessions_at_max_model_len == round(3_212 / 485, 3)
 
 
 def test_qwen3_next_matches_the_engines_align_layout_at_tp1(knowledge: Knowledge) -> None:
@@ -783,6 +960,94 @@ def test_the_offload_connector_is_the_one_the_shorthand_selects(
     knowledge: Knowledge, backend: str, version: str, connector: str
 ) -> None:
     assert _offload_connector(request_of(offload_backend=backend), knowledge, Version(version)).name == connector
+
+
+def test_native_offload_of_a_hybrid_linear_model_without_prefix_caching_will_not_start(knowledge: Knowledge) -> None:
+    # The engine (offload-0.33.0.json, qwen3-next-80b-a3b/tp1/auto/h100/no-prefix-caching): OffloadingConnector's
+    # scheduler side asserts "tokens_per_block=262144 not divisible by tokens_per_hash=4456448 ... need
+    # --enable-prefix-caching" (rule engine.offload-hybrid-needs-prefix-caching).
+    fields = dict(model="qwen3-next-80b-a3b", kv_offloading_size_gib=64, **exact_budget(gpu_memory_gib=40))
+    off = ask(knowledge, enable_prefix_caching=False, **fields)
+    [refusal] = [w for w in off.warnings if "OffloadingConnector" in w and w.startswith("ERROR: ")]
+    assert "will not start" in refusal and "prefix caching" in refusal
+    assert any(c.id == "engine.offload-hybrid-needs-prefix-caching" for c in off.citations)
+    # Prefix caching on (the default), another backend, or a model without linear layers: no refusal.
+    for quiet in (
+        ask(knowledge, **fields),
+        ask(knowledge, enable_prefix_caching=False, offload_backend="lmcache", **fields),
+        ask(knowledge, enable_prefix_caching=False, **{**fields, "model": "gpt-oss-20b"}),
+    ):
+        assert not [w for w in quiet.warnings if w.startswith("ERROR: ")], quiet.model
+
+
+@pytest.mark.parametrize(
+    ("backend", "version", "hma", "refuses"),
+    [
+        ("native", "0.20.2", None, True),  # the engine: "OffloadingConnector does not support HMA but HMA is enabled"
+        ("native", "0.20.2", False, False),  # --disable-hybrid-kv-cache-manager given
+        ("native", "0.21.0", None, False),  # OffloadingConnector supports HMA from 0.21.0
+        ("lmcache", "0.21.0", None, True),  # LMCacheConnectorV1 never does; the shorthand left HMA on up to 0.21.0
+        ("lmcache", "0.22.0", None, False),  # from 0.22.0 vLLM turns HMA off for it
+    ],
+)
+def test_the_shorthand_with_a_connector_without_hma_needs_the_flag_up_to_0_21(
+    knowledge: Knowledge, backend: str, version: str, hma: bool | None, refuses: bool
+) -> None:
+    # Recorded by the oracle on 0.20.2 (offload section of llama-3.1-8b/tp1): the factory refuses at start-up.
+    fields: dict[str, object] = {"model": "llama-3.1-8b", "kv_offloading_size_gib": 64, "offload_backend": backend}
+    if hma is not None:
+        fields["hybrid_kv_cache_manager"] = hma
+    r = ask(knowledge, version=version, **fields)
+    errors = [w for w in r.warnings if w.startswith("ERROR: ") and "--disable-hybrid-kv-cache-manager" in w]
+    assert bool(errors) is refuses
+    if refuses:
+        assert "will not start" in errors[0] and f"--kv-offloading-backend {backend}" in errors[0]
+        assert any(c.id == "pitfall.hma-flag-missing-with-shorthand" for c in r.citations)
+
+
+@pytest.mark.parametrize(
+    ("version", "refuses"),
+    [("0.17.1", False), ("0.18.0", True), ("0.22.1", True), ("0.25.1", True), ("0.26.0", True), ("0.33.0", True)],
+)
+def test_offload_start_check_follows_the_release(knowledge: Knowledge, version: str, refuses: bool) -> None:
+    # The offloading spec's block-size check arrived in 0.18.0 (golden-0.22.1.json: every hybrid cell without
+    # prefix caching refused with "need --enable-prefix-caching"); what 0.17.1 does is not recorded.
+    model = model_of(knowledge, "qwen3-next-80b-a3b", "h100", version)
+    request = request_of(model="qwen3-next-80b-a3b", enable_prefix_caching=False, kv_offloading_size_gib=64)
+    specs = _layer_specs(request, model, layout_of(), trail_for(knowledge))
+    trail = trail_for(knowledge)
+    _offload_start_checks(request, knowledge, model.version, specs, trail)
+    refusals = [w for w in trail.warnings if w.startswith("ERROR: ") and "will not start" in w]
+    assert any("to align block sizes" in w for w in refusals) is refuses
+    assert any(c.id == "engine.offload-hybrid-needs-prefix-caching" for c in trail.citations)
+
+
+@pytest.mark.parametrize(
+    ("version", "refuses"), [("0.20.2", False), ("0.21.0", True), ("0.22.1", True), ("0.27.1", True), ("0.28.0", False)]
+)
+def test_native_offload_of_chunked_local_layers_follows_the_release(
+    knowledge: Knowledge, version: str, refuses: bool
+) -> None:
+    # golden-0.22.1.json llama-4-scout/tp8/fp8/h100: the only Scout cell whose 10M-token request fits, refused by
+    # OffloadingConnector's scheduler (an assertion on the chunked-local group); 0.33.0's takes it. 0.20.2's
+    # connector has no HMA support, so the chunked layers never reach it as a group (not recorded: silent).
+    fields = dict(model="llama-4-scout", kv_offloading_size_gib=64, hybrid_kv_cache_manager=True)
+    trail = trail_for(knowledge)
+    model = model_of(knowledge, "llama-4-scout", "h100", version)
+    request = request_of(**fields)
+    specs = _layer_specs(request, model, layout_of(), trail_for(knowledge))
+    _offload_start_checks(request, knowledge, model.version, specs, trail)
+    errors = [w for w in trail.warnings if w.startswith("ERROR: ") and "chunked-local" in w]
+    assert bool(errors) is refuses
+    if refuses:
+        assert "--disable-hybrid-kv-cache-manager" in errors[0]
+        assert any(c.id == "engine.offload-chunked-local-unsupported" for c in trail.citations)
+    # With the hybrid manager off the chunked layers are stored as full attention: nothing for the connector to refuse.
+    off = request_of(**{**fields, "hybrid_kv_cache_manager": False})
+    no_hma = _Model(arch=model.arch, gpu=model.gpu, version=model.version, hma=False)
+    trail = trail_for(knowledge)
+    _offload_start_checks(off, knowledge, model.version, _layer_specs(off, no_hma, layout_of(), trail), trail)
+    assert not [w for w in trail.warnings if "chunked-local" in w]
 
 
 def test_lmcache_connector_v1_turns_the_hybrid_manager_off(knowledge: Knowledge) -> None:
@@ -828,8 +1093,9 @@ def test_engine_rule_values_are_ones_the_code_reads_and_cover_every_release(know
         "engine.bounded-attention-holding": lambda v: v in ("max_num_batched_tokens", "max_in_flight_tokens"),
         "engine.max-in-flight-tokens": lambda v: v in ("v1", "v2"),
         "engine.null-block": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
-        "engine.mamba-align-mode": lambda v: v is None or (isinstance(v, int) and v > 0),
+        "engine.mamba-align-mode": lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 0),
         "engine.hybrid-prefix-caching-default": lambda v: v is None or isinstance(v, bool),
+        "engine.offload-hybrid-needs-prefix-caching": lambda v: v is None or isinstance(v, bool),
     }
     for rule_id, reads in readable.items():
         rule = knowledge.engine.rule(rule_id)
@@ -866,3 +1132,104 @@ def test_a_broken_engine_file_names_the_file_and_the_field(knowledge_copy: Path)
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     with pytest.raises(KnowledgeError, match=r"engine\.yaml: .*rules: listed more than once: engine\."):
         load_knowledge(str(knowledge_copy))
+
+
+# ------------------------------------------------------------------------- sliding window and chunked local (issue 14)
+# The engine's figures quoted are vLLM 0.33.0's for the same question (40 GiB of KV per rank on an H100:
+# tests/data/engine/golden-0.33.0-sliding.json; the Mistral 7B ones from the same oracle run on this config,
+# knowledge/ENGINE.md "Sliding window and chunked local").
+
+ENGINE_CONFIGS = Path(__file__).resolve().parent / "data" / "engine" / "configs"
+# Mistral-7B-v0.1's published config.json: every layer slides over 4096 tokens (no layer_types).
+MISTRAL_7B = {
+    "architectures": ["MistralForCausalLM"],
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "max_position_embeddings": 32768,
+    "model_type": "mistral",
+    "num_attention_heads": 32,
+    "num_hidden_layers": 32,
+    "num_key_value_heads": 8,
+    "sliding_window": 4096,
+    "torch_dtype": "bfloat16",
+}
+
+
+def test_the_published_gemma_3_config_sizes_as_the_engine_did(knowledge: Knowledge) -> None:
+    r = ask(knowledge, config_path=str(ENGINE_CONFIGS / "gemma-3-27b"), **exact_budget(gpu_memory_gib=40))
+    # 52 sliding + 10 full layers (Gemma3TextConfig's every-6th-layer pattern), 131,072 tokens (its default).
+    assert {k.kind: k.layers for k in r.layer_kinds} == {"full_attention": 10, "sliding_window": 52}
+    assert r.max_model_len == 131_072
+    # Group size 10: blocks of 16 × 8,192 B × 10 = 1,310,720 B; 40 GiB of them is 32,768. A request holds 8192
+    # full blocks and 6 sliding groups × (cdiv(1023 + 2 × 8192, 16) + 1) = 6 × 1089: 14,726 (engine: 2.22518).
+    assert (r.gpu_block_bytes_per_rank, r.num_gpu_blocks) == (1_310_720, 32_768)
+    assert r.live_sessions_at_max_model_len == round(32_768 / 14_726, 3)
+
+
+def test_all_sliding_layers_keep_their_bound_with_or_without_the_hybrid_manager(
+    knowledge: Knowledge, tmp_path: Path
+) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(MISTRAL_7B))
+    for hma in (None, False):
+        r = ask(knowledge, config_path=str(tmp_path), hybrid_kv_cache_manager=hma, **exact_budget(gpu_memory_gib=40))
+        # One kind of layer, so nothing for vLLM to unify when the manager is off: 32 sliding layers of
+        # 2 × 8 × 128 × 2 = 4,096 B per token, one group of 32: blocks of 16 × 4,096 × 32 = 2,097,152 B, 20,480
+        # in 40 GiB. A 32,768-token request holds cdiv(min(4095 + 16384, 32768), 16) + 1 = 1281 (engine: 15.9875).
+        assert [(k.kind, k.layers) for k in r.layer_kinds] == [("sliding_window", 32)], hma
+        assert (r.gpu_block_bytes_per_rank, r.num_gpu_blocks) == (2_097_152, 20_480)
+        assert r.live_sessions_at_max_model_len == round(20_480 / 1281, 3)
+        assert not any("stored as full attention" in w for w in r.warnings)
+
+
+def test_without_the_hybrid_manager_mixed_layers_are_all_stored_as_full(knowledge: Knowledge) -> None:
+    r = ask(knowledge, model="gemma-3-27b", hybrid_kv_cache_manager=False, **exact_budget(gpu_memory_gib=40))
+    # 62 full layers of 8,192 B per token, one group: 16 × 8,192 × 62 = 8,126,464 B blocks, 5,285 in 40 GiB;
+    # a 131,072-token request needs 8192 of them, so vLLM refuses to start (engine: 0.64514, refuses).
+    assert [(k.kind, k.layers) for k in r.layer_kinds] == [("full_attention", 62)]
+    assert (r.gpu_block_bytes_per_rank, r.num_gpu_blocks) == (8_126_464, 5_285)
+    assert any("refuse to start" in w for w in r.warnings)
+    assert any(c.id == "engine.hma-off-stores-full" for c in r.citations)
+
+
+def test_layer_specs_unify_only_a_model_that_mixes_full_and_bounded_layers(knowledge: Knowledge) -> None:
+    gpu = knowledge.hardware.find_gpu("gpu.h100-sxm")
+    assert gpu is not None
+    sliding_only = Architecture(
+        num_layers=32,
+        num_attention_heads=32,
+        num_kv_heads=8,
+        head_dim=128,
+        sliding_window=4096,
+        sliding_window_layers=32,
+    )
+    mixed = sliding_only.model_copy(update={"sliding_window_layers": 26})
+    for arch, kinds in ((sliding_only, ["sliding_window"]), (mixed, ["full_attention"])):
+        model = _Model(arch=arch, gpu=gpu, version=Version("0.33.0"), hma=False)
+        specs = _layer_specs(request_of(), model, layout_of(), trail_for(knowledge))
+        assert [g.kind for g, _ in specs.kinds] == kinds
+
+
+def test_a_float32_config_caches_in_bfloat16_as_vllm_runs_it(knowledge: Knowledge, tmp_path: Path) -> None:
+    # Gemma 2 9B's published config says float32; `vllm serve` with --dtype auto runs it in bfloat16 on every
+    # GPU the knowledge holds, so the KV cache is 2 bytes a value (the engine recorded 8,192 B per token per
+    # layer at TP 1 for this shape: 2 × 8 heads × 256 × 2 B).
+    config = {
+        "architectures": ["Gemma2ForCausalLM"],
+        "model_type": "gemma2",
+        "hidden_size": 3584,
+        "num_hidden_layers": 42,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 8,
+        "head_dim": 256,
+        "max_position_embeddings": 8192,
+        "sliding_window": 4096,
+        "torch_dtype": "float32",
+    }
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    r = ask(knowledge, config_path=str(tmp_path), **exact_budget(gpu_memory_gib=40))
+    assert {k.kind: k.bytes_per_token_per_layer_per_rank for k in r.layer_kinds} == {
+        "full_attention": 8192,
+        "sliding_window": 8192,
+    }
+    assert any(f.rule == "engine.auto-dtype-float32" for f in r.formulas)
+    assert r.num_gpu_blocks == 15_603  # the engine's figure for this config at 40 GiB

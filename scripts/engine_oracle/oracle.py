@@ -14,7 +14,8 @@ Runs vLLM's own code on a machine without a GPU and records what the engine woul
   calls after load_model), ``GPUModelRunner.get_kv_cache_spec`` (each attention layer's
   ``get_kv_cache_spec``), ``get_global_kv_cache_groups``, ``get_kv_cache_configs`` for a fixed
   per-rank budget, ``generate_scheduler_kv_cache_config`` and
-  ``get_max_concurrency_for_kv_cache_config`` (vllm/v1/engine/core.py ``_initialize_kv_caches``).
+  ``get_max_concurrency_for_kv_cache_config`` (vllm/v1/engine/core.py ``_initialize_kv_caches``), as the
+  installed release has them (compat.py: older releases plan in kv_cache_utils.py and differ).
 
 The only step replaced is ``determine_available_memory`` (the profiling run): the per-rank KV
 budget is an input, so size_offload can be given the same budget.
@@ -30,6 +31,7 @@ parallel groups, the platform). The subprocess gets LD_LIBRARY_PATH with the stu
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -45,22 +47,28 @@ REPO = Path(__file__).resolve().parents[2]
 CONFIGS = REPO / "tests" / "data" / "engine" / "configs"
 GIB = 1 << 30
 
-# GPUs the stand-in platform can pretend to be. total_memory is what torch reports
-# (cudaDeviceProp.totalGlobalMem) for the 80 GB H100 SXM: 81,559 MiB.
+# GPUs the stand-in platform can pretend to be: what vLLM's platform and torch.cuda.get_device_properties
+# report for them (_install_platform). total_memory is what torch reports (cudaDeviceProp.totalGlobalMem) for
+# the 80 GB H100 SXM: 81,559 MiB. The SM counts are not from an NVIDIA datasheet (none was at hand) but the
+# values FlashInfer's and vLLM's own code carry for these parts: 132 for the H100 (wheel:vllm==0.33.0:
+# vllm/utils/deep_gemm.py:719 "132 for Hopper"; flashinfer-python==0.7.2.post1 flashinfer/cake_vsa_sm90.py:160
+# "the 132-SM H100") and 148 for the B200 (flashinfer/cake_fmha.py:305 "148  # B200").
 GPUS: dict[str, dict[str, Any]] = {
     "h100": {
         "name": "NVIDIA H100 80GB HBM3",
         "capability": [9, 0],
         "total_memory_bytes": 81559 * (1 << 20),
+        "multi_processor_count": 132,
         "knowledge_id": "gpu.h100-sxm",
     },
-    # Blackwell (no cell uses it yet, see CELLS). The memory is the vendor's 180 GB (hardware.yaml hbm_gb),
-    # not a driver reading: it only has to clear vLLM's 160 GiB tier for the serve defaults
-    # (arg_utils.py _set_default_args); the KV budget is given separately.
+    # Blackwell. The memory is the vendor's 180 GB (hardware.yaml hbm_gb), not a driver reading: it only has
+    # to clear vLLM's 160 GiB tier for the serve defaults (arg_utils.py _set_default_args, which give it
+    # max_num_batched_tokens 16384 where the H100 gets 8192); the KV budget is given separately.
     "b200": {
         "name": "NVIDIA B200",
         "capability": [10, 0],
         "total_memory_bytes": 180 * 10**9,
+        "multi_processor_count": 148,
         "knowledge_id": "gpu.b200",
     },
 }
@@ -78,14 +86,30 @@ def _cid(cell: dict[str, Any]) -> str:
 
 # The matrix: every architecture at TP 1, 2 and 8, with 16-bit and fp8 KV, on Hopper and Blackwell. The models are
 # config dirs under tests/data/engine/configs, grouped by the kind of attention they exercise.
-DENSE_AND_MOE_MODELS: tuple[str, ...] = ("llama-3.1-8b", "llama-3.1-70b", "mixtral-8x7b", "qwen3-235b-a22b")
-MLA_MODELS: tuple[str, ...] = ("deepseek-v3",)
-SLIDING_AND_CHUNKED_MODELS: tuple[str, ...] = ("gpt-oss-20b",)
-HYBRID_MODELS: tuple[str, ...] = ("qwen3-next-80b-a3b",)
+DENSE_AND_MOE_MODELS: tuple[str, ...] = (
+    "llama-3.1-8b",
+    "llama-3.1-70b",
+    "llama-3.3-70b",
+    "qwen3-32b",
+    "mixtral-8x7b",
+    "qwen3-235b-a22b",
+    "qwen3-coder-30b-a3b",
+    "qwen3-coder-480b-a35b",
+    "glm-4.5",
+)
+MLA_MODELS: tuple[str, ...] = ("deepseek-v3", "kimi-k2")
+SLIDING_AND_CHUNKED_MODELS: tuple[str, ...] = (
+    "gpt-oss-20b",
+    "gpt-oss-120b",
+    "gemma-3-27b",
+    "llama-4-scout",
+    "mistral-small-3.1-24b",
+)
+HYBRID_MODELS: tuple[str, ...] = ("qwen3-next-80b-a3b", "nemotron-h-8b", "qwen3.5-35b-a3b")
 MATRIX_MODELS = DENSE_AND_MOE_MODELS + MLA_MODELS + SLIDING_AND_CHUNKED_MODELS + HYBRID_MODELS
 MATRIX_TP = (1, 2, 8)
 MATRIX_KV_DTYPES = ("auto", "fp8")
-MATRIX_GPUS: tuple[str, ...] = ("h100",)
+MATRIX_GPUS: tuple[str, ...] = ("h100", "b200")
 
 CELLS: list[dict[str, Any]] = (
     [
@@ -107,6 +131,31 @@ CELLS: list[dict[str, Any]] = (
         }
         for m in HYBRID_MODELS
         for tp in (1, 8)
+    ]
+    + [
+        # Prefix caching asked for: before 0.26.0 a hybrid model has it off by default, so this is the only way
+        # those releases run their linear-attention layers in mamba_cache_mode "align" (from 0.26.0 it is the
+        # default and these cells repeat the plain ones).
+        {
+            "model": "qwen3-next-80b-a3b",
+            "tp": tp,
+            "kv_cache_dtype": "auto",
+            "gpu": "h100",
+            "variant": "prefix-caching",
+            "engine_args": {"enable_prefix_caching": True},
+        }
+        for tp in (1, 8)
+    ]
+    + [
+        # The hybrid KV cache manager off (--disable-hybrid-kv-cache-manager): sliding layers stored as full.
+        {
+            "model": "gemma-3-27b",
+            "tp": 1,
+            "kv_cache_dtype": "auto",
+            "gpu": "h100",
+            "variant": "no-hma",
+            "engine_args": {"disable_hybrid_kv_cache_manager": True},
+        }
     ]
     + [
         # Pipeline parallel: two stages (DeepSeek-V3's 61 layers split unevenly).
@@ -167,7 +216,66 @@ def _install_platform(gpu: dict[str, Any]) -> Any:
 
     platform = StandInCudaPlatform()
     platforms._current_platform = platform
+    _install_device_queries(gpu)
     return platform
+
+
+@dataclasses.dataclass(frozen=True)
+class _DeviceProperties:
+    """What torch.cuda.get_device_properties answers for the stand-in: the cudaDeviceProp fields the build path
+    reads. Any other field is an AttributeError, so a new query fails loudly instead of reading a made-up value."""
+
+    name: str
+    major: int
+    minor: int
+    total_memory: int
+    multi_processor_count: int
+    is_integrated: bool = False  # vllm/platforms/cuda.py is_integrated_gpu
+
+
+def _install_device_queries(gpu: dict[str, Any]) -> None:
+    """Answer, from ``gpu``, the device queries the model build makes to torch below vLLM's platform.
+
+    FlashInfer's attention impl (vllm/v1/attention/backends/flashinfer.py FlashInferImpl.__init__, the default
+    on Blackwell) reads the SM count through torch.cuda.get_device_properties (flashinfer/utils.py
+    get_device_sm_count) and allocates its multi-CTA counter buffer with device="cuda". The properties come
+    from ``gpu`` (torch.cuda.get_device_capability and get_device_name read the same function), and a tensor
+    created on a CUDA device goes to the meta device instead, as the weights do: no driver is asked, nothing
+    is allocated and no kernel runs. Installed for the rest of the process, so cells forked from it have it too.
+    """
+    import torch
+
+    properties = _DeviceProperties(
+        name=str(gpu["name"]),
+        major=int(gpu["capability"][0]),
+        minor=int(gpu["capability"][1]),
+        total_memory=int(gpu["total_memory_bytes"]),
+        multi_processor_count=int(gpu["multi_processor_count"]),
+    )
+
+    def get_device_properties(device: Any = None) -> _DeviceProperties:
+        return properties
+
+    torch.cuda.get_device_properties = get_device_properties
+    _cuda_tensors_on_meta().__enter__()
+
+
+def _cuda_tensors_on_meta() -> Any:
+    """A torch function mode that creates on the meta device the tensors a caller asks for on a CUDA device."""
+    import torch
+    from torch.utils._device import _device_constructors  # the factories torch.device(...) as a context covers
+
+    def on_cuda(device: Any) -> bool:
+        return isinstance(device, str | torch.device) and torch.device(device).type == "cuda"
+
+    class CudaTensorsOnMeta(torch.overrides.TorchFunctionMode):
+        def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            kwargs = kwargs or {}
+            if func in _device_constructors() and on_cuda(kwargs.get("device")):
+                kwargs = {**kwargs, "device": torch.device("meta")}
+            return func(*args, **kwargs)
+
+    return CudaTensorsOnMeta()
 
 
 class _FakeProcessGroup:
@@ -241,9 +349,23 @@ def _spec_summary(spec: Any) -> dict[str, Any]:
     if hasattr(spec, "dtype"):
         out["dtype"] = str(spec.dtype).replace("torch.", "")
     out["page_size_bytes"] = int(spec.page_size_bytes)
-    if hasattr(spec, "real_page_size_bytes"):
-        out["real_page_size_bytes"] = int(spec.real_page_size_bytes)
+    real = _real_page_size_bytes(spec)
+    if real is not None:
+        out["real_page_size_bytes"] = real
     return out
+
+
+def _real_page_size_bytes(spec: Any) -> int | None:
+    """The bytes a page holds before padding. A Mamba state in a release whose MambaSpec has no
+    real_page_size_bytes (0.22.1 and before) is what its page_size_bytes sums before padding: each state
+    tensor's elements × dtype size."""
+    if hasattr(spec, "real_page_size_bytes"):
+        return int(spec.real_page_size_bytes)
+    if hasattr(spec, "shapes") and hasattr(spec, "dtypes"):
+        import math
+
+        return sum(math.prod(shape) * dtype.itemsize for shape, dtype in zip(spec.shapes, spec.dtypes, strict=True))
+    return None
 
 
 def _kind(spec: Any) -> str:
@@ -265,7 +387,7 @@ def _layer_kinds(spec: dict[str, Any]) -> dict[str, dict[str, Any]]:
         kind["layers_per_rank"] += 1
         if _kind(s) == "linear_attention":
             # A state per sequence, not bytes per token: its content, and the page it is padded to.
-            kind["state_bytes_per_sequence_per_layer_per_rank"] = int(s.real_page_size_bytes)
+            kind["state_bytes_per_sequence_per_layer_per_rank"] = _real_page_size_bytes(s)
             kind["page_size_bytes"] = int(s.page_size_bytes)
             continue
         per_token = s.page_size_bytes // s.block_size
@@ -293,6 +415,8 @@ def _inputs(
     cell: dict[str, Any], gpu: dict[str, Any], config_dir: Path, budget_bytes: int, vllm_config: Any
 ) -> dict[str, Any]:
     """What the cell asked, as the engine resolved it (its defaults included)."""
+    import compat
+
     mc = vllm_config.model_config
     return {
         "model": cell["model"],
@@ -316,7 +440,10 @@ def _inputs(
         "max_num_seqs": vllm_config.scheduler_config.max_num_seqs,
         "usage_context": "OPENAI_API_SERVER",
         "async_scheduling": bool(vllm_config.scheduler_config.async_scheduling),
-        "max_in_flight_tokens": vllm_config.max_in_flight_tokens,
+        # 0.26.0 on; before, a sliding window is bounded by max_num_batched_tokens (the next field reads it).
+        "max_in_flight_tokens": getattr(vllm_config, "max_in_flight_tokens", None),
+        "sliding_window_in_flight_tokens": compat.sliding_window_in_flight_tokens(vllm_config),
+        "model_runner": "v2" if compat.uses_model_runner_v2(vllm_config) else "v1",
         "mamba_cache_mode": str(vllm_config.cache_config.mamba_cache_mode),
         "enable_prefix_caching": bool(vllm_config.cache_config.enable_prefix_caching),
         "hybrid_kv_cache_manager": not vllm_config.scheduler_config.disable_hybrid_kv_cache_manager,
@@ -334,79 +461,113 @@ def _scheduler_groups(sched: Any, vllm_config: Any) -> list[dict[str, Any]]:
     ]
 
 
+def _specs_as_stored(spec: dict[str, Any], vllm_config: Any) -> dict[str, Any]:
+    """The layer specs as the KV cache manager stores them. With the hybrid manager off, vLLM's grouping
+    (get_kv_cache_groups → unify_hybrid_kv_cache_specs) stores sliding-window and chunked-local layers as
+    full attention, every token kept; the layers still compute over their window. The same call on a copy,
+    so the record's layer kinds are what is allocated."""
+    if not vllm_config.scheduler_config.disable_hybrid_kv_cache_manager:
+        return spec
+    try:
+        from vllm.v1.core.kv_cache_planning import unify_hybrid_kv_cache_specs
+    except ImportError:  # before the planning moved out of kv_cache_utils
+        from vllm.v1.core.kv_cache_utils import unify_hybrid_kv_cache_specs
+    stored = dict(spec)
+    unify_hybrid_kv_cache_specs(stored)
+    return stored
+
+
 class _Runner:
     """What GPUModelRunner.get_kv_cache_spec reads: only vllm_config, and it fills shared_kv_cache_layers."""
 
 
-def run_cell(cell: dict[str, Any], budget_bytes: int) -> dict[str, Any]:
-    """One cell, in this process: the engine's own figures."""
-    gpu = GPUS[cell["gpu"]]
-    platform = _install_platform(gpu)
-
-    import torch
-    import vllm
-    from vllm.config import set_current_vllm_config
+def _engine_args(cell: dict[str, Any], config_dir: Path) -> Any:
     from vllm.engine.arg_utils import EngineArgs
-    from vllm.model_executor.model_loader.utils import initialize_model
-    from vllm.usage.usage_lib import UsageContext
-    from vllm.utils.torch_utils import set_default_torch_dtype
-    from vllm.v1.attention.backends.utils import resolve_kv_cache_layout
-    from vllm.v1.core.kv_cache_config_builder import get_kv_cache_config_builder
-    from vllm.v1.core.kv_cache_planning import (
-        _pool_bytes_per_block_from_builder,
-        get_global_kv_cache_groups,
-        get_kv_cache_configs,
-    )
-    from vllm.v1.core.kv_cache_utils import (
-        generate_scheduler_kv_cache_config,
-        get_max_concurrency_for_kv_cache_config,
-    )
-    from vllm.v1.core.single_type_kv_cache_manager import register_all_kvcache_specs
-    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
-    from vllm.v1.worker.worker_base import WorkerBase
 
-    tp = int(cell["tp"])
-    pp = int(cell.get("pp", 1))
-    config_dir = CONFIGS / cell["model"]
-    args = EngineArgs(
+    return EngineArgs(
         model=str(config_dir),
         skip_tokenizer_init=True,
-        tensor_parallel_size=tp,
-        pipeline_parallel_size=pp,
+        tensor_parallel_size=int(cell["tp"]),
+        pipeline_parallel_size=int(cell.get("pp", 1)),
         dtype=cell.get("dtype", "auto"),
         kv_cache_dtype=cell["kv_cache_dtype"],
         load_format="dummy",
         **({"max_model_len": cell["max_model_len"]} if cell.get("max_model_len") else {}),
         **cell.get("engine_args", {}),
     )
-    # MoE shared experts take vLLM's one auxiliary CUDA stream at build time (torch.cuda.Stream() needs a
-    # driver); a placeholder stands in, as nothing runs on it here.
-    import vllm.utils.torch_utils as torch_utils
 
-    torch_utils._aux_stream = object()  # type: ignore[assignment]
 
-    # One model per pipeline stage (each worker builds only its stage's layers); TP ranks of a stage have
-    # the same specs. Each stage gets its own config, as each worker process has its own.
+def _stage_specs(args: Any, tp: int, pp: int, platform: Any) -> tuple[list[dict[str, Any]], list[Any], Any]:
+    """What each worker does up to get_kv_cache_spec: its config, its stage of the model, the block update.
+
+    One model per pipeline stage (each worker builds only its stage's layers); TP ranks of a stage have
+    the same specs. Each stage gets its own config, as each worker process has its own.
+    """
+    import compat
+    import torch
+    from vllm.config import set_current_vllm_config
+    from vllm.model_executor.model_loader.utils import initialize_model
+    from vllm.usage.usage_lib import UsageContext
+    from vllm.utils.torch_utils import set_default_torch_dtype
+    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+
     stage_specs: list[dict[str, Any]] = []
     stage_configs: list[Any] = []
+    runner = None
     for stage in range(pp):
         # As `vllm serve` builds it: the usage context decides defaults such as max_num_batched_tokens.
         stage_config = args.create_engine_config(usage_context=UsageContext.OPENAI_API_SERVER)
         _fake_parallel_groups(tp, pp, stage)
+        compat.init_worker_device_state(stage_config)  # the worker's init_device, before the model runner
         # What the worker's load_model does (DefaultModelLoader): the model class under the model dtype,
         # here on the meta device, so no weight is ever allocated.
         with set_current_vllm_config(stage_config), set_default_torch_dtype(stage_config.model_config.dtype):
             with torch.device("meta"):
                 initialize_model(vllm_config=stage_config)
-            # What the executor does next (uniproc_executor / multiproc_executor after load_model).
+            # What the executor does next (uniproc_executor / multiproc_executor after load_model; the same
+            # call in every recorded release).
             platform.update_block_size_for_backend(stage_config)
             stage_runner = _Runner()
             stage_runner.vllm_config = stage_config  # type: ignore[attr-defined]
             stage_runner.shared_kv_cache_layers = {}  # type: ignore[attr-defined]
             stage_specs.append(GPUModelRunner.get_kv_cache_spec(stage_runner))  # type: ignore[arg-type]
         stage_configs.append(stage_config)
-        if stage == 0:
-            runner = stage_runner
+        runner = runner or stage_runner
+    return stage_specs, stage_configs, runner
+
+
+def _attention_backends(vllm_config: Any) -> list[str]:
+    return sorted(
+        {
+            f"{type(layer).__name__}:{layer.get_attn_backend().get_name()}"
+            for layer in vllm_config.compilation_config.static_forward_context.values()
+            if hasattr(layer, "get_attn_backend")
+        }
+    )
+
+
+def run_cell(cell: dict[str, Any], budget_bytes: int) -> dict[str, Any]:
+    """One cell, in this process: the engine's own figures, by the installed release's own sequence."""
+    gpu = GPUS[cell["gpu"]]
+    platform = _install_platform(gpu)
+
+    import compat  # the sibling module: the steps that differ between releases
+    import torch
+    import vllm
+    from vllm.config import set_current_vllm_config
+    from vllm.utils.torch_utils import set_default_torch_dtype
+
+    tp = int(cell["tp"])
+    pp = int(cell.get("pp", 1))
+    config_dir = CONFIGS / cell["model"]
+    args = _engine_args(cell, config_dir)
+    # MoE shared experts take vLLM's one auxiliary CUDA stream at build time (torch.cuda.Stream() needs a
+    # driver); a placeholder stands in, as nothing runs on it here.
+    import vllm.utils.torch_utils as torch_utils
+
+    torch_utils._aux_stream = object()  # type: ignore[assignment]
+
+    stage_specs, stage_configs, runner = _stage_specs(args, tp, pp, platform)
     vllm_config = stage_configs[0]
     _fake_parallel_groups(tp, pp, 0)
     # The busiest stage (most layers with a KV cache) bounds the pool; its specs are the per-rank figures.
@@ -415,42 +576,15 @@ def run_cell(cell: dict[str, Any], budget_bytes: int) -> dict[str, Any]:
 
     with set_current_vllm_config(vllm_config), set_default_torch_dtype(vllm_config.model_config.dtype):
         # EngineCore._initialize_kv_caches, with the profiled memory replaced by the budget.
-        register_all_kvcache_specs(vllm_config)
+        compat.register_kv_cache_specs(vllm_config)
         world = vllm_config.parallel_config.world_size
         specs = [stage_specs[stage] for stage in range(pp) for _ in range(tp)]  # rank = stage × TP + tp_rank
         assert len(specs) == world
-        layouts = WorkerBase.get_supported_kv_cache_layouts(runner)  # type: ignore[arg-type]
-        layout = resolve_kv_cache_layout(vllm_config, [layouts] * world, [s for w in specs for s in w.values()])
-        groups = get_global_kv_cache_groups(vllm_config, specs)
-        vllm_config.adjust_dcp_kv_cache_interleave_size(groups)
-        try:
-            configs = get_kv_cache_configs(vllm_config, specs, [budget_bytes] * world, groups)
-        except ValueError as exc:
-            # The engine refuses to start (one request at max_model_len does not fit). Record the refusal
-            # and what the pool would have been, from the same planning functions.
-            if "max seq len" not in str(exc):
-                raise
-            refusal = str(exc).split(" Try increasing", 1)[0]
-            builder = get_kv_cache_config_builder(vllm_config)
-            bytes_per_block = _pool_bytes_per_block_from_builder(builder, vllm_config, groups)
-            configs = [builder.get_kv_cache_config_from_groups(vllm_config, groups, budget_bytes // bytes_per_block)]
-        else:
-            refusal = None
-        sched = generate_scheduler_kv_cache_config(configs)
-        max_concurrency = get_max_concurrency_for_kv_cache_config(vllm_config, sched)
+        layout = compat.kv_cache_layout(vllm_config, runner, world, specs)
+        plan = compat.plan_kv_cache(vllm_config, specs, budget_bytes, busiest * tp)
 
-    layer_kinds = _layer_kinds(spec)
-    config0 = configs[busiest * tp if len(configs) == world else 0]
-    # In 0.33.0 every KVCacheTensor describes the one backing allocation (groups overlay it), so the
-    # allocation is that size, not the sum; the pool's bytes per block come from vLLM's own probe.
-    backing = {int(t.size) for t in config0.kv_cache_tensors if not t.host_resident}
-    assert len(backing) == 1, f"expected one device backing allocation, got sizes {sorted(backing)}"
-    tensor_bytes = backing.pop()
-    with set_current_vllm_config(vllm_config):
-        pool_block_bytes = _pool_bytes_per_block_from_builder(
-            get_kv_cache_config_builder(vllm_config), vllm_config, config0.kv_cache_groups
-        )
-    sched_groups = _scheduler_groups(sched, vllm_config)
+    layer_kinds = _layer_kinds(_specs_as_stored(spec, vllm_config))
+    sched = plan.scheduler_config
     block_sizes = [g.kv_cache_spec.block_size for g in sched.kv_cache_groups]
     mc = vllm_config.model_config
     return {
@@ -459,31 +593,26 @@ def run_cell(cell: dict[str, Any], budget_bytes: int) -> dict[str, Any]:
         "inputs": _inputs(cell, gpu, config_dir, budget_bytes, vllm_config),
         "engine": {
             "architecture": mc.architectures[0] if mc.architectures else None,
-            "attention_backends": sorted(
-                {
-                    f"{type(layer).__name__}:{layer.get_attn_backend().get_name()}"
-                    for layer in vllm_config.compilation_config.static_forward_context.values()
-                    if hasattr(layer, "get_attn_backend")
-                }
-            ),
+            "attention_backends": _attention_backends(vllm_config),
             "num_kv_heads_per_rank": mc.get_num_kv_heads(vllm_config.parallel_config),
             "use_mla": bool(mc.use_mla),
             "block_size": min(block_sizes) if block_sizes else None,
             "cache_config_block_size": vllm_config.cache_config.block_size,
-            "kv_cache_layout": layout.name,
+            "kv_cache_layout": layout,
             "layers_with_kv_cache_per_rank": len(spec),
             "layers_with_kv_cache_per_stage": [len(x) for x in stage_specs],
             "layer_kinds": layer_kinds,
             "kv_bytes_per_token_per_rank": sum(k.get("bytes_per_token_per_rank", 0) for k in layer_kinds.values()),
-            "kv_cache_groups": sched_groups,
+            "kv_cache_groups": _scheduler_groups(sched, vllm_config),
             "num_gpu_blocks": int(sched.num_blocks),
-            "kv_cache_tensor_bytes_per_rank": tensor_bytes,
-            "block_bytes_per_rank": pool_block_bytes,
-            "kv_cache_tensors_per_rank": len(config0.kv_cache_tensors),
-            "max_concurrency_at_max_model_len": float(max_concurrency),
-            "starts": refusal is None,
-            "refusal": refusal,
+            "kv_cache_tensor_bytes_per_rank": plan.tensor_bytes,
+            "block_bytes_per_rank": plan.pool_block_bytes,
+            "kv_cache_tensors_per_rank": len(plan.worker_config.kv_cache_tensors),
+            "max_concurrency_at_max_model_len": plan.max_concurrency,
+            "starts": plan.refusal is None,
+            "refusal": plan.refusal,
         },
+        "offload": __import__("offload").offload_figures(args, specs, runner, budget_bytes),  # the offload backends
     }
 
 
@@ -530,6 +659,9 @@ def _serve(gpu_key: str, budget_bytes: int, jobs: int, timeout: float) -> int:
         sys.stdout.flush()
         pid = os.fork()
         if pid == 0:  # the child: one cell, its result in a file, and out without running the parent's exit code
+            # The engine logs to stdout; a log line left unfinished would swallow the next result line the
+            # server prints, so the child's stdout is its stderr.
+            os.dup2(2, 1)
             code = 0
             try:
                 out.write_text(json.dumps(_record_or_error(cell, budget_bytes)))
@@ -553,7 +685,8 @@ def _serve(gpu_key: str, budget_bytes: int, jobs: int, timeout: float) -> int:
             start(queue.pop(0))
         pid, status = os.waitpid(-1, os.WNOHANG)
         if pid:
-            finish(pid, status)
+            if pid in running:  # not a helper process an import started (it is reaped here too)
+                finish(pid, status)
             continue
         for pid, (_, _, t0) in list(running.items()):
             if time.monotonic() - t0 > timeout:
@@ -625,10 +758,12 @@ def main(argv: list[str] | None = None) -> int:
         existing = {r["id"]: r for r in json.loads(out.read_text())["cells"]}
     selected = [c for c in CELLS if not args.only or any(_cid(c).startswith(p) for p in args.only)]
     failures: dict[str, str] = {}
+    seen: set[str] = set()
     started = time.monotonic()
     for gpu in sorted({c["gpu"] for c in selected}):
         for result in _run_gpu(gpu, [c for c in selected if c["gpu"] == gpu], args, env):
             cid = result["id"]
+            seen.add(cid)
             if "record" in result:
                 record = result["record"]
                 record["provenance"]["seconds"] = result["seconds"]
@@ -638,6 +773,10 @@ def main(argv: list[str] | None = None) -> int:
                 failures[cid] = result["error"]
                 tail = "\n".join(str(result.get("traceback", "")).strip().splitlines()[-12:])
                 print(f"{cid}: FAILED: {result['error']}\n{tail}", flush=True)
+    missing = [_cid(c) for c in selected if _cid(c) not in seen]
+    for cid in missing:
+        failures.setdefault(cid, "no result came back from the server")
+        print(f"{cid}: FAILED: no result came back from the server", flush=True)
     order = {_cid(c): i for i, c in enumerate(CELLS)}
     golden = {
         "about": "vLLM's own KV-cache figures, recorded by scripts/engine_oracle/oracle.py; "

@@ -51,6 +51,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import offload  # noqa: E402  (the sibling module: the shared-memory regions of an engine)
 import oracle  # noqa: E402  (the sibling module: platform stand-in, faked groups, stub build)
 
 REPO = oracle.REPO
@@ -58,6 +59,11 @@ CONFIGS = oracle.CONFIGS
 GIB = 1 << 30
 BUDGET_BYTES = 40 * GIB  # per rank, as the golden cells
 STAGE_DEADLINE_S = 60  # a stage that takes longer is waiting for something that is not there
+CASE_DEADLINE_S = 900  # a case process that runs longer is killed
+# A case prints this with its engine id before any stage can create the engine's /dev/shm region, so the driver
+# removes that region whatever becomes of the case (a hung stage's thread, os._exit, a kill at the deadline).
+SHM_MARK = "ORACLE-SHM "
+_ENGINE_IDS: set[str] = set()  # the engines this case process configured
 
 # A command line names the model as operators do (the review reads the name); the engine is given
 # the config.json written here from the published config (tests/data/engine/configs/).
@@ -733,6 +739,7 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
             "create_engine_config",
             lambda: engine_args.create_engine_config(usage_context=UsageContext.OPENAI_API_SERVER),
         )
+        _announce_engine(vllm_config)
         resolved.update(_resolved(vllm_config))
         if vllm_config.kv_transfer_config is not None and vllm_config.kv_transfer_config.kv_connector:
             from vllm.distributed.kv_transfer.kv_connector.factory import KVConnectorFactory
@@ -795,19 +802,45 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _announce_engine(vllm_config: Any) -> None:
+    engine_id = offload.engine_id_of(vllm_config)
+    if engine_id:
+        _ENGINE_IDS.add(engine_id)
+        print(SHM_MARK + engine_id, flush=True)
+
+
 def _one(case_json: str) -> int:
     case = json.loads(case_json)
     try:
         record = run_case(case)
     except Exception as exc:  # the driver records the failure with the case
         print(json.dumps({"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}))
+        offload.remove_shm_regions(_ENGINE_IDS)
         return 1
     print("ORACLE-RECORD " + json.dumps(record), flush=True)
+    offload.remove_shm_regions(_ENGINE_IDS)
     # A stage that hung left a thread behind (a socket waiting for a server): do not wait for it.
     os._exit(0)
 
 
 # ----------------------------------------------------------------------------- the driver
+
+
+def _text(output: str | bytes | None) -> str:
+    return output.decode(errors="replace") if isinstance(output, bytes) else output or ""
+
+
+def run_case_process(command: list[str], env: dict[str, str] | None, timeout: float) -> tuple[int | None, str, str]:
+    """Run one case's process: its return code (None: killed at ``timeout``), stdout and stderr. Whatever becomes
+    of it, the shared-memory regions of the engines it announced are removed afterwards, and only those."""
+    try:
+        proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
+        code, stdout, stderr = proc.returncode, proc.stdout, proc.stderr
+    except subprocess.TimeoutExpired as exc:  # run() killed it; what it printed until then is kept
+        code, stdout, stderr = None, _text(exc.stdout), _text(exc.stderr)
+    announced = {line.removeprefix(SHM_MARK).strip() for line in stdout.splitlines() if line.startswith(SHM_MARK)}
+    offload.remove_shm_regions(announced)
+    return code, stdout, stderr
 
 
 def _case_env(base: dict[str, str], case: dict[str, Any], lmcache_dir: str | None) -> dict[str, str]:
@@ -870,15 +903,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.only and not any(case["id"].startswith(p) for p in args.only):
             continue
         t0 = time.monotonic()
-        proc = subprocess.run(
-            [sys.executable, __file__, "--one", json.dumps(case)],
-            env=_case_env(base, case, args.lmcache_dir),
-            capture_output=True,
-            text=True,
-            timeout=900,
-        )
-        lines = [line for line in proc.stdout.splitlines() if line.startswith("ORACLE-RECORD ")]
-        if proc.returncode == 0 and lines:
+        command = [sys.executable, __file__, "--one", json.dumps(case)]
+        code, stdout, stderr = run_case_process(command, _case_env(base, case, args.lmcache_dir), CASE_DEADLINE_S)
+        lines = [line for line in stdout.splitlines() if line.startswith("ORACLE-RECORD ")]
+        if code == 0 and lines:
             record = json.loads(lines[-1].removeprefix("ORACLE-RECORD "))
             record["provenance"]["seconds"] = round(time.monotonic() - t0, 1)
             if "PYTHONPATH" in _case_env(base, case, args.lmcache_dir) and args.lmcache_dir:
@@ -890,7 +918,8 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
         else:
-            failures[case["id"]] = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-25:])
+            killed = [f"killed after {CASE_DEADLINE_S} s"] if code is None else []
+            failures[case["id"]] = "\n".join([*killed, *(stdout + stderr).strip().splitlines()[-25:]])
             print(f"{case['id']}: FAILED\n{failures[case['id']]}", flush=True)
     order = {c["id"]: i for i, c in enumerate(cases)}
     record_file = {

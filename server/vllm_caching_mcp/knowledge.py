@@ -687,11 +687,27 @@ class NameInventory(Sourced):
 class LinearAttentionState(Frozen):
     """Gated DeltaNet (linear attention) state sizes from config.json, as vLLM shapes its state."""
 
-    conv_kernel_dim: int = Field(gt=0, le=65536, description="linear_conv_kernel_dim")
-    num_key_heads: int = Field(gt=0, le=65536, description="linear_num_key_heads")
-    num_value_heads: int = Field(gt=0, le=65536, description="linear_num_value_heads")
-    key_head_dim: int = Field(gt=0, le=65536, description="linear_key_head_dim")
-    value_head_dim: int = Field(gt=0, le=65536, description="linear_value_head_dim")
+    # config.json's linear_<field> (linear_conv_kernel_dim, ...). No field descriptions: the size_offload
+    # listing carries this schema and tests/test_compact_schema.py bounds its size.
+    conv_kernel_dim: int = Field(gt=0, le=65536)
+    num_key_heads: int = Field(gt=0, le=65536)
+    num_value_heads: int = Field(gt=0, le=65536)
+    key_head_dim: int = Field(gt=0, le=65536)
+    value_head_dim: int = Field(gt=0, le=65536)
+
+
+class Mamba2State(Frozen):
+    # Mamba2 state sizes under Nemotron-H's config keys (no docstring or descriptions: the listing's size, as
+    # above). Granite 4.0-H spells them mamba_n_heads, mamba_d_head, mamba_n_groups, mamba_d_state and
+    # mamba_d_conv; vLLM's MambaMixer2 shapes the conv state by the inner width mamba_num_heads × mamba_head_dim.
+    mamba_num_heads: int = Field(gt=0, le=65536)
+    mamba_head_dim: int = Field(gt=0, le=65536)
+    n_groups: int = Field(gt=0, le=65536)
+    ssm_state_size: int = Field(gt=0, le=65536)
+    conv_kernel: int = Field(gt=1, le=65536)
+
+
+SsmStateDType = Literal["bfloat16", "float16", "float32"]
 
 
 class ModelArch(Sourced):
@@ -707,7 +723,9 @@ class ModelArch(Sourced):
     hf_repo: str = Field(pattern=r"^[\w.-]+/[\w.-]+$")
     aliases: tuple[str, ...] = ()
     architecture: str
-    num_layers: int = Field(gt=0, description="num_hidden_layers (decoder layers that hold KV; MTP layers excluded)")
+    num_layers: int = Field(
+        gt=0, description="decoder layers that hold KV or state (MTP layers and MLP-only blocks excluded)"
+    )
     num_attention_heads: int = Field(gt=0)
     num_kv_heads: int = Field(gt=0, description="num_key_value_heads (MLA: not used for the cache)")
     head_dim: int = Field(gt=0)
@@ -720,6 +738,11 @@ class ModelArch(Sourced):
     chunked_local_layers: int = Field(default=0, ge=0)
     linear_attention_layers: int = Field(default=0, ge=0)
     linear_attention: LinearAttentionState | None = None
+    mamba2: Mamba2State | None = Field(default=None, description="the linear layers are Mamba2 (not Gated DeltaNet)")
+    ssm_state_dtype: SsmStateDType | None = Field(
+        default=None, description="recurrent-state dtype the config declares (mamba_ssm_dtype / mamba_ssm_cache_dtype)"
+    )
+    index_topk: int | None = Field(default=None, gt=0, description="DeepSeek Sparse Attention's indexer top-k (MLA)")
     params_total_b: float = Field(gt=0, description="total parameters, billions")
     params_active_b: float = Field(gt=0, description="parameters active per token, billions (MoE)")
     weights_dtype: Literal["bfloat16", "float16", "fp8", "mxfp4"] = "bfloat16"
@@ -738,8 +761,8 @@ class ModelArch(Sourced):
             raise ValueError("sliding_window_layers needs sliding_window")
         if self.chunked_local_layers and self.attention_chunk_size is None:
             raise ValueError("chunked_local_layers needs attention_chunk_size")
-        if self.linear_attention_layers and self.linear_attention is None:
-            raise ValueError("linear_attention_layers needs linear_attention")
+        if self.linear_attention_layers and (self.linear_attention is None) == (self.mamba2 is None):
+            raise ValueError("linear_attention_layers needs one of linear_attention (Gated DeltaNet) or mamba2")
         return self
 
 
@@ -1330,7 +1353,7 @@ class AttentionBackendBlock(Sourced):
 
     versions: SpecifierText = ""
     compute_capability_major: int = Field(ge=1)
-    attention: Literal["mla"]
+    attention: Literal["gqa", "mla"]  # ModelArch.attention: gqa is every non-MLA layout
     kv_cache_dtype: Literal["16-bit", "fp8"]
     backend: str
     block_size: int = Field(gt=0)

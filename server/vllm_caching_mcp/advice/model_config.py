@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic.json_schema import SkipJsonSchema
 
-from ..knowledge import LinearAttentionState, ModelArch
+from ..knowledge import LinearAttentionState, Mamba2State, ModelArch, SsmStateDType
 from .common import AdviceError, ParamsB, TokenCount
 
 DType = Literal["bfloat16", "float16", "float32"]
@@ -29,7 +30,7 @@ class Architecture(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(default="custom model", max_length=200)
-    num_layers: int = Field(gt=0, le=1000, description="num_hidden_layers")
+    num_layers: int = Field(gt=0, le=1000, description="layers with KV or state")
     num_attention_heads: int = Field(gt=0, le=4096)
     num_kv_heads: int = Field(gt=0, le=4096, description="num_key_value_heads")
     head_dim: int = Field(gt=0, le=4096)
@@ -42,6 +43,11 @@ class Architecture(BaseModel):
     chunked_local_layers: int = Field(default=0, ge=0, le=1000)
     linear_attention_layers: int = Field(default=0, ge=0, le=1000)
     linear_attention: LinearAttentionState | None = None
+    mamba2: Mamba2State | None = None
+    ssm_state_dtype: SsmStateDType | None = None  # config.json's mamba_ssm_dtype / mamba_ssm_cache_dtype
+    # The model class (architectures[0]) vLLM's per-model config hooks key on: the reader fills it; left out of
+    # the listed schema (its size is bounded, tests/test_compact_schema.py), accepted all the same.
+    architecture: SkipJsonSchema[str | None] = Field(default=None, max_length=200)
     params_total_b: ParamsB | None = Field(default=None, description="billions")
     params_active_b: ParamsB | None = Field(default=None, description="billions used per token")
     weights_dtype: WeightsDType = "bfloat16"
@@ -59,8 +65,10 @@ class Architecture(BaseModel):
             raise ValueError("sliding_window_layers needs sliding_window")
         if self.chunked_local_layers and self.attention_chunk_size is None:
             raise ValueError("chunked_local_layers needs attention_chunk_size")
-        if self.linear_attention_layers and self.linear_attention is None:
-            raise ValueError("linear_attention_layers needs linear_attention (the linear_* state sizes)")
+        if self.linear_attention_layers and (self.linear_attention is None) == (self.mamba2 is None):
+            raise ValueError(
+                "linear_attention_layers needs one of linear_attention (Gated DeltaNet linear_* sizes) or mamba2"
+            )
         return self
 
     @property
@@ -91,6 +99,173 @@ def _text_config(raw: dict[str, Any]) -> dict[str, Any]:
     return raw
 
 
+# What transformers' config class gives a key this reader uses when the config.json leaves it out: vLLM
+# loads the config through that class, so a missing key is the class default, not "absent" (a key present
+# as null stays null). Keyed on the decoder's model_type; the defaults of the transformers vLLM 0.33.0
+# runs with (wheel:transformers==5.20.2:transformers/models/<model>/configuration_<model>.py at the lines
+# named). `sliding_window_pattern` stands for the layer_types the class derives: every pattern-th layer
+# full attention, the others sliding.
+_TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
+    # gemma2/configuration_gemma2.py:71-76, 88, 94-97 (layer_types: every 2nd layer full)
+    "gemma2": {
+        "num_hidden_layers": 26,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+        "head_dim": 256,
+        "max_position_embeddings": 8192,
+        "sliding_window": 4096,
+        "sliding_window_pattern": 2,
+    },
+    # gemma3/configuration_gemma3.py:77-82, 94, 101-112 (sliding_window_pattern, default 6, read from the file)
+    "gemma3_text": {
+        "num_hidden_layers": 26,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+        "head_dim": 256,
+        "max_position_embeddings": 131072,
+        "sliding_window": 4096,
+        "sliding_window_pattern": 6,
+    },
+    # cohere2/configuration_cohere2.py:70-74, 85, 88-102 (sliding_window_pattern, default 4)
+    "cohere2": {
+        "num_hidden_layers": 40,
+        "num_attention_heads": 64,
+        "max_position_embeddings": 8192,
+        "sliding_window": 4096,
+        "sliding_window_pattern": 4,
+    },
+    # gpt_oss/configuration_gpt_oss.py:50-62, 78-86 (layer_types: every 2nd layer full)
+    "gpt_oss": {
+        "num_hidden_layers": 36,
+        "num_attention_heads": 64,
+        "num_key_value_heads": 8,
+        "head_dim": 64,
+        "max_position_embeddings": 131072,
+        "sliding_window": 128,
+        "sliding_window_pattern": 2,
+    },
+    # llama4/configuration_llama4.py:144-149, 168-169, 176-183 (no_rope_layers from the interval)
+    "llama4_text": {
+        "num_hidden_layers": 48,
+        "num_attention_heads": 40,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "max_position_embeddings": 131072,
+        "no_rope_layer_interval": 4,
+        "attention_chunk_size": 8192,
+    },
+    # mistral/configuration_mistral.py:66-71, 80 (every layer slides when sliding_window is set)
+    "mistral": {
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "max_position_embeddings": 131072,
+        "sliding_window": 4096,
+    },
+    # qwen2/configuration_qwen2.py:64-68, 74-75, 83-84 (the window only with use_sliding_window)
+    "qwen2": {
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 32,
+        "max_position_embeddings": 32768,
+        "use_sliding_window": False,
+    },
+    # qwen3/configuration_qwen3.py:65-70, 77-78, 86-87
+    "qwen3": {
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 32,
+        "head_dim": 128,
+        "max_position_embeddings": 32768,
+        "use_sliding_window": False,
+    },
+    # qwen3_next/configuration_qwen3_next.py:95-112, 127-135 (full_attention_interval, default 4)
+    "qwen3_next": {
+        "num_hidden_layers": 48,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 2,
+        "head_dim": 256,
+        "max_position_embeddings": 32768,
+        "full_attention_interval": 4,
+        "linear_conv_kernel_dim": 4,
+        "linear_key_head_dim": 128,
+        "linear_value_head_dim": 128,
+        "linear_num_key_heads": 16,
+        "linear_num_value_heads": 32,
+    },
+    # Mamba2 hybrids and Qwen3.5 (issue 14 "Mamba2 hybrids and Qwen3.5"); the defaults the reader uses.
+    # nemotron_h/configuration_nemotron_h.py:96-99, 107-112 (hybrid_override_pattern has no default worth using)
+    "nemotron_h": {
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "max_position_embeddings": 4096,
+        "ssm_state_size": 128,
+        "mamba_num_heads": 128,
+        "mamba_head_dim": 64,
+        "n_groups": 8,
+        "conv_kernel": 4,
+    },
+    # granitemoehybrid/configuration_granitemoehybrid.py:58-64, 86-91 (mamba_d_head 'auto': expand × hidden / heads)
+    "granitemoehybrid": {
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "max_position_embeddings": 2048,
+        "hidden_size": 4096,
+        "mamba_n_heads": 128,
+        "mamba_n_groups": 1,
+        "mamba_d_state": 256,
+        "mamba_d_head": "auto",
+        "mamba_d_conv": 4,
+        "mamba_expand": 2,
+    },
+    # qwen3_5/configuration_qwen3_5.py:85-89, 97-102, 112-113 (full_attention_interval, default 4)
+    "qwen3_5_text": {
+        "num_hidden_layers": 32,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 4,
+        "head_dim": 256,
+        "max_position_embeddings": 32768,
+        "full_attention_interval": 4,
+        "linear_conv_kernel_dim": 4,
+        "linear_key_head_dim": 128,
+        "linear_value_head_dim": 128,
+        "linear_num_key_heads": 16,
+        "linear_num_value_heads": 32,
+    },
+    # qwen3_5_moe/configuration_qwen3_5_moe.py:91-95, 103-108, 124-125 (full_attention_interval, default 4)
+    "qwen3_5_moe_text": {
+        "num_hidden_layers": 40,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 2,
+        "head_dim": 256,
+        "max_position_embeddings": 32768,
+        "full_attention_interval": 4,
+        "linear_conv_kernel_dim": 4,
+        "linear_key_head_dim": 128,
+        "linear_value_head_dim": 128,
+        "linear_num_key_heads": 16,
+        "linear_num_value_heads": 32,
+    },
+}
+# The decoder config a multimodal wrapper builds when its text_config names no model_type
+# (gemma3/configuration_gemma3.py:202, llama4/configuration_llama4.py:236, mistral3/configuration_mistral3.py:51-54).
+_WRAPPER_TEXT_MODEL_TYPE = {"gemma3": "gemma3_text", "llama4": "llama4_text", "mistral3": "mistral"}
+# qwen3_5/configuration_qwen3_5.py:172-175, qwen3_5_moe/configuration_qwen3_5_moe.py:184-187 (sub_configs_defaults)
+_WRAPPER_TEXT_MODEL_TYPE.update(qwen3_5="qwen3_5_text", qwen3_5_moe="qwen3_5_moe_text")
+
+
+def _with_transformers_defaults(cfg: dict[str, Any], raw: dict[str, Any]) -> dict[str, Any]:
+    """The decoder config as transformers' class for its model_type completes it (see _TRANSFORMERS_DEFAULTS)."""
+    text = raw.get("text_config")
+    model_type = text.get("model_type") if isinstance(text, dict) else None
+    if model_type is None:
+        outer = raw.get("model_type")
+        model_type = _WRAPPER_TEXT_MODEL_TYPE.get(outer, outer) if isinstance(outer, str) else None
+    defaults = _TRANSFORMERS_DEFAULTS.get(model_type, {}) if isinstance(model_type, str) else {}
+    return {**defaults, **cfg}
+
+
 def _positive_int(cfg: dict[str, Any], key: str) -> int | None:
     value = cfg.get(key)
     if value is None:
@@ -113,9 +288,38 @@ def _dtype(cfg: dict[str, Any]) -> DType:
     return aliases.get(text, "bfloat16")
 
 
+SPARSE_MLA_RULE = "engine.sparse-mla-indexer"  # knowledge/engine.yaml
+
+
+def sparse_attention_refusal(label: str, index_topk: int) -> str:
+    """Why a DeepSeek Sparse Attention model gets no figures: plain MLA ones would be too low."""
+    return (
+        f"{label} uses DeepSeek Sparse Attention (index_topk {index_topk}): vLLM keeps an indexer key cache "
+        "beside the MLA latent in every layer and packs an fp8 MLA cache into 656-byte rows "
+        f"(rule {SPARSE_MLA_RULE}), so plain MLA figures would be too low; size_offload sizes dense, MoE, MLA, "
+        "sliding, chunked-local and linear-attention layouts, not this one. Read the KV cache size from vLLM's "
+        "start-up log"
+    )
+
+
+def _mla_fields(cfg: dict[str, Any], name: str) -> dict[str, Any]:
+    """MLA: the cached latent's widths and the query/key head (DeepSeek-style configs have no head_dim key,
+    and hidden_size / heads means nothing here). A sparse-attention indexer is refused, not sized."""
+    topk = _positive_int(cfg, "index_topk")
+    if topk is not None:
+        raise AdviceError("config_path", sparse_attention_refusal(name, topk))
+    rope = _positive_int(cfg, "qk_rope_head_dim")
+    nope = _positive_int(cfg, "qk_nope_head_dim")
+    fields: dict[str, Any] = {"attention": "mla", "kv_lora_rank": _positive_int(cfg, "kv_lora_rank")}
+    fields["qk_rope_head_dim"] = rope
+    if rope is not None and nope is not None:
+        fields["head_dim"] = nope + rope
+    return fields
+
+
 def architecture_from_hf_config(raw: dict[str, Any], *, name: str) -> Architecture:
     """Read the keys vLLM reads from a Hugging Face config.json (decoder part only)."""
-    cfg = _text_config(raw)
+    cfg = _with_transformers_defaults(_text_config(raw), raw)
     layers = _positive_int(cfg, "num_hidden_layers")
     heads = _positive_int(cfg, "num_attention_heads")
     if layers is None or heads is None:
@@ -135,17 +339,18 @@ def architecture_from_hf_config(raw: dict[str, Any], *, name: str) -> Architectu
         "head_dim": head_dim,
         "default_dtype": _dtype(cfg),
         "max_position_embeddings": _positive_int(cfg, "max_position_embeddings"),
+        "architecture": _architecture_name(cfg),
+        "ssm_state_dtype": _declared_ssm_dtype(cfg),
     }
     if cfg.get("kv_lora_rank"):
-        fields.update(
-            attention="mla",
-            kv_lora_rank=_positive_int(cfg, "kv_lora_rank"),
-            qk_rope_head_dim=_positive_int(cfg, "qk_rope_head_dim"),
-        )
+        fields.update(_mla_fields(cfg, name))
     if isinstance(cfg.get("quantization_config"), dict):
         method = str(cfg["quantization_config"].get("quant_method", "")).lower()
         if method in ("fp8", "mxfp4"):
             fields["weights_dtype"] = method
+    mamba = _mamba2_layers(cfg, layers)
+    if mamba is not None:  # Nemotron-H / Granite 4.0-H: Mamba2, attention and MLP-only blocks
+        return _built({**fields, **mamba})
 
     layer_types = cfg.get("layer_types")
     window = _positive_int(cfg, "sliding_window")
@@ -195,6 +400,16 @@ def architecture_from_hf_config(raw: dict[str, Any], *, name: str) -> Architectu
         if missing:
             raise AdviceError("config_path", f"linear-attention layers need linear_* fields; missing {missing}")
         fields.update(linear_attention_layers=linear, linear_attention=state)
+    if not linear and cfg.get("linear_num_value_heads"):
+        raise AdviceError(
+            "config_path",
+            "config.json has Gated DeltaNet sizes (linear_*) but no layer_types or full_attention_interval saying "
+            "which layers use them; size_offload will not read it as all attention (many times the KV it has)",
+        )
+    return _built(fields)
+
+
+def _built(fields: dict[str, Any]) -> Architecture:
     try:
         return Architecture(**fields)
     except ValidationError as exc:
@@ -202,6 +417,149 @@ def architecture_from_hf_config(raw: dict[str, Any], *, name: str) -> Architectu
         raise AdviceError(
             "config_path", f"config.json does not describe a decoder vLLM can size: {first['msg']}"
         ) from None
+
+
+# ---------------------------------------------------------------------------- Mamba2 hybrids and state dtypes
+
+
+def _architecture_name(cfg: dict[str, Any]) -> str | None:
+    """architectures[0]: the model class vLLM builds, which picks its per-model config hooks."""
+    names = cfg.get("architectures")
+    if isinstance(names, list) and names and isinstance(names[0], str) and 0 < len(names[0]) <= 200:
+        return names[0]
+    return None
+
+
+_SSM_DTYPES: tuple[SsmStateDType, ...] = ("bfloat16", "float16", "float32")
+
+
+def _declared_ssm_dtype(cfg: dict[str, Any]) -> SsmStateDType | None:
+    """The recurrent-state dtype the config declares: Qwen3.5's mamba_ssm_dtype or Nemotron-H's
+    mamba_ssm_cache_dtype (vLLM's config hooks read them: rules engine.qwen3_5-ssm-dtype and
+    engine.nemotron-h-ssm-dtype); None when it declares none or 'auto'."""
+    for key in ("mamba_ssm_dtype", "mamba_ssm_cache_dtype"):
+        value = cfg.get(key)
+        if value is None or value == "auto":
+            continue
+        for dtype in _SSM_DTYPES:
+            if value == dtype:
+                return dtype
+        raise AdviceError("config_path", f"config.json field {key!r} must be float32, bfloat16, float16 or auto")
+    return None
+
+
+# A config with any of these keys has Mamba2 layers (Nemotron-H / Granite 4.0-H spellings).
+_MAMBA2_KEYS = ("mamba_num_heads", "mamba_n_heads", "ssm_state_size", "mamba_d_state")
+# Nemotron-H's hybrid_override_pattern, one character a block (vLLM nemotron_h.py ALL_DECODER_LAYER_TYPES).
+_PATTERN_KINDS = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
+# layer_types / layers_block_type: Granite 4.0-H's (mamba, attention), transformers' current names
+# (linear_attention, full_attention) and Nemotron-H's MLP-only blocks (mlp, moe).
+_LAYER_TYPE_KINDS = {
+    "mamba": "mamba",
+    "linear_attention": "mamba",
+    "attention": "attention",
+    "full_attention": "attention",
+    "mlp": "mlp",
+    "moe": "moe",
+}
+
+
+def _mamba2_layers(cfg: dict[str, Any], layers: int) -> dict[str, Any] | None:
+    """The layer counts and state of a Mamba2 hybrid; None when the config has no Mamba2 fields. MLP and MoE
+    blocks hold neither KV nor state: they are left out of num_layers."""
+    if not any(key in cfg for key in _MAMBA2_KEYS) or cfg.get("linear_num_value_heads"):
+        return None
+    kinds = _mamba2_layer_kinds(cfg, layers)
+    mamba, attention = kinds.count("mamba"), kinds.count("attention")
+    if not attention:
+        raise AdviceError(
+            "config_path",
+            "config.json has Mamba2 layers and no attention layer: size_offload sizes attention + Mamba2 hybrids, "
+            "not pure state-space models",
+        )
+    if not mamba:
+        return {"num_layers": attention}
+    return {"num_layers": mamba + attention, "linear_attention_layers": mamba, "mamba2": _mamba2_state(cfg)}
+
+
+def _mamba2_layer_kinds(cfg: dict[str, Any], layers: int) -> list[str]:
+    pattern = cfg.get("hybrid_override_pattern")
+    if pattern is not None:
+        key = "hybrid_override_pattern"
+        if not isinstance(pattern, str) or not pattern or any(c not in _PATTERN_KINDS for c in pattern):
+            raise AdviceError(
+                "config_path", f"config.json field {key!r} takes M (Mamba2), * (attention), - (MLP) and E (MoE) only"
+            )
+        kinds = [_PATTERN_KINDS[c] for c in pattern]
+    else:
+        key = "layer_types" if "layer_types" in cfg else "layers_block_type"
+        types = cfg.get(key)
+        if not isinstance(types, list) or not types:
+            raise AdviceError(
+                "config_path",
+                "config.json has Mamba2 sizes but no hybrid_override_pattern or layer_types saying which layers are "
+                "Mamba2; size_offload will not read it as all attention (many times the KV it has)",
+            )
+        if any(not isinstance(t, str) or t not in _LAYER_TYPE_KINDS for t in types):
+            raise AdviceError(
+                "config_path",
+                f"config.json field {key!r} of a Mamba2 hybrid takes mamba / linear_attention, attention / "
+                "full_attention, mlp and moe only",
+            )
+        kinds = [_LAYER_TYPE_KINDS[t] for t in types]
+    if len(kinds) != layers:
+        raise AdviceError("config_path", f"{key} lists {len(kinds)} layers, num_hidden_layers is {layers}")
+    return kinds
+
+
+# Each Mamba2State field and the config keys it is read from: Nemotron-H's (n_groups / conv_kernel, or the older
+# mamba_n_groups / mamba_d_conv transformers still takes), and Granite 4.0-H's.
+_NEMOTRON_H_KEYS = {
+    "mamba_num_heads": ("mamba_num_heads",),
+    "mamba_head_dim": ("mamba_head_dim",),
+    "n_groups": ("n_groups", "mamba_n_groups"),
+    "ssm_state_size": ("ssm_state_size",),
+    "conv_kernel": ("conv_kernel", "mamba_d_conv"),
+}
+_GRANITE_KEYS = {
+    "mamba_num_heads": ("mamba_n_heads",),
+    "n_groups": ("mamba_n_groups",),
+    "ssm_state_size": ("mamba_d_state",),
+    "conv_kernel": ("mamba_d_conv",),
+}
+
+
+def _mamba2_state(cfg: dict[str, Any]) -> dict[str, int | None]:
+    """The state sizes as vLLM's models pass them to MambaMixer2 (nemotron_h.py and granitemoehybrid.py
+    get_mamba_state_shape_from_config)."""
+    granite = "mamba_n_heads" in cfg
+    keys = _GRANITE_KEYS if granite else _NEMOTRON_H_KEYS
+    state: dict[str, int | None] = {
+        field: next((v for key in names if (v := _positive_int(cfg, key)) is not None), None)
+        for field, names in keys.items()
+    }
+    if granite:
+        state["mamba_head_dim"] = _granite_head_dim(cfg, state["mamba_num_heads"])
+        keys = {**keys, "mamba_head_dim": ("mamba_d_head",)}
+    missing = [keys[field][0] for field, value in state.items() if value is None]
+    if missing:
+        raise AdviceError("config_path", f"Mamba2 layers need their state sizes; missing {missing}")
+    return state
+
+
+def _granite_head_dim(cfg: dict[str, Any], heads: int | None) -> int | None:
+    """mamba_d_head, 'auto' meaning mamba_expand × hidden_size / mamba_n_heads as transformers derives it; vLLM
+    sizes the conv state from mamba_expand × hidden_size, which must equal heads × head dim."""
+    expand, hidden = _positive_int(cfg, "mamba_expand"), _positive_int(cfg, "hidden_size")
+    inner = expand * hidden if expand is not None and hidden is not None else None
+    if cfg.get("mamba_d_head") == "auto":
+        return inner // heads if inner is not None and heads is not None else None
+    head_dim = _positive_int(cfg, "mamba_d_head")
+    if inner is not None and heads is not None and head_dim is not None and heads * head_dim != inner:
+        raise AdviceError(
+            "config_path", "config.json's mamba_n_heads × mamba_d_head must equal mamba_expand × hidden_size"
+        )
+    return head_dim
 
 
 class _ConfigPathPolicy:

@@ -44,8 +44,10 @@ from ..knowledge import (
     Gated,
     Gpu,
     Knowledge,
+    Mamba2State,
     ModelArch,
     Nvme,
+    Pitfall,
     Setting,
     Sourced,
     model_key,
@@ -67,7 +69,7 @@ from .common import (
     cite,
     resolve_version,
 )
-from .model_config import Architecture, from_knowledge, read_hf_config
+from .model_config import Architecture, from_knowledge, read_hf_config, sparse_attention_refusal
 
 GIB = 1 << 30
 KVCacheDType = Literal["auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2"]
@@ -119,10 +121,10 @@ class SizeOffloadRequest(BaseModel):
         ),
     )
     max_model_len: TokenCount | None = Field(default=None, ge=1, description="omitted: max_position_embeddings")
-    max_num_batched_tokens: TokenCount = Field(
-        default=8192,
+    max_num_batched_tokens: TokenCount | None = Field(
+        default=None,
         ge=1,
-        description="bounds sliding-window and chunked-local holdings",
+        description="bounds sliding-window and chunked-local holdings; omitted: vllm serve's default for the GPU",
     )
     block_size: int | None = Field(
         default=None,
@@ -336,7 +338,9 @@ def _attention_text(model: ModelArch) -> str:
     if model.chunked_local_layers:
         kinds.append(f"{model.chunked_local_layers} chunked local")
     if model.linear_attention_layers:
-        kinds.append(f"{model.linear_attention_layers} linear")
+        kinds.append(f"{model.linear_attention_layers} {'Mamba2' if model.mamba2 is not None else 'linear'}")
+    if model.index_topk is not None:
+        kinds.append("sparse-attention indexer (not sized)")
     return " + ".join(kinds)
 
 
@@ -551,6 +555,22 @@ def _validate_parallel(arch: Architecture, tp: int) -> None:
             "tensor_parallel_size",
             f"the linear-attention value heads ({arch.linear_attention.num_value_heads}) must divide by TP ({tp})",
         )
+    if arch.mamba2 is not None:
+        _validate_mamba2_parallel(arch.mamba2, tp)
+
+
+def _validate_mamba2_parallel(s: Mamba2State, tp: int) -> None:
+    """What vLLM's MambaMixer2 asserts while the model is built (rule engine.mamba2-state)."""
+    if s.mamba_num_heads % tp:
+        raise AdviceError(
+            "tensor_parallel_size",
+            f"vLLM's MambaMixer2 needs the Mamba2 heads ({s.mamba_num_heads}) divisible by TP ({tp})",
+        )
+    if s.n_groups % tp and s.n_groups != 1:
+        raise AdviceError(
+            "tensor_parallel_size",
+            f"vLLM's MambaMixer2 needs the Mamba2 groups ({s.n_groups}) divisible by TP ({tp}), or a single group",
+        )
 
 
 # ---------------------------------------------------------------------------- the model and the layout
@@ -560,6 +580,8 @@ def _architecture(request: SizeOffloadRequest, knowledge: Knowledge, trail: _Tra
     """The model's attention layout and the name to show for it."""
     if request.model is not None:
         entry = _find_model(knowledge, request.model)
+        if entry.index_topk is not None:  # the config reader refuses the same layout (config_path)
+            raise AdviceError("model", sparse_attention_refusal(entry.name, entry.index_topk))
         trail.use(entry.id)
         arch = from_knowledge(entry)
         label = entry.name
@@ -572,6 +594,11 @@ def _architecture(request: SizeOffloadRequest, knowledge: Knowledge, trail: _Tra
         label = arch.name
     if request.params_total_b is not None:
         arch = arch.model_copy(update={"params_total_b": request.params_total_b})
+    if arch.default_dtype == "float32":
+        trail.note(
+            "model dtype", "float32 config.json → bfloat16 (--dtype auto)", "bfloat16", "engine.auto-dtype-float32"
+        )
+        arch = arch.model_copy(update={"default_dtype": "bfloat16"})
     return arch, label
 
 
@@ -646,11 +673,20 @@ def _hybrid_manager(
             f"it off ({why_off}) vLLM cannot start. Upgrade or use another connector."
         )
     elif not hma and has_bounded:
-        trail.warn(
-            "The hybrid KV cache manager is off, so sliding-window and chunked-local layers are stored as full "
-            "attention (every token kept): that costs GPU and CPU memory."
-        )
+        trail.rule("engine.hma-off-stores-full")
+        if _stores_bounded_as_full(arch, hma):
+            trail.warn(
+                "The hybrid KV cache manager is off, so sliding-window and chunked-local layers are stored as full "
+                "attention (every token kept): that costs GPU and CPU memory."
+            )
     return hma
+
+
+def _stores_bounded_as_full(arch: Architecture, hma: bool) -> bool:
+    """Without the hybrid manager vLLM unifies a model that mixes full-attention layers with sliding-window or
+    chunked-local ones into full attention; a model whose layers all slide (or are all chunked) has one kind
+    of layer and keeps its bound (engine.hma-off-stores-full)."""
+    return not hma and arch.full_attention_layers > 0
 
 
 # ---------------------------------------------------------------------------- step 1: layer specs
@@ -682,24 +718,88 @@ def _token_bytes(request: SizeOffloadRequest, arch: Architecture, tp: int, trail
     return _TokenBytes(kv_dtype=kv_dtype, mla=mla, kv_heads_per_rank=kv_heads_rank, per_layer=per_layer_token)
 
 
-def _linear_state_bytes(arch: Architecture, tp: int, trail: _Trail) -> int:
+def _linear_state_bytes(arch: Architecture, tp: int, version: Version, trail: _Trail) -> int:
     """Conv + recurrent state of one sequence in one linear-attention layer on one rank."""
+    if arch.mamba2 is not None:
+        return _mamba2_state_bytes(arch, arch.mamba2, tp, version, trail)
     s = arch.linear_attention
     assert s is not None
-    state_dtype = _DTYPE_BYTES[arch.default_dtype]
+    conv_bytes = _DTYPE_BYTES[arch.default_dtype]
+    ssm_dtype = _ssm_state_dtype(arch, version, trail)
     conv_dim = s.key_head_dim * s.num_key_heads * 2 + s.value_head_dim * s.num_value_heads
     conv = conv_dim // tp * (s.conv_kernel_dim - 1)
     temporal = s.num_value_heads // tp * s.value_head_dim * s.key_head_dim
-    state_bytes = (conv + temporal) * state_dtype
+    state_bytes = conv * conv_bytes + temporal * _DTYPE_BYTES[ssm_dtype]
     trail.note(
         "linear-attention state per sequence per layer per rank",
-        f"((2·{s.num_key_heads}·{s.key_head_dim} + {s.num_value_heads}·{s.value_head_dim}) / TP × "
-        f"({s.conv_kernel_dim} − 1) + {s.num_value_heads} / TP × {s.value_head_dim} × {s.key_head_dim}) × "
-        f"{state_dtype} B",
+        f"(2·{s.num_key_heads}·{s.key_head_dim} + {s.num_value_heads}·{s.value_head_dim}) / TP × "
+        f"({s.conv_kernel_dim} − 1) × {conv_bytes} B ({arch.default_dtype}) + {s.num_value_heads} / TP × "
+        f"{s.value_head_dim} × {s.key_head_dim} × {_DTYPE_BYTES[ssm_dtype]} B ({ssm_dtype} recurrent state)",
         state_bytes,
         "engine.linear-attention-state",
     )
     return state_bytes
+
+
+def _mamba2_state_bytes(arch: Architecture, s: Mamba2State, tp: int, version: Version, trail: _Trail) -> int:
+    """Conv + SSM state of one sequence in one Mamba2 layer on one rank (MambaStateShapeCalculator.mamba2_state_shape):
+    the groups are replicated up to TP when TP does not divide them."""
+    conv_bytes = _DTYPE_BYTES[arch.default_dtype]
+    ssm_dtype = _ssm_state_dtype(arch, version, trail)
+    groups = s.n_groups if s.n_groups % tp == 0 else tp
+    heads, head_dim, size = s.mamba_num_heads, s.mamba_head_dim, s.ssm_state_size
+    conv = (heads * head_dim + 2 * groups * size) // tp * (s.conv_kernel - 1)
+    ssm = heads // tp * head_dim * size
+    state_bytes = conv * conv_bytes + ssm * _DTYPE_BYTES[ssm_dtype]
+    trail.note(
+        "Mamba2 state per sequence per layer per rank",
+        f"({heads}·{head_dim} + 2·{groups} groups·{size}) / TP × ({s.conv_kernel} − 1) × {conv_bytes} B "
+        f"({arch.default_dtype} conv state) + {heads} / TP × {head_dim} × {size} × {_DTYPE_BYTES[ssm_dtype]} B "
+        f"({ssm_dtype} SSM state)",
+        state_bytes,
+        "engine.mamba2-state",
+    )
+    return state_bytes
+
+
+def _hooked(rule: EngineRule, version: Version, architecture: str | None) -> bool:
+    """Whether the release's config hook named by ``rule`` (a tuple of architectures per range) takes this model."""
+    found = rule.value_at(version)
+    return (
+        architecture is not None
+        and found is not None
+        and isinstance(found.value, tuple)
+        and (architecture in found.value)
+    )
+
+
+def _ssm_state_dtype(arch: Architecture, version: Version, trail: _Trail) -> str:
+    """The recurrent (SSM) state's dtype with --mamba-ssm-cache-dtype auto: the model dtype, unless the release's
+    config hook for the architecture sets it from config.json (Qwen3.5's mamba_ssm_dtype; Nemotron-H's
+    mamba_ssm_cache_dtype, or the hook's default when the config names none). A layout typed in without a
+    model class keeps the dtype it gives."""
+    engine = trail.knowledge.engine
+    trail.rule("engine.mamba-state-dtypes")
+    if arch.architecture is None and arch.ssm_state_dtype is not None:
+        return arch.ssm_state_dtype  # a typed-in layout with no model class: the dtype its engine keeps
+    if _hooked(engine.rule("engine.nemotron-h-ssm-dtype"), version, arch.architecture):
+        trail.rule("engine.nemotron-h-ssm-dtype")
+        if arch.ssm_state_dtype is not None:
+            return arch.ssm_state_dtype
+        default = trail.rule("engine.nemotron-h-ssm-dtype-default").value_at(version)
+        return default.value if default is not None and isinstance(default.value, str) else arch.default_dtype
+    if _hooked(engine.rule("engine.qwen3_5-ssm-dtype"), version, arch.architecture):
+        trail.rule("engine.qwen3_5-ssm-dtype")
+        return arch.ssm_state_dtype or arch.default_dtype
+    if arch.ssm_state_dtype is not None and arch.ssm_state_dtype != arch.default_dtype:
+        trail.warn(
+            f"The model declares a {arch.ssm_state_dtype} recurrent state, which vLLM {version} reads from "
+            f"config.json only for Qwen3.5 and Nemotron-H architectures, not {arch.architecture or 'this one'}: "
+            f"the figures keep it in {arch.default_dtype}; serve with --mamba-ssm-cache-dtype "
+            f"{arch.ssm_state_dtype} for the declared one (each state then takes "
+            f"{_DTYPE_BYTES[arch.ssm_state_dtype] / _DTYPE_BYTES[arch.default_dtype]:g}× the recurrent bytes)."
+        )
+    return arch.default_dtype
 
 
 def _backend_block_size(
@@ -709,12 +809,15 @@ def _backend_block_size(
     (knowledge/engine.yaml attention_backends; only MLA picks a non-16 block among the GPUs known)."""
     if request.block_size is not None:
         return request.block_size
-    if not token.mla:
-        return _DEFAULT_BLOCK_SIZE
-    trail.rule("engine.attention-backend-block")
     capability = knowledge.engine.capability(gpu.id)
     dtype_kind = "fp8" if token.kv_dtype.startswith("fp8") else "16-bit"
-    row = None if capability is None else knowledge.engine.backend_block(version, capability.major, "mla", dtype_kind)
+    attention = "mla" if token.mla else "gqa"
+    row = None
+    if capability is not None:
+        row = knowledge.engine.backend_block(version, capability.major, attention, dtype_kind)
+    if row is None and not token.mla:
+        return _DEFAULT_BLOCK_SIZE  # every backend vLLM picks for it takes the 16-token default
+    trail.rule("engine.attention-backend-block")
     if row is None:
         trail.warn(
             f"Which MLA attention backend vLLM {version} picks on {gpu.name} for {dtype_kind} KV, and the block it "
@@ -725,8 +828,8 @@ def _backend_block_size(
         return _DEFAULT_BLOCK_SIZE
     trail.note(
         "block size of the attention backend",
-        f"{row.backend}, vLLM's default for MLA with {dtype_kind} KV on compute capability "
-        f"{capability.compute_capability if capability else '?'}: its block when --block-size is not given",
+        f"{row.backend}, vLLM's default for {'MLA' if token.mla else 'attention'} with {dtype_kind} KV on compute "
+        f"capability {capability.compute_capability if capability else '?'}: its block when --block-size is not given",
         row.block_size,
         "engine.attention-backend-block",
         row.sources,
@@ -746,10 +849,50 @@ class _MambaLayout:
 _NONE_LAYOUT = _MambaLayout(mode="none", state_blocks=1, checkpoint_alignment=1)
 # In 'align' mode a request holds 2 state blocks (MambaSpec.max_memory_usage_bytes) plus the prefill checkpoint
 # block GDN layers add when FlashInfer's GDN prefill kernel exports checkpoints, which 0.33.0 picks on compute
-# capability 9.0 (engine.mamba-align-mode).
+# capability 9.0 (engine.mamba-align-mode), and on Blackwell (10.x) and 12.x only with linear key heads of 128 and
+# a CUDA 13 runtime (engine.release-cuda-runtime).
 _ALIGN_STATE_BLOCKS = 2
 _GDN_CHECKPOINT_BLOCKS = 1
 _FLASHINFER_GDN_CAPABILITY_MAJOR = 9
+_FLASHINFER_GDN_CUDA13_MAJORS = (10, 12)
+_FLASHINFER_GDN_KEY_HEAD_DIM = 128
+_FLASHINFER_GDN_CUDA_MAJOR = 13
+
+
+def _flashinfer_gdn_prefill(model: _Model, alignment: int, trail: _Trail) -> bool:
+    """Whether vLLM runs FlashInfer's GDN prefill, which exports the align-mode prefill checkpoints: on 9.0, and
+    on 10.x / 12.x with key heads of 128 when the release's published builds run CUDA 13."""
+    capability = trail.knowledge.engine.capability(model.gpu.id)
+    if capability is None:
+        return False
+    if capability.major == _FLASHINFER_GDN_CAPABILITY_MAJOR:
+        return True
+    state = model.arch.linear_attention
+    if capability.major not in _FLASHINFER_GDN_CUDA13_MAJORS or state is None:
+        return False
+    if state.key_head_dim != _FLASHINFER_GDN_KEY_HEAD_DIM:
+        return False
+    found = trail.rule("engine.release-cuda-runtime").value_at(model.version)
+    cuda = found.value if found is not None else None
+    with_checkpoints = (
+        f"the block is a multiple of {alignment} tokens and each request holds "
+        f"{_ALIGN_STATE_BLOCKS + _GDN_CHECKPOINT_BLOCKS} state blocks per linear group"
+    )
+    without = f"{_ALIGN_STATE_BLOCKS} state blocks per linear group and no checkpoint alignment"
+    if not isinstance(cuda, int) or isinstance(cuda, bool):
+        trail.warn(
+            f"On {model.gpu.name} vLLM {model.version} uses FlashInfer's GDN prefill only with a CUDA 13 runtime, and "
+            f"which CUDA that release's builds run is not recorded: the figures assume the Triton prefill ({without}). "
+            f"With CUDA 13 {with_checkpoints}."
+        )
+        return False
+    if cuda < _FLASHINFER_GDN_CUDA_MAJOR:
+        return False
+    trail.warn(
+        f"On {model.gpu.name} vLLM {model.version}'s published builds (CUDA {cuda}) run FlashInfer's GDN prefill, so "
+        f"{with_checkpoints}; a build for CUDA 12 runs the Triton prefill instead: {without}."
+    )
+    return True
 
 
 def _prefix_caching(request: SizeOffloadRequest, version: Version, trail: _Trail) -> bool | None:
@@ -778,13 +921,16 @@ def _mamba_layout(request: SizeOffloadRequest, model: _Model, trail: _Trail) -> 
     if not isinstance(alignment, int) or isinstance(alignment, bool):
         trail.warn(
             f"With prefix caching on, vLLM {version} keeps the linear-attention state in mamba_cache_mode 'align', "
-            "which this answer models only from 0.33.0: the figures are for 'none' (1 state block per request), "
-            "so the block size and the state blocks per request may be larger in the engine. Pass "
+            "which this answer does not model for that release: the figures are for 'none' (1 state block per "
+            "request), so the block size and the state blocks per request may be larger in the engine. Pass "
             "enable_prefix_caching=false for the layout shown."
         )
         return _NONE_LAYOUT
-    capability = trail.knowledge.engine.capability(model.gpu.id)
-    if capability is not None and capability.major == _FLASHINFER_GDN_CAPABILITY_MAJOR:
+    if alignment == _NO_PREFILL_CHECKPOINTS:
+        return _align_without_checkpoints(model, trail)
+    if model.arch.mamba2 is not None:
+        return _mamba2_align_layout(trail)
+    if _flashinfer_gdn_prefill(model, alignment, trail):
         layout = _MambaLayout(
             mode="align", state_blocks=_ALIGN_STATE_BLOCKS + _GDN_CHECKPOINT_BLOCKS, checkpoint_alignment=alignment
         )
@@ -792,17 +938,60 @@ def _mamba_layout(request: SizeOffloadRequest, model: _Model, trail: _Trail) -> 
     else:
         layout = _MambaLayout(mode="align", state_blocks=_ALIGN_STATE_BLOCKS, checkpoint_alignment=1)
         how = "the Triton GDN prefill exports no checkpoints: no checkpoint block, alignment"
-        if capability is not None and capability.major in (10, 12):
-            trail.warn(
-                f"On {model.gpu.name} vLLM {version} uses FlashInfer's GDN prefill only with linear key heads of 128 "
-                "and a CUDA 13 runtime; the figures assume it does not. If it does, the block is a multiple of "
-                f"{alignment} tokens and each request holds {_ALIGN_STATE_BLOCKS + _GDN_CHECKPOINT_BLOCKS} state "
-                "blocks per linear group."
-            )
     trail.note(
         "linear-attention state blocks per request",
         f"mamba_cache_mode 'align' (prefix caching on): {_ALIGN_STATE_BLOCKS} + checkpoint blocks per linear group; "
         f"{how} {layout.checkpoint_alignment}",
+        layout.state_blocks,
+        "engine.mamba-align-mode",
+    )
+    return layout
+
+
+# A Mamba2 layer exports its block-boundary state from inside one prefill: one checkpoint block, alignment 1
+# (engine.mamba2-prefill-checkpoint).
+_MAMBA2_CHECKPOINT_BLOCKS = 1
+
+
+def _mamba2_align_layout(trail: _Trail) -> _MambaLayout:
+    """'align' mode for Mamba2 groups: 2 state blocks and the checkpoint block per request, whatever the GPU."""
+    layout = _MambaLayout(
+        mode="align", state_blocks=_ALIGN_STATE_BLOCKS + _MAMBA2_CHECKPOINT_BLOCKS, checkpoint_alignment=1
+    )
+    trail.note(
+        "linear-attention state blocks per request",
+        f"mamba_cache_mode 'align' (prefix caching on): {_ALIGN_STATE_BLOCKS} + {_MAMBA2_CHECKPOINT_BLOCKS} "
+        "checkpoint block per Mamba2 group; MambaMixer2's checkpoints align to 1 token, so the block keeps the "
+        "kernel's alignment",
+        layout.state_blocks,
+        "engine.mamba2-prefill-checkpoint",
+    )
+    return layout
+
+
+# engine.mamba-align-mode's value for a release whose 'align' mode exports no prefill checkpoints (before 0.29.0).
+_NO_PREFILL_CHECKPOINTS = 0
+
+
+def _align_without_checkpoints(model: _Model, trail: _Trail) -> _MambaLayout:
+    """'align' before prefill checkpoints: 2 state blocks per linear group, and the block 'none' would have.
+
+    Gated DeltaNet model classes never declare Mamba prefix caching support, so vLLM runs them in 'align'; a
+    Mamba2 model class that does runs 'all' (a state block per block of tokens), which is not modelled."""
+    version = model.version
+    if model.arch.linear_attention is None:
+        trail.warn(
+            f"With prefix caching on, vLLM {version} keeps Mamba2 state in mamba_cache_mode 'all' where the model "
+            "class supports Mamba prefix caching (a state block per block of tokens), which this answer does not "
+            "model: the figures are for 'none' (1 state block per request). Pass enable_prefix_caching=false for "
+            "the layout shown."
+        )
+        return _NONE_LAYOUT
+    layout = _MambaLayout(mode="align", state_blocks=_ALIGN_STATE_BLOCKS, checkpoint_alignment=1)
+    trail.note(
+        "linear-attention state blocks per request",
+        f"mamba_cache_mode 'align' (prefix caching on): {_ALIGN_STATE_BLOCKS} state blocks per linear group; vLLM "
+        f"{version} exports no prefill checkpoints, so the block is the one 'none' has",
         layout.state_blocks,
         "engine.mamba-align-mode",
     )
@@ -837,8 +1026,9 @@ def _kinds_of_layers(
     arch: Architecture, hma: bool, layout: _Parallel, mla: bool, page: int, state_blocks: int
 ) -> list[tuple[_Group, int]]:
     """Each kind of layer with its per-rank count, and its count over all stages."""
-    sliding = arch.sliding_window_layers if hma else 0
-    chunked = arch.chunked_local_layers if hma else 0
+    as_full = _stores_bounded_as_full(arch, hma)
+    sliding = 0 if as_full else arch.sliding_window_layers
+    chunked = 0 if as_full else arch.chunked_local_layers
     linear = arch.linear_attention_layers
     full = arch.num_layers - linear - sliding - chunked
     kinds: list[tuple[_Group, int]] = []
@@ -881,12 +1071,25 @@ def _group_size(counts: list[int]) -> tuple[int, str]:
     return min(counts), "group size = the smallest layer count among kinds"
 
 
-def _in_flight_tokens(
-    request: SizeOffloadRequest, layout: _Parallel, version: Version, trail: _Trail
-) -> tuple[int, str]:
+def _serve_batched_tokens(gpu: Gpu, version: Version, trail: _Trail) -> int:
+    """`vllm serve`'s max_num_batched_tokens when none is given: by the GPU's memory (and name) and release."""
+    tiers = trail.rule("engine.serve-batch-defaults").value_at(version)
+    memory_gib = gpu.hbm_gb * 10**9 / 2**30
+    if tiers is not None and tiers.value == "three-tier" and memory_gib >= 160:
+        batched, why = 16_384, f"{gpu.name}: {memory_gib:.0f} GiB ≥ 160 GiB"
+    elif memory_gib >= 70 and "a100" not in gpu.name.lower():
+        batched, why = 8_192, f"{gpu.name}: {memory_gib:.0f} GiB ≥ 70 GiB, not an A100"
+    else:
+        batched, why = 2_048, f"{gpu.name}: below 70 GiB or an A100"
+    trail.note("max_num_batched_tokens (vllm serve default)", why, batched, "engine.serve-batch-defaults")
+    return batched
+
+
+def _in_flight_tokens(request: SizeOffloadRequest, model: _Model, layout: _Parallel, trail: _Trail) -> tuple[int, str]:
     """Tokens scheduled but not yet freed, which a sliding-window or chunked-local layer holds on top of its
     window; and how that count came about."""
-    batched = request.max_num_batched_tokens
+    version = model.version
+    batched = request.max_num_batched_tokens or _serve_batched_tokens(model.gpu, version, trail)
     bound = trail.rule("engine.bounded-attention-holding").value_at(version)
     if bound is None or bound.value == "max_num_batched_tokens":
         return batched, f"max_num_batched_tokens {batched:,}"
@@ -909,14 +1112,14 @@ def _layer_specs(request: SizeOffloadRequest, model: _Model, layout: _Parallel, 
     state_bytes = 0
     mamba = _NONE_LAYOUT
     if arch.linear_attention_layers:
-        state_bytes = _linear_state_bytes(arch, layout.tp, trail)
+        state_bytes = _linear_state_bytes(arch, layout.tp, version, trail)
         mamba = _mamba_layout(request, model, trail)
         block = _hybrid_block_size(block, token, state_bytes, mamba, trail)
     page = block * token.per_layer
     kinds = _kinds_of_layers(arch, model.hma, layout, token.mla, page, mamba.state_blocks)
     group_size, group_rule = _group_size([g.layers_per_rank for g, _ in kinds])
     bounded = any(g.window is not None or g.chunk is not None for g, _ in kinds)
-    in_flight, in_flight_formula = _in_flight_tokens(request, layout, version, trail) if bounded else (0, "")
+    in_flight, in_flight_formula = _in_flight_tokens(request, model, layout, trail) if bounded else (0, "")
     specs = _LayerSpecs(
         token=token,
         block=block,
@@ -1299,6 +1502,73 @@ def _release_warnings(
         trail.warn(f"--kv-offloading-size does not exist in {version}; configure the connector by hand.")
 
 
+def _offload_start_checks(
+    request: SizeOffloadRequest, knowledge: Knowledge, version: Version, specs: _LayerSpecs, trail: _Trail
+) -> None:
+    """What stops vLLM from starting with the CPU tier asked for: each an ERROR warning that names the fix."""
+    connector = _offload_connector(request, knowledge, version)
+    _shorthand_leaves_hma_on(request, knowledge, version, connector, trail)
+    _hybrid_needs_prefix_caching(request, version, connector, specs, trail)
+    _chunked_local_unsupported(version, connector, specs, trail)
+
+
+def _chunked_local_unsupported(version: Version, connector: Connector, specs: _LayerSpecs, trail: _Trail) -> None:
+    """OffloadingConnector from 0.21.0 to 0.27.x takes no chunked-local KV cache group (its scheduler side asserts
+    each group is full attention, sliding window or Mamba), and vLLM does not start."""
+    if connector.id != "connector.offloading" or not any(g.chunk is not None for g, _ in specs.kinds):
+        return
+    refuses = trail.rule("engine.offload-chunked-local-unsupported").value_at(version)
+    if refuses is None or refuses.value is not True:
+        return
+    trail.warn(
+        f"ERROR: vLLM {version} will not start: {connector.name}'s scheduler side does not take chunked-local "
+        "attention layers (with the hybrid KV cache manager on they are a KV cache group of their own, and its "
+        "window sizing asserts on it). Pass --disable-hybrid-kv-cache-manager (the chunked layers are then stored "
+        "as full attention, every token kept), or use vLLM 0.28.0 or later for the native CPU tier."
+    )
+
+
+def _shorthand_leaves_hma_on(
+    request: SizeOffloadRequest, knowledge: Knowledge, version: Version, connector: Connector, trail: _Trail
+) -> None:
+    """Up to 0.21.0 the --kv-offloading-backend shorthand leaves the hybrid KV cache manager on, and the connector
+    factory then refuses a connector without HMA support (pitfall.hma-flag-missing-with-shorthand)."""
+    pitfall = knowledge.by_id["pitfall.hma-flag-missing-with-shorthand"]
+    assert isinstance(pitfall, Pitfall)
+    shorthand = _entry(knowledge, "flag.kv-offloading-size").exists_in(version)
+    if not shorthand or request.hybrid_kv_cache_manager is False or not in_range(pitfall.versions, version):
+        return
+    if connector.hma_at(version) != "no":
+        return
+    trail.use(pitfall.id)
+    trail.warn(
+        f"ERROR: vLLM {version} will not start with --kv-offloading-backend {request.offload_backend} unless "
+        f"--disable-hybrid-kv-cache-manager is passed: the shorthand leaves the hybrid KV cache manager on and "
+        f"{connector.name} has no HMA support in {version} ('does not support HMA but HMA is enabled'). Pass the "
+        "flag (the figures here assume it), or upgrade."
+    )
+
+
+def _hybrid_needs_prefix_caching(
+    request: SizeOffloadRequest, version: Version, connector: Connector, specs: _LayerSpecs, trail: _Trail
+) -> None:
+    """OffloadingConnector refuses a hybrid linear-attention model with prefix caching off (its Mamba blocks
+    are then max_model_len tokens and the offloaded blocks share no hash size), and vLLM does not start."""
+    if connector.id != "connector.offloading" or not any(g.kind == "linear_attention" for g, _ in specs.kinds):
+        return
+    if _prefix_caching(request, version, trail) is not False:
+        return
+    refuses = trail.rule("engine.offload-hybrid-needs-prefix-caching").value_at(version)
+    if refuses is None or refuses.value is not True:
+        return
+    trail.warn(
+        f"ERROR: vLLM {version} will not start: {connector.name} refuses a model with linear-attention layers "
+        "when prefix caching is off (their state blocks are then max_model_len tokens and the offloaded blocks "
+        "cannot be hashed alike: 'need --enable-prefix-caching to align block sizes'). Leave prefix caching on "
+        "(drop --no-enable-prefix-caching), or serve this model without the native CPU tier."
+    )
+
+
 def _fit_warnings(
     request: SizeOffloadRequest, layout: _Parallel, size: _TierSize, tier: OffloadTier, pool: _Pool, trail: _Trail
 ) -> float | None:
@@ -1378,6 +1648,7 @@ def _cpu_tier(
         warm_held = int(per_process * GIB) // (pool.typical_blocks * specs.block_bytes)
     rule = _consistency_rule(request, knowledge, version, per_process, trail)
     _release_warnings(request, version, size_flag, bytes_key, num_chunks, trail)
+    _offload_start_checks(request, knowledge, version, specs, trail)
     offload = OffloadTier(
         backend=request.offload_backend,
         kv_offloading_size_gib=size_gib,

@@ -1,0 +1,115 @@
+"""Rebuild the engine records under tests/data/engine/ from the released vLLM, in one command.
+
+For each release: a scratch virtual environment outside the repository with ``vllm==X.Y.Z`` installed
+(reused when it already has that release), then ``oracle.py`` run with that environment's python
+(the golden file ``golden-X.Y.Z.json``), and with ``--rules`` also ``rules.py`` (the error-rule records
+``rules-X.Y.Z.json``, with LMCache unpacked beside the environment, never installed into it).
+
+    python scripts/engine_oracle/rebuild.py                      # every release of the golden files
+    python scripts/engine_oracle/rebuild.py --release 0.33.0 --rules
+
+vLLM is never a dependency of this project, of its tests or of ``.ci/run``: only this script installs
+it, and only into the scratch directory (``--scratch``, by default ``vllm-caching-oracle`` in the
+temporary directory). It needs the network for the first install of each release (about 3 to 7
+minutes and 9 GB each) and none afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+
+# The releases the golden files cover: the newest, and one from each era of the hybrid KV cache
+# manager with connectors (before 0.22, 0.22, 0.23 onward; knowledge/connectors.yaml `hma`).
+RELEASES = ("0.20.2", "0.22.1", "0.33.0")
+# rules.py also has cases for a release outside the golden files (the native shorthand before 0.14).
+RULE_RELEASES = (*RELEASES, "0.13.0")
+LMCACHE = "0.5.6"  # the LMCache the rules' LMCache cases run against (knowledge/ENGINE.md)
+LMCACHE_DEPS = ("sortedcontainers", "aiofile", "aiofiles", "caio", "redis", "cachetools")
+
+
+def _run(command: list[str], **kwargs: object) -> None:
+    print("+", " ".join(command), flush=True)
+    subprocess.run(command, check=True, **kwargs)  # type: ignore[call-overload]
+
+
+def _installed_vllm(python: Path) -> str | None:
+    if not python.exists():
+        return None
+    probe = subprocess.run(
+        [str(python), "-c", "import importlib.metadata as m; print(m.version('vllm'))"],
+        capture_output=True,
+        text=True,
+    )
+    return probe.stdout.strip() if probe.returncode == 0 else None
+
+
+def venv_for(release: str, scratch: Path) -> Path:
+    """The python of a scratch venv holding ``vllm==release``, created and installed if needed."""
+    venv = scratch / f"venv-{release}"
+    python = venv / "bin" / "python"
+    if _installed_vllm(python) == release:
+        return python
+    _run([sys.executable, "-m", "venv", str(venv)])
+    _run([str(python), "-m", "pip", "install", "--quiet", f"vllm=={release}"])
+    found = _installed_vllm(python)
+    if found != release:
+        raise SystemExit(f"venv {venv} has vllm {found}, not {release}")
+    return python
+
+
+def lmcache_path(python: Path, scratch: Path) -> str:
+    """LMCache's wheel unpacked and its few scheduler-side dependencies, for rules.py --lmcache-dir."""
+    unpacked, deps = scratch / f"lmcache-{LMCACHE}", scratch / f"lmcache-{LMCACHE}-deps"
+    if not unpacked.exists():
+        wheels = scratch / "wheels"
+        _run([str(python), "-m", "pip", "download", "--quiet", "--no-deps", "-d", str(wheels), f"lmcache=={LMCACHE}"])
+        wheel = next(wheels.glob(f"lmcache-{LMCACHE}-*.whl"))
+        _run([str(python), "-m", "zipfile", "-e", str(wheel), str(unpacked)])
+    if not deps.exists():
+        _run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(deps), *LMCACHE_DEPS])
+    return f"{unpacked}:{deps}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
+    parser.add_argument("--release", action="append", help=f"a release to rebuild (repeatable; default {RELEASES})")
+    parser.add_argument(
+        "--scratch",
+        type=Path,
+        default=Path(tempfile.gettempdir()) / "vllm-caching-oracle",
+        help="where the scratch venvs live (outside the repository)",
+    )
+    parser.add_argument("--rules", action="store_true", help="also rebuild the error-rule records (rules-X.Y.Z.json)")
+    parser.add_argument("--jobs", type=int, default=None, help="cells run at once (default: CPUs)")
+    args = parser.parse_args(argv)
+    scratch = args.scratch.resolve()
+    if scratch.is_relative_to(REPO):
+        parser.error("--scratch must be outside the repository")
+    releases = args.release or list(RELEASES)
+    unknown = [r for r in releases if r not in RULE_RELEASES]
+    if unknown:
+        parser.error(f"--release {unknown[0]}: the engine records cover {', '.join(RULE_RELEASES)}")
+    scratch.mkdir(parents=True, exist_ok=True)
+    for release in releases:
+        started = time.monotonic()
+        python = venv_for(release, scratch)
+        if release in RELEASES:
+            jobs = ["--jobs", str(args.jobs)] if args.jobs else []
+            _run([str(python), str(HERE / "oracle.py"), *jobs], cwd=REPO)
+        if args.rules:
+            rules = [str(python), str(HERE / "rules.py"), "--project-python", sys.executable]
+            _run([*rules, "--lmcache-dir", lmcache_path(python, scratch)], cwd=REPO)
+        print(f"vLLM {release}: {time.monotonic() - started:.0f} s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
