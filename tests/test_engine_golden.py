@@ -19,18 +19,16 @@ from typing import Any
 
 import pytest
 
+from vllm_caching_mcp.advice.common import AdviceError
 from vllm_caching_mcp.advice.model_config import architecture_from_hf_config
 from vllm_caching_mcp.advice.render import shell_words
 from vllm_caching_mcp.advice.sizing import SizeOffloadResult
 from vllm_caching_mcp.knowledge import Connector, load_knowledge
-from vllm_caching_mcp.tools import run_tool
+from vllm_caching_mcp.tools import ToolInputError, run_tool
 
 REPO = Path(__file__).resolve().parents[1]
 ENGINE_DATA = REPO / "tests" / "data" / "engine"
 GOLDEN_FILES = sorted(ENGINE_DATA.glob("golden-*.json"))
-# The offload backends' figures (scripts/engine_oracle/offload.py) recorded for cells a golden file holds: the same
-# records with their "offload" section, read over the golden ones until the matrix is rebuilt into one file.
-OFFLOAD_FILES = sorted(ENGINE_DATA.glob("offload-*.json"))
 GIB = 1 << 30
 # size_offload rounds live sessions to 3 decimals; the engine's max concurrency is a float.
 CONCURRENCY_TOLERANCE = 5e-4 + 1e-9
@@ -45,26 +43,18 @@ KNOWN_MISMATCHES: dict[tuple[str, str, str], tuple[frozenset[str], str]] = {}
 
 
 def _records() -> tuple[list[tuple[str, dict[str, Any]]], list[str]]:
-    """Every recorded cell once (a record with an offload section over one without), and where two files
-    recording the same cell disagree about the engine's figures."""
-    merged: dict[tuple[str, str], dict[str, Any]] = {}
+    """Every recorded cell with its release, and the cells a release records more than once."""
+    records: list[tuple[str, dict[str, Any]]] = []
     conflicts: list[str] = []
-    for path in GOLDEN_FILES + OFFLOAD_FILES:
+    for path in GOLDEN_FILES:
         golden = json.loads(path.read_text())
         ids = [cell["id"] for cell in golden["cells"]]
         conflicts += [f"{path.name}: {cid} recorded twice" for cid in sorted({i for i in ids if ids.count(i) > 1})]
-        for cell in golden["cells"]:
-            key = (golden["vllm_version"], cell["id"])
-            before = merged.get(key)
-            if before is not None:
-                shared = before["engine"].keys() & cell["engine"].keys()
-                differ = sorted(k for k in shared if before["engine"][k] != cell["engine"][k])
-                if differ:
-                    conflicts.append(f"{path.name}: {cell['id']} ({key[0]}) differs from another file in {differ}")
-                if "offload" not in cell:
-                    continue
-            merged[key] = cell
-    return [(version, cell) for (version, _), cell in merged.items()], conflicts
+        records += [(golden["vllm_version"], cell) for cell in golden["cells"]]
+    releases = [json.loads(path.read_text())["vllm_version"] for path in GOLDEN_FILES]
+    twice = sorted({v for v in releases if releases.count(v) > 1})
+    conflicts += [f"vLLM {v} has more than one golden file" for v in twice]
+    return records, conflicts
 
 
 RECORDS, RECORD_CONFLICTS = _records()
@@ -151,6 +141,37 @@ def differences(result: SizeOffloadResult, engine: dict[str, Any]) -> list[str]:
     return diffs
 
 
+def refused_before_planning(engine: dict[str, Any]) -> bool:
+    """vLLM rejected the configuration (config validation, or a layer's check while the model is built)."""
+    return "refused_at" in engine
+
+
+def refusal_differences(version: str, cell: dict[str, Any], source: str) -> list[str]:
+    """Where vLLM rejects a configuration, size_offload must too: an error naming the field, or an ERROR warning."""
+    try:
+        result = _ask(version, cell, source)
+    except (ToolInputError, AdviceError):
+        return []
+    if any(w.startswith("ERROR") for w in result.warnings):
+        return []
+    engine = cell["engine"]
+    return [f"starts: size_offload sized it; vLLM refused it at {engine['refused_at']}: {engine['refusal']}"]
+
+
+_DIFFERENCES: dict[tuple[str, str, str], list[str]] = {}
+
+
+def cell_differences(version: str, cell: dict[str, Any], source: str) -> list[str]:
+    """The differences for one recorded cell (asked once per run: the agreement test and the report share them)."""
+    key = (version, cell["id"], source)
+    if key not in _DIFFERENCES:
+        if refused_before_planning(cell["engine"]):
+            _DIFFERENCES[key] = refusal_differences(version, cell, source)
+        else:
+            _DIFFERENCES[key] = differences(_ask(version, cell, source), cell["engine"])
+    return _DIFFERENCES[key]
+
+
 def test_golden_records_exist_and_carry_their_provenance() -> None:
     assert GOLDEN_FILES, "no tests/data/engine/golden-*.json"
     assert RECORDS
@@ -165,6 +186,9 @@ def test_golden_records_exist_and_carry_their_provenance() -> None:
         for key in ("name", "compute_capability", "total_memory_bytes", "knowledge_id"):
             assert inputs["gpu"][key], key
         assert inputs["kv_budget_bytes_per_rank"] > 0
+        if refused_before_planning(engine):
+            assert engine["starts"] is False and engine["refusal"] and engine["raised_at"], cell["id"]
+            continue
         # The record is self-consistent: blocks × block bytes is the allocation, within the budget.
         assert engine["num_gpu_blocks"] * engine["block_bytes_per_rank"] == engine["kv_cache_tensor_bytes_per_rank"]
         assert engine["starts"] == (engine["refusal"] is None)
@@ -185,7 +209,7 @@ def test_known_mismatches_name_recorded_cells() -> None:
 def test_size_offload_agrees_with_the_engine_except_the_known_mismatches(source: str) -> None:
     found: dict[tuple[str, str, str], list[str]] = {}
     for version, cell in RECORDS:
-        diffs = differences(_ask(version, cell, source), cell["engine"])
+        diffs = cell_differences(version, cell, source)
         if diffs:
             found[(version, cell["id"], source)] = diffs
     expected = {k for k in KNOWN_MISMATCHES if k[2] == source}
@@ -199,7 +223,7 @@ def test_size_offload_agrees_with_the_engine_except_the_known_mismatches(source:
 
 def test_the_comparison_can_fail() -> None:
     """The checker reports a planted difference in each compared figure (so agreement means something)."""
-    version, cell = RECORDS[0]
+    version, cell = next((v, c) for v, c in RECORDS if not refused_before_planning(c["engine"]))
     result = _ask(version, cell, "config")
     engine = json.loads(json.dumps(cell["engine"]))
     assert differences(result, engine) == [] or (version, cell["id"], "config") in KNOWN_MISMATCHES
@@ -462,3 +486,147 @@ def test_the_offload_comparison_can_fail() -> None:
     refused = {**native, "outcome": "refused", "stage": "scheduler_connector", "message": "planted"}
     assert "native.starts" in {d.split(":", 1)[0] for d in native_differences(result, refused)}
     assert native_differences(result, {**native, "outcome": "oracle_error", "error": "planted"})
+
+
+def test_a_refusal_is_compared_both_ways() -> None:
+    """A cell vLLM refused must be refused by size_offload; sizing it without an error is a difference."""
+    refused = [(v, c) for v, c in RECORDS if refused_before_planning(c["engine"])]
+    assert refused, "the matrix records no configuration vLLM rejects (oracle.py CELLS has TP 3 cells for that)"
+    version, cell = refused[0]
+    assert refusal_differences(version, cell, "knowledge") == []
+    # The same request at a TP the model divides by is sized, so a refusal record for it would be a difference.
+    sized = json.loads(json.dumps(cell))
+    sized["inputs"]["tensor_parallel_size"] = 1
+    assert refusal_differences(version, sized, "knowledge")
+
+
+# ----------------------------------------------------------------------------- the agreement report
+# knowledge/ENGINE_AGREEMENT.md lists every recorded cell with the engine's figures and whether size_offload
+# agrees (from the config.json and from the knowledge entry). It is generated from the records:
+# `python tests/test_engine_golden.py --write`; the test below fails when it is out of date.
+
+AGREEMENT_REPORT = REPO / "knowledge" / "ENGINE_AGREEMENT.md"
+
+
+def _backends(engine: dict[str, Any]) -> str:
+    return ", ".join(sorted({b.split(":", 1)[1] for b in engine.get("attention_backends", [])})) or "—"
+
+
+def _verdict(version: str, cell: dict[str, Any]) -> str:
+    verdicts = []
+    for source in SOURCES:
+        diffs = cell_differences(version, cell, source)
+        if diffs and (version, cell["id"], source) in KNOWN_MISMATCHES:
+            verdicts.append(f"{source}: known mismatch")
+        elif diffs:
+            verdicts.append(f"{source}: DIFFERS")
+    return "; ".join(verdicts) or ("refused by both" if refused_before_planning(cell["engine"]) else "agrees")
+
+
+def _cell_row(version: str, cell: dict[str, Any]) -> str:
+    engine = cell["engine"]
+    if refused_before_planning(engine):
+        figures = ["—"] * 4 + [f"refused ({engine['refused_at']}): {engine['refusal'][:100]}"]
+    else:
+        figures = [
+            str(engine["block_size"]),
+            f"{engine['kv_bytes_per_token_per_rank']:,}",
+            f"{engine['num_gpu_blocks']:,}",
+            f"{engine['max_concurrency_at_max_model_len']:.3f}",
+            "starts" if engine["starts"] else "refuses to start",
+        ]
+    native = (cell.get("offload") or {}).get("native") or {}
+    cpu = native.get("num_cpu_blocks")
+    cpu_text = f"{cpu:,}" if isinstance(cpu, int) else ("refused" if native.get("outcome") == "refused" else "—")
+    cells = [f"`{cell['id']}`", _backends(engine), *figures, cpu_text, _verdict(version, cell)]
+    return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+
+def agreement_report() -> str:
+    by_version: dict[str, list[dict[str, Any]]] = {}
+    for version, cell in RECORDS:
+        by_version.setdefault(version, []).append(cell)
+    lines = [
+        "# size_offload against the released engine, cell by cell",
+        "",
+        "Generated by `python tests/test_engine_golden.py --write` from `tests/data/engine/golden-*.json`",
+        "(recorded by `scripts/engine_oracle/`; knowledge/ENGINE.md describes the method). Every cell is sized",
+        'twice, from its config.json and from the model\'s knowledge entry; "agrees" means every compared',
+        "figure is equal (integers exactly, max concurrency to size_offload's 3 decimals). Budget: 40 GiB of",
+        "KV cache per rank; max_model_len: the model's. CPU blocks: what the native OffloadingConnector",
+        "allocates for `--kv-offloading-size 64` (GiB, the total across the ranks), or `refused` where vLLM",
+        "does not start with it.",
+        "",
+        "| release | cells | refused by vLLM | offload sections | agree |",
+        "|---|---|---|---|---|",
+    ]
+    rows: list[str] = []
+    for version in sorted(by_version, key=lambda v: tuple(int(p) for p in v.split("."))):
+        cells = by_version[version]
+        verdicts = [_verdict(version, c) for c in cells]
+        agree = sum(v in ("agrees", "refused by both") for v in verdicts)
+        refused = sum(refused_before_planning(c["engine"]) for c in cells)
+        offload = sum("offload" in c for c in cells)
+        lines.append(f"| {version} | {len(cells)} | {refused} | {offload} | {agree} of {len(cells)} |")
+        rows += [
+            "",
+            f"## vLLM {version}",
+            "",
+            "| cell | attention backends | block | KV B/token/rank | GPU blocks | max concurrency | starts "
+            "| CPU blocks/rank | size_offload |",
+            "|---|---|---|---|---|---|---|---|---|",
+            *(_cell_row(version, c) for c in cells),
+        ]
+    # Cells a release cannot run offline, by model and reason: {(model, why): {release: count}}.
+    not_recorded: dict[tuple[str, str], dict[str, int]] = {}
+    for path in GOLDEN_FILES:
+        golden = json.loads(path.read_text())
+        for item in golden.get("not_recorded", []):
+            counts = not_recorded.setdefault((item["id"].split("/", 1)[0], item["why"]), {})
+            counts[golden["vllm_version"]] = counts.get(golden["vllm_version"], 0) + 1
+    if not_recorded:
+        rows += ["", "## Not recorded", ""]
+        for (model, why), counts in sorted(not_recorded.items()):
+            where = ", ".join(f"{n} cells on {v}" for v, n in sorted(counts.items()))
+            rows.append(f"- `{model}` ({where}): {why}")
+    return "\n".join(lines + rows) + "\n"
+
+
+def test_the_agreement_report_is_current() -> None:
+    write = "python tests/test_engine_golden.py --write"
+    assert AGREEMENT_REPORT.is_file(), f"knowledge/ENGINE_AGREEMENT.md is missing: {write}"
+    assert AGREEMENT_REPORT.read_text() == agreement_report(), f"knowledge/ENGINE_AGREEMENT.md is out of date: {write}"
+
+
+def compare_file(path: Path) -> int:
+    """Every difference between size_offload and a golden file recorded elsewhere (oracle.py --configs DIR):
+    a line per cell that differs, a count at the end; 1 if any differs."""
+    golden = json.loads(path.read_text())
+    version, differing = golden["vllm_version"], 0
+    missing = sorted({c["inputs"]["config"] for c in golden["cells"] if not (REPO / c["inputs"]["config"]).is_file()})
+    if missing:
+        print(f"{path}: the config files it was recorded from are gone: {', '.join(missing[:5])}")
+        return 2
+    for cell in golden["cells"]:
+        diffs = [f"{source}: {d}" for source in ("config",) for d in cell_differences(version, cell, source)]
+        if "offload" in cell and not refused_before_planning(cell["engine"]):
+            diffs += [f"offload: {d}" for d in offload_differences(version, cell, "config")]
+        if diffs:
+            differing += 1
+            print(f"{cell['id']}: " + "; ".join(diffs))
+    print(f"vLLM {version}: {len(golden['cells'])} cells, {differing} differ from size_offload")
+    return 1 if differing else 0
+
+
+if __name__ == "__main__":
+    # python tests/test_engine_golden.py [--write | --compare FILE]: print the agreement report, write it to
+    # knowledge/ENGINE_AGREEMENT.md, or compare size_offload with a golden file recorded for other models.
+    import sys
+
+    if sys.argv[1:2] == ["--compare"] and len(sys.argv) == 3:
+        sys.exit(compare_file(Path(sys.argv[2])))
+    if sys.argv[1:] == ["--write"]:
+        AGREEMENT_REPORT.write_text(agreement_report())
+        print(f"wrote {AGREEMENT_REPORT.relative_to(REPO)}")
+    else:
+        sys.stdout.write(agreement_report())

@@ -1233,3 +1233,13 @@ def test_a_float32_config_caches_in_bfloat16_as_vllm_runs_it(knowledge: Knowledg
     }
     assert any(f.rule == "engine.auto-dtype-float32" for f in r.formulas)
     assert r.num_gpu_blocks == 15_603  # the engine's figure for this config at 40 GiB
+
+
+def test_a_cpu_tier_vllm_refuses_shows_the_refusal_not_its_figures(knowledge: Knowledge) -> None:
+    asked = {"model": "qwen3-next-80b-a3b", "tensor_parallel_size": 8, "kv_offloading_size_gib": 100}
+    refused = ask(knowledge, enable_prefix_caching=False, **asked)
+    assert refused.offload is not None and refused.offload.vllm_refuses
+    tier_line = next(line for line in refused.summary().splitlines() if line.startswith("CPU tier"))
+    assert "will not start" in tier_line and "cpu_bytes_to_use" not in tier_line
+    started = ask(knowledge, **asked)
+    assert started.offload is not None and started.offload.vllm_refuses is None

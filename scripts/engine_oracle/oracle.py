@@ -162,7 +162,37 @@ CELLS: list[dict[str, Any]] = (
         {"model": m, "tp": tp, "pp": 2, "kv_cache_dtype": "auto", "gpu": "h100", "variant": "pp2"}
         for m, tp in (("llama-3.1-70b", 4), ("deepseek-v3", 4))
     ]
+    + [
+        # --block-size given: dense, MLA (FlashMLA takes only 64 with fp8, so bf16 here), sliding, hybrid (the
+        # attention block is then raised to fit the Mamba state).
+        {
+            "model": m,
+            "tp": 1,
+            "kv_cache_dtype": "auto",
+            "gpu": "h100",
+            "variant": "block-32",
+            "engine_args": {"block_size": 32},
+        }
+        for m in ("llama-3.1-8b", "deepseek-v3", "gpt-oss-20b", "qwen3-next-80b-a3b")
+    ]
+    + [
+        # Configurations vLLM rejects: TP 3 does not divide Llama 3.1 8B's 32 attention heads (refused in
+        # create_engine_config), and divides GLM-4.5's 96 heads but not its 8 KV heads (refused by the
+        # attention layer while the model is built). size_offload must refuse them too.
+        {"model": m, "tp": 3, "kv_cache_dtype": "auto", "gpu": "h100"}
+        for m in ("llama-3.1-8b", "glm-4.5")
+    ]
 )
+
+# Cells a release cannot run offline, with the reason; recorded in the golden file as not recorded.
+RELEASE_LIMITS: dict[str, tuple[str, str]] = {
+    "nemotron-h-8b": (
+        ">=0.33.0",
+        "before 0.33.0 the transformers vLLM pins does not know model_type nemotron_h, so the model loads only "
+        "with the publisher's remote code (--trust-remote-code and the repository's configuration file), "
+        "which the oracle does not have",
+    ),
+}
 
 
 # ----------------------------------------------------------------------------- in the subprocess
@@ -411,6 +441,28 @@ def _provenance(vllm_version: str, torch_version: str) -> dict[str, Any]:
     }
 
 
+def _config_dir(cell: dict[str, Any]) -> Path:
+    """Where the cell's config.json is: under tests/data/engine/configs, or the root --configs named."""
+    return Path(cell.get("config_root") or CONFIGS) / cell["model"]
+
+
+def _shown_config(config_dir: Path) -> str:
+    """The config file as the record names it: relative to the repository, or as given for one outside it."""
+    path = (config_dir / "config.json").resolve()
+    return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else str(path)
+
+
+def _gpu_inputs(key: str) -> dict[str, Any]:
+    gpu = GPUS[key]
+    return {
+        "key": key,
+        "name": gpu["name"],
+        "compute_capability": ".".join(map(str, gpu["capability"])),
+        "total_memory_bytes": gpu["total_memory_bytes"],
+        "knowledge_id": gpu["knowledge_id"],
+    }
+
+
 def _inputs(
     cell: dict[str, Any], gpu: dict[str, Any], config_dir: Path, budget_bytes: int, vllm_config: Any
 ) -> dict[str, Any]:
@@ -420,20 +472,14 @@ def _inputs(
     mc = vllm_config.model_config
     return {
         "model": cell["model"],
-        "config": str((config_dir / "config.json").relative_to(REPO)),
+        "config": _shown_config(config_dir),
         "tensor_parallel_size": int(cell["tp"]),
         "pipeline_parallel_size": vllm_config.parallel_config.pipeline_parallel_size,
         "dtype": str(mc.dtype).replace("torch.", ""),
         "kv_cache_dtype": cell["kv_cache_dtype"],
-        "block_size_flag": None,
+        "block_size_flag": cell.get("engine_args", {}).get("block_size"),
         "engine_args": cell.get("engine_args", {}),
-        "gpu": {
-            "key": cell["gpu"],
-            "name": gpu["name"],
-            "compute_capability": ".".join(map(str, gpu["capability"])),
-            "total_memory_bytes": gpu["total_memory_bytes"],
-            "knowledge_id": gpu["knowledge_id"],
-        },
+        "gpu": _gpu_inputs(cell["gpu"]),
         "kv_budget_bytes_per_rank": budget_bytes,
         "max_model_len": mc.max_model_len,
         "max_num_batched_tokens": vllm_config.scheduler_config.max_num_batched_tokens,
@@ -497,6 +543,39 @@ def _engine_args(cell: dict[str, Any], config_dir: Path) -> Any:
     )
 
 
+class EngineRefusal(Exception):
+    """vLLM itself rejected the configuration (its config validation, or a model layer's own check while
+    the model is built): a result to record, not a failure of the oracle."""
+
+    def __init__(self, stage: str, exc: BaseException) -> None:
+        super().__init__(f"{stage}: {type(exc).__name__}: {exc}")
+        self.stage = stage
+        self.exc = exc
+
+    def message(self) -> str:
+        """The engine's reason in one line (a pydantic error's own message, not its summary line)."""
+        errors = getattr(self.exc, "errors", None)
+        text = str(errors()[0].get("msg", "")) if callable(errors) else str(self.exc)
+        first = text.strip().splitlines()[0] if text.strip() else ""
+        if not first:  # a bare assert: its source line is the reason
+            first = (self._frame().line or "").strip()
+        return f"{type(self.exc).__name__}: {first}"[:400]
+
+    def _frame(self) -> traceback.FrameSummary:
+        frames = traceback.extract_tb(self.exc.__traceback__)
+        inside = [f for f in frames if "/vllm/" in f.filename]
+        return (inside or frames)[-1]
+
+    def where(self) -> str:
+        frame = self._frame()
+        return f"{frame.filename.split('/site-packages/', 1)[-1]}:{frame.lineno}"
+
+
+# What vLLM raises when it rejects a configuration (a pydantic ValidationError is a ValueError); anything
+# else (a RuntimeError from the stand-in, an AttributeError from a fake group) is the oracle's failure.
+_REFUSALS = (ValueError, AssertionError, NotImplementedError)
+
+
 def _stage_specs(args: Any, tp: int, pp: int, platform: Any) -> tuple[list[dict[str, Any]], list[Any], Any]:
     """What each worker does up to get_kv_cache_spec: its config, its stage of the model, the block update.
 
@@ -516,14 +595,23 @@ def _stage_specs(args: Any, tp: int, pp: int, platform: Any) -> tuple[list[dict[
     runner = None
     for stage in range(pp):
         # As `vllm serve` builds it: the usage context decides defaults such as max_num_batched_tokens.
-        stage_config = args.create_engine_config(usage_context=UsageContext.OPENAI_API_SERVER)
+        try:
+            stage_config = args.create_engine_config(usage_context=UsageContext.OPENAI_API_SERVER)
+        except _REFUSALS as exc:
+            raise EngineRefusal("create_engine_config", exc) from exc
+        # Layers that place a buffer on "the" device (the Transformers backend's parameters) get the meta
+        # device the model is built on: no device exists here.
+        stage_config.device_config.device = torch.device("meta")
         _fake_parallel_groups(tp, pp, stage)
         compat.init_worker_device_state(stage_config)  # the worker's init_device, before the model runner
         # What the worker's load_model does (DefaultModelLoader): the model class under the model dtype,
         # here on the meta device, so no weight is ever allocated.
         with set_current_vllm_config(stage_config), set_default_torch_dtype(stage_config.model_config.dtype):
             with torch.device("meta"):
-                initialize_model(vllm_config=stage_config)
+                try:
+                    initialize_model(vllm_config=stage_config)
+                except _REFUSALS as exc:
+                    raise EngineRefusal("model build", exc) from exc
             # What the executor does next (uniproc_executor / multiproc_executor after load_model; the same
             # call in every recorded release).
             platform.update_block_size_for_backend(stage_config)
@@ -559,7 +647,7 @@ def run_cell(cell: dict[str, Any], budget_bytes: int) -> dict[str, Any]:
 
     tp = int(cell["tp"])
     pp = int(cell.get("pp", 1))
-    config_dir = CONFIGS / cell["model"]
+    config_dir = _config_dir(cell)
     args = _engine_args(cell, config_dir)
     # MoE shared experts take vLLM's one auxiliary CUDA stream at build time (torch.cuda.Stream() needs a
     # driver); a placeholder stands in, as nothing runs on it here.
@@ -619,9 +707,40 @@ def run_cell(cell: dict[str, Any], budget_bytes: int) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- the driver
 
 
+def _refusal_record(cell: dict[str, Any], budget_bytes: int, refusal: EngineRefusal) -> dict[str, Any]:
+    """A cell vLLM rejects before it plans a KV cache: what was asked and where the engine said no."""
+    import torch
+    import vllm
+
+    return {
+        "id": _cid(cell),
+        "provenance": _provenance(vllm.__version__, torch.__version__),
+        "inputs": {
+            "model": cell["model"],
+            "config": _shown_config(_config_dir(cell)),
+            "tensor_parallel_size": int(cell["tp"]),
+            "pipeline_parallel_size": int(cell.get("pp", 1)),
+            "kv_cache_dtype": cell["kv_cache_dtype"],
+            "block_size_flag": cell.get("engine_args", {}).get("block_size"),
+            "engine_args": cell.get("engine_args", {}),
+            "gpu": _gpu_inputs(cell["gpu"]),
+            "kv_budget_bytes_per_rank": budget_bytes,
+            "max_model_len": cell.get("max_model_len"),
+        },
+        "engine": {
+            "starts": False,
+            "refused_at": refusal.stage,
+            "refusal": refusal.message(),
+            "raised_at": refusal.where(),
+        },
+    }
+
+
 def _record_or_error(cell: dict[str, Any], budget_bytes: int) -> dict[str, Any]:
     try:
         return {"record": run_cell(cell, budget_bytes)}
+    except EngineRefusal as refusal:
+        return {"record": _refusal_record(cell, budget_bytes, refusal)}
     except Exception as exc:  # the driver records the failure with the cell
         return {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
 
@@ -695,6 +814,28 @@ def _serve(gpu_key: str, budget_bytes: int, jobs: int, timeout: float) -> int:
     return 0
 
 
+def _cells_for(root: Path, models: list[str]) -> list[dict[str, Any]]:
+    """The matrix (TP × KV dtype × GPU) over the config directories under ``root`` (or the named ones)."""
+    names = models or sorted(d.name for d in root.iterdir() if (d / "config.json").is_file())
+    missing = [m for m in names if not (root / m / "config.json").is_file()]
+    if missing:
+        raise SystemExit(f"--configs {root}: no config.json for {', '.join(missing)}")
+    return [
+        {"model": m, "tp": tp, "kv_cache_dtype": kv, "gpu": gpu, "config_root": str(root)}
+        for gpu in MATRIX_GPUS
+        for m in names
+        for kv in MATRIX_KV_DTYPES
+        for tp in MATRIX_TP
+    ]
+
+
+def _release_runs(cell: dict[str, Any], version: str) -> bool:
+    from packaging.specifiers import SpecifierSet
+
+    limit = RELEASE_LIMITS.get(cell["model"])
+    return limit is None or version in SpecifierSet(limit[0])
+
+
 def _stub_env(stub_dir: str) -> dict[str, str]:
     env = dict(os.environ)
     env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (stub_dir, env.get("LD_LIBRARY_PATH", "")) if p)
@@ -737,6 +878,14 @@ def main(argv: list[str] | None = None) -> int:
         help="where the libcuda stub is built",
     )
     parser.add_argument("--out", default=None, help="golden file (default tests/data/engine/golden-<vllm>.json)")
+    parser.add_argument(
+        "--configs",
+        type=Path,
+        default=None,
+        help="a directory of <model>/config.json to record instead of the matrix's models (needs --out outside "
+        "the repository)",
+    )
+    parser.add_argument("--model", action="append", default=[], help="with --configs: only these models")
     args = parser.parse_args(argv)
     budget_bytes = args.budget_gib * GIB
     if args.serve:
@@ -756,7 +905,12 @@ def main(argv: list[str] | None = None) -> int:
     existing: dict[str, Any] = {}
     if out.exists():
         existing = {r["id"]: r for r in json.loads(out.read_text())["cells"]}
-    selected = [c for c in CELLS if not args.only or any(_cid(c).startswith(p) for p in args.only)]
+    cells = CELLS if args.configs is None else _cells_for(args.configs.resolve(), args.model)
+    if args.configs is not None and (args.out is None or Path(args.out).resolve().is_relative_to(REPO)):
+        parser.error("--configs records models outside the matrix: give --out a file outside the repository")
+    selected = [c for c in cells if not args.only or any(_cid(c).startswith(p) for p in args.only)]
+    not_recorded = [c for c in selected if not _release_runs(c, version)]
+    selected = [c for c in selected if c not in not_recorded]
     failures: dict[str, str] = {}
     seen: set[str] = set()
     started = time.monotonic()
@@ -777,13 +931,18 @@ def main(argv: list[str] | None = None) -> int:
     for cid in missing:
         failures.setdefault(cid, "no result came back from the server")
         print(f"{cid}: FAILED: no result came back from the server", flush=True)
-    order = {_cid(c): i for i, c in enumerate(CELLS)}
+    order = {_cid(c): i for i, c in enumerate(cells)}
     golden = {
         "about": "vLLM's own KV-cache figures, recorded by scripts/engine_oracle/oracle.py; "
         "compared with size_offload by tests/test_engine_golden.py. See knowledge/ENGINE.md.",
         "vllm_version": version,
         "libcuda_stub": str(Path(stub).name),
         "cells": [existing[k] for k in sorted(existing, key=lambda k: order.get(k, len(order)))],
+        "not_recorded": [
+            {"id": _cid(c), "why": RELEASE_LIMITS[c["model"]][1]}
+            for c in cells
+            if not _release_runs(c, version) and _cid(c) not in existing
+        ],
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(golden, indent=1, sort_keys=False) + "\n")

@@ -3,7 +3,8 @@
 For each release: a scratch virtual environment outside the repository with ``vllm==X.Y.Z`` installed
 (reused when it already has that release), then ``oracle.py`` run with that environment's python
 (the golden file ``golden-X.Y.Z.json``), and with ``--rules`` also ``rules.py`` (the error-rule records
-``rules-X.Y.Z.json``, with LMCache unpacked beside the environment, never installed into it).
+``rules-X.Y.Z.json``). LMCache, which both import for the LMCache backend, is unpacked beside the
+environments from its wheel, never installed into them.
 
     python scripts/engine_oracle/rebuild.py                      # every release of the golden files
     python scripts/engine_oracle/rebuild.py --release 0.33.0 --rules
@@ -17,6 +18,7 @@ minutes and 9 GB each) and none afterwards.
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
@@ -101,12 +103,15 @@ def main(argv: list[str] | None = None) -> int:
     for release in releases:
         started = time.monotonic()
         python = venv_for(release, scratch)
+        lmcache = lmcache_path(python, scratch)
         if release in RELEASES:
             jobs = ["--jobs", str(args.jobs)] if args.jobs else []
-            _run([str(python), str(HERE / "oracle.py"), *jobs], cwd=REPO)
+            # The offload section resolves the LMCache backend's connector class, which imports lmcache.
+            env = {**os.environ, "ENGINE_ORACLE_LMCACHE_PATH": lmcache}
+            _run([str(python), str(HERE / "oracle.py"), *jobs], cwd=REPO, env=env)
         if args.rules:
             rules = [str(python), str(HERE / "rules.py"), "--project-python", sys.executable]
-            _run([*rules, "--lmcache-dir", lmcache_path(python, scratch)], cwd=REPO)
+            _run([*rules, "--lmcache-dir", lmcache], cwd=REPO)
         print(f"vLLM {release}: {time.monotonic() - started:.0f} s", flush=True)
     return 0
 

@@ -205,6 +205,10 @@ class OffloadTier(BaseModel):
     num_chunks: int
     warm_sessions_held: int
     consistency_rule: str
+    vllm_refuses: str | None = Field(
+        default=None,
+        description="why vLLM will not start with this tier (the ERROR warning); the figures would not hold",
+    )
 
 
 class SglangConversion(BaseModel):
@@ -293,7 +297,9 @@ class SizeOffloadResult(Result):
             f"{self.max_model_len:,} tokens (the engine's max_concurrency {self.live_sessions_at_max_model_len:.2f}), "
             f"{self.whole_sessions_at_typical_context:,} at {self.typical_context_tokens:,} tokens"
         )
-        if self.offload is not None:
+        if self.offload is not None and self.offload.vllm_refuses is not None:
+            lines.append(f"CPU tier ({self.offload.backend}): none: {self.offload.vllm_refuses}")
+        elif self.offload is not None:
             o = self.offload
             lines.append(
                 f"CPU tier ({o.backend}): --kv-offloading-size {o.kv_offloading_size_gib:g} (GiB total) = "
@@ -1648,8 +1654,11 @@ def _cpu_tier(
         warm_held = int(per_process * GIB) // (pool.typical_blocks * specs.block_bytes)
     rule = _consistency_rule(request, knowledge, version, per_process, trail)
     _release_warnings(request, version, size_flag, bytes_key, num_chunks, trail)
+    errors_before = sum(w.startswith("ERROR") for w in trail.warnings)
     _offload_start_checks(request, knowledge, version, specs, trail)
+    refusals = [w for w in trail.warnings if w.startswith("ERROR")][errors_before:]
     offload = OffloadTier(
+        vllm_refuses="vLLM will not start with it (see the ERROR warning)" if refusals else None,
         backend=request.offload_backend,
         kv_offloading_size_gib=size_gib,
         cpu_bytes_to_use=cpu_bytes,
