@@ -31,6 +31,7 @@ STEPS = {
     "inventory": ("Adding a release", 3, "knowledge/cli_inventory.yaml"),
     "verification": ("Adding a release", 5, "knowledge/verification.yaml"),
     "release range": ("Adding a release", 7, "README.md"),
+    "engine records": ("Adding a release", 8, "scripts/engine_oracle/rebuild.py"),
     "recipe": ("Adding a backend", 2, "knowledge/recipes.yaml"),
     "planner": ("Adding a backend", 4, "server/vllm_caching_mcp/advice/render.py"),
     "backend tests": ("Adding a backend", 5, "tests/test_render_config.py"),
@@ -102,6 +103,19 @@ def test_the_documents_state_the_release_range_of_releases_yaml(knowledge: Knowl
         assert hi == ends[lo], (
             f"{document} says {lo} – {hi}; releases.yaml goes up to {ends[lo]} ({step('release range')})"
         )
+
+
+def test_the_engine_records_cover_the_newest_release(knowledge: Knowledge) -> None:
+    release = newest(knowledge, "vllm")
+    rebuild = (REPO / "scripts" / "engine_oracle" / "rebuild.py").read_text(encoding="utf-8")
+    covered = re.search(r"^RELEASES = \(([^)]*)\)", rebuild, re.M)
+    assert covered and f'"{release}"' in covered.group(1), (
+        f"scripts/engine_oracle/rebuild.py's RELEASES does not name vLLM {release} ({step('engine records')})"
+    )
+    assert (REPO / "tests" / "data" / "engine" / f"golden-{release}.json").is_file(), (
+        f"no tests/data/engine/golden-{release}.json: run scripts/engine_oracle/rebuild.py --release {release} "
+        f"({step('engine records')})"
+    )
 
 
 # -- adding a backend -------------------------------------------------------------------------------
@@ -192,6 +206,16 @@ def check_command(argv: list[str]) -> None:
         known = set(re.findall(r"--[a-z][a-z-]*", options_of(argv[1])))
         unknown = [a for a in argv[2:] if a.startswith("--") and a not in known]
         assert unknown == [], f"{shlex.join(argv)}: {argv[1]} takes no option {unknown}"
+        return
+    if argv[:2] == ["python", "tests/test_engine_golden.py"]:
+        # Shown with --write (it rewrites knowledge/ENGINE_AGREEMENT.md): run without it, which prints the
+        # report, and it must print what is committed.
+        assert set(argv[2:]) <= {"--write"}, f"{shlex.join(argv)}: the script takes --write or --compare FILE"
+        out = subprocess.run([sys.executable, REPO / argv[1]], capture_output=True, text=True, timeout=300, cwd=REPO)
+        assert out.returncode == 0, f"{shlex.join(argv)} exited {out.returncode}: {out.stderr[-2000:]}"
+        assert out.stdout == (REPO / "knowledge" / "ENGINE_AGREEMENT.md").read_text(), (
+            f"{shlex.join(argv)} would change knowledge/ENGINE_AGREEMENT.md"
+        )
         return
     if argv[0] == "vllm-caching":
         out = subprocess.run(

@@ -1518,13 +1518,18 @@ def _offload_start_checks(
     _chunked_local_unsupported(version, connector, specs, trail)
 
 
+def _refuses_in(trail: _Trail, rule_id: str, version: Version) -> bool:
+    """Whether the release refuses what the rule describes (its value there is true; null: not recorded)."""
+    refuses = trail.rule(rule_id).value_at(version)
+    return refuses is not None and refuses.value is True
+
+
 def _chunked_local_unsupported(version: Version, connector: Connector, specs: _LayerSpecs, trail: _Trail) -> None:
     """OffloadingConnector from 0.21.0 to 0.27.x takes no chunked-local KV cache group (its scheduler side asserts
     each group is full attention, sliding window or Mamba), and vLLM does not start."""
     if connector.id != "connector.offloading" or not any(g.chunk is not None for g, _ in specs.kinds):
         return
-    refuses = trail.rule("engine.offload-chunked-local-unsupported").value_at(version)
-    if refuses is None or refuses.value is not True:
+    if not _refuses_in(trail, "engine.offload-chunked-local-unsupported", version):
         return
     trail.warn(
         f"ERROR: vLLM {version} will not start: {connector.name}'s scheduler side does not take chunked-local "
@@ -1564,8 +1569,7 @@ def _hybrid_needs_prefix_caching(
         return
     if _prefix_caching(request, version, trail) is not False:
         return
-    refuses = trail.rule("engine.offload-hybrid-needs-prefix-caching").value_at(version)
-    if refuses is None or refuses.value is not True:
+    if not _refuses_in(trail, "engine.offload-hybrid-needs-prefix-caching", version):
         return
     trail.warn(
         f"ERROR: vLLM {version} will not start: {connector.name} refuses a model with linear-attention layers "
