@@ -1243,3 +1243,27 @@ def test_a_cpu_tier_vllm_refuses_shows_the_refusal_not_its_figures(knowledge: Kn
     assert "will not start" in tier_line and "cpu_bytes_to_use" not in tier_line
     started = ask(knowledge, **asked)
     assert started.offload is not None and started.offload.vllm_refuses is None
+
+
+@pytest.mark.parametrize(
+    ("model", "version", "refused"),
+    [
+        ("deepseek-v3", "0.33.0", True),  # Triton MLA on 8.x refuses fp8 from 0.26.0
+        ("deepseek-v3", "0.25.1", False),
+        ("gpt-oss-20b", "0.24.0", True),  # attention sinks: Triton attention on 8.x, which refuses fp8 from 0.24.0
+        ("gpt-oss-20b", "0.23.0", False),
+        ("gemma-3-27b", "0.33.0", True),
+        ("llama-3.1-8b", "0.33.0", False),  # FlashAttention takes fp8 on an A100
+    ],
+)
+def test_fp8_kv_on_a_triton_backend_below_sm89_will_not_start(
+    knowledge: Knowledge, model: str, version: str, refused: bool
+) -> None:
+    # The engine's A100 cells (vLLM 0.33.0): "FP8 KV cache is not supported by the Triton MLA backend on NVIDIA
+    # A100-SXM4-80GB (compute capability 8.0); native FP8 (fp8e4nv) requires SM89+".
+    r = ask(
+        knowledge, model=model, version=version, gpu="gpu.a100-80gb-sxm", kv_cache_dtype="fp8", tensor_parallel_size=8
+    )
+    assert any(w.startswith("ERROR") and "SM89" in w for w in r.warnings) == refused
+    on_hopper = ask(knowledge, model=model, version=version, kv_cache_dtype="fp8", tensor_parallel_size=8)
+    assert not any("SM89" in w for w in on_hopper.warnings)

@@ -71,6 +71,15 @@ GPUS: dict[str, dict[str, Any]] = {
         "multi_processor_count": 148,
         "knowledge_id": "gpu.b200",
     },
+    # Ampere: vLLM keeps an A100 on serve's small batch tier by
+    # its name, whatever its memory; the memory is the vendor's 80 GB. 108 SMs (NVIDIA's A100 whitepaper).
+    "a100": {
+        "name": "NVIDIA A100-SXM4-80GB",
+        "capability": [8, 0],
+        "total_memory_bytes": 80 * 10**9,
+        "multi_processor_count": 108,
+        "knowledge_id": "gpu.a100-80gb-sxm",
+    },
 }
 
 DEFAULT_BUDGET_GIB = 40  # per rank; a whole number of GiB so size_offload can be given it exactly
@@ -109,7 +118,7 @@ HYBRID_MODELS: tuple[str, ...] = ("qwen3-next-80b-a3b", "nemotron-h-8b", "qwen3.
 MATRIX_MODELS = DENSE_AND_MOE_MODELS + MLA_MODELS + SLIDING_AND_CHUNKED_MODELS + HYBRID_MODELS
 MATRIX_TP = (1, 2, 8)
 MATRIX_KV_DTYPES = ("auto", "fp8")
-MATRIX_GPUS: tuple[str, ...] = ("h100", "b200")
+MATRIX_GPUS: tuple[str, ...] = ("h100", "b200", "a100")
 
 CELLS: list[dict[str, Any]] = (
     [
@@ -886,6 +895,9 @@ def main(argv: list[str] | None = None) -> int:
         "the repository)",
     )
     parser.add_argument("--model", action="append", default=[], help="with --configs: only these models")
+    parser.add_argument(
+        "--gpu", action="append", choices=sorted(GPUS), default=[], help="the GPUs to run (default: the matrix's)"
+    )
     args = parser.parse_args(argv)
     budget_bytes = args.budget_gib * GIB
     if args.serve:
@@ -906,6 +918,8 @@ def main(argv: list[str] | None = None) -> int:
     if out.exists():
         existing = {r["id"]: r for r in json.loads(out.read_text())["cells"]}
     cells = CELLS if args.configs is None else _cells_for(args.configs.resolve(), args.model)
+    if args.gpu:  # the matrix's cells moved to the GPUs asked for
+        cells = [{**c, "gpu": gpu} for gpu in args.gpu for c in cells if c["gpu"] == MATRIX_GPUS[0]]
     if args.configs is not None and (args.out is None or Path(args.out).resolve().is_relative_to(REPO)):
         parser.error("--configs records models outside the matrix: give --out a file outside the repository")
     selected = [c for c in cells if not args.only or any(_cid(c).startswith(p) for p in args.only)]

@@ -808,6 +808,28 @@ def _ssm_state_dtype(arch: Architecture, version: Version, trail: _Trail) -> str
     return arch.default_dtype
 
 
+def _fp8_on_triton_check(arch: Architecture, gpu: Gpu, version: Version, token: _TokenBytes, trail: _Trail) -> None:
+    """An fp8 KV cache where vLLM runs the model on a Triton backend of a GPU below compute capability 8.9:
+    the backend refuses it and vLLM does not start (rule engine.fp8-kv-triton-needs-sm89)."""
+    capability = trail.knowledge.engine.capability(gpu.id)
+    if not token.kv_dtype.startswith("fp8") or capability is None:
+        return
+    if tuple(int(p) for p in capability.compute_capability.split(".")) >= (8, 9):
+        return
+    refused = trail.rule("engine.fp8-kv-triton-needs-sm89").value_at(version)
+    kinds = refused.value if refused is not None and isinstance(refused.value, tuple) else ()
+    on_triton = ("mla" in kinds and token.mla) or (arch.architecture is not None and arch.architecture in kinds)
+    if not on_triton:
+        return
+    backend = "Triton MLA" if token.mla else "Triton attention"
+    trail.warn(
+        f"ERROR: vLLM {version} will not start: on {gpu.name} (compute capability {capability.compute_capability}) "
+        f"it runs this model on its {backend} backend, which refuses an fp8 KV cache below compute capability "
+        "8.9 ('native FP8 (fp8e4nv) requires SM89+'). Use --kv-cache-dtype bfloat16 (or auto), or a GPU of "
+        "compute capability 8.9 or newer."
+    )
+
+
 def _backend_block_size(
     request: SizeOffloadRequest, knowledge: Knowledge, version: Version, gpu: Gpu, token: _TokenBytes, trail: _Trail
 ) -> int:
@@ -1114,6 +1136,7 @@ def _layer_specs(request: SizeOffloadRequest, model: _Model, layout: _Parallel, 
     """Step 1: per-layer bytes, the block size, the KV cache groups and the GPU block they share."""
     arch, version = model.arch, model.version
     token = _token_bytes(request, arch, layout.tp, trail)
+    _fp8_on_triton_check(arch, model.gpu, version, token, trail)
     block = _backend_block_size(request, trail.knowledge, version, model.gpu, token, trail)
     state_bytes = 0
     mamba = _NONE_LAYOUT
