@@ -1267,3 +1267,15 @@ def test_fp8_kv_on_a_triton_backend_below_sm89_will_not_start(
     assert any(w.startswith("ERROR") and "SM89" in w for w in r.warnings) == refused
     on_hopper = ask(knowledge, model=model, version=version, kv_cache_dtype="fp8", tensor_parallel_size=8)
     assert not any("SM89" in w for w in on_hopper.warnings)
+
+
+def test_fp8_kv_with_a_head_size_flashinfer_lacks_will_not_start_on_an_a100(knowledge: Knowledge) -> None:
+    # Phi-3 mini's head size 96: with fp8 KV on compute capability 8.0 vLLM 0.33.0 runs it on Triton attention
+    # (FlashInfer takes 64, 128, 256, 512), which refuses fp8 there (engine run on an A100 stand-in).
+    phi3 = {"name": "phi-3-mini", "num_layers": 32, "num_attention_heads": 32, "num_kv_heads": 32, "head_dim": 96}
+    fields = {"architecture": phi3, "gpu": "gpu.a100-80gb-sxm", "max_model_len": 4096, "weights_gib_per_gpu": 8}
+    r = ask(knowledge, kv_cache_dtype="fp8", **fields)
+    assert any(w.startswith("ERROR") and "SM89" in w for w in r.warnings)
+    same_on_128 = ask(knowledge, kv_cache_dtype="fp8", **{**fields, "architecture": {**phi3, "head_dim": 128}})
+    assert not any("SM89" in w for w in same_on_128.warnings)
+    assert not any("SM89" in w for w in ask(knowledge, **fields).warnings)

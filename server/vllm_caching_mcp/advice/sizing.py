@@ -818,7 +818,14 @@ def _fp8_on_triton_check(arch: Architecture, gpu: Gpu, version: Version, token: 
         return
     refused = trail.rule("engine.fp8-kv-triton-needs-sm89").value_at(version)
     kinds = refused.value if refused is not None and isinstance(refused.value, tuple) else ()
-    on_triton = ("mla" in kinds and token.mla) or (arch.architecture is not None and arch.architecture in kinds)
+    sizes = trail.rule("engine.flashinfer-head-sizes").value_at(version)
+    flashinfer_sizes = sizes.value if sizes is not None and isinstance(sizes.value, tuple) else ()
+    head_size_off = not token.mla and bool(flashinfer_sizes) and str(arch.kv_head_size) not in flashinfer_sizes
+    on_triton = (
+        ("mla" in kinds and token.mla)
+        or ("head-size" in kinds and head_size_off)
+        or (arch.architecture is not None and arch.architecture in kinds)
+    )
     if not on_triton:
         return
     backend = "Triton MLA" if token.mla else "Triton attention"
