@@ -25,8 +25,11 @@ from pathlib import Path
 import httpx
 import pytest
 
+from vllm_caching_mcp.advice.model_config import from_knowledge
+from vllm_caching_mcp.advice.sizing import SizeOffloadRequest, SizeOffloadResult, _Model, size_offload
 from vllm_caching_mcp.knowledge import Knowledge, load_knowledge
 from vllm_caching_mcp.knowledge_files import knowledge_dir
+from vllm_caching_mcp.versions import Version
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -52,6 +55,26 @@ def anyio_backend() -> str:
 @pytest.fixture(scope="session")
 def knowledge() -> Knowledge:
     return load_knowledge()
+
+
+def size_offload_of(knowledge: Knowledge, **fields: object) -> SizeOffloadResult:
+    """size_offload for a request written as keyword fields; vLLM 0.33.0 unless `version` is given."""
+    fields.setdefault("version", "0.33.0")
+    return size_offload(SizeOffloadRequest.model_validate(fields), knowledge)
+
+
+def sizing_model(knowledge: Knowledge, model: str, gpu: str = "gpu.h100-sxm", version: str = "0.33.0") -> _Model:
+    """What size_offload's steps take as the model: a knowledge entry's layout on a GPU in a release."""
+    entry = knowledge.find_model(model)
+    assert entry is not None
+    found = knowledge.hardware.find_gpu(gpu)
+    assert found is not None
+    return _Model(arch=from_knowledge(entry), gpu=found, version=Version(version), hma=True)
+
+
+def exact_budget(**fields: object) -> dict[str, object]:
+    """A request whose per-rank KV budget is exactly gpu_memory_gib."""
+    return {"gpu_memory_utilization": 1.0, "weights_gib_per_gpu": 0, "activation_reserve_gib": 0, **fields}
 
 
 @pytest.fixture

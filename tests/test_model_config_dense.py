@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from conftest import exact_budget, size_offload_of
 from vllm_caching_mcp.advice.common import AdviceError
 from vllm_caching_mcp.advice.model_config import (
     SPARSE_MLA_RULE,
@@ -23,7 +24,7 @@ from vllm_caching_mcp.advice.model_config import (
     architecture_from_hf_config,
     from_knowledge,
 )
-from vllm_caching_mcp.advice.sizing import SizeOffloadRequest, SizeOffloadResult, size_offload
+from vllm_caching_mcp.advice.sizing import SizeOffloadResult
 from vllm_caching_mcp.knowledge import Knowledge, load_knowledge
 from vllm_caching_mcp.tools import ToolInputError, run_tool
 
@@ -47,10 +48,7 @@ def read(model: str) -> Architecture:
 
 def ask(knowledge: Knowledge, **fields: object) -> SizeOffloadResult:
     """size_offload with the per-rank KV budget exactly `gpu_memory_gib` (as the golden test asks it)."""
-    fields.setdefault("version", "0.33.0")
-    fields.setdefault("gpu", "h100-sxm")
-    fields.update(gpu_memory_utilization=1.0, weights_gib_per_gpu=0.0, activation_reserve_gib=0.0)
-    return size_offload(SizeOffloadRequest.model_validate(fields), knowledge)
+    return size_offload_of(knowledge, **exact_budget(**fields))
 
 
 # ------------------------------------------------------------------------------------ the reader, model by model

@@ -13,9 +13,11 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from conftest import run_in_process
+from conftest import exact_budget, run_in_process
+from conftest import size_offload_of as ask
+from conftest import sizing_model as model_of
 from vllm_caching_mcp.advice.common import AdviceError
-from vllm_caching_mcp.advice.model_config import Architecture, from_knowledge
+from vllm_caching_mcp.advice.model_config import Architecture
 from vllm_caching_mcp.advice.sizing import (
     BenchmarkPlan,
     OffloadTier,
@@ -34,7 +36,6 @@ from vllm_caching_mcp.advice.sizing import (
     _start_check,
     _token_bytes,
     _Trail,
-    size_offload,
 )
 from vllm_caching_mcp.cli import main
 from vllm_caching_mcp.knowledge import Knowledge, load_knowledge
@@ -43,11 +44,6 @@ from vllm_caching_mcp.tools import ToolInputError, describe_validation_error, ru
 from vllm_caching_mcp.versions import Version, parse_specifier
 
 GIB = 1 << 30
-
-
-def ask(knowledge: Knowledge, **fields: object) -> SizeOffloadResult:
-    fields.setdefault("version", "0.33.0")
-    return size_offload(SizeOffloadRequest.model_validate(fields), knowledge)
 
 
 def tier(result: SizeOffloadResult) -> OffloadTier:
@@ -629,19 +625,6 @@ def request_of(**fields: object) -> SizeOffloadRequest:
 
 def layout_of(tp: int = 1, pp: int = 1) -> _Parallel:
     return _Parallel(tp=tp, pp=pp, dp=1, gpus_per_node=8)
-
-
-def model_of(knowledge: Knowledge, model: str, gpu: str, version: str) -> _Model:
-    entry = knowledge.find_model(model)
-    assert entry is not None
-    found = knowledge.hardware.find_gpu(gpu)
-    assert found is not None
-    return _Model(arch=from_knowledge(entry), gpu=found, version=Version(version), hma=True)
-
-
-def exact_budget(**fields: object) -> dict[str, object]:
-    """A request whose per-rank KV budget is exactly gpu_memory_gib."""
-    return {"gpu_memory_utilization": 1.0, "weights_gib_per_gpu": 0, "activation_reserve_gib": 0, **fields}
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from conftest import size_offload_of as ask
+from conftest import sizing_model as model_of
 from vllm_caching_mcp.advice.common import AdviceError
 from vllm_caching_mcp.advice.model_config import Architecture, from_knowledge
 from vllm_caching_mcp.advice.sizing import (
@@ -19,12 +21,10 @@ from vllm_caching_mcp.advice.sizing import (
     SizeOffloadResult,
     _layer_specs,
     _mamba_layout,
-    _Model,
     _Parallel,
     _ssm_state_dtype,
     _Trail,
     known_models_text,
-    size_offload,
 )
 from vllm_caching_mcp.knowledge import Knowledge
 from vllm_caching_mcp.versions import Version
@@ -32,22 +32,10 @@ from vllm_caching_mcp.versions import Version
 GIB = 1 << 30
 
 
-def ask(knowledge: Knowledge, **fields: object) -> SizeOffloadResult:
-    fields.setdefault("version", "0.33.0")
-    return size_offload(SizeOffloadRequest.model_validate(fields), knowledge)
-
-
 def state_bytes(result: SizeOffloadResult) -> int:
     linear = next(k for k in result.layer_kinds if k.kind == "linear_attention")
     assert linear.state_bytes_per_sequence_per_rank is not None
     return linear.state_bytes_per_sequence_per_rank
-
-
-def model_of(knowledge: Knowledge, model: str, gpu: str = "h100-sxm", version: str = "0.33.0") -> _Model:
-    entry = knowledge.find_model(model)
-    found = knowledge.hardware.find_gpu(gpu)
-    assert entry is not None and found is not None
-    return _Model(arch=from_knowledge(entry), gpu=found, version=Version(version), hma=True)
 
 
 def granite_like(**changes: Any) -> dict[str, Any]:
