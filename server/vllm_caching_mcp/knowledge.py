@@ -1343,8 +1343,13 @@ class GpuCapability(Sourced):
     compute_capability: str = Field(pattern=r"^\d+\.\d+$")
 
     @property
+    def as_tuple(self) -> tuple[int, int]:
+        major, minor = self.compute_capability.split(".", 1)
+        return int(major), int(minor)
+
+    @property
     def major(self) -> int:
-        return int(self.compute_capability.split(".", 1)[0])
+        return self.as_tuple[0]
 
 
 class AttentionBackendBlock(Sourced):

@@ -814,7 +814,7 @@ def _fp8_on_triton_check(arch: Architecture, gpu: Gpu, version: Version, token: 
     capability = trail.knowledge.engine.capability(gpu.id)
     if not token.kv_dtype.startswith("fp8") or capability is None:
         return
-    if tuple(int(p) for p in capability.compute_capability.split(".")) >= (8, 9):
+    if capability.as_tuple >= (8, 9):
         return
     refused = trail.rule("engine.fp8-kv-triton-needs-sm89").value_at(version)
     kinds = refused.value if refused is not None and isinstance(refused.value, tuple) else ()
@@ -1106,10 +1106,15 @@ def _group_size(counts: list[int]) -> tuple[int, str]:
     return min(counts), "group size = the smallest layer count among kinds"
 
 
+def _device_gib(gpu: Gpu) -> float:
+    """The GPU's memory in GiB (the knowledge gives the vendor's decimal GB)."""
+    return gpu.hbm_gb * 1e9 / GIB
+
+
 def _serve_batched_tokens(gpu: Gpu, version: Version, trail: _Trail) -> int:
     """`vllm serve`'s max_num_batched_tokens when none is given: by the GPU's memory (and name) and release."""
     tiers = trail.rule("engine.serve-batch-defaults").value_at(version)
-    memory_gib = gpu.hbm_gb * 10**9 / 2**30
+    memory_gib = _device_gib(gpu)
     if tiers is not None and tiers.value == "three-tier" and memory_gib >= 160:
         batched, why = 16_384, f"{gpu.name}: {memory_gib:.0f} GiB ≥ 160 GiB"
     elif memory_gib >= 70 and "a100" not in gpu.name.lower():
@@ -1308,7 +1313,7 @@ def _gpu_budget(
 ) -> _Budget:
     """The bytes left for the KV cache on one rank: the usable memory less weights and the reserve."""
     utilization, utilization_basis = _gpu_memory_utilization(request, version, trail)
-    memory_gib = request.gpu_memory_gib or gpu.hbm_gb * 1e9 / GIB
+    memory_gib = request.gpu_memory_gib or _device_gib(gpu)
     if request.weights_gib_per_gpu is not None:
         weights_gib = request.weights_gib_per_gpu
         weights_basis = "given"
