@@ -14,6 +14,7 @@ entry is removed and a new disagreement fails at once.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -42,18 +43,20 @@ CONCURRENCY_TOLERANCE = 5e-4 + 1e-9
 KNOWN_MISMATCHES: dict[tuple[str, str, str], tuple[frozenset[str], str]] = {}
 
 
+# Each golden file, read once: {file name: its content}.
+GOLDEN: dict[str, dict[str, Any]] = {path.name: json.loads(path.read_text()) for path in GOLDEN_FILES}
+
+
 def _records() -> tuple[list[tuple[str, dict[str, Any]]], list[str]]:
     """Every recorded cell with its release, and the cells a release records more than once."""
     records: list[tuple[str, dict[str, Any]]] = []
     conflicts: list[str] = []
-    for path in GOLDEN_FILES:
-        golden = json.loads(path.read_text())
-        ids = [cell["id"] for cell in golden["cells"]]
-        conflicts += [f"{path.name}: {cid} recorded twice" for cid in sorted({i for i in ids if ids.count(i) > 1})]
+    for name, golden in GOLDEN.items():
+        ids = Counter(cell["id"] for cell in golden["cells"])
+        conflicts += [f"{name}: {cid} recorded twice" for cid, n in sorted(ids.items()) if n > 1]
         records += [(golden["vllm_version"], cell) for cell in golden["cells"]]
-    releases = [json.loads(path.read_text())["vllm_version"] for path in GOLDEN_FILES]
-    twice = sorted({v for v in releases if releases.count(v) > 1})
-    conflicts += [f"vLLM {v} has more than one golden file" for v in twice]
+    releases = Counter(golden["vllm_version"] for golden in GOLDEN.values())
+    conflicts += [f"vLLM {v} has more than one golden file" for v, n in sorted(releases.items()) if n > 1]
     return records, conflicts
 
 
@@ -98,6 +101,11 @@ def _ask(version: str, cell: dict[str, Any], source: str, **extra: Any) -> SizeO
     result = run_tool("size_offload", request)
     assert isinstance(result, SizeOffloadResult)
     return result
+
+
+def fields_of(diffs: list[str]) -> set[str]:
+    """The figures a list of differences (`field: ours != engine`) names."""
+    return {d.split(":", 1)[0] for d in diffs}
 
 
 def differences(result: SizeOffloadResult, engine: dict[str, Any]) -> list[str]:
@@ -217,7 +225,7 @@ def test_size_offload_agrees_with_the_engine_except_the_known_mismatches(source:
     fixed = expected - set(found)
     assert not new, f"size_offload disagrees with the engine (add a fix, or a KNOWN_MISMATCHES entry): {new}"
     assert not fixed, f"these cells agree now; remove them from KNOWN_MISMATCHES: {sorted(fixed)}"
-    changed = {k: diffs for k, diffs in found.items() if {d.split(":", 1)[0] for d in diffs} != KNOWN_MISMATCHES[k][0]}
+    changed = {k: diffs for k, diffs in found.items() if fields_of(diffs) != KNOWN_MISMATCHES[k][0]}
     assert not changed, f"known mismatches whose differing fields changed (update the entry): {changed}"
 
 
@@ -237,7 +245,7 @@ def test_the_comparison_can_fail() -> None:
     kind = next(iter(engine["layer_kinds"]))
     planted["layer_kinds"] = {kind: dict(engine["layer_kinds"][kind])}
     planted["layer_kinds"][kind]["bytes_per_token_per_layer_per_rank"] += 2
-    fields = {d.split(":", 1)[0] for d in differences(result, planted)}
+    fields = fields_of(differences(result, planted))
     assert {
         "num_gpu_blocks",
         "gpu_block_bytes_per_rank",
@@ -475,7 +483,7 @@ def test_the_offload_comparison_can_fail() -> None:
         "offloaded_block_size_tokens": [t * 2 for t in native["offloaded_block_size_tokens"]],
         "replicated_layout": not native["replicated_layout"],
     }
-    fields = {d.split(":", 1)[0] for d in native_differences(result, planted)}
+    fields = fields_of(native_differences(result, planted))
     assert {
         "native.num_cpu_blocks",
         "native.cpu_block_bytes",
@@ -484,7 +492,7 @@ def test_the_offload_comparison_can_fail() -> None:
         "native.replicated_layout",
     } <= fields
     refused = {**native, "outcome": "refused", "stage": "scheduler_connector", "message": "planted"}
-    assert "native.starts" in {d.split(":", 1)[0] for d in native_differences(result, refused)}
+    assert "native.starts" in fields_of(native_differences(result, refused))
     assert native_differences(result, {**native, "outcome": "oracle_error", "error": "planted"})
 
 
@@ -579,8 +587,7 @@ def agreement_report() -> str:
         ]
     # Cells a release cannot run offline, by model and reason: {(model, why): {release: count}}.
     not_recorded: dict[tuple[str, str], dict[str, int]] = {}
-    for path in GOLDEN_FILES:
-        golden = json.loads(path.read_text())
+    for golden in GOLDEN.values():
         for item in golden.get("not_recorded", []):
             counts = not_recorded.setdefault((item["id"].split("/", 1)[0], item["why"]), {})
             counts[golden["vllm_version"]] = counts.get(golden["vllm_version"], 0) + 1
