@@ -633,24 +633,7 @@ def _kv_cache_config(vllm_config: Any, platform: Any) -> Any:
         runner.vllm_config = vllm_config  # type: ignore[attr-defined]
         runner.shared_kv_cache_layers = {}  # type: ignore[attr-defined]
         specs = [GPUModelRunner.get_kv_cache_spec(runner)] * tp  # type: ignore[arg-type]
-        return _plan(vllm_config, runner, specs)[0]
-
-
-def _plan(vllm_config: Any, runner: Any, specs: list[Any]) -> Any:
-    budgets = [BUDGET_BYTES] * len(specs)
-    try:
-        from vllm.v1.attention.backends.utils import resolve_kv_cache_layout
-        from vllm.v1.core.kv_cache_planning import get_global_kv_cache_groups, get_kv_cache_configs
-        from vllm.v1.core.single_type_kv_cache_manager import register_all_kvcache_specs
-        from vllm.v1.worker.worker_base import WorkerBase
-    except ImportError:  # before 0.33.0 split the planning out of kv_cache_utils
-        from vllm.v1.core.kv_cache_utils import get_kv_cache_configs as configs_before_0_33
-
-        return configs_before_0_33(vllm_config, specs, budgets)
-    register_all_kvcache_specs(vllm_config)
-    layouts = WorkerBase.get_supported_kv_cache_layouts(runner)
-    resolve_kv_cache_layout(vllm_config, [layouts] * len(specs), [s for w in specs for s in w.values()])
-    return get_kv_cache_configs(vllm_config, specs, budgets, get_global_kv_cache_groups(vllm_config, specs))
+        return offload.plan_kv_cache(vllm_config, runner, specs, BUDGET_BYTES)[0]
 
 
 def _jsonable(value: Any) -> Any:
