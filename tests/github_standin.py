@@ -25,7 +25,7 @@ from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from standin_http import Reply, send_reply, serve, stop_server
+from standin_http import Reply, gzipped, send_reply, serve, stop_server
 from vllm_caching_mcp.knowledge import Knowledge
 
 
@@ -74,6 +74,7 @@ class FakeGitHub:
         self.scripted: dict[str, deque[Reply]] = {}
         self.requests: list[Seen] = []
         self.reflect_authorization = False  # a misbehaving server that echoes the token into titles and PR names
+        self.compress = False  # gzip every JSON answer to a client that accepts gzip, as GitHub's API does
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
         self.base = ""
@@ -168,6 +169,8 @@ class FakeGitHub:
         headers = {"Content-Type": "application/json; charset=utf-8", "ETag": etag, "X-RateLimit-Remaining": "4999"}
         if handler.headers.get("If-None-Match") == etag:
             return Reply(304, b"", headers)
+        if self.compress and "gzip" in handler.headers.get("Accept-Encoding", ""):
+            return Reply(200, gzipped(body), {**headers, "Content-Encoding": "gzip"})
         return Reply(200, body, headers)
 
     def _answer(self, method: str, path: str, handler: BaseHTTPRequestHandler, body: bytes) -> Reply:

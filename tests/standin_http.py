@@ -4,17 +4,38 @@ stopping one on a free loopback port, and a canned reply and how it is sent."""
 from __future__ import annotations
 
 import dataclasses
+import functools
+import gzip
 import ssl
 import sys
 import threading
 import time
+import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any, Literal
 
 DRIP_INTERVAL = 0.1  # seconds per byte of a dripped part: 10 bytes/s, ten bytes inside a one-second deadline
 DRIP_LIMIT = 60.0  # a drip nobody reads any more stops after this long
 # A dripped head carries this much filler, so that it lasts DRIP_LIMIT: far past any deadline in the suite.
 DRIP_HEAD_FILLER = int(DRIP_LIMIT / DRIP_INTERVAL)
+
+
+# 1 GiB of zeros gzipped twice: 1,827 bytes (made once with zlib at level 9; shipped, since making it takes seconds).
+STACKED_GZIP_BOMB = Path(__file__).parent / "data" / "hostile" / "zeros-1GiB.gz.gz"
+BOMB_DECODED_BYTES = 1 << 30
+
+
+@functools.cache
+def gzip_bombs() -> dict[str, tuple[bytes, str]]:
+    """Bodies that are small on the wire and huge decoded, with the Content-Encoding each is sent under."""
+    stacked = STACKED_GZIP_BOMB.read_bytes()
+    one_layer = zlib.decompress(stacked, 16 + zlib.MAX_WBITS)  # about 1 MB: under any body cap of the clients
+    return {"stacked gzip bomb": (stacked, "gzip, gzip"), "gzip bomb": (one_layer, "gzip")}
+
+
+def gzipped(data: bytes) -> bytes:
+    return gzip.compress(data, mtime=0)
 
 
 # What a handler meets when its client has hung up: a reset, a closed pipe, or over TLS an EOF.

@@ -39,7 +39,7 @@ import pytest
 from github_standin import FakeGitHub, Reply
 from registry_standin import FakeRegistry, canonical, digest_of, vllm_openai_config
 from registry_standin import Reply as RegistryReply
-from standin_http import serve, stop_server
+from standin_http import gzip_bombs, serve, stop_server
 from vllm_caching_mcp import cli
 from vllm_caching_mcp.knowledge import Knowledge
 from vllm_caching_mcp.tools import ToolInputError, run_tool
@@ -67,6 +67,9 @@ FAULTS: dict[str, list[Reply]] = {
     "malformed JSON": [Reply(200, b'{"data": {"repository": ')] * 10,
     "oversized body": [Reply(200, b"[" + b"0," * (3 * 1024 * 1024) + b"0]")] * 3,
     "oversized, no length": [Reply(200, b" " * (5 * 1024 * 1024) + b"{}", no_length=True)] * 3,
+    **{name: [Reply(200, body, {"Content-Encoding": coding})] * 3 for name, (body, coding) in gzip_bombs().items()},
+    "encoding not asked for": [Reply(200, b"{}", {"Content-Encoding": "br"})] * 3,
+    "not gzip": [Reply(200, b"{}", {"Content-Encoding": "gzip"})] * 3,
 }
 
 
@@ -163,6 +166,11 @@ def registry_fault(fault: str, genuine: bytes, realm: str) -> list[RegistryReply
         "oversized, no length": [RegistryReply(200, b" " * (5 * 1024 * 1024) + b"{}", no_length=True)],
         # the genuine bytes plus one space: still valid JSON, but not what the digest names
         "digest mismatch": [RegistryReply(200, genuine + b" ", {"Docker-Content-Digest": digest_of(genuine)})],
+        **{
+            name: [RegistryReply(200, body, {"Content-Encoding": coding})]
+            for name, (body, coding) in gzip_bombs().items()
+        },
+        "encoding not asked for": [RegistryReply(200, genuine, {"Content-Encoding": "zstd"})],
     }[fault]
     return replies * MANY
 
@@ -184,6 +192,9 @@ REGISTRY_FAULTS: dict[str, str | None] = {
     "oversized body": "bad_response",
     "oversized, no length": "bad_response",
     "digest mismatch": "bad_response",
+    "stacked gzip bomb": "bad_response",
+    "gzip bomb": "bad_response",
+    "encoding not asked for": "bad_response",
 }
 
 

@@ -42,6 +42,7 @@ import ssl
 import tempfile
 import threading
 import time
+import zlib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -404,6 +405,73 @@ def classify_connect_error(exc: httpx.ConnectError) -> tuple[FailureReason, str]
     return "network_error", "connection failed"
 
 
+# What a client asks for and reads; httpx would also offer br and zstd when their packages are present.
+ACCEPTED_ENCODINGS = "gzip, deflate"
+_ENCODING_WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
+
+
+class BodyRefused(Exception):
+    """A response body that is not read; the text completes "the response body ..." or "answered with ..."."""
+
+
+class BoundedDecoder:
+    """A body's bytes as they arrive, inflated at most up to ``limit`` decoded bytes.
+
+    One content coding at most (gzip or deflate, or none): a stacked coding such as ``gzip, gzip``
+    has no use but to multiply a small body, and is refused with any coding that was not offered.
+    Inflating asks zlib for no more than one byte past what the cap still allows, so the memory a
+    body can take is the cap, whatever its compression ratio.
+    """
+
+    def __init__(self, codings: list[str], limit: int) -> None:
+        names = [c.strip().lower() for c in codings if c.strip() and c.strip().lower() != "identity"]
+        if len(names) > 1:
+            raise BodyRefused(f"stacked content encodings ({', '.join(names)}), which are not read")
+        if names and names[0] not in _ENCODING_WBITS:
+            raise BodyRefused(f"a content encoding that was not asked for ({names[0]}); accepted: {ACCEPTED_ENCODINGS}")
+        self._limit = limit
+        self._coding = names[0] if names else None
+        self._inflater = zlib.decompressobj(_ENCODING_WBITS[self._coding]) if self._coding else None
+        self._raw_deflate_tried = False
+        self._chunks: list[bytes] = []
+        self._size = 0
+
+    def feed(self, data: bytes) -> None:
+        if self._inflater is None:
+            self._keep(data)
+            return
+        while data:
+            room = self._limit - self._size + 1  # one byte past the cap tells "too large" from "exactly the cap"
+            try:
+                out = self._inflater.decompress(data, room)
+            except zlib.error:
+                if self._coding == "deflate" and not self._raw_deflate_tried and self._size == 0:
+                    # Some servers send raw deflate without the zlib header, as browsers accept.
+                    self._raw_deflate_tried = True
+                    self._inflater = zlib.decompressobj(-zlib.MAX_WBITS)
+                    continue
+                raise BodyRefused(f"is not valid {self._coding} data") from None
+            self._keep(out)
+            data = self._inflater.unconsumed_tail
+            if self._inflater.eof:
+                return  # what follows the compressed data is not part of the body
+
+    def finish(self) -> bytes:
+        if self._inflater is not None:
+            if not self._inflater.eof:
+                self._keep(self._inflater.flush(self._limit - self._size + 1))
+                if not self._inflater.eof:
+                    raise BodyRefused(f"ends before its {self._coding} data does")
+        return b"".join(self._chunks)
+
+    def _keep(self, data: bytes) -> None:
+        self._size += len(data)
+        if self._size > self._limit:
+            raise BodyRefused(f"is larger than {self._limit} bytes" + (" once decoded" if self._coding else ""))
+        if data:
+            self._chunks.append(data)
+
+
 class ExchangeGuard:
     """One exchange's deadline, for the transport to enforce from connect to the last byte.
 
@@ -566,20 +634,29 @@ class RetryingClient:
         self._sleep(max(0.0, seconds))
 
     def _read_bounded(self, response: httpx.Response, deadline: Deadline) -> bytes:
+        """The body, decoded as it streams in, refused as soon as the decoded size passes the cap.
+
+        httpx would inflate each received chunk whole before anything could count it: a 2 KB body
+        compressed twice is a gigabyte in one step. So the raw bytes are read and inflated here, never
+        more than the cap allows at once; an encoding stacked on another, or one not asked for, is
+        refused before any byte is decoded.
+        """
         limit = self._policy.max_body_bytes
         declared = response.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
             raise self._fail("bad_response", f"the response body ({declared} bytes) is larger than {limit} bytes")
-        chunks: list[bytes] = []
-        size = 0
-        for chunk in response.iter_bytes():
-            size += len(chunk)
-            if size > limit:
-                raise self._fail("bad_response", f"the response body is larger than {limit} bytes")
-            if deadline.remaining() <= 0:
-                raise self._fail("timeout", "the response was still arriving when the deadline passed")
-            chunks.append(chunk)
-        return b"".join(chunks)
+        try:
+            decoder = BoundedDecoder(response.headers.get_list("content-encoding", split_commas=True), limit)
+        except BodyRefused as exc:
+            raise self._fail("bad_response", f"{self.service} answered with {exc}") from None
+        try:
+            for chunk in response.iter_raw():
+                if deadline.remaining() <= 0:
+                    raise self._fail("timeout", "the response was still arriving when the deadline passed")
+                decoder.feed(chunk)
+            return decoder.finish()
+        except BodyRefused as exc:
+            raise self._fail("bad_response", f"the response body {exc}") from None
 
     def _send_once(
         self, method: str, url: str, headers: dict[str, str], body: bytes | None, deadline: Deadline
@@ -590,7 +667,10 @@ class RetryingClient:
         self.requests_made += 1
         target = httpx.URL(url)
         proxy = self._policy.network.proxy_for(target)
-        request = self._http.build_request(method, url, headers=headers, content=body, timeout=httpx.Timeout(timeout))
+        request = self._http.build_request(
+            method, url, headers={**headers, "Accept-Encoding": ACCEPTED_ENCODINGS}, content=body,
+            timeout=httpx.Timeout(timeout),
+        )
         guard = ExchangeGuard(deadline.at)
         try:
             with guard:
