@@ -58,7 +58,7 @@ def test_a_body_of_exactly_the_cap_is_read_and_one_byte_more_is_not() -> None:
     assert decode(["gzip"], gzip.compress(exact), limit=10_000) == exact
     with pytest.raises(BodyRefused, match="larger than 9999 bytes once decoded"):
         decode(["gzip"], gzip.compress(exact), limit=9_999)
-    with pytest.raises(BodyRefused, match="larger than 9999 bytes$"):
+    with pytest.raises(BodyRefused, match=r"larger than 9999 bytes$"):
         decode([], exact, limit=9_999)
 
 

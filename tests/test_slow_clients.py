@@ -6,7 +6,10 @@ out only idle keep-alive connections, and any byte resets that timer. Here, with
 127.0.0.1 and short limits set for the test: connections that trickle their headers, or stop in
 the middle of a body, are closed within the timeout while real requests are served; at the cap a
 new connection takes the place of the slow one that has waited longest, and when every
-connection is busy it is answered 503 and closed at once.
+connection is busy it is answered 503 and closed at once. A second attack run held every slot with
+bodies that came a byte every 3 s (each byte well inside the idle timeout) behind a large
+Content-Length, and a 401 left the connection reading the body: a body now has a total deadline and
+a minimum average rate, and every refusal closes its connection.
 """
 
 from __future__ import annotations
@@ -21,10 +24,16 @@ import httpx
 import pytest
 
 from conftest import running_server
+from vllm_caching_mcp.http_transport import MAX_REQUEST_BODY_BYTES
 
 TIMEOUT = 1  # each test below waits this long for the server to close a slow connection
 SLACK = 8  # how much later than its timeout a loaded 2-core machine may close a connection
-LIMITS = ("--header-timeout", str(TIMEOUT), "--idle-timeout", str(TIMEOUT), "--max-connections", "40")
+BODY_TIMEOUT = 4
+MIN_RATE = 200  # bytes a second
+LIMITS = (
+    "--header-timeout", str(TIMEOUT), "--idle-timeout", str(TIMEOUT), "--max-connections", "40",
+    "--body-timeout", str(BODY_TIMEOUT), "--min-body-rate", str(MIN_RATE),
+)  # fmt: skip
 INITIALIZE = (
     b'{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", '
     b'"capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}'
@@ -158,3 +167,76 @@ def test_when_every_connection_is_busy_another_is_answered_503_and_closed_at_onc
             pass
         assert time.monotonic() < deadline, "the server did not take connections again"
         time.sleep(0.1)
+
+
+def _drip_body(sockets: list[socket.socket], within: float, *, every: float, piece: bytes = b" ") -> list[float]:
+    """Send ``piece`` on each open socket every ``every`` seconds; how long the server took to close each."""
+    started = time.monotonic()
+    waiting = list(sockets)
+    closed: list[float] = []
+    while waiting and time.monotonic() - started < within:
+        readable, _, _ = select.select(waiting, [], [], every)
+        for sock in readable:
+            try:
+                data = sock.recv(65536)
+            except ConnectionError:
+                data = b""
+            if not data:
+                closed.append(time.monotonic() - started)
+                waiting.remove(sock)
+        for sock in waiting:
+            with contextlib.suppress(OSError):
+                sock.send(piece)
+    for sock in sockets:
+        sock.close()
+    return closed
+
+
+_LONG_BODY_TO_COME = _BODY_TO_COME.replace(b"Content-Length: 1000", b"Content-Length: 10000000")
+
+
+def test_bodies_that_come_a_byte_at_a_time_are_cut_off_while_real_requests_are_served(guarded: str) -> None:
+    slow = [_connect(_port(guarded)) for _ in range(33)]
+    for sock in slow:
+        sock.sendall(_LONG_BODY_TO_COME)
+    # A byte every 0.3 s resets the idle timeout every time; the average rate is what cuts them off.
+    assert httpx.get(f"{guarded}/healthz", timeout=30).status_code == 200
+    closed = _drip_body(slow, within=BODY_TIMEOUT + SLACK, every=0.3)
+    assert min(closed) > 1.0, "closed before the rate was measured: not by the rate"
+    assert len(closed) == len(slow), f"{len(slow) - len(closed)} of {len(slow)} dripping bodies still open"
+    assert max(closed) < BODY_TIMEOUT, f"closed after {max(closed):.1f} s: by the total deadline, not the rate"
+    assert _initialize(guarded) == 200
+
+
+def test_a_body_above_the_rate_is_still_cut_off_at_the_total_deadline(guarded: str) -> None:
+    sock = _connect(_port(guarded))
+    sock.sendall(_LONG_BODY_TO_COME)
+    [closed] = _drip_body([sock], within=BODY_TIMEOUT + SLACK, every=0.1, piece=b" " * (MIN_RATE // 2))
+    assert BODY_TIMEOUT - 0.5 <= closed < BODY_TIMEOUT + SLACK
+
+
+def test_a_declared_body_over_the_cap_is_refused_and_the_connection_closed(guarded: str) -> None:
+    sock = _connect(_port(guarded))
+    sock.sendall(_BODY_TO_COME.replace(b"Content-Length: 1000", b"Content-Length: %d" % (MAX_REQUEST_BODY_BYTES + 1)))
+    reply = _read_to_end(sock)  # returns at the server's close: no body was waited for
+    sock.close()
+    assert reply.startswith(b"HTTP/1.1 413 ") and b"connection: close" in reply.lower(), reply
+
+
+@pytest.fixture(scope="module")
+def with_token(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    env = {"SLOW_CLIENTS_TOKEN": "t" * 32}
+    args = ("--auth-token-env", "SLOW_CLIENTS_TOKEN", "--idle-timeout", "60", "--body-timeout", "60")
+    with running_server(*args, env=env, log=tmp_path_factory.mktemp("token") / "server.log") as url:
+        yield url
+
+
+def test_a_refused_request_closes_its_connection_without_reading_the_body(with_token: str) -> None:
+    sock = _connect(_port(with_token))
+    sock.settimeout(5)
+    sock.sendall(_LONG_BODY_TO_COME)
+    started = time.monotonic()
+    reply = _read_to_end(sock)
+    sock.close()
+    assert reply.startswith(b"HTTP/1.1 401 ") and b"connection: close" in reply.lower(), reply
+    assert time.monotonic() - started < 5

@@ -457,11 +457,10 @@ class BoundedDecoder:
                 return  # what follows the compressed data is not part of the body
 
     def finish(self) -> bytes:
-        if self._inflater is not None:
+        if self._inflater is not None and not self._inflater.eof:
+            self._keep(self._inflater.flush(self._limit - self._size + 1))
             if not self._inflater.eof:
-                self._keep(self._inflater.flush(self._limit - self._size + 1))
-                if not self._inflater.eof:
-                    raise BodyRefused(f"ends before its {self._coding} data does")
+                raise BodyRefused(f"ends before its {self._coding} data does")
         return b"".join(self._chunks)
 
     def _keep(self, data: bytes) -> None:
@@ -668,7 +667,10 @@ class RetryingClient:
         target = httpx.URL(url)
         proxy = self._policy.network.proxy_for(target)
         request = self._http.build_request(
-            method, url, headers={**headers, "Accept-Encoding": ACCEPTED_ENCODINGS}, content=body,
+            method,
+            url,
+            headers={**headers, "Accept-Encoding": ACCEPTED_ENCODINGS},
+            content=body,
             timeout=httpx.Timeout(timeout),
         )
         guard = ExchangeGuard(deadline.at)

@@ -32,6 +32,13 @@ HEALTH_PATH = "/healthz"
 MIN_TOKEN_LENGTH = 16
 DEFAULT_HEADER_TIMEOUT_S = 10.0
 DEFAULT_IDLE_TIMEOUT_S = 30.0
+DEFAULT_BODY_TIMEOUT_S = 60.0
+DEFAULT_MIN_BODY_RATE = 1024  # bytes a second, once a body has had BODY_RATE_GRACE_S to get going
+BODY_RATE_GRACE_S = 2.0
+BODY_CHECK_INTERVAL_S = 0.5
+# The largest review a call takes is 5,000,000 characters (deployment.MAX_DOCUMENTS_TEXT); JSON may
+# escape each into six bytes, and the other tools take far less.
+MAX_REQUEST_BODY_BYTES = 32 * 1024 * 1024
 MAX_TIMEOUT_S = 3600.0
 # Files the process needs besides its client connections: the listening socket, worker channels, logs,
 # the caches and outgoing connections of the network tools.
@@ -63,6 +70,8 @@ class HttpOptions(NamedTuple):
     header_timeout: float = DEFAULT_HEADER_TIMEOUT_S
     idle_timeout: float = DEFAULT_IDLE_TIMEOUT_S
     max_connections: int = 256
+    body_timeout: float = DEFAULT_BODY_TIMEOUT_S
+    min_body_rate: int = DEFAULT_MIN_BODY_RATE
 
 
 def add_http_arguments(parser: argparse.ArgumentParser) -> None:
@@ -105,6 +114,20 @@ def add_http_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="streamable-http: a connection that stops sending in the middle of a request body for this many "
         f"seconds is closed (default {DEFAULT_IDLE_TIMEOUT_S:g})",
+    )
+    parser.add_argument(
+        "--body-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="streamable-http: a request's whole body must arrive within this many seconds of its headers "
+        f"(default {DEFAULT_BODY_TIMEOUT_S:g})",
+    )
+    parser.add_argument(
+        "--min-body-rate",
+        type=int,
+        metavar="BYTES",
+        help="streamable-http: a request body arriving slower than this many bytes a second on average, "
+        f"{BODY_RATE_GRACE_S:g} s after its headers, is cut off (default {DEFAULT_MIN_BODY_RATE})",
     )
     parser.add_argument(
         "--max-connections",
@@ -189,7 +212,19 @@ def http_options(args: argparse.Namespace, environ: dict[str, str]) -> HttpOptio
         _timeout("--header-timeout", args.header_timeout, DEFAULT_HEADER_TIMEOUT_S),
         _timeout("--idle-timeout", args.idle_timeout, DEFAULT_IDLE_TIMEOUT_S),
         _max_connections(args.max_connections),
+        _timeout("--body-timeout", args.body_timeout, DEFAULT_BODY_TIMEOUT_S),
+        _min_body_rate(args.min_body_rate),
     )
+
+
+def _min_body_rate(value: int | None) -> int:
+    if value is None:
+        return DEFAULT_MIN_BODY_RATE
+    if not 1 <= value <= MAX_REQUEST_BODY_BYTES:
+        raise StartupError(
+            f"--min-body-rate: {value} is not a number of bytes a second between 1 and {MAX_REQUEST_BODY_BYTES}"
+        )
+    return value
 
 
 def _token(name: str | None, environ: dict[str, str]) -> str | None:
@@ -251,7 +286,10 @@ class _Gate:
 
     The token is compared as SHA-256 digests with `hmac.compare_digest`, so neither its content
     nor its length leaks through timing; it is never logged or echoed. A request with two Host or
-    two Origin headers is refused: the parts behind this one might read the other.
+    two Origin headers is refused: the parts behind this one might read the other. A refusal closes
+    the connection, so a refused client cannot go on sending a body the server would read to its
+    end. A body over MAX_REQUEST_BODY_BYTES is refused by its declared length, or cut off where a
+    streamed one passes it.
     """
 
     def __init__(self, app: ASGIApp, options: HttpOptions) -> None:
@@ -288,7 +326,12 @@ class _Gate:
         ):
             await _reply(send, 403, b'{"error": "origin not allowed"}', [])
             return
-        await self.app(scope, receive, send)
+        declared = headers.get("content-length", [b"0"])
+        if len(declared) != 1 or not declared[0].isdigit() or int(declared[0]) > MAX_REQUEST_BODY_BYTES:
+            body = b'{"error": "a request body of at most %d bytes, with one Content-Length, is accepted"}'
+            await _reply(send, 413, body % MAX_REQUEST_BODY_BYTES, [])
+            return
+        await self.app(scope, _capped_body(receive), send)
 
     def _token_ok(self, values: list[bytes]) -> bool:
         assert self.token_digest is not None
@@ -297,8 +340,29 @@ class _Gate:
         return scheme.lower() == b"bearer" and hmac.compare_digest(supplied_digest, self.token_digest)
 
 
+def _capped_body(receive: Receive) -> Receive:
+    """``receive`` that ends a streamed body passing MAX_REQUEST_BODY_BYTES as a disconnect."""
+    received = 0
+
+    async def capped() -> Any:
+        nonlocal received
+        message = await receive()
+        if message["type"] == "http.request":
+            received += len(message.get("body", b""))
+            if received > MAX_REQUEST_BODY_BYTES:
+                return {"type": "http.disconnect"}
+        return message
+
+    return capped
+
+
 async def _reply(send: Send, status: int, body: bytes, extra_headers: list[tuple[bytes, bytes]]) -> None:
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *extra_headers]
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"connection", b"close"),
+        *extra_headers,
+    ]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
@@ -366,19 +430,22 @@ _BUSY = (
 
 
 def guarded_protocol(options: HttpOptions) -> type[asyncio.Protocol]:
-    """uvicorn's h11 protocol with a header timeout, a body idle timeout and a cap on open connections."""
+    """uvicorn's h11 protocol with a header timeout, body timeouts and a cap on open connections."""
     import h11
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
     class GuardedH11Protocol(H11Protocol):
         """Closes a connection whose request line and headers have not all arrived ``header_timeout`` after
-        it opened (or after its previous response), however it trickles them, and one that sends
-        nothing for ``idle_timeout`` in the middle of a request body. At ``max_connections``, a new
-        connection takes the place of the one that has waited longest for a request head (a slow
-        client's, or an idle keep-alive), so slow clients cannot crowd real ones out; when every
-        connection is busy with a request, the new one is answered 503 and closed at once, so the
-        process never runs out of files. A request being answered is never timed out here: its
-        budget is the tool's.
+        it opened (or after its previous response), however it trickles them; one that sends
+        nothing for ``idle_timeout`` in the middle of a request body; and one whose body has not
+        all come ``body_timeout`` after its head, or comes slower than ``min_body_rate`` on average
+        once it has had BODY_RATE_GRACE_S, so a byte every few seconds holds no connection. At
+        ``max_connections``, a new connection takes the place of the one that has waited longest for
+        a request head (a slow client's, or an idle keep-alive) or of a body below the rate, so slow
+        clients cannot crowd real ones out; when every connection is busy with a request, the new one
+        is answered 503 and closed at once, so the process never runs out of files. While the
+        application has not read what came, the body's clocks stop: that wait is not the client's. A
+        request being answered is never timed out here: its budget is the tool's.
         """
 
         # The connections waiting for a request head, the longest-waiting first.
@@ -389,6 +456,9 @@ def guarded_protocol(options: HttpOptions) -> type[asyncio.Protocol]:
             self._refused = False
             self._head_timer: asyncio.TimerHandle | None = None
             self._idle_timer: asyncio.TimerHandle | None = None
+            self._body_timer: asyncio.TimerHandle | None = None
+            self._body_seconds = 0.0  # how long the body has been the client's to send
+            self._body_bytes = 0
 
         def connection_made(self, transport: asyncio.BaseTransport) -> None:
             if len(self.connections) >= options.max_connections and not self._evict_one():
@@ -409,6 +479,8 @@ def guarded_protocol(options: HttpOptions) -> type[asyncio.Protocol]:
         def data_received(self, data: bytes) -> None:
             if self._refused:
                 return
+            if self.conn.their_state is h11.SEND_BODY:
+                self._body_bytes += len(data)
             super().data_received(data)
             self._follow_request()
 
@@ -420,6 +492,10 @@ def guarded_protocol(options: HttpOptions) -> type[asyncio.Protocol]:
         def _evict_one(self) -> bool:
             for waiting in self.awaiting_head:
                 waiting._close()
+                return True
+            slow = [c for c in self.connections if isinstance(c, GuardedH11Protocol) and c._body_too_slow()]
+            if slow:
+                slow[0]._close()
                 return True
             return False
 
@@ -434,6 +510,9 @@ def guarded_protocol(options: HttpOptions) -> type[asyncio.Protocol]:
                 self._idle_timer = None
             if state is h11.SEND_BODY:
                 self._idle_timer = self.loop.call_later(options.idle_timeout, self._body_stalled)
+                if self._body_timer is None:
+                    self._body_seconds, self._body_bytes = 0.0, 0
+                    self._body_timer = self.loop.call_later(BODY_CHECK_INTERVAL_S, self._check_body)
 
         def _await_head(self) -> None:
             if self._head_timer is None:
@@ -459,11 +538,27 @@ def guarded_protocol(options: HttpOptions) -> type[asyncio.Protocol]:
             else:
                 self.transport.close()
 
+        def _check_body(self) -> None:
+            self._body_timer = None
+            if self.conn.their_state is not h11.SEND_BODY or self.transport.is_closing():
+                return
+            if not self.flow.read_paused:
+                self._body_seconds += BODY_CHECK_INTERVAL_S
+            if self._body_seconds >= options.body_timeout or self._body_too_slow():
+                self.transport.close()
+                return
+            self._body_timer = self.loop.call_later(BODY_CHECK_INTERVAL_S, self._check_body)
+
+        def _body_too_slow(self) -> bool:
+            if self.conn.their_state is not h11.SEND_BODY or self._body_seconds < BODY_RATE_GRACE_S:
+                return False
+            return self._body_bytes < options.min_body_rate * self._body_seconds
+
         def _cancel_timers(self) -> None:
-            for timer in (self._head_timer, self._idle_timer):
+            for timer in (self._head_timer, self._idle_timer, self._body_timer):
                 if timer is not None:
                     timer.cancel()
-            self._head_timer = self._idle_timer = None
+            self._head_timer = self._idle_timer = self._body_timer = None
             self.awaiting_head.pop(self, None)
 
     return GuardedH11Protocol

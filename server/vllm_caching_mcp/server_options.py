@@ -29,7 +29,16 @@ MAX_CALL_CPU_SECONDS = 3600
 MAX_CALL_WORKERS = 64
 
 # Options add_http_arguments adds that mean nothing over stdio: given there, they are an error.
-_HTTP_ONLY = ("auth_token_env", "allowed_host", "allowed_origin", "header_timeout", "idle_timeout", "max_connections")
+_HTTP_ONLY = (
+    "auth_token_env",
+    "allowed_host",
+    "allowed_origin",
+    "header_timeout",
+    "idle_timeout",
+    "body_timeout",
+    "min_body_rate",
+    "max_connections",
+)
 
 
 class _Parser(argparse.ArgumentParser):
