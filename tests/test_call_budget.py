@@ -161,3 +161,33 @@ def test_a_worker_that_ended_while_idle_is_replaced_before_the_next_call() -> No
         assert workers.worker_pids() != [first]
     finally:
         workers.close()
+
+
+async def test_a_flood_of_heavy_calls_is_bounded_and_a_cheap_call_is_answered_at_once(tmp_path: Path) -> None:
+    """16 concurrent heavy reviews on two workers: one runs, the rest wait in a bounded line or are told the
+    server is busy, and a one-flag question is answered on the worker kept for small calls meanwhile."""
+    args = ("--call-cpu-seconds", "2", "--call-workers", "2")
+    with running_server(*args, log=tmp_path / "server.log") as url:
+        async with Client(f"{url}/mcp") as flood, Client(f"{url}/mcp") as other:
+            results: list[Any] = []
+            cheap_waits: list[float] = []
+
+            async def heavy() -> None:
+                results.append(await flood.call_tool("review_deployment", heavy_review()))
+
+            async with anyio.create_task_group() as group:
+                for _ in range(16):
+                    group.start_soon(heavy)
+                await anyio.sleep(1.0)  # the flood has arrived
+                for _ in range(3):
+                    sent = time.monotonic()
+                    assert not (await other.call_tool(*CHEAP)).is_error
+                    cheap_waits.append(time.monotonic() - sent)
+            texts = [r.content[0].text for r in results]
+            busy = [t for t in texts if t.startswith("review_deployment: the server is busy: ")]
+            stopped = [t for t in texts if t == budget_error("2")]
+            assert len(busy) + len(stopped) == 16, texts
+            assert len(busy) >= 16 - 1 - 8, texts  # past one running and eight waiting, a call is busy at once
+            # Without the kept worker, each cheap call waited for a heavy one to use its 2 s budget.
+            assert max(cheap_waits) < 1.5, cheap_waits
+    assert "Traceback" not in (tmp_path / "server.log").read_text()

@@ -12,6 +12,8 @@ and what its options decide (server_options), the streamable HTTP transport and 
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import gc
 import inspect
 import logging
@@ -156,6 +158,7 @@ class _Server(MCPServer):
         if name not in TOOL_NAMES:
             raise MCPError(INVALID_PARAMS, f"Unknown tool: {name}")
         self.register(name)
+        caller = _caller.set(_client_of(context))
         try:
             check_argument_names(name, arguments)  # the SDK would drop an argument the tool does not take
             return await super().call_tool(name, arguments, context)
@@ -165,6 +168,21 @@ class _Server(MCPServer):
             raise
         except ToolError as exc:
             raise _as_the_cli_says_it(exc) from exc.__cause__
+        finally:
+            _caller.reset(caller)
+
+
+# Who is calling, for the worker queue's fairness: the peer address over HTTP, "stdio" otherwise.
+_caller: contextvars.ContextVar[str] = contextvars.ContextVar("vllm_caching_mcp_caller", default="")
+
+
+def _client_of(context: Context[Any, Any] | None) -> str:
+    request = None
+    if context is not None:
+        with contextlib.suppress(ValueError):  # no request: a call made in-process
+            request = context.request_context.request
+    peer = getattr(request, "client", None)
+    return f"http:{peer.host}" if peer is not None else "stdio"
 
 
 def _as_the_cli_says_it(error: ToolError) -> ToolError:
@@ -194,8 +212,8 @@ def _tool_function(spec: ToolSpec, workers: ToolWorkers | None) -> Any:
         # where a call past its CPU budget can be stopped.
         async def tool(**arguments: Any) -> CallToolResult:
             try:
-                answer = await workers.call(spec.name, arguments)
-            except (ToolInputError, tool_workers.CallStopped) as exc:
+                answer = await workers.call(spec.name, arguments, _caller.get())
+            except (ToolInputError, tool_workers.CallStopped, tool_workers.CallBusy) as exc:
                 raise ToolError(redact(str(exc))) from None
             # The worker holds none of the secrets this process registered (see redact).
             return _result(redact(answer.summary), redact_value(answer.structured))

@@ -15,8 +15,14 @@ new worker is ready in milliseconds and shares those pages with the others. The 
 workers' parent: it reaps each one when the server asks, and tells it how the worker ended.
 (multiprocessing's fork server would re-import the server's `__main__`, and with it the MCP SDK,
 in every worker.) The event loop talks to a worker over a socket pair with non-blocking sends and
-receives, so a call in progress costs the loop nothing. At most `size` calls run at once; the
-others wait for a free worker.
+receives, so a call in progress costs the loop nothing.
+
+At most `size` calls run at once; the others wait in a `CallQueue`, which is fair between clients
+(a free worker goes to the waiting client with the fewest calls running), keeps one worker for
+small calls (a caller flooding the server with large reviews cannot make a one-flag question wait
+behind them), and is bounded: past its limits, or after waiting too long, a call is answered
+"busy" at once instead of queueing without end. An answer larger than MAX_ANSWER_BYTES is refused
+in the worker, so no request is amplified into an answer the size of a file system.
 """
 
 from __future__ import annotations
@@ -35,7 +41,10 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 import traceback
+from collections import Counter, deque
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -62,6 +71,13 @@ START_TIMEOUT_S = 120.0
 # The wall-clock bound of a call: generous, since on a busy machine a call gets a share of a core.
 WALL_FACTOR = 3
 WALL_MARGIN_S = 10
+# A call whose arguments take more than this is large: large calls never take the last free worker.
+LARGE_CALL_BYTES = 16 * 1024
+# Calls that may wait for a worker: in all, and of one client.
+MAX_WAITING_CALLS = 64
+MAX_WAITING_PER_CLIENT = 8
+# The most one answer may take (its summary and structured content, as sent to the server).
+MAX_ANSWER_BYTES = 4 * 1024 * 1024
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,6 +103,10 @@ class CallStopped(Exception):
     """A call ran past its budget and its worker was stopped; the message is one line for the caller."""
 
 
+class CallBusy(Exception):
+    """A call not taken: too many are waiting, or it waited too long; the message is one line for the caller."""
+
+
 class WorkerStartError(RuntimeError):
     """A worker process could not be started."""
 
@@ -105,7 +125,7 @@ def serve_calls(channel: socket.socket, settings: WorkerSettings) -> None:
             signal.setitimer(signal.ITIMER_PROF, settings.cpu_seconds)
             answer = _answer(name, arguments)
             signal.setitimer(signal.ITIMER_PROF, 0)
-            _send(channel, pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL))
+            _send(channel, _bounded_reply(name, answer))
     except (BrokenPipeError, ConnectionResetError):
         pass  # the server went away (it exited, or stopped waiting for this call): so does the worker
 
@@ -127,6 +147,17 @@ def _answer(name: str, arguments: dict[str, Any]) -> tuple[Any, ...]:
         return ("refused", str(exc))
     except Exception:  # reported to the server's log; the caller gets the SDK's generic message
         return ("failed", traceback.format_exc())
+
+
+def _bounded_reply(name: str, answer: tuple[Any, ...]) -> bytes:
+    reply = pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL)
+    if len(reply) > MAX_ANSWER_BYTES:
+        refusal = (
+            f"{name}: the answer would take {len(reply):,} bytes, more than the {MAX_ANSWER_BYTES:,} one call "
+            "returns; send fewer or smaller documents at a time"
+        )
+        reply = pickle.dumps(("refused", refusal), protocol=pickle.HIGHEST_PROTOCOL)
+    return reply
 
 
 def _framed(payload: bytes) -> bytes:
@@ -352,6 +383,133 @@ async def _receive_async(loop: asyncio.AbstractEventLoop, channel: socket.socket
     return bytes(buffer)
 
 
+class _Waiter:
+    __slots__ = ("event", "large")
+
+    def __init__(self, large: bool) -> None:
+        self.event = anyio.Event()
+        self.large = large
+
+
+class CallQueue:
+    """Who gets the next free worker: fair between clients, one worker kept for small calls, bounded.
+
+    Each client (the peer address over HTTP; the one client over stdio) has two lines of waiting
+    calls, one for small calls and one for large ones (see LARGE_CALL_BYTES), so a client's own
+    flood of large reviews does not hold up its one-flag questions either. When a worker frees, it
+    goes to the first call of the line with the fewest calls running, among equals the one served
+    longest ago (or never); a large call is passed over while it would take the last free worker of a pool of two
+    or more. A call that finds MAX_WAITING_CALLS waiting, or MAX_WAITING_PER_CLIENT in its line, or
+    that waits longer than ``max_wait`` seconds, raises CallBusy.
+    """
+
+    def __init__(self, size: int, max_wait: float) -> None:
+        self.size = size
+        self.max_wait = max_wait
+        self._running: Counter[str] = Counter()
+        self._waiting: dict[str, deque[_Waiter]] = {}
+        # When each line last got a slot (a count of slots handed out), while it has calls running or waiting.
+        self._served: dict[str, int] = {}
+        self._handed_out = 0
+
+    @property
+    def waiting(self) -> int:
+        return sum(len(line) for line in self._waiting.values())
+
+    @contextlib.asynccontextmanager
+    async def slot(self, client: str, large: bool, tool: str = "the call") -> AsyncIterator[None]:
+        """Hold a worker's slot for one call of ``client`` while the block runs; CallBusy names ``tool``."""
+        line = f"{client} {'large' if large else 'small'}"
+        try:
+            waiter = self._join(line, large)
+            if waiter is not None:
+                await self._wait(line, waiter)
+        except CallBusy as exc:
+            raise CallBusy(f"{tool}: {exc}") from None
+        try:
+            yield
+        finally:
+            self._release(line)
+
+    def _join(self, line_name: str, large: bool) -> _Waiter | None:
+        """Take a free slot now (None), or queue a waiter; raises CallBusy when the queue is full."""
+        if not self._waiting and self._may_run(large):
+            self._start(line_name)
+            return None
+        if self.waiting >= MAX_WAITING_CALLS:
+            raise CallBusy(f"the server is busy: {self.waiting} calls are waiting for a worker; try again shortly")
+        line = self._waiting.setdefault(line_name, deque())
+        if len(line) >= MAX_WAITING_PER_CLIENT:
+            raise CallBusy(
+                f"the server is busy: {len(line)} calls like this one from this client are already waiting for "
+                "a worker; wait for their answers before sending more"
+            )
+        waiter = _Waiter(large)
+        line.append(waiter)
+        self._dispatch()  # a small call may take the worker large ones are kept off
+        return waiter
+
+    async def _wait(self, line_name: str, waiter: _Waiter) -> None:
+        started = time.monotonic()
+        try:
+            with anyio.move_on_after(self.max_wait):
+                await waiter.event.wait()
+        except BaseException:
+            if waiter.event.is_set():  # cancelled just as a slot came: give it back
+                self._release(line_name)
+            raise
+        finally:
+            if not waiter.event.is_set():  # timed out or cancelled: leave the line
+                line = self._waiting.get(line_name)
+                if line is not None and waiter in line:
+                    line.remove(waiter)
+                    if not line:
+                        del self._waiting[line_name]
+                        if line_name not in self._running:
+                            self._served.pop(line_name, None)
+        if not waiter.event.is_set():
+            raise CallBusy(
+                f"the server is busy: no worker was free for {time.monotonic() - started:.0f} s; try again shortly"
+            )
+
+    def _may_run(self, large: bool) -> bool:
+        running = sum(self._running.values())
+        if running >= self.size:
+            return False
+        return not (large and self.size >= 2 and running + 1 >= self.size)
+
+    def _start(self, line_name: str) -> None:
+        self._running[line_name] += 1
+        self._handed_out += 1
+        self._served[line_name] = self._handed_out
+
+    def _release(self, line_name: str) -> None:
+        self._running[line_name] -= 1
+        if self._running[line_name] <= 0:
+            del self._running[line_name]
+            if line_name not in self._waiting:
+                self._served.pop(line_name, None)
+        self._dispatch()
+
+    def _dispatch(self) -> None:
+        """Hand free slots to waiting calls, the least-served line first."""
+        while True:
+            eligible = [
+                (self._running[name], self._served.get(name, 0), arrival, name)
+                for arrival, (name, line) in enumerate(self._waiting.items())
+                if self._may_run(line[0].large)
+            ]
+            if not eligible:
+                return
+            *_, name = min(eligible)
+            line = self._waiting[name]
+            waiter = line.popleft()
+            if not line:
+                del self._waiting[name]
+            self._start(name)
+            waiter.event.set()
+
+
 class ToolWorkers:
     """A small pool of worker processes that answer offline tool calls, each under a CPU-time budget."""
 
@@ -362,7 +520,7 @@ class ToolWorkers:
         self._idle: list[_Worker] = []
         self._warming: threading.Thread | None = None
         self._warm_error: BaseException | None = None
-        self._slots: anyio.Semaphore | None = None  # made on first use, inside the server's event loop
+        self._queue = CallQueue(size, max_wait=settings.wall_seconds)
         self._closed = False
         self._lock = threading.Lock()  # the zygote and the idle list, which threads also reach
 
@@ -392,12 +550,11 @@ class ToolWorkers:
                 return
         worker.stop()
 
-    async def call(self, name: str, arguments: dict[str, Any]) -> Answer:
-        """Run tool ``name`` in a worker. Raises ToolInputError for bad input, CallStopped past the budget."""
+    async def call(self, name: str, arguments: dict[str, Any], client: str = "") -> Answer:
+        """Run tool ``name`` for ``client`` in a worker. Raises ToolInputError for bad input, CallStopped past
+        the budget, CallBusy when no worker is to be had (see CallQueue)."""
         request = pickle.dumps((name, arguments), protocol=pickle.HIGHEST_PROTOCOL)
-        if self._slots is None:
-            self._slots = anyio.Semaphore(self.size)
-        async with self._slots:
+        async with self._queue.slot(client, large=len(request) > LARGE_CALL_BYTES, tool=name):
             worker = await self._take()
             reply = None
             try:
