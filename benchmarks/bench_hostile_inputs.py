@@ -4,7 +4,8 @@
 
 Each row is one input an attacker can send to `review_deployment` or `diagnose` (an alias bomb,
 nesting that crashed libyaml's composer, megabytes of shell text, a variable prefix that used to
-be copied once per variable, /metrics lines full of escaped quotes or labels). The baseline,
+be copied once per variable, a line of path segments a pattern once backtracked on, /metrics lines
+full of escaped quotes or labels). The baseline,
 measured in the same run, is an ordinary input of the same byte size through the same tool: a
 multi-document manifest for YAML, a script of `vllm serve` lines with comments for shell, a
 vLLM-shaped /metrics page for metrics. A ratio near 1 or below means the hostile input costs no
@@ -92,6 +93,8 @@ def hostile_cases(
         ("YAML '[' nested 50,000 deep", review("[" * 50_000), manifests, review),
         ("shell, 1 MB of vllm serve lines", review("vllm serve m --max-model-len 8192\n" * (n // 34)), script, review),
         ("shell, V=x prefix × 30,000", review(" ".join(["V=x"] * (n // 33)) + " vllm serve m\n"), script, review),
+        # The P/D proxy-script pattern once re-read every segment from each position: hours for 1 MB.
+        ("shell, one line of `a/` segments", review("python " + "a/" * (n // 2) + "\n"), script, review),
         (
             "metrics, label of escaped quotes",
             diagnose('vllm:x_total{a="' + '\\"' * (n // 2) + '"} 1\n'),

@@ -13,6 +13,7 @@ and 4n and expects a ratio near 4, far from the 16 of a quadratic parser.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
@@ -610,6 +611,45 @@ def test_parsers_scale_linearly() -> None:
     assert t_large / t_small < 8, (
         f"n: {t_small:.2f} s, 4n: {t_large:.2f} s (ratio {t_large / t_small:.1f}, 4 is linear)"
     )
+
+
+# One long line of each shape a regular expression of the readers could backtrack on: runs of the
+# characters its patterns repeat (path segments, `$(`, `${`, quotes, `=`, `,`) with no end in sight.
+LINE_SHAPES: dict[str, Callable[[int], str]] = {
+    "path segments in a command": lambda n: "python " + "a/" * n + "\n",
+    "path segments in YAML": lambda n: "command: " + "a/" * n + "\n",
+    "unclosed $((": lambda n: "vllm serve m " + "$((" * n + "\n",
+    "unclosed $(": lambda n: "vllm serve m " + "$(" * n + "\n",
+    "unclosed ${": lambda n: "vllm serve m " + "${" * n + "\n",
+    "unclosed backticks": lambda n: "vllm serve m " + "`a" * n + "\n",
+    "Kubernetes $(VAR": lambda n: f"image: {IMAGE}\nargs: ['" + "$(a" * n + "']\n",
+    "compose ${VAR": lambda n: f"services:\n  v:\n    image: {IMAGE}\n    command: '" + "${a" * n + "'\n",
+    "escaped double quotes": lambda n: 'vllm serve m "' + '\\"' * n + '"\n',
+    "equals signs": lambda n: "vllm serve m --x" + "=" * n + "\n",
+    "device list": lambda n: "CUDA_VISIBLE_DEVICES=" + "0," * n + " vllm serve m\n",
+    "dotted keys": lambda n: "vllm serve m --kv-transfer-config." + "a." * n + "b 1\n",
+}
+
+
+@pytest.mark.parametrize("shape", LINE_SHAPES, ids=list(LINE_SHAPES))
+def test_one_long_line_of_any_shape_is_read_in_linear_time(shape: str) -> None:
+    """A 40 KB line of `a/a/…` took 10 s (80 KB, 40 s): the proxy-script pattern re-read every segment
+    from each position. Each shape at n and 4n: a ratio near 4 at most, far from a quadratic 16."""
+    make = LINE_SHAPES[shape]
+
+    def best(n: int) -> float:
+        times = []
+        for _ in range(3):
+            start = time.perf_counter()
+            with contextlib.suppress(ToolInputError):
+                run_tool("review_deployment", {"documents": [{"name": "x", "text": make(n)}], "version": "0.20.2"})
+            times.append(time.perf_counter() - start)
+        return min(times)
+
+    best(100)  # warm
+    small, large = best(4_000), best(16_000)
+    assert large < 5, f"{large:.1f} s for a {len(make(16_000)):,}-character line"
+    assert large / max(small, 0.005) < 8, f"n: {small:.3f} s, 4n: {large:.3f} s"
 
 
 def test_a_variable_that_doubles_itself_is_bounded_not_grown_without_end() -> None:
