@@ -206,8 +206,18 @@ class LMCacheConfig(BaseModel):
     env: list[EnvUse]
 
 
+class UnreadLaunch(BaseModel):
+    """A document that names a vLLM launch and gave no workload: nothing in it was reviewed."""
+
+    location: Location
+    text: str = Field(description="the line that names the launch, clipped")
+
+
 class Deployment(BaseModel):
     workloads: list[Workload]
+    unread: list[UnreadLaunch] = Field(
+        default_factory=list, description="documents that start vLLM in a way the readers could not follow"
+    )
     proxies: list[ProxyUse] = Field(default_factory=list, description="P/D proxy scripts named outside comments")
     lmcache_configs: list[LMCacheConfig] = Field(
         default_factory=list,
@@ -232,7 +242,7 @@ class Token:
 
 
 # Characters with no meaning to the shell ('#' in a word); '$' and '`' start expansions.
-_PLAIN_RUN = re.compile(r"""[^ \t\r\n'"\\;|&$`]+""")
+_PLAIN_RUN = re.compile(r"""[^ \t\r\n'"\\;|&$`()]+""")
 _PARAMETER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9@*#?$!-]")
 _REDIRECTION = re.compile(r"^\d*(?:>>?|<<?|>&|<&|&>)(.*)$", re.S)
 # Words that start a compound command; the command proper follows them.
@@ -269,10 +279,47 @@ def _expansion_end(text: str, i: int) -> int:
     return m.end() if m else i + 1
 
 
+# What a backslash escape means inside $'…' (bash's ANSI-C quoting), besides \x, \u, \U, \c and octal.
+_ANSI_C_ESCAPES = {
+    "a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v",
+    "\\": "\\", "'": "'", '"': '"', "?": "?",
+}  # fmt: skip
+_ANSI_C_NUMERIC = re.compile(r"x([0-9A-Fa-f]{1,2})|u([0-9A-Fa-f]{1,4})|U([0-9A-Fa-f]{1,8})|([0-7]{1,3})")
+
+
+def _ansi_c_quoted(text: str, i: int) -> tuple[str, int]:
+    """The value of the $'…' that starts at ``text[i]`` (the '$'), and the index after its closing quote."""
+    out: list[str] = []
+    j, n = i + 2, len(text)
+    while j < n and text[j] != "'":
+        c = text[j]
+        if c != "\\" or j + 1 >= n:
+            out.append(c)
+            j += 1
+            continue
+        escape = text[j + 1]
+        if escape in _ANSI_C_ESCAPES:
+            out.append(_ANSI_C_ESCAPES[escape])
+            j += 2
+        elif escape == "c" and j + 2 < n:  # \cX: control-X
+            out.append(chr(ord(text[j + 2]) & 0x1F))
+            j += 3
+        elif m := _ANSI_C_NUMERIC.match(text, j + 1):
+            digits = next(g for g in m.groups() if g is not None)
+            code = int(digits, 8 if m.group(4) else 16)
+            out.append(chr(code) if code <= 0x10FFFF else "\ufffd")
+            j = m.end()
+        else:  # an escape bash does not know stays as written
+            out.append(text[j : j + 2])
+            j += 2
+    return "".join(out), min(j + 1, n)
+
+
 def tokenize_shell(text: str, first_line: int = 1) -> list[Token]:
-    """Split shell text into words with the line each starts on; quotes, backslash-newline
-    continuations, comments and redirections (``2>&1``) are handled; ``;``, ``&&``, ``||``, ``|``
-    and newlines separate commands. Expansions are kept whole in ``Token.parts``."""
+    """Split shell text into words with the line each starts on; quotes (ANSI-C ``$'…'`` too),
+    backslash-newline continuations, comments and redirections (``2>&1``) are handled; ``;``,
+    ``&&``, ``||``, ``|``, ``)`` and newlines separate commands, and ``(`` is a word of its own, so
+    a subshell's commands are read as commands. Expansions are kept whole in ``Token.parts``."""
     tokens: list[Token] = []
     i, line, n = 0, first_line, len(text)
     word: list[tuple[str, bool, bool]] | None = None
@@ -307,11 +354,16 @@ def tokenize_shell(text: str, first_line: int = 1) -> list[Token]:
             word.append((c, False, False))  # 2>&1: a redirection, not a background '&'
             i += 1
             continue
-        if c == "\n" or c in ";|&":
+        if c == "\n" or c in ";|&)":
             finish()
             if not tokens or not tokens[-1].separator:
                 tokens.append(Token(c, line, separator=True))
             line += c == "\n"
+            i += 1
+            continue
+        if c == "(":  # a subshell (or an array's opening): its own word, read as a keyword
+            finish()
+            tokens.append(Token(c, line, parts=[(c, False, False)]))
             i += 1
             continue
         if c == "#" and word is None:
@@ -352,6 +404,13 @@ def tokenize_shell(text: str, first_line: int = 1) -> list[Token]:
         elif c == "\\" and i + 1 < n:
             word.append((text[i + 1], True, False))
             i += 2
+        elif c == "$" and text.startswith("$'", i):
+            value, end = _ansi_c_quoted(text, i)
+            word.append((value, True, False))
+            line += text.count("\n", i, end)
+            i = end
+        elif c == "$" and text.startswith('$"', i):
+            i += 1  # $"…" is "…" translated to the locale: the same words here
         elif c in "$`":
             i = expansion(i, False)
         else:
@@ -2423,11 +2482,13 @@ def _read_document(
     """Add the workloads of one document, as the kustomize ``build`` (overlays innermost first) patches it
     when it is a resource of one; AdviceError("text", ...) when its text cannot be read."""
     deployment.proxies += _proxy_uses(doc, proxy_scripts)
-    # Everything is tried as YAML first: shell text reads as one plain scalar, never as a mapping.
+    # Everything is tried as YAML first: shell text reads as one plain scalar (or, for a `{ …; }`
+    # group, as a flow mapping no reader claims).
+    yaml_named = doc.name.lower().endswith((".yaml", ".yml"))
     try:
         roots = _load_yaml(doc.name, doc.text, totals)
     except AdviceError:
-        if doc.name.lower().endswith((".yaml", ".yml")):
+        if yaml_named:
             raise
         roots = []
     mappings = [r for r in roots if isinstance(r.value, dict)]
@@ -2443,12 +2504,19 @@ def _read_document(
             _parse_helm_values(doc, mappings[0], deployment)
             or _lmcache_config(doc.name, roots, deployment, lmcache_keys)
         ):
+            if not yaml_named:  # `{ vllm serve …; }` is a YAML flow mapping too: a shell group here
+                _read_shell_document(doc, deployment, totals)
+                return
             deployment.notes.append(
                 f"{doc.name}: a YAML file that is no manifest, compose file, Helm values or LMCache config"
             )
         if len(deployment.workloads) == before and not deployment.lmcache_configs:
             deployment.notes.append(f"{doc.name}: no vLLM server found in it")
         return
+    _read_shell_document(doc, deployment, totals)
+
+
+def _read_shell_document(doc: Document, deployment: Deployment, totals: _Totals) -> None:
     for n, launch in enumerate(_parse_shell(doc, notes=deployment.notes)):
         workload = Workload(
             name=f"{'docker run' if launch.source == 'docker-run' else 'vllm'} #{n + 1}",
@@ -2469,6 +2537,18 @@ def _read_document(
         totals.check(deployment)  # as they come: a text of 100,000 servers stops at the first past the bound
 
 
+# `vllm serve` (quoted, escaped or split by a line continuation as the shell allows) or a vLLM entry point.
+_LAUNCH_MARKER = re.compile(r"""\bvllm['",\\\s$]{1,8}serve\b|\bvllm\.entrypoints\.""")
+
+
+def _unread_launch(doc: Document) -> UnreadLaunch | None:
+    """The first line outside comments that names a vLLM launch, for a document that gave no workload."""
+    for number, line in enumerate(doc.text.splitlines(), 1):
+        if not line.lstrip().startswith("#") and _LAUNCH_MARKER.search(line):
+            return UnreadLaunch(location=Location(file=doc.name, line=number), text=_clip(line.strip(), 120))
+    return None
+
+
 def parse_documents(documents: list[Document], knowledge: Knowledge) -> Deployment:
     """Every vLLM workload (and LMCache configuration) in the documents."""
     if not documents:
@@ -2486,6 +2566,7 @@ def parse_documents(documents: list[Document], knowledge: Knowledge) -> Deployme
         if doc.name.rsplit("/", 1)[-1] == ".env" or doc.name in builds.consumed:
             continue
         chains: list[list[_Overlay] | None] = [*builds.chains.get(doc.name, [])] or [None]
+        read_before = len(deployment.workloads)
         for chain in chains:
             before = len(deployment.workloads)
             with _reading(index):
@@ -2494,17 +2575,19 @@ def parse_documents(documents: list[Document], knowledge: Knowledge) -> Deployme
                 for workload in deployment.workloads[before:]:
                     workload.name += f" ({chain[-1].name})"
             totals.check(deployment)
+        if len(deployment.workloads) == read_before and (unread := _unread_launch(doc)) is not None:
+            deployment.unread.append(unread)
     deployment.notes += builds.unapplied()
     deployment.notes += [f"value not known: {u}" for w in deployment.workloads for u in w.unresolved]
     deployment.notes += _image_notes(deployment.workloads)
-    if not deployment.workloads and not deployment.lmcache_configs:
+    if not deployment.workloads and not deployment.lmcache_configs and not deployment.unread:
         raise AdviceError(
             "documents",
             "no vLLM server found: give a `vllm serve` or `python -m vllm.entrypoints.openai.api_server` line, a "
             "`docker run` of a vLLM image, a docker-compose file, Kubernetes manifests, Helm values or an LMCache "
             "config YAML",
         )
-    if not deployment.workloads:
+    if not deployment.workloads and deployment.lmcache_configs:
         deployment.workloads.append(
             Workload(
                 name="LMCache configuration",

@@ -51,6 +51,7 @@ from .deployment import (
     Location,
     PerKnowledge,
     ProxyUse,
+    UnreadLaunch,
     Workload,
     find_gpu,
     flag_bool,
@@ -153,6 +154,11 @@ class ReviewResult(Result):
     version_context: VersionContext
     workloads: list[WorkloadReport]
     findings: list[Finding]
+    not_reviewed: list[UnreadLaunch] = Field(
+        default_factory=list,
+        description="documents that start vLLM in a way the review cannot read: nothing in them was checked, and "
+        "a --fail-on gate fails on them",
+    )
     not_checked: list[NotChecked]
     disabled_rules: list[str]
     rules_evaluated: int
@@ -160,7 +166,11 @@ class ReviewResult(Result):
     citations: list[Citation]
 
     def summary(self) -> str:
-        lines = []
+        lines = [
+            f"NOT REVIEWED {u.location}: it starts vLLM in a way this review cannot read ({u.text}); "
+            "nothing in it was checked"
+            for u in self.not_reviewed
+        ]
         for w in self.workloads:
             source = {
                 "image-tag": "from the image tag",
@@ -934,6 +944,7 @@ def review_deployment(request: ReviewRequest, knowledge: Knowledge) -> ReviewRes
         version_context=context,
         workloads=_workload_reports(deployment, effectives, security.floors),
         findings=configuration.findings + security.findings,
+        not_reviewed=deployment.unread,
         not_checked=configuration.not_checked,
         disabled_rules=list(request.disabled_rules),
         rules_evaluated=configuration.evaluated,
@@ -1166,13 +1177,28 @@ def _workload_reports(
 
 
 def exit_code(result: ReviewResult, fail_on: FailOn = "error") -> int:
-    """1 when a finding is at or above ``fail_on`` (error > warning > info), else 0; 'never' always 0."""
+    """1 when a finding is at or above ``fail_on`` (error > warning > info) or a document that starts vLLM
+    could not be read, else 0; 'never' always 0."""
     if fail_on == "never":
         return 0
-    return int(any(_RANK[f.severity] >= _RANK[fail_on] for f in result.findings))
+    return int(bool(result.not_reviewed) or any(_RANK[f.severity] >= _RANK[fail_on] for f in result.findings))
 
 
 _LEVEL = {"error": "error", "warning": "warning", "info": "note"}
+# Not a rule about the configuration: the review's own report that it could not read a launch.
+NOT_REVIEWED_RULE = "review.launch-not-read"
+_NOT_REVIEWED_DESCRIPTOR = {
+    "id": NOT_REVIEWED_RULE,
+    "name": "LaunchNotRead",
+    "shortDescription": {"text": "A vLLM launch the review cannot read"},
+    "fullDescription": {
+        "text": "The file names `vllm serve` or a vLLM entry point outside comments, but no server could be read "
+        "from it (a construct the readers do not follow, such as eval or a command built at run time), so none "
+        "of its settings were checked. A gate fails on it rather than passing what it did not see."
+    },
+    "help": {"text": "Write the launch as a plain command, or review the rendered command line instead."},
+    "defaultConfiguration": {"level": "error"},
+}
 
 
 def to_sarif(result: ReviewResult, knowledge: Knowledge) -> dict[str, Any]:
@@ -1218,6 +1244,30 @@ def to_sarif(result: ReviewResult, knowledge: Knowledge) -> dict[str, Any]:
                 "message": {"text": f"{f.message}. Fix: {f.fix}"},
                 "locations": [location],
                 "properties": properties,
+            }
+        )
+    if result.not_reviewed:
+        index[NOT_REVIEWED_RULE] = len(descriptors)
+        descriptors.append(_NOT_REVIEWED_DESCRIPTOR)
+    for unread in result.not_reviewed:
+        region = {"region": {"startLine": unread.location.line}} if unread.location.line else {}
+        results.append(
+            {
+                "ruleId": NOT_REVIEWED_RULE,
+                "ruleIndex": index[NOT_REVIEWED_RULE],
+                "level": "error",
+                "message": {
+                    "text": f"This file starts vLLM in a way the review cannot read ({unread.text}); "
+                    "nothing in it was checked."
+                },
+                "locations": [
+                    {
+                        "physicalLocation": {
+                            "artifactLocation": {"uri": urllib.parse.quote(unread.location.file)},
+                            **region,
+                        }
+                    }
+                ],
             }
         )
     return {
