@@ -29,6 +29,7 @@ from .advice.deployment import MAX_DOCUMENTS_TEXT, Document, parse_documents
 from .advice.review import ReviewResult, exit_code, list_rules, to_sarif
 from .knowledge import Knowledge, load_knowledge
 from .knowledge_files import KnowledgeError
+from .safe_text import json_printable, one_line, printable
 from .tools import TOOL_NAMES, ToolInputError, all_tools, check_argument_names, run_tool
 
 _SCALARS = (str, int, float)
@@ -248,9 +249,9 @@ def _review(args: argparse.Namespace) -> int:
     if args.format == "sarif":
         print(json.dumps(to_sarif(result, knowledge), indent=2))
     elif args.format == "json":
-        print(result.model_dump_json(indent=2))
+        print(json_printable(result.model_dump_json(indent=2)))
     else:
-        print(result.summary())
+        print(printable(result.summary()))
     return exit_code(result, args.fail_on)
 
 
@@ -360,17 +361,17 @@ def main(argv: list[str] | None = None) -> int:
                 raise ToolInputError('arguments: must be a JSON object, e.g. \'{"name": "--block-size"}\'')
             check_argument_names(args.tool, arguments)
             result = run_tool(args.tool, arguments)
-            print(json.dumps(result.model_dump(mode="json"), indent=2, ensure_ascii=False))
+            print(json_printable(json.dumps(result.model_dump(mode="json"), indent=2, ensure_ascii=False)))
             return 0
         spec: ToolSpec = args._tool
         result = run_tool(spec.name, _arguments(spec, args))
-        print(result.model_dump_json(indent=2) if args._json else result.summary())
+        print(json_printable(result.model_dump_json(indent=2)) if args._json else printable(result.summary()))
         return 0
     except ToolInputError as exc:
-        print(f"vllm-caching: error: {exc}", file=sys.stderr)
+        print(f"vllm-caching: error: {one_line(str(exc))}", file=sys.stderr)
         return 2
     except KnowledgeError as exc:
-        print(f"vllm-caching: the knowledge base is broken: {exc}", file=sys.stderr)
+        print(f"vllm-caching: the knowledge base is broken: {one_line(str(exc))}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         # The reader went away (e.g. `| head`); stop quietly instead of a traceback at exit.

@@ -47,6 +47,7 @@ from .http_transport import (
 from .knowledge_files import FILE_NAMES, KnowledgeError, knowledge_dir
 from .prompts import add_prompts
 from .redact import redact, redact_value
+from .safe_text import one_line, printable
 from .server_options import ServerOptions, argument_parser, restrict_config_paths, server_options
 from .tool_workers import ToolWorkers
 from .tools import TOOL_NAMES, ToolInputError, check_argument_names, describe_validation_error, run_tool, tool_spec
@@ -163,7 +164,7 @@ class _Server(MCPServer):
             check_argument_names(name, arguments)  # the SDK would drop an argument the tool does not take
             return await super().call_tool(name, arguments, context)
         except ToolInputError as exc:
-            raise ToolError(str(exc)) from None
+            raise ToolError(one_line(str(exc))) from None
         except UnexpectedToolError:
             raise
         except ToolError as exc:
@@ -194,10 +195,10 @@ def _as_the_cli_says_it(error: ToolError) -> ToolError:
     """
     cause = error.__cause__
     if isinstance(cause, ValidationError):
-        return ToolError(redact(describe_validation_error(cause)))
+        return ToolError(one_line(redact(describe_validation_error(cause))))
     if isinstance(cause, ToolError):
-        return ToolError(str(cause))
-    return error
+        return ToolError(one_line(str(cause)))
+    return ToolError(one_line(str(error)))
 
 
 # The listing is answered first; the tools register this long after, off the event loop.
@@ -214,7 +215,7 @@ def _tool_function(spec: ToolSpec, workers: ToolWorkers | None) -> Any:
             try:
                 answer = await workers.call(spec.name, arguments, _caller.get())
             except (ToolInputError, tool_workers.CallStopped, tool_workers.CallBusy) as exc:
-                raise ToolError(redact(str(exc))) from None
+                raise ToolError(one_line(redact(str(exc)))) from None
             # The worker holds none of the secrets this process registered (see redact).
             return _result(redact(answer.summary), redact_value(answer.structured))
     else:
@@ -224,7 +225,7 @@ def _tool_function(spec: ToolSpec, workers: ToolWorkers | None) -> Any:
             try:
                 result = run_tool(spec.name, arguments)
             except ToolInputError as exc:
-                raise ToolError(str(exc)) from None
+                raise ToolError(one_line(str(exc))) from None
             return _result(result.summary(), result.model_dump(mode="json"))
 
     parameters = []
@@ -255,7 +256,7 @@ def _compacted(tool: MCPTool) -> MCPTool:
 
 
 def _result(summary: str, structured: dict[str, Any]) -> CallToolResult:
-    return CallToolResult(content=[TextContent(type="text", text=summary)], structured_content=structured)
+    return CallToolResult(content=[TextContent(type="text", text=printable(summary))], structured_content=structured)
 
 
 def _add_tool(server: MCPServer, spec: ToolSpec, workers: ToolWorkers | None) -> None:

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from .. import advisories
 from ..github import ConfigError, FailureReason
 from ..knowledge import LEGACY_CONNECTORS, PIP_NAMES, Advisory, AdvisoryPackage, Component, Knowledge
+from ..safe_text import join_lines
 from ..verification import verification_state
 from ..versions import Version, as_text, parse_version
 from .common import (
@@ -256,7 +257,7 @@ class CheckAdvisoriesResult(Result):
         lines += [f"note: {n}" for n in self.notes]
         if self.version_context is not None:
             lines += [f"warning: {w}" for w in self.version_context.warnings]
-        return "\n".join(lines)
+        return join_lines(lines)
 
 
 def _floor_text(floor: AdvisoryFloor) -> str:

@@ -43,6 +43,7 @@ from ..knowledge import (
     Severity,
     TierKind,
 )
+from ..safe_text import join_lines
 from ..versions import Version, as_text, contains, in_range, parse_specifier
 from .common import (
     AdviceError,
@@ -211,7 +212,7 @@ class ChooseBackendResult(Result):
         for ctx in (self.version_context, self.lmcache_context):
             if ctx is not None:
                 lines += [f"warning: {w}" for w in ctx.warnings]
-        return "\n".join(lines)
+        return join_lines(lines)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -44,6 +44,7 @@ from ..github import (
     parse_issue_ref,
 )
 from ..knowledge import Bug, BugSnapshot, Component, Connector, FixedIn, Gated, Knowledge
+from ..safe_text import join_lines
 from ..versions import Version, contains, in_range, parse_specifier
 from .common import (
     PRODUCT_LABELS,
@@ -243,7 +244,7 @@ class CheckBugStatusResult(Result):
             )
         for context in (ctx, lm) if len(releases) == 2 else (ctx,):
             lines += [f"warning: {w}" for w in context.warnings]
-        return "\n".join(lines)
+        return join_lines(lines)
 
 
 def _provenance_text(p: Provenance) -> str:

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from ..knowledge import Connector, Gated, Knowledge, Metric, Setting, Status, normalize_name, ranged_at
+from ..safe_text import join_lines
 from ..versions import Version, as_text
 from . import name_lookup, release_notes
 from .common import (
@@ -213,7 +214,7 @@ class CheckVersionResult(Result):
         for ctx in (self.version_context, self.compare_context, self.lmcache_context):
             if ctx is not None:
                 lines += [f"warning: {w}" for w in ctx.warnings]
-        return "\n".join(lines)
+        return join_lines(lines)
 
     def _header(self) -> str:
         ctx = self.version_context

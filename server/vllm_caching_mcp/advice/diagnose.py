@@ -26,6 +26,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from ..knowledge import Knowledge, Metric, Setting, Sourced, normalize_name
+from ..safe_text import join_lines
 from ..verification import verification_state
 from ..versions import Version
 from .common import AdviceError, Citation, Result, ToolSpec, VersionContext, cite, readable_number, resolve_version
@@ -159,7 +160,7 @@ class DiagnoseResult(Result):
             lines.append(f"     next: {c.next_check}")
         lines += [f"note: {n}" for n in self.metric_notes]
         lines += [f"warning: {w}" for w in self.version_context.warnings]
-        return "\n".join(lines)
+        return join_lines(lines)
 
 
 Families = dict[str, dict[str, Any]]  # normalised family name -> {'name', 'type', 'samples'}

@@ -41,6 +41,7 @@ from ..registry import (
     RegistryError,
     parse_image_reference,
 )
+from ..safe_text import join_lines
 from ..versions import Version, in_range
 from .common import (
     AdviceError,
@@ -221,7 +222,7 @@ class InspectImageResult(Result):
         lines += [f"warning: {w}" for w in self.version_context.warnings]
         if self.runtime_check_script:
             lines.append("runtime check script: in the runtime_check_script field (--json)")
-        return "\n".join(lines)
+        return join_lines(lines)
 
 
 # ---------------------------------------------------------------------------------------------

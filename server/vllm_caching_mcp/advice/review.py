@@ -29,6 +29,7 @@ from pydantic import BaseModel, Field
 from .. import __version__
 from .. import advisories as advisory_lookup
 from ..knowledge import Advisory, Comparison, Condition, Gated, Knowledge, Pitfall, Setting, ValueTest, ranged_at
+from ..safe_text import join_lines
 from ..versions import Version, in_range, parse_version
 from .common import (
     AdviceError,
@@ -193,7 +194,7 @@ class ReviewResult(Result):
             lines.append(f"not checked: {n.rule_id} ({n.workload}) needs {', '.join(n.needs)}")
         lines += [f"note: {n}" for n in self.notes]
         lines += [f"warning: {w}" for w in self.version_context.warnings]
-        return "\n".join(lines)
+        return join_lines(lines)
 
 
 # ---------------------------------------------------------------------------------------------
