@@ -70,6 +70,9 @@ FAULTS: dict[str, list[Reply]] = {
     **{name: [Reply(200, body, {"Content-Encoding": coding})] * 3 for name, (body, coding) in gzip_bombs().items()},
     "encoding not asked for": [Reply(200, b"{}", {"Content-Encoding": "br"})] * 3,
     "not gzip": [Reply(200, b"{}", {"Content-Encoding": "gzip"})] * 3,
+    "JSON nested 100,000 deep": [Reply(200, b"[" * 100_000 + b"]" * 100_000)] * 3,
+    # JSON of the wrong shape everywhere: GraphQL data a list, an issue whose closing date is no date
+    "wrong shapes": [Reply(200, b'{"data": [1, 2], "state": "closed", "closed_at": "yesterday", "closed_by": 5}')] * 3,
 }
 
 
@@ -171,8 +174,23 @@ def registry_fault(fault: str, genuine: bytes, realm: str) -> list[RegistryReply
             for name, (body, coding) in gzip_bombs().items()
         },
         "encoding not asked for": [RegistryReply(200, genuine, {"Content-Encoding": "zstd"})],
+        "JSON nested 100,000 deep": [RegistryReply(200, b"[" * 100_000 + b"]" * 100_000)],
+        "wrong shapes": [RegistryReply(200, wrong_shapes(genuine), {"Content-Type": _media_type(genuine)})],
     }[fault]
     return replies * MANY
+
+
+def _media_type(genuine: bytes) -> str:
+    return str(json.loads(genuine).get("mediaType") or "application/json")
+
+
+def wrong_shapes(genuine: bytes) -> bytes:
+    """The document with every list made a number and every object below the top one a number too:
+    `"manifests": 7`, `"layers": 7`, `"config": 5`, `"history": 7`."""
+    document = json.loads(genuine)
+    return json.dumps(
+        {k: 7 if isinstance(v, list) else 5 if isinstance(v, dict) else v for k, v in document.items()}
+    ).encode()
 
 
 # fault -> the failure_reason of the "could not reach the registry" answer, or None for an error on `image`
@@ -195,6 +213,8 @@ REGISTRY_FAULTS: dict[str, str | None] = {
     "stacked gzip bomb": "bad_response",
     "gzip bomb": "bad_response",
     "encoding not asked for": "bad_response",
+    "JSON nested 100,000 deep": "bad_response",
+    "wrong shapes": "bad_response",
 }
 
 

@@ -49,11 +49,13 @@ from . import __version__, redact
 from .http_client import (
     LOOPBACK_HOSTS,
     NETWORK_DOWN,
+    SHAPE_ERRORS,
     HttpError,
     NetworkPath,
     RawResponse,
     RetryingClient,
     Secret,
+    load_json,
     make_http_client,
 )
 from .http_client import CacheEntry as CacheEntry
@@ -417,9 +419,9 @@ class GitHubClient(RetryingClient):
                 self.cache.put(key, entry)
                 return Fetched(entry.body, "live", 0.0, next_url=entry.next_url)
             try:
-                parsed = json.loads(response.body)
-            except (ValueError, UnicodeDecodeError):
-                raise self._fail("bad_response", "GitHub's response is not valid JSON") from None
+                parsed = load_json(response.body)
+            except ValueError as exc:
+                raise self._fail("bad_response", f"GitHub's response is {exc}") from None
         except GitHubError as exc:
             if entry is not None and exc.reason not in ("not_found", "unauthorized"):
                 return Fetched(entry.body, "cache", entry.age(), fallback=exc, next_url=entry.next_url)
@@ -490,7 +492,10 @@ class GitHubClient(RetryingClient):
         notes: list[str] = []
         if page is not None:
             notes.append(f"the timeline has more than {self.settings.max_timeline_pages} pages; later events not read")
-        status = _status_from_rest(ref, issue.body, events)
+        try:
+            status = _status_from_rest(ref, issue.body, events)
+        except SHAPE_ERRORS as exc:
+            raise self._fail("bad_response", f"GitHub's answer for {ref} is malformed ({type(exc).__name__})") from None
         pulls = []
         for pull in status.pulls:
             if pull.merged is None:
@@ -498,7 +503,7 @@ class GitHubClient(RetryingClient):
                     fetched = self.get_json(f"/repos/{pull.repo}/pulls/{pull.number}", deadline, max_age=max_age)
                     parts.append(fetched)
                     pull = _with_pull_details(pull, fetched.body)
-                except (GitHubError, InvalidReference) as exc:
+                except (GitHubError, InvalidReference, *SHAPE_ERRORS) as exc:
                     reason = exc.reason if isinstance(exc, GitHubError) else "bad_response"
                     notes.append(f"merged state of {pull.ref} unknown ({reason})")
             pulls.append(pull)
@@ -510,6 +515,8 @@ class GitHubClient(RetryingClient):
         query, variables = _graphql_query(refs)
         fetched = self.graphql(query, variables, deadline, max_age=max_age)
         data = fetched.body["data"]
+        if not isinstance(data, dict):
+            raise self._fail("bad_response", "GitHub's GraphQL data is not a JSON object")
         results: dict[IssueRef, IssueStatus | GitHubError] = {}
         for index, ref in enumerate(refs):
             repository = data.get(f"i{index}")
@@ -519,7 +526,7 @@ class GitHubClient(RetryingClient):
                 continue
             try:
                 status = _status_from_graphql(ref, issue)
-            except (KeyError, TypeError, ValueError):
+            except SHAPE_ERRORS:
                 results[ref] = self._fail("bad_response", f"GitHub's GraphQL answer for {ref} is malformed")
                 continue
             results[ref] = self._clean(_with_origin(status, [fetched]))

@@ -39,6 +39,7 @@ import random
 import re
 import socket
 import ssl
+import stat
 import tempfile
 import threading
 import time
@@ -314,9 +315,14 @@ class DiskCache:
         return hashlib.sha256(method.encode() + b" " + url.encode() + b"\n" + body).hexdigest()
 
     def get(self, key: str) -> CacheEntry | None:
+        """The entry stored under ``key``, if this user wrote it and no one else could have: a file or a
+        directory owned by another user, or writable by group or others, is a miss (it could be planted)."""
         if self.directory is None:
             return None
         try:
+            if not (_private(os.stat(self.directory)) and _private_file(self.directory / f"{key}.json")):
+                self._warn_once("entries another user could have written are not read")
+                return None
             raw = json.loads((self.directory / f"{key}.json").read_text(encoding="utf-8"))
             return CacheEntry(
                 body=raw["body"],
@@ -347,11 +353,25 @@ class DiskCache:
                 raise
         except OSError as exc:
             # A read-only or full disk costs the cache, never the answer.
-            if not self._warned:
-                log.warning(
-                    "%s response cache disabled: cannot write to the cache directory (%s)", self._label, exc.strerror
-                )
-                self._warned = True
+            self._warn_once(f"cannot write to the cache directory ({exc.strerror})")
+
+    def _warn_once(self, why: str) -> None:
+        if not self._warned:
+            log.warning("%s response cache disabled: %s", self._label, why)
+            self._warned = True
+
+
+def _private(st: os.stat_result) -> bool:
+    return st.st_uid == os.geteuid() and not st.st_mode & 0o022
+
+
+def _private_file(path: Path) -> bool:
+    """Whether ``path`` is a regular file (not a link) of this user that only this user can write."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return True  # a miss of its own, read as one below
+    return stat.S_ISREG(st.st_mode) and _private(st)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -469,6 +489,36 @@ class BoundedDecoder:
             raise BodyRefused(f"is larger than {self._limit} bytes" + (" once decoded" if self._coding else ""))
         if data:
             self._chunks.append(data)
+
+
+MAX_JSON_DEPTH = 64  # registries and GitHub nest their answers a dozen levels at most
+
+
+def load_json(body: bytes) -> Any:
+    """A peer's JSON body; ValueError for text that is not JSON or nests deeper than MAX_JSON_DEPTH.
+
+    A peer may answer ``[[[[…]]]]`` a hundred thousand levels deep: the decoder itself, and every
+    walk over the value after it (redaction, the cache's encoder), would recurse until the
+    interpreter's limit ends the call with an internal error.
+    """
+    try:
+        value = json.loads(body)
+    except (RecursionError, ValueError):  # UnicodeDecodeError is a ValueError
+        raise ValueError("not valid JSON") from None
+    pending: list[tuple[Any, int]] = [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        for child in children:
+            if isinstance(child, dict | list):
+                if depth + 1 > MAX_JSON_DEPTH:
+                    raise ValueError(f"JSON nested more than {MAX_JSON_DEPTH} levels deep")
+                pending.append((child, depth + 1))
+    return value
+
+
+# What a peer's well-formed JSON of the wrong shape raises where the code reads it ([] for {}, 5 for []).
+SHAPE_ERRORS = (TypeError, KeyError, ValueError, AttributeError, IndexError)
 
 
 class ExchangeGuard:

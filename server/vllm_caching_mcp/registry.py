@@ -57,6 +57,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from . import __version__, redact
 from .http_client import (
     LOOPBACK_HOSTS,
+    SHAPE_ERRORS,
     CacheEntry,
     Deadline,
     DiskCache,
@@ -68,6 +69,7 @@ from .http_client import (
     Secret,
     default_cache_dir,
     is_loopback,
+    load_json,
     make_http_client,
 )
 from .http_client import ConfigError as ConfigError
@@ -672,9 +674,8 @@ class RegistryClient(RetryingClient):
         """A JSON document, its digest (checked when known), media type and size; by digest from the cache."""
         key = DiskCache.key("GET", url)
         entry = self.cache.get(key)
-        if digest is not None and entry is not None and isinstance(entry.body, dict):
-            body = entry.body
-            return body["json"], body["digest"], body["media_type"], int(body["size"])
+        if digest is not None and entry is not None and (cached := _verified(entry.body, digest)) is not None:
+            return cached
         response = self._get(url, scope, deadline, accept)
         actual = "sha256:" + hashlib.sha256(response.body).hexdigest()
         declared = response.headers.get("docker-content-digest")
@@ -683,14 +684,15 @@ class RegistryClient(RetryingClient):
         if digest is None and declared and declared.startswith("sha256:") and declared != actual:
             raise self._fail("bad_response", "the manifest does not match the Docker-Content-Digest header")
         try:
-            parsed = json.loads(response.body)
-        except (ValueError, UnicodeDecodeError):
-            raise self._fail("bad_response", "the registry's answer is not valid JSON") from None
+            parsed = load_json(response.body)
+        except ValueError as exc:
+            raise self._fail("bad_response", f"the registry's answer is {exc}") from None
         if not isinstance(parsed, dict):
             raise self._fail("bad_response", "the registry's answer is not a JSON object")
         content_type = response.headers.get("content-type", "").split(";")[0].strip()
         media_type = parsed.get("mediaType") if isinstance(parsed.get("mediaType"), str) else content_type
-        record = {"json": parsed, "digest": actual, "media_type": media_type, "size": len(response.body)}
+        # The bytes themselves, so that a read by digest checks them again: a cache file is only a file.
+        record = {"raw": base64.b64encode(response.body).decode("ascii"), "media_type": media_type}
         self.cache.put(key, CacheEntry(record, None, time.time()))
         return parsed, actual, str(media_type), len(response.body)
 
@@ -729,6 +731,14 @@ class RegistryClient(RetryingClient):
     ) -> ImageMetadata:
         """The manifest of ``os_name/arch`` and its config blob; raises RegistryError or PlatformMissing."""
         self.credentials = self.credentials_for(ref)
+        try:
+            return self._inspect(ref, deadline, arch, os_name)
+        except SHAPE_ERRORS as exc:  # JSON of another shape than a manifest's: `"manifests": 5`, `"layers": 7`
+            raise self._fail(
+                "bad_response", f"the registry's answer is not shaped like an image manifest ({type(exc).__name__})"
+            ) from None
+
+    def _inspect(self, ref: ImageRef, deadline: Deadline, arch: str, os_name: str) -> ImageMetadata:
         base, repository = self.endpoint(ref)
         scope = f"repository:{repository}:pull"
         if ref.digest:
@@ -795,6 +805,19 @@ class RegistryClient(RetryingClient):
             ),
             self.scrub,
         )
+
+
+def _verified(record: Any, digest: str) -> tuple[dict[str, Any], str, str, int] | None:
+    """A cached document read by ``digest``, if its bytes still hash to it and parse; else None (a miss)."""
+    try:
+        raw = base64.b64decode(record["raw"], validate=True)
+        parsed = load_json(raw)
+        media_type = str(record["media_type"])
+    except (*SHAPE_ERRORS, binascii.Error):
+        return None
+    if "sha256:" + hashlib.sha256(raw).hexdigest() != digest or not isinstance(parsed, dict):
+        return None
+    return parsed, digest, media_type, len(raw)
 
 
 def _error_code(body: bytes) -> str | None:

@@ -20,6 +20,7 @@ platform or refused credentials are the caller's to fix, so they are errors nami
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import re
 import shlex
@@ -29,7 +30,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from ..http_client import Deadline, FailureReason
+from ..http_client import SHAPE_ERRORS, Deadline, FailureReason
 from ..knowledge import Connector, Knowledge, ranged_at
 from ..registry import (
     ConfigError,
@@ -617,13 +618,19 @@ def inspect_image(request: InspectImageRequest, knowledge: Knowledge) -> Inspect
     ref = _parse(request)
     platform = f"linux/{request.arch}"
     fetched = _fetch(ref, request)
-    if fetched.metadata is None:
+    read_config: tuple[Found, _Read] | None = None
+    if fetched.metadata is not None:
+        try:
+            config = _Config.of(fetched.metadata.config)
+            read_config = _vllm_version(config.env, config.labels, config.steps, ref), _read(fetched.metadata, config)
+        except SHAPE_ERRORS as exc:  # a config of another shape than an image config's
+            failure = RegistryError("bad_response", f"the image config is not shaped like one ({type(exc).__name__})")
+            fetched = dataclasses.replace(fetched, metadata=None, failure=failure)
+    if read_config is None:
         vllm_found = _version_from_tag(ref, "the image's metadata could not be read")
         read = _nothing_read(ref, fetched, platform)
     else:
-        config = _Config.of(fetched.metadata.config)
-        vllm_found = _vllm_version(config.env, config.labels, config.steps, ref)
-        read = _read(fetched.metadata, config)
+        vllm_found, read = read_config
     release = _release(knowledge, vllm_found.value)
     pins, citations = _pins(knowledge, release.version)
     hma, hma_citations = _lmcache_mp_hma(knowledge, release.version)
