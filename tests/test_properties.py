@@ -465,3 +465,44 @@ def test_arguments_outside_the_schema_are_a_tool_error_naming_a_field(spec: Tool
         call(spec, network_bounded(spec, arguments))
 
     check()
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**40), 2**40) | st.text(max_size=12),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@functools.cache
+def a_real_choice() -> dict[str, Any]:
+    result = run_tool("choose_backend", {"version": VERSIONS[-1], "tiers": ["cpu", "nvme"]})
+    return dict(result.model_dump(mode="json"))
+
+
+def _replace_one(value: Any, path: list[int], replacement: Any) -> Any:
+    """``value`` with the subtree that ``path`` picks (child indexes, in key order) replaced."""
+    if not path or not isinstance(value, dict | list) or not value:
+        return replacement
+    keys = list(value) if isinstance(value, dict) else list(range(len(value)))
+    key = keys[path[0] % len(keys)]
+    copy = dict(value) if isinstance(value, dict) else list(value)
+    copy[key] = _replace_one(value[key], path[1:], replacement)  # type: ignore[index]
+    return copy
+
+
+def test_a_choice_of_any_shape_renders_or_names_the_field() -> None:
+    """A choose_backend result passed back with any part of it replaced by any JSON value (a list for the
+    backend, a number for the tiers, ...): render_config answers or says what is wrong with `choice`."""
+    spec = next(s for s in all_tools() if s.name == "render_config")
+
+    @PROFILE
+    @given(
+        st.sampled_from(["recommendation", "version_context"]), st.lists(st.integers(0, 50), max_size=3), JSON_VALUES
+    )
+    def check(part: str, path: list[int], replacement: Any) -> None:
+        choice = dict(a_real_choice())
+        choice[part] = _replace_one(choice[part], path, replacement)
+        call(spec, {"choice": choice, "model": MODEL_NAMES[0]})
+
+    check()

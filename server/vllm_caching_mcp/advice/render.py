@@ -1965,8 +1965,12 @@ def _with_choice(request: RenderConfigRequest, knowledge: Knowledge) -> tuple[Ba
         return backend, request
     rec = choice.get("recommendation")
     chosen = rec.get("backend") if isinstance(rec, dict) else None
-    if chosen not in {r.backend for r in recipes.recipes}:
-        raise AdviceError("choice", "expected a choose_backend result with recommendation.backend")
+    backends = [r.backend for r in recipes.recipes]
+    if not isinstance(chosen, str) or chosen not in backends:
+        raise AdviceError(
+            "choice",
+            f"expected a choose_backend result with recommendation.backend one of {', '.join(backends)}",
+        )
     if backend is not None and backend != chosen:
         raise AdviceError("backend", f"{backend} disagrees with the choice's {chosen}; give one of them")
     update: dict[str, Any] = {}
@@ -1975,6 +1979,8 @@ def _with_choice(request: RenderConfigRequest, knowledge: Knowledge) -> tuple[Ba
         update["version"] = context["version"]
     version = update.get("version", request.version)
     tiers = rec.get("tiers", []) if isinstance(rec, dict) else []
+    if not isinstance(tiers, list) or not all(isinstance(t, str) for t in tiers):
+        raise AdviceError("choice", "recommendation.tiers: expected a list of tier names, as choose_backend gives")
     if request.tiers is None and chosen == "native_tiering":
         # resolve_version: a version such as 'latest' is a one-line error naming the field, not InvalidVersion
         tier_version = resolve_version(knowledge, version)[0] if version else Version("0")
