@@ -372,6 +372,9 @@ def _serve_http(options: ServerOptions, http: HttpOptions, workers: ToolWorkers 
     server = build_server(defer=False, workers=workers)
     sock = listen(http.host, http.port)
     restrict_config_paths(options.config_root)
+    from .registry import restrict_registries
+
+    restrict_registries()  # callers name registries: not the services beside this server
     if workers is not None:
         try:
             workers.wait_started()

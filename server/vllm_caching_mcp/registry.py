@@ -37,6 +37,12 @@ and "the network is down" handling are the shared ones of `http_client.RetryingC
 Hub references to a mirror, with an optional project prefix; references naming their own
 registry host go there. TLS is verified; ``VLLM_CACHING_MCP_REGISTRY_CA_BUNDLE`` adds a private CA,
 ``VLLM_CACHING_MCP_REGISTRY_INSECURE=1`` turns verification off (and the answer says so).
+
+``VLLM_CACHING_MCP_REGISTRIES`` lists the registries a caller may name (``host``, ``host:port``,
+``*.domain``; ``*`` for any). Unset, any registry may be named from the command line or a stdio
+server, which act for the user on the user's machine; a shared HTTP server (`restrict_registries`)
+asks only the public registries of SHARED_SERVER_REGISTRIES, never a loopback or private address
+unless its operator lists one, so a caller cannot use it to reach the services beside it.
 """
 
 from __future__ import annotations
@@ -91,6 +97,13 @@ CACHE_TTL_ENV = "VLLM_CACHING_MCP_CACHE_TTL"
 DEFAULT_TTL_SECONDS = 3600.0
 
 DOCKER_HUB = "docker.io"
+REGISTRIES_ENV = "VLLM_CACHING_MCP_REGISTRIES"
+# What a shared server's callers may name when its operator lists nothing: the public registries that
+# carry vLLM, CUDA and Kubernetes images.
+SHARED_SERVER_REGISTRIES = (
+    DOCKER_HUB, "ghcr.io", "quay.io", "nvcr.io", "public.ecr.aws", "registry.k8s.io", "mcr.microsoft.com",
+    "gcr.io", "*.gcr.io", "*.pkg.dev",
+)  # fmt: skip
 DOCKER_HUB_API = "https://registry-1.docker.io"
 # Docker Hub's token service; Docker Hub's own challenge names it, this only lets its credentials go there.
 DOCKER_HUB_REALM = "https://auth.docker.io"
@@ -128,6 +141,51 @@ class PlatformMissing(Exception):
         super().__init__(f"no {wanted} manifest; the image is published for {', '.join(available) or 'no platform'}")
         self.wanted = wanted
         self.available = available
+
+
+class RegistryNotAllowed(Exception):
+    """A registry this process does not ask; the message is one line for the caller."""
+
+
+class _Shared:
+    server = False  # set by restrict_registries: this process answers callers other than its user
+
+
+_shared = _Shared()
+
+
+def restrict_registries() -> None:
+    """From now on, with no VLLM_CACHING_MCP_REGISTRIES set, ask only SHARED_SERVER_REGISTRIES."""
+    _shared.server = True
+
+
+def allowed_registries(env: Mapping[str, str]) -> tuple[str, ...] | None:
+    """The registries a caller may name (None: any), from the environment and the process's role."""
+    text = env.get(REGISTRIES_ENV, "").strip()
+    if not text:
+        return SHARED_SERVER_REGISTRIES if _shared.server else None
+    entries = tuple(e.strip().lower() for e in text.split(",") if e.strip())
+    if "*" in entries:
+        return None
+    for entry in entries:
+        if not _DOMAIN.match(entry.removeprefix("*.")):
+            raise ConfigError(
+                f"{REGISTRIES_ENV}: {entry!r} is not a registry; accepted: comma-separated host, host:port, "
+                "*.domain, or * for any"
+            )
+    return entries
+
+
+def registry_allowed(registry: str, allowed: tuple[str, ...] | None) -> bool:
+    """Whether ``registry`` (host[:port], as an image reference names it) is one of ``allowed``."""
+    if allowed is None:
+        return True
+    name = registry.lower()
+    host = name.rsplit(":", 1)[0] if not name.endswith("]") and ":" in name else name
+    return any(
+        name == entry or (entry.startswith("*.") and host.endswith(entry[1:]) and ":" not in entry)
+        for entry in allowed
+    )
 
 
 class InvalidImageReference(ValueError):
@@ -357,6 +415,7 @@ class RegistrySettings:
     max_body_bytes: int = 4 * 1024 * 1024
     offline: bool = False
     network: NetworkPath = dataclasses.field(default_factory=NetworkPath)
+    allowed: tuple[str, ...] | None = None  # registries a caller may name; None: any
 
     def __post_init__(self) -> None:
         if self.mirror is not None:
@@ -411,6 +470,7 @@ class RegistrySettings:
             "verify_tls": env.get(INSECURE_ENV, "").strip().lower() not in ("1", "true", "yes"),
             "realm_hosts": tuple(h.strip() for h in env.get(REALM_HOSTS_ENV, "").split(",") if h.strip()),
             "network": NetworkPath.from_env(env),
+            "allowed": allowed_registries(env),
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
@@ -729,7 +789,13 @@ class RegistryClient(RetryingClient):
     def inspect(
         self, ref: ImageRef, deadline: Deadline, *, arch: str = "amd64", os_name: str = "linux"
     ) -> ImageMetadata:
-        """The manifest of ``os_name/arch`` and its config blob; raises RegistryError or PlatformMissing."""
+        """The manifest of ``os_name/arch`` and its config blob; raises RegistryError, PlatformMissing or
+        RegistryNotAllowed (before anything is sent)."""
+        if not registry_allowed(ref.registry, self.settings.allowed):
+            raise RegistryNotAllowed(
+                f"{ref.registry} is not a registry this server asks; it asks {', '.join(self.settings.allowed or ())} "
+                f"(its operator can list others in {REGISTRIES_ENV})"
+            )
         self.credentials = self.credentials_for(ref)
         try:
             return self._inspect(ref, deadline, arch, os_name)

@@ -40,6 +40,7 @@ from ..registry import (
     PlatformMissing,
     RegistryClient,
     RegistryError,
+    RegistryNotAllowed,
     parse_image_reference,
 )
 from ..safe_text import join_lines
@@ -700,6 +701,8 @@ def _fetch(ref: ImageRef, request: InspectImageRequest) -> _Fetched:
         client.offline = client.offline or request.offline
         try:
             metadata = client.inspect(ref, Deadline(request.deadline_seconds), arch=request.arch)
+        except RegistryNotAllowed as exc:
+            raise AdviceError("image", str(exc)) from None
         except PlatformMissing as exc:
             raise AdviceError(
                 "arch",
