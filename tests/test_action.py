@@ -221,7 +221,7 @@ def test_a_pull_request_reviews_the_deployment_files_it_changes(act: Any, sample
     assert run.outputs["select"]["count"] == "2", run.log
     # Changed and matched: the manifest and the script with a space; not the README, the deleted
     # script, the chart template or the workflow.
-    assert "deploy/k8s.yaml\ndeploy/tier two.sh\n" in run.log
+    assert "  deploy/k8s.yaml\n  deploy/tier two.sh\n" in run.log
     results = results_of(run)
     assert uris(results) == {"deploy/k8s.yaml"}  # SARIF paths from the repository root, as code scanning wants
     errors = sum(r["level"] == "error" for r in results)
@@ -325,3 +325,18 @@ def test_the_commands_the_readme_shows_run_as_shown(fresh_install: Path, sample_
         expected = 123 if "xargs" in line else 0
         assert done.returncode == expected, f"{line}\n{done.stdout}\n{done.stderr}"
     jsonschema.validate(json.loads((repo / "vllm-caching.sarif").read_text()), SARIF_SCHEMA)
+
+
+def test_file_names_cannot_forge_workflow_commands(act: Any, sample_repo: SampleRepo) -> None:
+    """A changed file named `x\n::error::…` or `::add-mask::…` was printed raw: a workflow command."""
+    base = sample_repo.head
+    forged = {"deploy/a\n::error::all clear.sh": "echo a\n", "deploy/::add-mask::secret.sh": "echo b\n"}
+    commit(sample_repo.path, dict(forged), "names")
+    run = act(**{"base-ref": base})
+    assert run.outputs["select"]["count"] == "2", run.log
+    lines = run.log.splitlines()
+    listed = lines[lines.index(next(line for line in lines if line.startswith("::stop-commands::"))) :]
+    assert not any(line.startswith("::error::all clear") or line.startswith("::add-mask::") for line in lines)
+    assert "  deploy/a\\x0a::error::all clear.sh" in listed and "  deploy/::add-mask::secret.sh" in listed
+    token = lines[[i for i, line in enumerate(lines) if line.startswith("::stop-commands::")][0]].split("::")[2]
+    assert f"::{token}::" in lines  # commands resume after the listing

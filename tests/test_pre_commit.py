@@ -39,6 +39,7 @@ def test_the_manifest_declares_the_review_hook(hook: dict[str, Any]) -> None:
     assert hook["id"] == "vllm-caching-review"
     assert hook["language"] == "python" and hook["pass_filenames"] is True
     assert hook["entry"] == "vllm-caching review --fail-on error --allow-empty"
+    assert hook["args"] == ["--"]  # every file name after it is a file, whatever it looks like
     # The entry's command is a console script the package installs.
     assert shlex.split(hook["entry"])[0] in (REPO / "pyproject.toml").read_text()
 
@@ -135,7 +136,7 @@ def test_the_documented_config_loads_and_names_the_hook(hook: dict[str, Any], tm
     assert [h["id"] for h in repo["hooks"]] == [hook["id"]]
     commented = yaml.safe_load(re.sub(r"^(\s*)# args:", r"\1args:", snippet, flags=re.M))
     (args,) = [h["args"] for h in commented["repos"][0]["hooks"]]
-    assert args == ["--version", "0.33.0"]
+    assert args == ["--version", "0.33.0", "--"]
 
 
 def test_the_commands_the_readme_shows_run(hook: dict[str, Any], fresh_install: Path, tmp_path: Path) -> None:
@@ -151,4 +152,13 @@ def test_the_commands_the_readme_shows_run(hook: dict[str, Any], fresh_install: 
     env = {**os.environ, "PATH": f"{fresh_install / 'bin'}{os.pathsep}/usr/bin{os.pathsep}/bin"}
     done = subprocess.run(shlex.split(lines[1]), cwd=repo, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert shlex.split(lines[1])[:-1] == shlex.split(hook["entry"])
+    assert shlex.split(lines[1])[:-1] == [*shlex.split(hook["entry"]), *hook["args"]]
+
+
+def test_a_file_named_like_an_option_is_reviewed_as_a_file(
+    hook: dict[str, Any], fresh_install: Path, tmp_path: Path
+) -> None:
+    """A file named `--gpu=x.sh` was read as the --gpu option (exit 2 on every commit)."""
+    files = staged(tmp_path, {"--gpu=x.sh": "echo nothing to serve\n", "deploy/ok.sh": "echo ready\n"})
+    done = run_entry(hook, tmp_path, fresh_install / "bin", picked(hook, tmp_path, files))
+    assert done.returncode == 0, done.stdout + done.stderr
