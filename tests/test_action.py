@@ -335,8 +335,8 @@ def test_file_names_cannot_forge_workflow_commands(act: Any, sample_repo: Sample
     run = act(**{"base-ref": base})
     assert run.outputs["select"]["count"] == "2", run.log
     lines = run.log.splitlines()
-    listed = lines[lines.index(next(line for line in lines if line.startswith("::stop-commands::"))) :]
-    assert not any(line.startswith("::error::all clear") or line.startswith("::add-mask::") for line in lines)
+    stop = next(i for i, line in enumerate(lines) if line.startswith("::stop-commands::"))
+    token = lines[stop].removeprefix("::stop-commands::")
+    listed = lines[stop : lines.index(f"::{token}::")]  # commands resume after the listing
+    assert not any(line.startswith(("::error::all clear", "::add-mask::")) for line in lines)
     assert "  deploy/a\\x0a::error::all clear.sh" in listed and "  deploy/::add-mask::secret.sh" in listed
-    token = lines[[i for i, line in enumerate(lines) if line.startswith("::stop-commands::")][0]].split("::")[2]
-    assert f"::{token}::" in lines  # commands resume after the listing

@@ -83,13 +83,13 @@ NOT_RUN: dict[str, NotRun] = {
     ),
     "vllm-caching inspect-image --image v0.22.1": NotRun("asks the container registry", "parse"),
     "git diff --name-only --diff-filter=d main...HEAD -- '*.yaml' '*.yml' '*.sh' '*.env' ':!*/templates/*' "
-    "| xargs -d '\\n' vllm-caching review --allow-empty --fail-on error": NotRun(
+    "| xargs -d '\\n' vllm-caching review --allow-empty --fail-on error --": NotRun(
         "needs a git branch with changes against main", "tests/test_action.py"
     ),
-    "vllm-caching review --allow-empty --format sarif --fail-on error deploy/serve.sh > vllm-caching.sarif": NotRun(
+    "vllm-caching review --allow-empty --format sarif --fail-on error -- deploy/serve.sh > vllm-caching.sarif": NotRun(
         "names a file of the reader's repository", "tests/test_action.py"
     ),
-    "vllm-caching review --fail-on error --allow-empty deploy/serve.sh": NotRun(
+    "vllm-caching review --fail-on error --allow-empty -- deploy/serve.sh": NotRun(
         "names a file of the reader's repository", "tests/test_pre_commit.py"
     ),
     "pre-commit run vllm-caching-review --all-files": NotRun(
