@@ -183,8 +183,7 @@ def registry_allowed(registry: str, allowed: tuple[str, ...] | None) -> bool:
     name = registry.lower()
     host = name.rsplit(":", 1)[0] if not name.endswith("]") and ":" in name else name
     return any(
-        name == entry or (entry.startswith("*.") and host.endswith(entry[1:]) and ":" not in entry)
-        for entry in allowed
+        name == entry or (entry.startswith("*.") and host.endswith(entry[1:]) and ":" not in entry) for entry in allowed
     )
 
 
