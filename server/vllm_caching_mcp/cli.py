@@ -14,9 +14,13 @@ input). Bad input exits 2 with one line naming the field; `review` exits 1 when 
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
+import select
+import stat
 import sys
+import time
 import types
 import typing
 from typing import Any
@@ -120,8 +124,7 @@ def read_file_option(option: str, path: str) -> str:
             stream = getattr(sys.stdin, "buffer", None)  # a test's StringIO has none, and is text already
             data = stream.read(MAX_FILE_BYTES + 1) if stream else sys.stdin.read(MAX_FILE_BYTES + 1).encode()
         else:
-            with open(path, "rb") as file:
-                data = file.read(MAX_FILE_BYTES + 1)  # a FIFO or /dev/zero must not fill the memory
+            data = _read_path(path)
     except OSError as exc:
         raise ToolInputError(f"{option}: cannot read {source} ({exc.strerror or type(exc).__name__})") from None
     if len(data) > MAX_FILE_BYTES:
@@ -130,6 +133,48 @@ def read_file_option(option: str, path: str) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ToolInputError(f"{option}: {source} is not UTF-8 text (byte {exc.start})") from None
+
+
+# How long a pipe, FIFO or device may take to deliver what it has: a FIFO nobody writes to, or a
+# terminal, would otherwise hold the command for ever.
+STREAM_READ_SECONDS = 30.0
+
+
+def _read_path(path: str) -> bytes:
+    """At most MAX_FILE_BYTES + 1 bytes of ``path``; a stream (pipe, FIFO, device) within STREAM_READ_SECONDS."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # opening a FIFO without a writer does not wait
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, "it is a directory")
+        if stat.S_ISREG(mode):
+            os.set_blocking(fd, True)
+            with os.fdopen(os.dup(fd), "rb") as file:
+                return file.read(MAX_FILE_BYTES + 1)
+        return _read_stream(fd, fifo=stat.S_ISFIFO(mode))
+    finally:
+        os.close(fd)
+
+
+def _read_stream(fd: int, *, fifo: bool) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    deadline = time.monotonic() + STREAM_READ_SECONDS
+    while size <= MAX_FILE_BYTES:
+        try:
+            chunk = os.read(fd, 65536)  # a FIFO no program has open for writing reads as its end at once
+        except BlockingIOError:
+            ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                raise TimeoutError(errno.ETIMEDOUT, f"nothing more arrived within {STREAM_READ_SECONDS:g} s") from None
+            continue
+        if not chunk:
+            if fifo and not chunks:
+                raise BrokenPipeError(errno.EPIPE, "a named pipe no program is writing to")
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
 
 
 def _documents_value(option: str, values: list[str]) -> list[Any]:
