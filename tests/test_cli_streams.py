@@ -73,5 +73,5 @@ def test_a_pipe_that_goes_silent_is_refused_after_the_read_limit(monkeypatch: py
 
 
 def test_a_directory_is_refused_naming_it(tmp_path: Path) -> None:
-    with pytest.raises(cli.ToolInputError, match="it is a directory"):
+    with pytest.raises(cli.ToolInputError, match="Is a directory"):
         cli.read_file_option("files", str(tmp_path))

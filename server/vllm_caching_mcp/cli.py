@@ -146,7 +146,7 @@ def _read_path(path: str) -> bytes:
     try:
         mode = os.fstat(fd).st_mode
         if stat.S_ISDIR(mode):
-            raise IsADirectoryError(errno.EISDIR, "it is a directory")
+            raise IsADirectoryError(errno.EISDIR, "Is a directory")
         if stat.S_ISREG(mode):
             os.set_blocking(fd, True)
             with os.fdopen(os.dup(fd), "rb") as file:
