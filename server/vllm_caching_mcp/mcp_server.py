@@ -141,6 +141,17 @@ class _Server(MCPServer):
         except Exception:  # a tool that cannot load reports it on its own call
             logger.exception("loading the tools in the background failed")
 
+    async def run_stdio_async(self) -> None:
+        """The SDK's stdio loop, reading requests through `stdio_input` so that each gets an answer."""
+        from mcp.server.stdio import stdio_server
+
+        from .stdio_input import diverted_stdin
+
+        with diverted_stdin() as lines:
+            async with stdio_server(stdin=lines) as (read_stream, write_stream):
+                server = self._lowlevel_server
+                await server.run(read_stream, write_stream, server.create_initialization_options())
+
     async def list_tools(self) -> list[MCPTool]:
         if self._listed is None:
             self.load()
