@@ -19,6 +19,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, InputRequiredResult
 from pydantic import Field, ValidationError
 
+from .safe_text import one_line
 from .tools import describe_validation_error, tool_spec
 
 _ISSUE = re.compile(r"^[\w.-]+/[\w.-]+#\d+$|^https://github\.com/[\w.-]+/[\w.-]+/(issues|pull)/\d+/?$")
@@ -53,10 +54,18 @@ class _Prompt(Prompt):
 Version = Annotated[str | None, Field(max_length=40, description="vLLM release in use, e.g. '0.22.1'; ask if unknown")]
 
 
+def _fenced(text: str, info: str = "") -> str:
+    """``text`` in a Markdown code fence longer than any run of backticks inside it, so nothing in the
+    text (a ``` in a pasted file) can close the fence and be read as instructions outside it."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{info}\n{text}\n{fence}"
+
+
 def _call(tool: str, arguments: dict[str, Any]) -> str:
     """One tool call as the agent should make it; validated against the tool's request model first."""
     tool_spec(tool).request.model_validate(arguments)
-    return f"`{tool}` with arguments:\n```json\n{json.dumps(arguments, indent=2)}\n```"
+    return f"`{tool}` with arguments:\n{_fenced(json.dumps(arguments, indent=2), 'json')}"
 
 
 def _version_line(version: str | None) -> str:
@@ -106,10 +115,8 @@ def review_this_deployment(
    connector, with their avoidance.
 5. End with the corrected command or manifest, changing only what the findings require.
 
-The deployment ({file_name}):
-```
-{deployment}
-```"""
+The deployment ({one_line(file_name)}):
+{_fenced(deployment)}"""
     return [UserMessage(text)]
 
 
