@@ -14,14 +14,14 @@ import gzip
 import time
 import tracemalloc
 import zlib
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from github_standin import FakeGitHub, Reply
 from standin_http import BOMB_DECODED_BYTES, gzip_bombs
-from test_github_client import ISSUE_PATH, client_for, closed_issue, status
+from test_github_client import ISSUE_PATH, client_for, status
+from test_github_client import fake as fake  # the stand-in GitHub with one closed issue
 from vllm_caching_mcp.github import GitHubError
 from vllm_caching_mcp.http_client import ACCEPTED_ENCODINGS, BodyRefused, BoundedDecoder
 
@@ -97,14 +97,6 @@ def test_a_bomb_is_refused_within_the_cap_in_memory_and_time(bomb: str) -> None:
         tracemalloc.stop()
     assert peak < 3 * CAP, f"{peak:,} bytes held while refusing a {BOMB_DECODED_BYTES:,}-byte body"
     assert time.monotonic() - started < 2.0
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeGitHub]:
-    server = FakeGitHub([closed_issue()])
-    server.start()
-    yield server
-    server.stop()
 
 
 def test_the_client_offers_only_what_it_decodes_and_reads_gzip_answers(fake: FakeGitHub, tmp_path: Path) -> None:

@@ -48,14 +48,16 @@ def _connect(port: int) -> socket.socket:
     return socket.create_connection(("127.0.0.1", port), timeout=10)
 
 
-def _seconds_until_closed(sockets: list[socket.socket], *, trickle: bytes = b"", within: float) -> list[float]:
-    """How long the server took to close each socket (reading whatever it sends first), sending one
-    byte of ``trickle`` on each still-open socket every quarter second meanwhile."""
+def _seconds_until_closed(
+    sockets: list[socket.socket], *, trickle: bytes = b"", within: float, every: float = 0.25
+) -> list[float]:
+    """How long the server took to close each socket (reading whatever it sends first), sending
+    ``trickle`` on each still-open socket every ``every`` seconds meanwhile."""
     started = time.monotonic()
     waiting = list(sockets)
     closed: list[float] = []
     while waiting and time.monotonic() - started < within:
-        readable, _, _ = select.select(waiting, [], [], 0.25)
+        readable, _, _ = select.select(waiting, [], [], every)
         for sock in readable:
             try:
                 data = sock.recv(65536)
@@ -169,29 +171,6 @@ def test_when_every_connection_is_busy_another_is_answered_503_and_closed_at_onc
         time.sleep(0.1)
 
 
-def _drip_body(sockets: list[socket.socket], within: float, *, every: float, piece: bytes = b" ") -> list[float]:
-    """Send ``piece`` on each open socket every ``every`` seconds; how long the server took to close each."""
-    started = time.monotonic()
-    waiting = list(sockets)
-    closed: list[float] = []
-    while waiting and time.monotonic() - started < within:
-        readable, _, _ = select.select(waiting, [], [], every)
-        for sock in readable:
-            try:
-                data = sock.recv(65536)
-            except ConnectionError:
-                data = b""
-            if not data:
-                closed.append(time.monotonic() - started)
-                waiting.remove(sock)
-        for sock in waiting:
-            with contextlib.suppress(OSError):
-                sock.send(piece)
-    for sock in sockets:
-        sock.close()
-    return closed
-
-
 _LONG_BODY_TO_COME = _BODY_TO_COME.replace(b"Content-Length: 1000", b"Content-Length: 10000000")
 
 
@@ -201,7 +180,7 @@ def test_bodies_that_come_a_byte_at_a_time_are_cut_off_while_real_requests_are_s
         sock.sendall(_LONG_BODY_TO_COME)
     # A byte every 0.3 s resets the idle timeout every time; the average rate is what cuts them off.
     assert httpx.get(f"{guarded}/healthz", timeout=30).status_code == 200
-    closed = _drip_body(slow, within=BODY_TIMEOUT + SLACK, every=0.3)
+    closed = _seconds_until_closed(slow, trickle=b" ", within=BODY_TIMEOUT + SLACK, every=0.3)
     assert min(closed) > 1.0, "closed before the rate was measured: not by the rate"
     assert len(closed) == len(slow), f"{len(slow) - len(closed)} of {len(slow)} dripping bodies still open"
     assert max(closed) < BODY_TIMEOUT, f"closed after {max(closed):.1f} s: by the total deadline, not the rate"
@@ -211,7 +190,7 @@ def test_bodies_that_come_a_byte_at_a_time_are_cut_off_while_real_requests_are_s
 def test_a_body_above_the_rate_is_still_cut_off_at_the_total_deadline(guarded: str) -> None:
     sock = _connect(_port(guarded))
     sock.sendall(_LONG_BODY_TO_COME)
-    [closed] = _drip_body([sock], within=BODY_TIMEOUT + SLACK, every=0.1, piece=b" " * (MIN_RATE // 2))
+    [closed] = _seconds_until_closed([sock], trickle=b" " * (MIN_RATE // 2), within=BODY_TIMEOUT + SLACK, every=0.1)
     assert BODY_TIMEOUT - 0.5 <= closed < BODY_TIMEOUT + SLACK
 
 
