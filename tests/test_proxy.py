@@ -28,7 +28,7 @@ from github_standin import FakeGitHub, FakeIssue, Reply
 from proxy_standin import FakeProxy
 from registry_standin import FakeRegistry, vllm_openai_config
 from vllm_caching_mcp.github import ConfigError, Deadline, GitHubClient, GitHubError, GitHubSettings, IssueRef
-from vllm_caching_mcp.http_client import NetworkPath
+from vllm_caching_mcp.http_client import NetworkPath, tls_context
 from vllm_caching_mcp.registry import RegistryClient, RegistrySettings, parse_image_reference
 from vllm_caching_mcp.tools import run_tool
 
@@ -331,3 +331,27 @@ async def test_the_server_reads_the_proxy_and_authority_from_its_environment(
     assert bug["provenance"]["source"] == "live" and bug["state"] == "closed"
     assert proxy.seen and all(seen.method == "CONNECT" for seen in proxy.seen)
     assert TOKEN not in proxy.everything_seen()
+
+
+def test_a_tls_context_is_built_once_per_process_and_only_when_a_request_is_sent(
+    tls_github: FakeGitHub, ca_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each client loaded its certificate authorities when it was built: 80 % of an offline call's 37 ms."""
+    built: list[object] = []
+    real = ssl.create_default_context
+
+    def counting(*args: Any, **kwargs: Any) -> ssl.SSLContext:
+        built.append(kwargs.get("cafile"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ssl, "create_default_context", counting)
+    tls_context.cache_clear()
+    env = {"VLLM_CACHING_MCP_GITHUB_API": tls_github.base, "SSL_CERT_FILE": str(ca_file)}
+    with github_client(env, tmp_path) as client:
+        client.offline = True
+        with pytest.raises(GitHubError):
+            client.issue_status(ISSUE, Deadline(8))
+    assert built == []  # nothing was sent, so no authority was loaded
+    for _ in range(2):
+        assert ask_github(env, tmp_path / str(len(built))).origin == "live"
+    assert built == [str(ca_file)]  # two clients, two requests each: one context

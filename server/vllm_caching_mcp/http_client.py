@@ -30,6 +30,7 @@ import contextlib
 import contextvars
 import dataclasses
 import errno
+import functools
 import hashlib
 import ipaddress
 import json
@@ -255,15 +256,35 @@ class NetworkPath:
                 return True
         return False
 
-    def verify(self, ca_bundle: Path | None = None) -> ssl.SSLContext | bool:
-        """What TLS trusts: a service's own bundle, else the site's, else the bundled authorities."""
+    def verify(self, ca_bundle: Path | None = None) -> Trust:
+        """What TLS trusts: a service's own bundle, else the site's, else the bundled authorities.
+
+        A function that gives the context, called when the first request is sent: loading a bundle
+        takes tens of milliseconds, which an offline call (or one answered from the cache) must not
+        pay. Each bundle is loaded once per process and its context shared by every client.
+        """
         if ca_bundle is not None:
-            return ssl.create_default_context(cafile=str(ca_bundle))
+            return functools.partial(tls_context, str(ca_bundle), None)
         if self.ca_file is not None or self.ca_dir is not None:
-            return ssl.create_default_context(
-                cafile=str(self.ca_file) if self.ca_file else None, capath=str(self.ca_dir) if self.ca_dir else None
+            return functools.partial(
+                tls_context, str(self.ca_file) if self.ca_file else None, str(self.ca_dir) if self.ca_dir else None
             )
-        return True
+        return functools.partial(tls_context, None, None)
+
+
+# What a client trusts: a context, True (the bundled authorities), False (no verification), or a function
+# giving one of those when the first request is sent.
+Trust = ssl.SSLContext | bool | Callable[[], ssl.SSLContext | bool]
+
+
+@functools.cache
+def tls_context(ca_file: str | None, ca_dir: str | None) -> ssl.SSLContext:
+    """One context per set of authorities for the whole process (with neither: certifi's, as httpx's default)."""
+    if ca_file is None and ca_dir is None:
+        import certifi
+
+        return ssl.create_default_context(cafile=certifi.where())
+    return ssl.create_default_context(cafile=ca_file, capath=ca_dir)
 
 
 def make_http_client(
@@ -271,7 +292,7 @@ def make_http_client(
     *,
     headers: Mapping[str, str],
     transport: httpx.BaseTransport | None = None,
-    verify: ssl.SSLContext | bool = True,
+    verify: Trust = True,
 ) -> httpx.Client:
     """A client that follows no redirect by itself and takes nothing from the environment but ``path``."""
     from .routed_transport import RoutedTransport  # subclasses an httpx class: imports httpx

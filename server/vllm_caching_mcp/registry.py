@@ -54,7 +54,6 @@ import hashlib
 import json
 import os
 import re
-import ssl
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -73,6 +72,7 @@ from .http_client import (
     RawResponse,
     RetryingClient,
     Secret,
+    Trust,
     default_cache_dir,
     is_loopback,
     load_json,
@@ -554,7 +554,7 @@ class RegistryClient(RetryingClient):
         self._basic_scopes: set[tuple[str, str]] = set()  # (origin, scope)s whose registry asked for Basic
         self.notes: list[str] = []
         self.credentials: Credentials | None = None
-        verify: ssl.SSLContext | bool = False
+        verify: Trust = False
         if settings.verify_tls:
             verify = settings.network.verify(settings.ca_bundle)
         else:

@@ -21,7 +21,7 @@ from typing import Any
 import httpcore
 import httpx
 
-from .http_client import NetworkPath, current_exchange
+from .http_client import NetworkPath, Trust, current_exchange
 
 
 def _time_left(timeout: float | None, expired: type[Exception]) -> float | None:
@@ -107,9 +107,9 @@ def _deadline_bound_transport(verify: ssl.SSLContext | bool, proxy: httpx.URL | 
 class RoutedTransport(httpx.BaseTransport):
     """Each request direct or through its proxy, chosen per URL: a redirect may lead to another host."""
 
-    def __init__(self, path: NetworkPath, verify: ssl.SSLContext | bool) -> None:
+    def __init__(self, path: NetworkPath, verify: Trust) -> None:
         self._path = path
-        self._verify = verify
+        self._verify = verify  # a function is called when the first connection needs it
         self._transports: dict[str, httpx.HTTPTransport] = {}
         self._lock = threading.Lock()  # an httpx.Client may be shared between threads
 
@@ -119,6 +119,8 @@ class RoutedTransport(httpx.BaseTransport):
         with self._lock:
             transport = self._transports.get(key)
             if transport is None:
+                if callable(self._verify):
+                    self._verify = self._verify()
                 transport = _deadline_bound_transport(self._verify, proxy)
                 self._transports[key] = transport
         return transport.handle_request(request)
