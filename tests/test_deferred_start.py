@@ -91,7 +91,7 @@ def test_a_deferred_start_answers_every_tool_as_a_full_one(tmp_path: Path) -> No
             return out
 
     full = anyio.run(answers)
-    assert (tmp_path / f"{listing_cache.NAME}.pickle").is_file()
+    assert (tmp_path / startup_cache.file_name(listing_cache.NAME)).is_file()
     deferred = anyio.run(answers)
     assert deferred == full
 
@@ -106,7 +106,10 @@ def test_prepare_validates_and_stores_the_cache_so_the_next_start_is_deferred(tm
         env=env,
     )
     assert out.stdout.strip() == f"knowledge and tools are valid; start-up cache written to {tmp_path}"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["knowledge.pickle", f"{listing_cache.NAME}.pickle"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        startup_cache.file_name("knowledge"),
+        startup_cache.file_name(listing_cache.NAME),
+    ]
     assert _start(tmp_path)["cached"]
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 import pickle
+import sys
 from pathlib import Path
 
 import pytest
@@ -45,7 +46,7 @@ def test_second_load_with_the_same_inputs_is_served_from_the_file(cache_dir: Pat
     assert load_or_build("thing", [b"a", b"b"], dict, build) == {"answer": 42}
     assert load_or_build("thing", [b"a", b"b"], dict, build) == {"answer": 42}
     assert build.calls == 1
-    data = (cache_dir / "thing.pickle").read_bytes()
+    data = (cache_dir / startup_cache.file_name("thing")).read_bytes()
     assert data.startswith(MAGIC)
     assert data[len(MAGIC) : len(MAGIC) + 32] == inputs_digest([b"a", b"b"])
 
@@ -77,7 +78,7 @@ def test_inputs_are_hashed_as_a_list_not_as_their_concatenation() -> None:
 )
 def test_a_damaged_file_is_ignored_and_rebuilt(cache_dir: Path, damage: object) -> None:
     load_or_build("thing", [b"x"], dict, Builds({"v": "good"}))
-    path = cache_dir / "thing.pickle"
+    path = cache_dir / startup_cache.file_name("thing")
     path.write_bytes(damage(path.read_bytes()))  # type: ignore[operator]
     build = Builds({"v": "good"})
     assert load_or_build("thing", [b"x"], dict, build) == {"v": "good"}
@@ -117,7 +118,7 @@ def test_a_read_only_cache_directory_still_gives_the_answer(cache_dir: Path) -> 
 @pytest.mark.skipif(not hasattr(os, "getuid") or os.getuid() != 0, reason="needs root to give the file away")
 def test_a_file_owned_by_another_user_is_not_unpickled(cache_dir: Path) -> None:
     load_or_build("thing", [b"x"], dict, Builds({"v": "mine"}))
-    os.chown(cache_dir / "thing.pickle", 65534, -1)
+    os.chown(cache_dir / startup_cache.file_name("thing"), 65534, -1)
     build = Builds({"v": "rebuilt"})
     assert load_or_build("thing", [b"x"], dict, build) == {"v": "rebuilt"}
     assert build.calls == 1
@@ -139,7 +140,7 @@ def test_the_switch_turns_the_cache_off_for_reading_and_writing(
     assert load_or_build("thing", [b"x"], dict, build) == {"v": "built"}  # the stored one is not read
     assert load_or_build("other", [b"x"], dict, build) == {"v": "built"}
     assert build.calls == 2
-    assert sorted(p.name for p in cache_dir.iterdir()) == ["thing.pickle"]  # nor is anything written
+    assert sorted(p.name for p in cache_dir.iterdir()) == [startup_cache.file_name("thing")]  # nor is anything written
     monkeypatch.setenv(DISABLE_ENV, "")  # empty: on, as for PYTHONDONTWRITEBYTECODE
     assert load_or_build("thing", [b"x"], dict, build) == {"v": "stored before"}
 
@@ -162,7 +163,7 @@ def fresh_knowledge() -> Knowledge:
 
 def test_the_cached_knowledge_is_the_knowledge_the_files_give(cache_dir: Path) -> None:
     first = fresh_knowledge()  # validated from the files, then stored
-    assert (cache_dir / "knowledge.pickle").is_file()
+    assert (cache_dir / startup_cache.file_name("knowledge")).is_file()
     second = fresh_knowledge()  # from the file
     assert second == first
     assert second.by_id.keys() == first.by_id.keys()
@@ -172,7 +173,7 @@ def test_the_cached_knowledge_is_the_knowledge_the_files_give(cache_dir: Path) -
 
 def test_a_stale_knowledge_cache_holding_other_facts_is_not_used(cache_dir: Path) -> None:
     real = fresh_knowledge()
-    path = cache_dir / "knowledge.pickle"
+    path = cache_dir / startup_cache.file_name("knowledge")
     data = path.read_bytes()
     # The same file layout, but built from other inputs and carrying a different answer.
     doctored = real.model_copy(update={"directory": "/somewhere/else"})
@@ -186,10 +187,21 @@ def test_a_stale_knowledge_cache_holding_other_facts_is_not_used(cache_dir: Path
 
 def test_a_corrupt_knowledge_cache_does_not_stop_the_server(cache_dir: Path) -> None:
     real = fresh_knowledge()
-    (cache_dir / "knowledge.pickle").write_bytes(MAGIC + b"\x00" * 100)
+    (cache_dir / startup_cache.file_name("knowledge")).write_bytes(MAGIC + b"\x00" * 100)
     assert fresh_knowledge() == real
 
 
 def test_an_explicit_knowledge_directory_is_never_cached(cache_dir: Path, knowledge_copy: Path) -> None:
     load_knowledge.__wrapped__(str(knowledge_copy))
     assert not cache_dir.exists()
+
+
+def test_two_installs_keep_their_own_entries(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two virtual environments with the same release overwrote one file at every start (the next start 2.1x)."""
+    for prefix, value in (("/venv/a", ["built in a"]), ("/venv/b", ["built in b"])):
+        monkeypatch.setattr(sys, "prefix", prefix)
+        startup_cache.write("thing", [prefix.encode()], value)
+    for prefix, value in (("/venv/a", ["built in a"]), ("/venv/b", ["built in b"])):
+        monkeypatch.setattr(sys, "prefix", prefix)
+        assert startup_cache.read("thing", [prefix.encode()], list) == value
+    assert len(list(cache_dir.glob("thing-*.pickle"))) == 2

@@ -8,7 +8,10 @@ out; anything else (missing, stale, corrupt, written by another user, an unwrita
 falls back to building, silently. It can make start-up slower by one hash, never an answer wrong.
 
 File layout: MAGIC, then the SHA-256 of the inputs, then the SHA-256 of the payload, then the
-pickle. The directory is the one the HTTP clients cache in (``$VLLM_CACHING_MCP_CACHE_DIR``, else
+pickle. Each install (this package's directory under one Python) has its own file per name
+(`file_name`): two installs of one release, in two virtual environments, would otherwise overwrite
+each other's entry at every start and each start after the other's would build again. The
+directory is the one the HTTP clients cache in (``$VLLM_CACHING_MCP_CACHE_DIR``, else
 ``$XDG_CACHE_HOME/vllm-caching-mcp``, else ``~/.cache/vllm-caching-mcp``).
 """
 
@@ -17,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import os
 import pickle
+import sys
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -97,6 +101,12 @@ def _write(path: Path, key: bytes, value: object) -> None:
         pass  # an unwritable cache costs the next start-up time, nothing else
 
 
+def file_name(name: str) -> str:
+    """The cache file of ``name`` for this install: the package's path and the interpreter, hashed."""
+    install = f"{Path(__file__).resolve().parent}\0{sys.executable}\0{sys.prefix}".encode()
+    return f"{name}-{hashlib.sha256(install).hexdigest()[:16]}.pickle"
+
+
 def _startup_cache_dir() -> Path | None:
     return None if os.environ.get(DISABLE_ENV) else cache_dir()
 
@@ -104,14 +114,14 @@ def _startup_cache_dir() -> Path | None:
 def read(name: str, inputs: Iterable[bytes], expected: type[T]) -> T | None:
     """The object cached under ``name`` if it was built from exactly ``inputs``, else None."""
     directory = _startup_cache_dir()
-    return None if directory is None else _read(directory / f"{name}.pickle", inputs_digest(inputs), expected)
+    return None if directory is None else _read(directory / file_name(name), inputs_digest(inputs), expected)
 
 
 def write(name: str, inputs: Iterable[bytes], value: object) -> None:
     """Cache ``value`` under ``name`` as built from ``inputs``; a failure to write is silent."""
     directory = _startup_cache_dir()
     if directory is not None:
-        _write(directory / f"{name}.pickle", inputs_digest(inputs), value)
+        _write(directory / file_name(name), inputs_digest(inputs), value)
 
 
 def load_or_build(name: str, inputs: Iterable[bytes], expected: type[T], build: Callable[[], T]) -> T:
