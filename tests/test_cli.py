@@ -69,3 +69,15 @@ def test_misspelt_name_gets_a_suggestion() -> None:
 def test_tools_lists_every_tool() -> None:
     out = run("tools")
     assert "check_version" in out.stdout
+
+
+def test_tools_json_prints_the_listing_an_mcp_client_gets() -> None:
+    out = run("tools", "--json")
+    assert out.returncode == 0, out.stderr
+
+    async def via_mcp() -> list[dict[str, object]]:
+        async with Client(build_server()) as client:
+            listed = (await client.list_tools()).tools
+            return [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in listed]
+
+    assert json.loads(out.stdout) == {"tools": anyio.run(via_mcp)}

@@ -242,7 +242,13 @@ def build_parser() -> argparse.ArgumentParser:
     call = sub.add_parser("call", help="run a tool with JSON arguments and print its structured result")
     call.add_argument("tool", help="tool name: " + ", ".join(TOOL_NAMES))
     call.add_argument("arguments", nargs="?", default="{}", help="the arguments as one JSON object")
-    sub.add_parser("tools", help="list the tools")
+    tools = sub.add_parser("tools", help="list the tools")
+    tools.add_argument(
+        "--json",
+        action="store_true",
+        help="print the whole listing as the MCP server answers tools/list: names, descriptions, input and "
+        "output schemas",
+    )
     # size_offload's names, one command away (over MCP: the knowledge://models.yaml and hardware.yaml resources)
     sub.add_parser("models", help="list the models size_offload knows by name")
     sub.add_parser("gpus", help="list the GPUs size_offload knows by name")
@@ -363,6 +369,16 @@ def _empty_review(arguments: dict[str, Any], notes: list[str], knowledge: Knowle
     )
 
 
+def _tool_listing() -> dict[str, Any]:
+    """The result of tools/list, exactly as the server sends it."""
+    import anyio
+
+    from .mcp_server import build_server
+
+    tools = anyio.run(build_server(defer=False).list_tools)
+    return {"tools": [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in tools]}
+
+
 def _glue_option_values(argv: list[str]) -> list[str]:
     """Join each tool option with its value, so ``--name --block-size`` reads as a value, not a flag."""
     spec = next((s for s in all_tools() if argv and argv[0] == s.name.replace("_", "-")), None)
@@ -392,6 +408,9 @@ def main(argv: list[str] | None = None) -> int:
             print(listing(load_knowledge()))
             return 0
         if args.command == "tools":
+            if args.json:
+                print(json.dumps(_tool_listing(), indent=2, ensure_ascii=False))
+                return 0
             for tool in all_tools():
                 print(f"{tool.name:<20} {tool.title}")
             return 0
