@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -222,7 +223,7 @@ class SglangConversion(BaseModel):
     )
     kv_offloading_size_unit: str = Field(description="the unit and scope of --kv-offloading-size, from the knowledge")
     from_sglang: str | None = Field(default=None, description="the conversion, in words")
-    note: str
+    note: str | None = Field(description="how far the SGLang figures can be trusted; null when there are none")
 
 
 class BenchmarkPlan(BaseModel):
@@ -231,6 +232,27 @@ class BenchmarkPlan(BaseModel):
     unique_prefix_tokens: int
     command: str
     rule: str
+
+
+_CAVEAT_WORDS = re.compile(r"ESTIMATE|ASSUMED|REFERENCE ONLY")
+
+
+def _caveats(text: str) -> list[str]:
+    """The parenthesised clauses of ``text`` that name an ESTIMATE, an ASSUMED value or a REFERENCE ONLY."""
+    clauses: list[str] = []
+    depth, start = 0, 0
+    for i, char in enumerate(text):
+        if char == "(":
+            depth += 1
+            if depth == 1:
+                start = i + 1
+        elif char == ")" and depth:
+            depth -= 1
+            if depth == 0 and _CAVEAT_WORDS.search(text, start, i):
+                clauses.append(text[start:i])
+    if not clauses and _CAVEAT_WORDS.search(text):
+        clauses.append(text)
+    return clauses
 
 
 class SizeOffloadResult(Result):
@@ -319,8 +341,19 @@ class SizeOffloadResult(Result):
             lines.append(f"from SGLang: {self.sglang.from_sglang}")
         if self.benchmark is not None:
             lines.append(f"benchmark: {self.benchmark.command}")
+        lines += self.caveat_lines()
         lines += [f"warning: {w}" for w in (*v.warnings, *self.warnings)]
         return "\n".join(lines)
+
+    def caveat_lines(self) -> list[str]:
+        """One line for each figure above that rests on an estimate, an assumption or an unchecked reference:
+        the text an agent reads must not give those numbers plainly."""
+        worded = [(f.name, f.formula) for f in self.formulas]
+        worded += [(f"load {e.tier}", e.formula) for e in self.load_estimates]
+        lines = [f"caveat: {name}: {'; '.join(clauses)}" for name, text in worded if (clauses := _caveats(text))]
+        if self.sglang.note is not None:
+            lines.append(f"caveat: SGLang: {self.sglang.note}")
+        return lines
 
 
 # ---------------------------------------------------------------------------- lookups
@@ -1320,8 +1353,9 @@ def _gpu_budget(
     elif arch.params_total_b is not None:
         weights_gib = arch.params_total_b * 1e9 * _WEIGHT_BYTES[arch.weights_dtype] / world / GIB
         weights_basis = (
-            f"ESTIMATE {arch.params_total_b:g}B params × "
-            f"{_WEIGHT_BYTES[arch.weights_dtype]:g} B ({arch.weights_dtype}) / (TP×PP {world})"
+            f"weights an ESTIMATE: {arch.params_total_b:g}B params × "
+            f"{_WEIGHT_BYTES[arch.weights_dtype]:g} B ({arch.weights_dtype}) / (TP×PP {world}); "
+            "weights_gib_per_gpu gives the measured figure"
         )
     else:
         raise AdviceError(
@@ -1331,7 +1365,8 @@ def _gpu_budget(
     trail.note(
         "GPU KV budget per rank",
         f"{memory_gib:.2f} GiB × {utilization} ({utilization_basis}) − weights {weights_gib:.2f} GiB ({weights_basis}) "
-        f"− activation/CUDA-graph reserve {request.activation_reserve_gib:g} GiB (an ESTIMATE; vLLM measures it)",
+        f"− activation/CUDA-graph reserve {request.activation_reserve_gib:g} GiB (the reserve an ESTIMATE: vLLM "
+        "measures it at start-up)",
         f"{budget_gib:.2f} GiB",
         "engine.gpu-kv-budget",
     )
@@ -1755,7 +1790,8 @@ def _tier_loads(
         LoadEstimate(
             tier="remote",
             seconds=all_bytes / (request.remote_gb_s * 1e9) + rank_bytes / link,
-            formula=f"{all_bytes:,} B / {request.remote_gb_s:g} GB/s network + host link (an ASSUMED network rate)",
+            formula=f"{all_bytes:,} B / {request.remote_gb_s:g} GB/s network + host link "
+            f"({request.remote_gb_s:g} GB/s an ASSUMED network rate; remote_gb_s sets it)",
         )
     )
     return loads
@@ -1771,9 +1807,9 @@ def _prefill_rate(request: SizeOffloadRequest, arch: Architecture, gpu: Gpu, tp:
         return None, "given"
     rate = flops * 1e12 * tp * request.mfu / (2 * arch.params_active_b * 1e9)
     basis = (
-        f"ESTIMATE {flops:g} TFLOPS × TP {tp} × MFU {request.mfu:g} / "
-        f"(2 × {arch.params_active_b:g}B active params); "
-        "attention FLOPs ignored, so long contexts prefill slower"
+        f"the rate an ESTIMATE: {flops:g} TFLOPS × TP {tp} × MFU {request.mfu:g} / "
+        f"(2 × {arch.params_active_b:g}B active params), attention FLOPs ignored, so long contexts prefill "
+        "slower; prefill_tokens_per_s gives the measured rate"
     )
     return rate, basis
 
@@ -1827,6 +1863,9 @@ def _sglang(
         "(10^9 bytes) per rank, --hicache-ratio the host pool over a rank's device KV pool. The vLLM side is "
         f"from the knowledge: --kv-offloading-size is {unit}.",
     )
+    if offload is None and request.sglang_hicache_size_gb is None and request.sglang_hicache_ratio is None:
+        sglang.note = None  # no SGLang figure, so nothing for the caveat to qualify
+        return sglang
     if offload is not None:
         host_per_rank = offload.cpu_bytes_to_use / world
         sglang.hicache_size_gb_per_rank = round(host_per_rank / 1e9, 2)
