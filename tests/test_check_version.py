@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import pytest
 
 from vllm_caching_mcp.advice.check_version import CheckVersionRequest, CheckVersionResult, EntryStatus, check_version
-from vllm_caching_mcp.knowledge import load_knowledge
+from vllm_caching_mcp.knowledge import Knowledge, load_knowledge
 from vllm_caching_mcp.tools import ToolInputError, run_tool
 
 
@@ -473,3 +474,19 @@ def test_whether_the_release_images_carry_lmcache_is_answered_by_name() -> None:
         assert entry.id == "feature.release-image-kv-connectors" and entry.status == "available"
         assert "INSTALL_KV_CONNECTORS=true" in entry.summary and "not fixed by the vLLM tag" in entry.summary
         assert any(s.startswith("sdist:vllm==0.33.0:.buildkite/release-pipeline.yaml") for s in entry.citation.sources)
+
+
+def test_a_one_name_answer_is_a_few_kilobytes(knowledge: Knowledge) -> None:
+    """Every tracked name at three releases: each answer carried the whole advisory list (11-22 KB, 60-80 %
+    of it the security block). Counted, with the change in force and the next two, the median is under
+    4 KB and no answer reaches 8 KB; detail: full still gives everything."""
+    sizes = []
+    for name in sorted({s.name for s in knowledge.settings}):
+        for version in ("0.13.0", "0.22.1", "0.33.0"):
+            result = run_tool("check_version", {"name": name, "version": version})
+            data = json.dumps(result.model_dump(mode="json"), separators=(",", ":"))
+            sizes.append(len(data.encode()) + len(result.summary().encode()))
+    sizes.sort()
+    assert sizes[len(sizes) // 2] <= 4096 and sizes[-1] <= 8192, (sizes[len(sizes) // 2], sizes[-1])
+    full = run_tool("check_version", {"name": "--kv-offloading-size", "version": "0.22.1", "detail": "full"})
+    assert full.model_dump(mode="json")["security"]["listed"] == "all"

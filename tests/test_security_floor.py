@@ -44,9 +44,11 @@ def floor_release(knowledge: Knowledge) -> str:
 
 
 def serious(check: SecurityCheck | None) -> list[str]:
-    """The critical and high advisories that certainly apply."""
+    """The critical and high advisories that certainly apply (listed in full with detail: full, else by id)."""
     assert check is not None
-    return [a.id for a in check.advisories if a.severity in ("critical", "high") and a.applies_here == "yes"]
+    listed = [a.id for a in check.advisories if a.severity in ("critical", "high") and a.applies_here == "yes"]
+    assert check.listed == "counts" or listed == check.serious_applying
+    return list(check.serious_applying)
 
 
 def source_text(knowledge: Knowledge) -> str:
@@ -59,20 +61,37 @@ def source_text(knowledge: Knowledge) -> str:
 def test_check_version_names_the_advisories_and_the_floor_for_an_old_release(
     knowledge: Knowledge, floor_release: str
 ) -> None:
-    result = check_version(CheckVersionRequest(name="--kv-transfer-config", version=OLD), knowledge)
+    result = check_version(CheckVersionRequest(name="--kv-transfer-config", version=OLD, detail="full"), knowledge)
     security = result.security
     assert security is not None and security.version == OLD and security.source == source_text(knowledge)
     assert security.security_floor == floor_release and security.below_floor is True
-    assert serious(security)
+    assert serious(security) and security.serious_applying == serious(security)
     note = next(a for a in security.advisories if a.id == serious(security)[0])
     assert note.source.startswith("https://") and note.fixed_in is not None and note.applies
     assert f"floor {floor_release} (BELOW THE FLOOR)" in result.summary()
     assert source_text(knowledge) in result.summary()
     # a conditional advisory is listed, marked as depending on a condition the tool cannot see
-    before_fix = check_version(CheckVersionRequest(name="--kv-transfer-config", version=BEFORE_KEY_FIX), knowledge)
+    before_fix = check_version(
+        CheckVersionRequest(name="--kv-transfer-config", version=BEFORE_KEY_FIX, detail="full"), knowledge
+    )
     assert before_fix.security is not None
     keyed = next(a for a in before_fix.security.advisories if a.id == API_KEY_BYPASS)
     assert (keyed.severity, keyed.applies_here, keyed.fixed_in) == ("critical", "unknown", "0.22.0")
+
+
+def test_by_default_the_advisories_are_counted_in_one_line(knowledge: Knowledge) -> None:
+    """A one-flag question carried the whole advisory list: 60-80 % of an 11-22 KB answer."""
+    full = check_version(CheckVersionRequest(name="--kv-transfer-config", version=OLD, detail="full"), knowledge)
+    brief = check_version(CheckVersionRequest(name="--kv-transfer-config", version=OLD), knowledge)
+    assert full.security is not None and brief.security is not None
+    assert brief.security.listed == "counts" and brief.security.advisories == [] == brief.security.floor_caveats
+    for field in ("advisory_count", "applying_count", "serious_applying", "security_floor", "floor_caveat_ids"):
+        assert getattr(brief.security, field) == getattr(full.security, field), field
+    assert full.security.advisory_count == len(full.security.advisories)
+    [line] = [line for line in brief.summary().splitlines() if line.startswith("security (")]
+    assert f"that apply: {len(full.security.serious_applying)} critical or high" in line
+    assert line.endswith("check_advisories lists them")
+    assert len(brief.model_dump_json()) < len(full.model_dump_json()) / 3
 
 
 def test_check_version_at_the_floor_has_no_advisory_that_certainly_applies(

@@ -1203,8 +1203,8 @@ def choose_backend(request: ChooseBackendRequest, knowledge: Knowledge) -> Choos
         bugs=bugs,
         notes=ch.notes,
         citations=citations,
-        security=security,
-        lmcache_security=lm_security,
+        security=security.for_detail("summary"),
+        lmcache_security=lm_security.for_detail("summary") if lm_security is not None else None,
     )
 
 

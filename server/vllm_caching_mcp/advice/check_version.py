@@ -23,6 +23,7 @@ from .common import (
     PRODUCT_LABELS,
     AdviceError,
     Citation,
+    Detail,
     Result,
     SecurityCheck,
     ToolSpec,
@@ -43,20 +44,17 @@ class CheckVersionRequest(BaseModel):
         default=None,
         min_length=1,
         max_length=200,
-        description=(
-            "flag, config field, env variable, connector, metric or feature; case, - and _ do not matter; omit with "
-            "compare_to"
-        ),
+        description=("flag, config field, env variable, connector, metric or feature (case, - and _ ignored)"),
     )
     version: str | None = Field(
         default=None,
         max_length=40,
-        description="vLLM release; omitted: the newest known, said so",
+        description="vLLM release; omitted: the newest known",
     )
     compare_to: str | None = Field(
         default=None,
         max_length=40,
-        description="second vLLM release: list the KV-caching changes from `version` to it",
+        description="second vLLM release: the KV-caching changes from `version` to it",
     )
     lmcache_version: str | None = Field(
         default=None,
@@ -70,13 +68,14 @@ class CheckVersionRequest(BaseModel):
     )
     events: bool = Field(
         default=False,
-        description="with compare_to: also every entry-level event (long)",
+        description="with compare_to: every entry-level event too",
     )
     connectors: list[str] | None = Field(
         default=None,
         max_length=8,
-        description="with compare_to: only changes concerning these connectors",
+        description="with compare_to: only changes of these connectors",
     )
+    detail: Detail = "summary"
 
 
 class ChangeNote(BaseModel):
@@ -112,7 +111,16 @@ class EntryStatus(BaseModel):
     requires: list[str] = Field(default_factory=list)
     changes_so_far: list[ChangeNote] = Field(default_factory=list)
     later_changes: list[ChangeNote] = Field(default_factory=list, description="changes in releases after this one")
+    changes_left_out: int = Field(
+        default=0, description="changes of other releases not listed here (detail: full lists them)"
+    )
     citation: Citation
+
+    def in_brief(self) -> EntryStatus:
+        """The change in force in this release and the next ones that come, the rest counted."""
+        so_far, later = self.changes_so_far[-1:], self.later_changes[:_LATER_IN_BRIEF]
+        left_out = len(self.changes_so_far) + len(self.later_changes) - len(so_far) - len(later)
+        return self.model_copy(update={"changes_so_far": so_far, "later_changes": later, "changes_left_out": left_out})
 
     def details(self) -> list[str]:
         """The facts behind the one-sentence answer, one per line."""
@@ -138,10 +146,15 @@ class EntryStatus(BaseModel):
         if self.requires:
             lines.append(f"requires: {', '.join(self.requires)}")
         lines += [f"later, {c.version}: {c.summary}" for c in self.later_changes]
+        if self.changes_left_out:
+            lines.append(f"{self.changes_left_out} changes of other releases not listed (detail: full lists them)")
         lines.append(
             f"sources: {', '.join(self.citation.sources[:3])}" + (" …" if len(self.citation.sources) > 3 else "")
         )
         return lines
+
+
+_LATER_IN_BRIEF = 2
 
 
 class GatedEvent(BaseModel):
@@ -447,7 +460,9 @@ def check_version(request: CheckVersionRequest, knowledge: Knowledge) -> CheckVe
     version_text, asked_as = _release_asked(knowledge, request.version)
     version, context = resolve_version(knowledge, version_text)
     result = CheckVersionResult(
-        version_context=context, security=security_check(knowledge, "vllm", version), asked_as=asked_as
+        version_context=context,
+        security=security_check(knowledge, "vllm", version).for_detail(request.detail),
+        asked_as=asked_as,
     )
     if request.name is not None:
         _answer_name(request, knowledge, version, result)
@@ -470,7 +485,7 @@ def _answer_name(
         lm_version, result.lmcache_context = resolve_version(
             knowledge, request.lmcache_version, package="lmcache", field="lmcache_version"
         )
-        result.lmcache_security = security_check(knowledge, "lmcache", lm_version)
+        result.lmcache_security = security_check(knowledge, "lmcache", lm_version).for_detail(request.detail)
     if not entries:
         versions = {"vllm": (version, True), "lmcache": (lm_version or knowledge.newest("lmcache"), True)}
         inventory = name_lookup.inventory_matches(knowledge, request.name, versions)
@@ -481,6 +496,8 @@ def _answer_name(
     result.matches = [
         describe(e, lm_version if e.component == "lmcache" and lm_version else version, knowledge) for e in entries
     ]
+    if request.detail == "summary":
+        result.matches = [m.in_brief() for m in result.matches]
     result.inventory_matches = inventory
 
 
@@ -491,7 +508,7 @@ def _compare(request: CheckVersionRequest, knowledge: Knowledge, version: Versio
         result.compare_context.warnings.insert(
             0, f"compare_to {compare_asked!r} is taken as {other}, its newest patch."
         )
-    result.compare_security = security_check(knowledge, "vllm", other)
+    result.compare_security = security_check(knowledge, "vllm", other).for_detail(request.detail)
     low, high = sorted((version, other))
     result.direction = "same" if other == version else ("upgrade" if other > version else "downgrade")
     pool = (
@@ -525,8 +542,8 @@ SPEC = ToolSpec(
     title="Check a vLLM version gate",
     description=(
         "Whether a vLLM or LMCache flag, config field, env variable, connector, metric or feature exists in a "
-        "release, since when, its default and replacement; with compare_to, the KV-caching changes between releases. "
-        "Ask before recommending any flag."
+        "release, since when, its default and replacement; with compare_to, the KV-caching changes. Ask before "
+        "recommending a flag."
     ),
     request=CheckVersionRequest,
     result=CheckVersionResult,

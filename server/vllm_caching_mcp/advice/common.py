@@ -264,11 +264,24 @@ class AdvisoryNote(BaseModel):
 
 
 class SecurityCheck(BaseModel):
-    """The known advisories for one release of vLLM or LMCache, and the security floor."""
+    """The known advisories for one release of vLLM or LMCache, and the security floor.
+
+    A tool's default answer carries it counted (``listed: counts``): the floor, how many advisories
+    apply and how many only under conditions, and the critical and high ones that apply by id; a
+    one-flag question should not carry the whole advisory list. ``detail: full`` on the tool, or
+    `check_advisories`, lists every one.
+    """
 
     package: Literal["vllm", "lmcache"]
     version: str
     source: str = Field(description="where the advisories come from: the stored snapshot, with its date")
+    advisory_count: int = Field(description="advisories that affect this release, listed or not")
+    applying_count: int = Field(description="of those, the ones that certainly apply; the rest have conditions")
+    serious_applying: list[str] = Field(description="the critical and high advisories that certainly apply, by id")
+    listed: Literal["all", "counts"] = Field(
+        description="all: `advisories` lists every one; counts: none is listed, the counts and ids above stand for "
+        "them (detail: full, or check_advisories, lists them)"
+    )
     advisories: list[AdvisoryNote] = Field(description="advisories affecting this release, most severe first")
     security_floor: str | None = Field(
         description="the lowest known release from which on every release is clear of every critical and high "
@@ -279,10 +292,19 @@ class SecurityCheck(BaseModel):
         "no_serious_advisory: no critical or high advisory applies, so no release is singled out"
     )
     below_floor: bool | None = Field(description="whether this release is below the floor; null: no floor")
-    floor_caveats: list[AdvisoryNote] = Field(
+    floor_caveat_ids: list[str] = Field(
         default_factory=list,
         description="critical or high advisories still open at the floor (or blocking one) when their conditions hold",
     )
+    floor_caveats: list[AdvisoryNote] = Field(
+        default_factory=list, description="the same advisories in full, when everything is listed"
+    )
+
+    def for_detail(self, detail: Literal["summary", "full"]) -> SecurityCheck:
+        """This check as an answer of that detail carries it: everything, or counted (see the class)."""
+        if detail == "full":
+            return self
+        return self.model_copy(update={"advisories": [], "floor_caveats": [], "listed": "counts"})
 
     def lines(self) -> list[str]:
         """A short block for a summary: the floor, the advisories that apply, a count of the conditional ones."""
@@ -292,28 +314,38 @@ class SecurityCheck(BaseModel):
             "none_clear": "none (no known release is clear)",
             "no_serious_advisory": "none needed (no critical or high advisory applies)",
         }[self.floor_status]
-        head = f"security ({self.source}): {label} {self.version}: {len(self.advisories)} advisories; floor {floor}"
+        head = f"security ({self.source}): {label} {self.version}: {self.advisory_count} advisories; floor {floor}"
+        if self.listed == "counts":
+            return [head + (" (BELOW THE FLOOR)" if self.below_floor else "") + "; " + self._counted()]
         lines = [head + (" (BELOW THE FLOOR)" if self.below_floor else "")]
-        certain = [a for a in self.advisories if a.applies_here == "yes"]
-        serious = [a for a in certain if a.severity in advisories.FLOOR_SEVERITIES]
+        serious = [a for a in self.advisories if a.id in self.serious_applying]
         lines += [f"  {a.line()}" for a in serious]
+        conditional = self.advisory_count - self.applying_count
         more = [
-            f"{len(certain) - len(serious)} medium or low that apply" if len(certain) > len(serious) else "",
-            f"{len(self.advisories) - len(certain)} only under conditions not checked here"
-            if len(self.advisories) > len(certain)
+            f"{self.applying_count - len(serious)} medium or low that apply"
+            if self.applying_count > len(serious)
             else "",
+            f"{conditional} only under conditions not checked here" if conditional else "",
         ]
         if any(more):
             lines.append(f"  and {'; '.join(m for m in more if m)} (see `advisories`)")
-        if self.floor_caveats:
-            lines.append(
-                f"  still open at the floor where their conditions hold: {', '.join(a.id for a in self.floor_caveats)}"
-            )
+        if self.floor_caveat_ids:
+            lines.append(f"  still open at the floor where their conditions hold: {', '.join(self.floor_caveat_ids)}")
         return lines
+
+    def _counted(self) -> str:
+        """The advisories in one clause: the serious ones that apply by id, the rest by count."""
+        serious = self.serious_ids()
+        conditional = self.advisory_count - self.applying_count
+        named = f" ({', '.join(serious)})" if serious else ""
+        text = f"that apply: {len(serious)} critical or high{named}, {self.applying_count - len(serious)} medium or low"
+        if conditional:
+            text += f"; {conditional} only under conditions not checked"
+        return text + "; check_advisories lists them"
 
     def serious_ids(self) -> list[str]:
         """The critical and high advisories that certainly apply to this release."""
-        return [a.id for a in self.advisories if a.severity in advisories.FLOOR_SEVERITIES and a.applies_here == "yes"]
+        return list(self.serious_applying)
 
     def floor_warning(self) -> str | None:
         """One line when the release is below the floor, or no release is clear of an advisory that applies."""
@@ -326,7 +358,7 @@ class SecurityCheck(BaseModel):
                 f"advisories affect it{named}; use {self.security_floor} or later ({self.source})."
             )
         if self.floor_status == "none_clear" and serious:
-            blockers = [a.id for a in self.floor_caveats]
+            blockers = self.floor_caveat_ids
             others = [a for a in self.advisories if a.id in serious and a.id not in blockers]
             text = f"No known {label} release is clear of {first_few(blockers)}"
             if others:
@@ -427,13 +459,18 @@ def security_floor(knowledge: Knowledge, package: Package, facts: advisories.Dep
     return advisories.floor(stored, package, knowledge.release_versions(package), facts.closed())
 
 
+# How much an answer lists: its decision and evidence, or everything (every advisory, not only those that apply).
+Detail = Annotated[Literal["summary", "full"], Field(description="full: all advisories, changes")]
+
+
 def security_check(
     knowledge: Knowledge,
     package: Package,
     version: Version,
     facts: advisories.DeploymentFacts | None = None,
 ) -> SecurityCheck:
-    """The stored advisories affecting ``version`` (those the facts rule out left out) and the floor."""
+    """The stored advisories affecting ``version`` (those the facts rule out left out) and the floor, all listed;
+    a tool's answer carries it `SecurityCheck.for_detail` its request's."""
     facts = facts or advisories.DeploymentFacts()
     if package == "lmcache":  # LMCache's own advisories concern deployments that use LMCache
         facts = dataclasses.replace(facts, components=(facts.components or frozenset()) | {"lmcache"})
@@ -445,10 +482,16 @@ def security_check(
         caveats = [f for f in advisories.affecting(serious, package, floor.release, facts) if f.applies != "yes"]
     else:
         caveats = list(floor.blockers)
-    return SecurityCheck(
+    check = SecurityCheck(
         package=package,
         version=str(version),
         source=snapshot_source(knowledge),
+        advisory_count=len(found),
+        applying_count=sum(f.applies == "yes" for f in found),
+        serious_applying=[
+            f.advisory.id for f in found if f.applies == "yes" and f.advisory.severity in advisories.FLOOR_SEVERITIES
+        ],
+        listed="all",
         advisories=[_note(f) for f in found],
         security_floor=str(floor.release) if floor.release is not None else None,
         floor_status="floor"
@@ -457,5 +500,7 @@ def security_check(
         if floor.considered
         else "no_serious_advisory",
         below_floor=(version < floor.release) if floor.release is not None else None,
+        floor_caveat_ids=[f.advisory.id for f in caveats],
         floor_caveats=[_note(f) for f in caveats],
     )
+    return check

@@ -669,7 +669,7 @@ def inspect_image(request: InspectImageRequest, knowledge: Knowledge) -> Inspect
         compat_pins=pins,
         lmcache_mp_hma=hma,
         runtime_check_script=runtime_check_script(script_ref, platform) if request.runtime_check_script else None,
-        security=release.security,
+        security=release.security.for_detail("summary") if release.security is not None else None,
         credentials_source=read.credentials_source,
         requests_made=fetched.requests_made,
         notes=notes,

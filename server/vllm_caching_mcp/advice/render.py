@@ -2020,8 +2020,8 @@ def render_config(request: RenderConfigRequest, knowledge: Knowledge) -> RenderC
     return RenderConfigResult(
         version_context=planner.context,
         lmcache_context=planner.lm_context,
-        security=security,
-        lmcache_security=lm_security,
+        security=security.for_detail("summary"),
+        lmcache_security=lm_security.for_detail("summary") if lm_security is not None else None,
         backend=backend,
         format=request.format,
         files=files,
