@@ -124,7 +124,8 @@ async def test_unknown_tool_is_a_protocol_error(client: Client) -> None:
 
 async def test_every_knowledge_file_is_a_readable_resource(client: Client) -> None:
     uris = {str(r.uri) for r in (await client.list_resources()).resources}
-    assert uris == {f"knowledge://{name}" for name in FILE_NAMES}
+    # and each tool's whole output schema, which its listed outline names
+    assert uris == {f"knowledge://{name}" for name in FILE_NAMES} | {f"schema://{t}/output" for t in TOOL_NAMES}
     read = await client.read_resource("knowledge://releases.yaml")
     text = read.contents[0].text  # type: ignore[union-attr]
     lines = yaml.safe_load(text)["lines"]

@@ -44,11 +44,30 @@ def listed_output_schemas() -> dict[str, dict[str, Any]]:
 
 
 @functools.cache
-def validator(tool: str) -> jsonschema.protocols.Validator:
-    schema = listed_output_schemas()[tool]
-    cls = jsonschema.validators.validator_for(schema)
-    cls.check_schema(schema)
-    return cls(schema, format_checker=cls.FORMAT_CHECKER)
+def whole_output_schemas() -> dict[str, dict[str, Any]]:
+    """Each tool's whole output schema, read as a client reads it: the resource its outline names."""
+
+    async def read() -> dict[str, dict[str, Any]]:
+        schemas = {}
+        async with Client(build_server()) as client:
+            for tool, listed in listed_output_schemas().items():
+                uri = listed["$comment"].removeprefix("the whole schema: ")
+                contents = (await client.read_resource(uri)).contents[0]
+                schemas[tool] = json.loads(contents.text)  # type: ignore[union-attr]
+        return schemas
+
+    return anyio.run(read)
+
+
+@functools.cache
+def validators(tool: str) -> tuple[jsonschema.protocols.Validator, ...]:
+    """The listed outline and the whole schema: an answer must conform to both."""
+    found = []
+    for schema in (listed_output_schemas()[tool], whole_output_schemas()[tool]):
+        cls = jsonschema.validators.validator_for(schema)
+        cls.check_schema(schema)
+        found.append(cls(schema, format_checker=cls.FORMAT_CHECKER))
+    return tuple(found)
 
 
 def non_finite(value: Any, path: str = "") -> list[str]:
@@ -68,8 +87,9 @@ def assert_conforms(tool: str, result: Result) -> None:
     assert not non_finite(result.model_dump()), (tool, non_finite(result.model_dump()))
     data = result.model_dump(mode="json")
     json.dumps(data, allow_nan=False)
-    errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator(tool).iter_errors(data)]
-    assert not errors, (tool, errors[:5])
+    for checker in validators(tool):
+        errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in checker.iter_errors(data)]
+        assert not errors, (tool, errors[:5])
 
 
 def answer(tool: str, arguments: dict[str, Any]) -> Result:

@@ -102,3 +102,55 @@ def _merge_nullable(schema: dict[str, Any]) -> dict[str, Any]:
         return schema  # the same keyword outside and inside: merging would change one of them
     merged = {key: value for key, value in schema.items() if key != "anyOf"}
     return {**merged, **other, "type": [kind, "null"]}
+
+
+def outline(schema: dict[str, Any], full_schema_uri: str) -> dict[str, Any]:
+    """An output schema as the listing carries it: its properties one level deep, prose dropped.
+
+    An agent keeps every tool's listed schemas in its context for the whole session, and the output
+    schemas were three quarters of the listing (80 KB of 104). The outline keeps each top-level
+    property's type (with its enum and bounds), an array's item type and which properties are
+    required; a nested object is ``{"type": "object"}``. It accepts every answer the whole schema
+    accepts (a client that validates against it never throws an answer away), and names where the
+    whole schema is (``$comment``): the server's ``schema://TOOL/output`` resource.
+    """
+    defs = schema.get("$defs", {})
+    properties = {name: _outlined(sub, defs, 1) for name, sub in schema.get("properties", {}).items()}
+    out: dict[str, Any] = {"$comment": f"the whole schema: {full_schema_uri}", "type": "object"}
+    out["properties"] = properties
+    if schema.get("required"):
+        out["required"] = list(schema["required"])
+    return out
+
+
+_PROSE = ("description", "title", "examples", "default", "$comment")
+
+
+def _outlined(schema: Any, defs: dict[str, Any], depth: int) -> Any:
+    """``schema`` with every nested object past ``depth`` levels reduced to ``{"type": "object"}``."""
+    if not isinstance(schema, dict):
+        return schema
+    if "$ref" in schema:
+        return {"type": "object"}  # every $ref of a pydantic output schema is a model: an object
+    if "anyOf" in schema:
+        return _union([_outlined(option, defs, depth) for option in schema["anyOf"]])
+    out = {key: value for key, value in schema.items() if key not in _PROSE}
+    if "items" in out:
+        out["items"] = _outlined(out["items"], defs, depth + 1) if depth < 2 else {}
+    if "properties" in out:
+        return {"type": "object"}
+    if isinstance(out.get("additionalProperties"), dict):
+        out["additionalProperties"] = _outlined(out["additionalProperties"], defs, depth + 1) if depth < 2 else {}
+    return out
+
+
+def _union(options: list[Any]) -> dict[str, Any]:
+    """Options that are bare types as one ``type`` list; anything richer stays an ``anyOf``."""
+    if all(isinstance(o, dict) and set(o) == {"type"} for o in options):
+        kinds: list[str] = []
+        for option in options:
+            for kind in option["type"] if isinstance(option["type"], list) else [option["type"]]:
+                if kind not in kinds:
+                    kinds.append(kind)
+        return {"type": kinds[0] if len(kinds) == 1 else kinds}
+    return {"anyOf": options}

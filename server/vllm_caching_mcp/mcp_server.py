@@ -16,6 +16,7 @@ import contextlib
 import contextvars
 import gc
 import inspect
+import json
 import logging
 import operator
 import os
@@ -33,7 +34,7 @@ from mcp_types import Tool as MCPTool
 from pydantic import Field, ValidationError
 
 from . import __version__, listing_cache, startup_cache, tool_workers
-from .compact_schema import compact
+from .compact_schema import compact, outline
 from .http_transport import (
     HEALTH_PATH,
     MIN_TOKEN_LENGTH,
@@ -259,8 +260,10 @@ def _tool_function(spec: ToolSpec, workers: ToolWorkers | None) -> Any:
 
 
 def _compacted(tool: MCPTool) -> MCPTool:
-    """The tool as listed, its schemas in their shorter equivalent form (see compact_schema)."""
-    output = compact(tool.output_schema) if tool.output_schema is not None else None
+    """The tool as listed: its input schema in the shorter equivalent form, its output schema outlined (the
+    whole one is the resource OUTPUT_SCHEMA_URI; see compact_schema)."""
+    uri = OUTPUT_SCHEMA_URI.format(tool=tool.name)
+    output = outline(compact(tool.output_schema), uri) if tool.output_schema is not None else None
     # The server refuses an argument a tool does not take (tools.check_argument_names); the schema says so.
     arguments = {**compact(tool.input_schema), "additionalProperties": False}
     return tool.model_copy(update={"input_schema": arguments, "output_schema": output})
@@ -303,6 +306,8 @@ def build_server(*, defer: bool = True, workers: ToolWorkers | None = None) -> _
     root = str(knowledge_dir())
     for file_name in FILE_NAMES:
         _add_knowledge_resource(server, root, file_name)
+    for name in TOOL_NAMES:
+        _add_output_schema_resource(server, name)
     add_prompts(server)
     return server
 
@@ -322,6 +327,21 @@ def prepare() -> str:
     if directory is None or listing_cache.read(server._listing_inputs) is None:
         return "knowledge and tools are valid; no writable cache directory, so every start-up loads them in full"
     return f"knowledge and tools are valid; start-up cache written to {directory}"
+
+
+OUTPUT_SCHEMA_URI = "schema://{tool}/output"
+
+
+def _add_output_schema_resource(server: MCPServer, name: str) -> None:
+    @server.resource(
+        OUTPUT_SCHEMA_URI.format(tool=name),
+        name=f"{name} output schema",
+        description=f"The whole JSON Schema of {name}'s structured answers; the listing carries its outline.",
+        mime_type="application/schema+json",
+    )
+    def read() -> str:
+        model = tool_spec(name).result
+        return json.dumps(compact(model.model_json_schema(mode="serialization")), separators=(",", ":"))
 
 
 def _add_knowledge_resource(server: MCPServer, root: str, file_name: str) -> None:
