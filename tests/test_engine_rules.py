@@ -74,7 +74,7 @@ def _fired(knowledge: Knowledge, case: dict[str, Any]) -> set[str]:
     """The rules review_deployment raises on the case's command line, with its environment in front."""
     env = " ".join(f"{key}={shlex.quote(value)}" for key, value in case["env"].items())
     text = f"{env} {case['command']}".strip()
-    request = ReviewRequest(documents=[Document(name="serve.sh", text=text)], version=case["version"])
+    request = ReviewRequest(detail="full", documents=[Document(name="serve.sh", text=text)], version=case["version"])
     return {finding.rule_id for finding in review_deployment(request, knowledge).findings}
 
 

@@ -40,7 +40,7 @@ TIERING = (
 
 
 def review(*documents: tuple[str, str]) -> ReviewResult:
-    arguments = {"documents": [{"name": n, "text": t} for n, t in documents], "version": "0.20.2"}
+    arguments = {"documents": [{"name": n, "text": t} for n, t in documents], "version": "0.20.2", "detail": "full"}
     result = run_tool("review_deployment", arguments)
     assert isinstance(result, ReviewResult)
     return result

@@ -79,7 +79,9 @@ def test_every_render_passes_its_own_review(knowledge: Knowledge, version: str, 
         assert exc.field in ("version", "backend", "tiers", "sizes.num_cpu_blocks"), str(exc)
         return
     review = review_deployment(
-        ReviewRequest(documents=[Document(name=f.name, text=f.content) for f in result.files], version=version),
+        ReviewRequest(
+            detail="full", documents=[Document(name=f.name, text=f.content) for f in result.files], version=version
+        ),
         knowledge,
     )
     # Advisories are about the release, not the render: the security floor warning says so elsewhere.

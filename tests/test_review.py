@@ -295,7 +295,7 @@ SEPARATELY_TESTED = {
 
 def review(knowledge: Knowledge, *texts: str, version: str | None = None, **extra: Any) -> ReviewResult:
     docs = [Document(name=f"serve{i}.sh", text=t) for i, t in enumerate(texts)]
-    return review_deployment(ReviewRequest(documents=docs, version=version, **extra), knowledge)
+    return review_deployment(ReviewRequest(detail="full", documents=docs, version=version, **extra), knowledge)
 
 
 def fired(result: ReviewResult) -> set[str]:
@@ -346,7 +346,7 @@ def test_the_pd_proxy_is_judged_by_the_connector_and_release(
     knowledge: Knowledge, tag: str, proxy_script: str, wrong: bool
 ) -> None:
     doc = Document(name="compose.yaml", text=_pd_compose(tag, proxy_script))
-    result = review_deployment(ReviewRequest(documents=[doc]), knowledge)
+    result = review_deployment(ReviewRequest(detail="full", documents=[doc]), knowledge)
     found = [f for f in result.findings if f.rule_id == "pitfall.pd-proxy-mismatch"]
     if not wrong:
         assert found == [], result.summary()
@@ -433,7 +433,7 @@ def test_bad_input_names_the_field(knowledge: Knowledge) -> None:
     with pytest.raises(AdviceError, match=r"^documents: no vLLM server found"):
         review(knowledge, "echo hello")
     with pytest.raises(AdviceError, match=r"^documents\[0\]\.text: "):
-        review_deployment(ReviewRequest(documents=[Document(name="x.yaml", text="a: [b")]), knowledge)
+        review_deployment(ReviewRequest(detail="full", documents=[Document(name="x.yaml", text="a: [b")]), knowledge)
     with pytest.raises(AdviceError, match=r"^version: "):
         review(knowledge, f"vllm serve {M}", version="latest")
     with pytest.raises(AdviceError, match=r"^host\.gpu: 'TPU v5' is not a GPU"):
@@ -515,7 +515,7 @@ REVIEWED_HERE = (
 
 def review_file(knowledge: Knowledge, name: str, **extra: Any) -> ReviewResult:
     doc = Document(name=name, text=(DATA / name).read_text())
-    return review_deployment(ReviewRequest(documents=[doc], **extra), knowledge)
+    return review_deployment(ReviewRequest(detail="full", documents=[doc], **extra), knowledge)
 
 
 def brief(result: ReviewResult) -> list[tuple[str, int | None, str | None]]:
@@ -718,7 +718,7 @@ def test_reviewing_changes_neither_the_request_nor_the_parsed_deployment(knowled
     shell = f"vllm serve --enable-prefix-caching {M} --kv-offloading-size 10 ; vllm serve --model {M} -tp 2"
     corpus = [Document(name=name, text=(DATA / name).read_text()) for name in REVIEWED_HERE]
     for documents in ([Document(name="serve.sh", text=shell)], *([doc] for doc in corpus), corpus):
-        request = ReviewRequest(documents=documents, host=HostFacts(ram_gib=512))
+        request = ReviewRequest(detail="full", documents=documents, host=HostFacts(ram_gib=512))
         asked = request.model_dump_json()
         review_deployment(request, knowledge)
         assert request.model_dump_json() == asked
@@ -843,7 +843,8 @@ def test_a_tier_too_large_for_the_host_points_at_where_its_size_is_written(knowl
         f"        args: [--model, {M}, --kv-transfer-config, '{config}']\n"
     )
     result = review_deployment(
-        ReviewRequest(documents=[Document(name="d.yaml", text=manifest)], host=HostFacts(ram_gib=100)), knowledge
+        ReviewRequest(detail="full", documents=[Document(name="d.yaml", text=manifest)], host=HostFacts(ram_gib=100)),
+        knowledge,
     )
     [finding] = [f for f in result.findings if f.rule_id == "pitfall.offload-exceeds-host-ram"]
     assert (finding.location.line, finding.location.path) == (
@@ -1001,7 +1002,7 @@ def test_lmcache_sharing_with_differing_hash_seeds(knowledge: Knowledge) -> None
 def test_lmcache_legacy_lookup_keys_from_a_config_file(knowledge: Knowledge) -> None:
     config = Document(name="lmcache.yaml", text="chunk_size: 256\nlocal_cpu: true\ndistributed_url: 10.0.0.5:8200\n")
     serve = Document(name="serve.sh", text=f"LMCACHE_CONFIG_FILE=lmcache.yaml vllm serve {M} {LMCACHE_V1}")
-    result = review_deployment(ReviewRequest(documents=[serve, config], version="0.33.0"), knowledge)
+    result = review_deployment(ReviewRequest(detail="full", documents=[serve, config], version="0.33.0"), knowledge)
     assert "pitfall.lmcache-legacy-lookup-keys" in fired(result), result.summary()
 
 
@@ -1075,7 +1076,7 @@ def _pod(args: str, resources: str = "", volumes: str = "", tag: str = "v0.33.0"
 
 
 def review_manifest(knowledge: Knowledge, text: str) -> ReviewResult:
-    return review_deployment(ReviewRequest(documents=[Document(name="vllm.yaml", text=text)]), knowledge)
+    return review_deployment(ReviewRequest(detail="full", documents=[Document(name="vllm.yaml", text=text)]), knowledge)
 
 
 TIER_100 = f"--model, {M}, --kv-offloading-size, '100'"
@@ -1221,14 +1222,16 @@ BASH_C_COMPOSE = """services:
 def test_a_server_that_never_starts_is_an_error(knowledge: Knowledge) -> None:
     # compose splits a command: string into words, so `bash -c` runs `vllm` alone (it prints its help)
     split = Document(name="compose.yaml", text=BASH_C_COMPOSE % f"vllm serve {M} --max-num-seqs 64")
-    result = review_deployment(ReviewRequest(documents=[split]), knowledge)
+    result = review_deployment(ReviewRequest(detail="full", documents=[split]), knowledge)
     [finding] = [f for f in result.findings if f.rule_id == "pitfall.server-does-not-start"]
     assert finding.severity == "error" and (finding.location.file, finding.location.line) == ("compose.yaml", 3)
     assert "compose.yaml:5 (services.engine.command): `bash -c` runs only the word after it, 'vllm'" in finding.message
     assert finding.premises == ["feature.vllm-cli-without-subcommand-prints-help"]
     # the line as one item is a script bash runs whole: the server starts
     whole = Document(name="compose.yaml", text=BASH_C_COMPOSE % f"['vllm serve {M} --max-num-seqs 64']")
-    assert "pitfall.server-does-not-start" not in fired(review_deployment(ReviewRequest(documents=[whole]), knowledge))
+    assert "pitfall.server-does-not-start" not in fired(
+        review_deployment(ReviewRequest(detail="full", documents=[whole]), knowledge)
+    )
 
 
 def test_an_option_left_without_its_value_fires_once_per_option(knowledge: Knowledge) -> None:

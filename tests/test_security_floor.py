@@ -120,7 +120,9 @@ def test_check_version_compares_and_reports_lmcache(knowledge: Knowledge, floor_
 
 
 def review(knowledge: Knowledge, text: str, **extra: Any) -> ReviewResult:
-    return review_deployment(ReviewRequest(documents=[Document(name="serve.sh", text=text)], **extra), knowledge)
+    return review_deployment(
+        ReviewRequest(detail="full", documents=[Document(name="serve.sh", text=text)], **extra), knowledge
+    )
 
 
 def advisory_findings(result: ReviewResult) -> dict[str, str]:

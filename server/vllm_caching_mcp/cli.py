@@ -288,6 +288,7 @@ def _review(args: argparse.Namespace) -> int:
     arguments: dict[str, Any] = {
         "documents": [{"name": path, "text": read_file_option("files", path)} for path in args.files],
         "disabled_rules": args.disable,
+        "detail": "full",  # CI and SARIF want every finding at its own place
     }
     for key, value in (
         ("version", args.vllm_version),

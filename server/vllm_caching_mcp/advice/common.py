@@ -460,7 +460,7 @@ def security_floor(knowledge: Knowledge, package: Package, facts: advisories.Dep
 
 
 # How much an answer lists: its decision and evidence, or everything (every advisory, not only those that apply).
-Detail = Annotated[Literal["summary", "full"], Field(description="full: all advisories, changes")]
+Detail = Annotated[Literal["summary", "full"], Field(description="full: everything")]
 
 
 def security_check(

@@ -103,8 +103,7 @@ _GPU_LABELS = ("nvidia.com/gpu.product", "cloud.google.com/gke-accelerator", "no
 
 
 class Document(BaseModel):
-    """One input file."""
-
+    # One input file (a comment, not a docstring: a docstring would be listed in every tool's schema).
     name: str = Field(min_length=1, max_length=300)
     text: str = Field(max_length=2_000_000)
 

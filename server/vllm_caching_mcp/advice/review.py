@@ -34,6 +34,7 @@ from ..versions import Version, in_range, parse_version
 from .common import (
     AdviceError,
     Citation,
+    Detail,
     Result,
     ToolSpec,
     VersionContext,
@@ -62,6 +63,7 @@ from .deployment import (
     parse_number,
     resolve,
 )
+from .review_brief import in_brief
 
 Severity = Literal["error", "warning", "info"]
 FailOn = Literal["error", "warning", "info", "never"]
@@ -87,7 +89,7 @@ class ReviewRequest(BaseModel):
     version: str | None = Field(
         default=None,
         max_length=40,
-        description="when no image tag says it; omitted: the newest",
+        description="when no image tag says it",
     )
     host: HostFacts | None = Field(default=None)
     p99_context_tokens: int | None = Field(default=None, gt=0, le=100_000_000)
@@ -96,6 +98,12 @@ class ReviewRequest(BaseModel):
         max_length=100,
         description="rule ids to skip",
     )
+    detail: Detail = "summary"
+
+
+class FindingPlace(BaseModel):
+    location: Location
+    workload: str
 
 
 class Finding(BaseModel):
@@ -112,6 +120,10 @@ class Finding(BaseModel):
         default_factory=list, description="the knowledge entries (facts checked against the wheels) the reason rests on"
     )
     sources: list[str]
+    occurrences: int = Field(default=1, description="places with this same finding: this one and also_at's")
+    also_at: list[FindingPlace] = Field(
+        default_factory=list, description="the first few other places with it (detail: full lists each as its own)"
+    )
 
 
 class NotChecked(BaseModel):
@@ -155,6 +167,9 @@ class ReviewResult(Result):
     version_context: VersionContext
     workloads: list[WorkloadReport]
     findings: list[Finding]
+    findings_left_out: int = Field(default=0, description="findings not listed to keep the answer short")
+    workloads_left_out: int = Field(default=0, description="workloads not listed to keep the answer short")
+    not_checked_left_out: int = Field(default=0, description="not-checked entries not listed")
     not_reviewed: list[UnreadLaunch] = Field(
         default_factory=list,
         description="documents that start vLLM in a way the review cannot read: nothing in them was checked, and "
@@ -181,15 +196,31 @@ class ReviewResult(Result):
             conn = ", ".join(w.connectors) or "no KV connector"
             floor = f"; security floor {w.security_floor}" if w.security_floor else ""
             lines.append(f"{w.name} ({w.file}): vLLM {w.vllm_version} ({source[w.version_source]}); {conn}{floor}")
-        counts = {s: sum(f.severity == s for f in self.findings) for s in ("error", "warning", "info")}
+        counts = {s: sum(f.occurrences for f in self.findings if f.severity == s) for s in ("error", "warning", "info")}
+        total = sum(counts.values())
+        distinct = f" ({len(self.findings)} distinct)" if total != len(self.findings) else ""
         lines.append(
-            f"{len(self.findings)} findings: {counts['error']} errors, {counts['warning']} warnings, "
-            f"{counts['info']} info"
+            f"{total} findings{distinct}: {counts['error']} errors, {counts['warning']} warnings, {counts['info']} info"
         )
         for f in self.findings:
             lines.append(f"{f.severity:7} {f.rule_id}  {f.location}")
             lines.append(f"        {f.message}")
             lines.append(f"        fix: {f.fix}")
+            if f.occurrences > 1:
+                more = f.occurrences - 1 - len(f.also_at)
+                shown = ", ".join(str(p.location) for p in f.also_at) + (f" and {more} more" if more else "")
+                lines.append(f"        also at: {shown}")
+        left_out = [
+            f"{n} {what}"
+            for n, what in (
+                (self.findings_left_out, "findings"),
+                (self.workloads_left_out, "workloads"),
+                (self.not_checked_left_out, "not-checked entries"),
+            )
+            if n
+        ]
+        if left_out:
+            lines.append(f"not listed, to keep the answer short: {', '.join(left_out)} (detail: full lists them)")
         for n in self.not_checked:
             lines.append(f"not checked: {n.rule_id} ({n.workload}) needs {', '.join(n.needs)}")
         lines += [f"note: {n}" for n in self.notes]
@@ -941,7 +972,7 @@ def review_deployment(request: ReviewRequest, knowledge: Knowledge) -> ReviewRes
     disabled = set(request.disabled_rules)
     security = _security_findings(knowledge, deployment, effectives, disabled, configuration.not_checked)
     notes += _closing_notes(knowledge, security, shared)
-    return ReviewResult(
+    result = ReviewResult(
         version_context=context,
         workloads=_workload_reports(deployment, effectives, security.floors),
         findings=configuration.findings + security.findings,
@@ -952,6 +983,7 @@ def review_deployment(request: ReviewRequest, knowledge: Knowledge) -> ReviewRes
         notes=notes,
         citations=[cite(p.id, p, knowledge) for p in configuration.used.values()],
     )
+    return result if request.detail == "full" else in_brief(result)
 
 
 def _check_disabled_rules(disabled: list[str], all_rules: list[Pitfall], knowledge: Knowledge) -> None:
@@ -1321,9 +1353,8 @@ SPEC = ToolSpec(
     name="review_deployment",
     title="Review a vLLM deployment for KV-caching mistakes",
     description=(
-        "Reviews deployment files (serve lines, docker, compose, Kubernetes, Helm, LMCache config) against"
-        " version-gated KV-caching rules and security advisories, each finding with location, fix and sources."
-        " The release comes from the image tag, else `version`."
+        "Reviews deployment files against version-gated KV-caching rules and security advisories: each finding"
+        " with location, fix and sources. The release comes from the image tag, else `version`."
     ),
     request=ReviewRequest,
     result=ReviewResult,

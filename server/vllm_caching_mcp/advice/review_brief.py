@@ -1,0 +1,98 @@
+"""A review as its default answer carries it: the same finding once, however many workloads share it, and
+the whole answer bounded, however large the input.
+
+A review of a 208-workload manifest answered 3.6 MB: each finding once per workload (208 copies of
+the same advisory), every workload's report, every rule not checked per workload. An agent reads
+the answer in its context; a CI job that wants every finding asks the CLI (which reviews in full,
+for SARIF) or `detail: full`. Here the findings that say the same thing (rule, severity, message,
+fix) become one, with how many places have it and the first few of them; every list is cut to
+keep the JSON within MAX_ANSWER_BYTES (the findings last, the most severe kept), and what is left
+out is counted and said.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .review import Finding, NotChecked, ReviewResult
+
+MAX_ANSWER_BYTES = 30 * 1024  # the JSON; the text summary is derived from the same lists, and smaller
+PLACES_LISTED = 5  # of a finding many workloads share: the first, and this many more
+_SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
+
+
+def in_brief(result: ReviewResult) -> ReviewResult:
+    """``result`` with its findings grouped and every list cut to fit MAX_ANSWER_BYTES, the cuts counted."""
+    grouped = {"findings": _grouped(result.findings), "not_checked": _grouped_not_checked(result.not_checked)}
+    brief = result.model_copy(update=grouped)
+    # The workload reports and the rules not checked go first, the findings only as far as they must:
+    # then most severe first, so that what is cut is never more severe than what is kept.
+    for field in ("workloads", "not_checked"):
+        brief = _cut_to_fit(brief, field)
+    if _size(brief) > MAX_ANSWER_BYTES:
+        ranked = sorted(brief.findings, key=lambda f: _SEVERITY_ORDER[f.severity])
+        brief = _cut_to_fit(brief.model_copy(update={"findings": ranked}), "findings")
+    return brief
+
+
+def _grouped(findings: Sequence[Finding]) -> list[Finding]:
+    from .review import FindingPlace
+
+    groups: dict[tuple[str, str, str, str], list[Finding]] = {}
+    for finding in findings:
+        groups.setdefault((finding.rule_id, finding.severity, finding.message, finding.fix), []).append(finding)
+    merged = []
+    for same in groups.values():
+        first, others = same[0], same[1:]
+        places = [FindingPlace(location=f.location, workload=f.workload) for f in others[:PLACES_LISTED]]
+        merged.append(first.model_copy(update={"occurrences": len(same), "also_at": places}))
+    return merged
+
+
+def _grouped_not_checked(entries: Sequence[NotChecked]) -> list[NotChecked]:
+    groups: dict[tuple[str, tuple[str, ...]], list[NotChecked]] = {}
+    for entry in entries:
+        groups.setdefault((entry.rule_id, tuple(entry.needs)), []).append(entry)
+    return [
+        same[0]
+        if len(same) == 1
+        else same[0].model_copy(update={"workload": f"{same[0].workload} and {len(same) - 1} more"})
+        for same in groups.values()
+    ]
+
+
+def _size(result: ReviewResult) -> int:
+    return len(json.dumps(result.model_dump(mode="json"), separators=(",", ":")).encode())
+
+
+def _cut_to_fit(result: ReviewResult, field: str) -> ReviewResult:
+    """Drop entries from the end of ``field`` until the answer fits (the others are cut after, if need be)."""
+    items: list[object] = getattr(result, field)
+    counter = f"{field}_left_out"
+    if _size(result) <= MAX_ANSWER_BYTES or not items:
+        return result
+    keep = _largest_fitting(len(items), lambda n: _size(_kept(result, field, counter, n)) <= MAX_ANSWER_BYTES)
+    return _kept(result, field, counter, keep)
+
+
+def _kept(result: ReviewResult, field: str, counter: str, n: int) -> ReviewResult:
+    items = getattr(result, field)
+    return result.model_copy(update={field: items[:n], counter: getattr(result, counter) + len(items) - n})
+
+
+def _largest_fitting(count: int, fits: Callable[[int], bool]) -> int:
+    """The largest n in [0, count] with fits(n) (fits is monotone: fewer entries, a smaller answer)."""
+    low, high = 0, count
+    while low < high:
+        middle = (low + high + 1) // 2
+        if fits(middle):
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+__all__ = ["MAX_ANSWER_BYTES", "in_brief"]
