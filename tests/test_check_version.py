@@ -490,3 +490,34 @@ def test_a_one_name_answer_is_a_few_kilobytes(knowledge: Knowledge) -> None:
     assert sizes[len(sizes) // 2] <= 4096 and sizes[-1] <= 8192, (sizes[len(sizes) // 2], sizes[-1])
     full = run_tool("check_version", {"name": "--kv-offloading-size", "version": "0.22.1", "detail": "full"})
     assert full.model_dump(mode="json")["security"]["listed"] == "all"
+
+
+def test_compare_to_pages_its_changes_and_the_pages_together_are_every_change() -> None:
+    """0.11.0 -> 0.33.0 answered 94 KB at once; now in pages of about 16 KB of changes, which together are
+    exactly the changes detail: full lists."""
+    asked = {"version": "0.11.0", "compare_to": "0.33.0"}
+    first = run_tool("check_version", asked).model_dump(mode="json")
+    pages = first["changes_pages"]
+    assert pages > 1 and first["changes_page"] == 1
+    every = [first["changes"]] + [
+        run_tool("check_version", {**asked, "page": n}).model_dump(mode="json")["changes"] for n in range(2, pages + 1)
+    ]
+    full = run_tool("check_version", {**asked, "detail": "full"}).model_dump(mode="json")["changes"]
+    assert [c for page in every for c in page] == full
+    for page in every:
+        assert len(json.dumps(page)) <= 24 * 1024
+    assert f"page 1 of {pages} of the changes; page=2 gives the next" in run_tool("check_version", asked).summary()
+    with pytest.raises(
+        ToolInputError, match=rf"page: the changes take {pages} page\(s\); give a page from 1 to {pages}"
+    ):
+        run_tool("check_version", {**asked, "page": pages + 1})
+
+
+def test_the_connector_filter_leaves_out_other_connectors_changes() -> None:
+    """Asked for NixlConnector, the answer listed OffloadingConnector's HMA change among the NIXL ones."""
+    asked = {"version": "0.11.0", "compare_to": "0.33.0", "connectors": ["NixlConnector"], "detail": "full"}
+    summaries = [c["summary"] for c in run_tool("check_version", asked).model_dump(mode="json")["changes"]]
+    assert not [s for s in summaries if "OffloadingConnector" in s and "NixlConnector" not in s]
+    assert any("NixlConnector" in s for s in summaries)
+    unfiltered = run_tool("check_version", {k: v for k, v in asked.items() if k != "connectors"})
+    assert any("OffloadingConnector" in c.summary for c in unfiltered.changes)  # type: ignore[attr-defined]

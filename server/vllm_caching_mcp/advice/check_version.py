@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import itertools
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -76,6 +77,7 @@ class CheckVersionRequest(BaseModel):
         description="with compare_to: only changes of these connectors",
     )
     detail: Detail = "summary"
+    page: int = Field(default=1, ge=1, le=1000)
 
 
 class ChangeNote(BaseModel):
@@ -155,6 +157,30 @@ class EntryStatus(BaseModel):
 
 
 _LATER_IN_BRIEF = 2
+# The changes one page carries, as JSON: with the rest of the answer, a page stays within a few tens of KB.
+CHANGES_PAGE_BYTES = 16 * 1024
+
+
+def _about_another_connector(text: str, wanted: set[str], knowledge: Knowledge) -> bool:
+    """Whether ``text`` names a KV connector class and none of the ``wanted`` ones (by id)."""
+    named = {c.id for c in knowledge.connectors if re.search(rf"\b{re.escape(c.name)}\b", text)}
+    return bool(named) and not named & wanted
+
+
+def _page(result: CheckVersionResult, page: int) -> None:
+    """Keep page ``page`` of ``result.changes`` (pages of about CHANGES_PAGE_BYTES, in order)."""
+    pages: list[list[ReleaseChange]] = [[]]
+    used = 0
+    for change in result.changes:
+        size = len(change.model_dump_json())
+        if pages[-1] and used + size > CHANGES_PAGE_BYTES:
+            pages.append([])
+            used = 0
+        pages[-1].append(change)
+        used += size
+    if page > len(pages):
+        raise AdviceError("page", f"the changes take {len(pages)} page(s); give a page from 1 to {len(pages)}")
+    result.changes, result.changes_page, result.changes_pages = pages[page - 1], page, len(pages)
 
 
 class GatedEvent(BaseModel):
@@ -194,6 +220,8 @@ class CheckVersionResult(Result):
     changes_between: list[GatedEvent] = Field(
         default_factory=list, description="with compare_to and events=true: every entry-level event behind `changes`"
     )
+    changes_page: int = Field(default=1, description="which page of `changes` this is (`page`; detail: full: all)")
+    changes_pages: int = Field(default=1, description="how many pages the changes take")
     security: SecurityCheck | None = Field(
         default=None, description="known advisories for `version` and the security floor (stored snapshot)"
     )
@@ -221,6 +249,13 @@ class CheckVersionResult(Result):
                 + (f" ({', '.join(e.name for e in c.entries)})" if len(c.entries) > 1 else f" ({c.entries[0].name})")
                 for c in self.changes
             ]
+            if self.changes_pages > 1:
+                lines.append(
+                    f"page {self.changes_page} of {self.changes_pages} of the changes; page={self.changes_page + 1} "
+                    "gives the next (detail: full, all at once)"
+                    if self.changes_page < self.changes_pages
+                    else f"page {self.changes_page} of {self.changes_pages} of the changes, the last"
+                )
         for check in (self.security, self.compare_security, self.lmcache_security):
             if check is not None:
                 lines += check.lines()
@@ -522,17 +557,25 @@ def _compare(request: CheckVersionRequest, knowledge: Knowledge, version: Versio
         if unknown:
             raise AdviceError("connectors", f"no known KV connector is called {', '.join(map(repr, unknown))}")
         wanted &= used
+        named = {c.id for n in request.connectors for c in knowledge.find(n) if isinstance(c, Connector)}
+        pool = [e for e in pool if not isinstance(e, Connector) or e.id in named]  # not another connector's
     pool = [e for e in pool if release_notes.component_of(e) in wanted]
     found = sorted(
         (ev for e in pool for ev in events(knowledge, e) if low < ev.version <= high),
         key=lambda ev: (ev.version, ev.entry.id),
     )
+    if request.connectors:
+        found = [ev for ev in found if not _about_another_connector(ev.summary, named, knowledge)]
     unique = list({(ev.entry.id, ev.version, ev.kind, ev.summary): ev for ev in found}.values())
     result.changes_between = [ev.public() for ev in unique] if request.events else []
     result.changes = release_notes.group(
         [(ev.entry, str(ev.version), ev.kind, ev.summary, ev.sources) for ev in unique]
     )
     result.change_summary = release_notes.headline(result.changes, str(low), str(high))
+    if request.detail == "summary":
+        _page(result, request.page)
+    elif request.page != 1:
+        raise AdviceError("page", "detail: full gives every change at once; leave page at 1")
     if request.name is not None:
         result.matches_at_compare = [describe(e, other, knowledge) for e in pool]
 
