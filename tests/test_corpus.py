@@ -39,7 +39,7 @@ def review(expect_path: Path) -> tuple[dict[str, Any], ReviewResult]:
     documents = [{"name": main.name, "text": main.read_text(encoding="utf-8")}]
     for name, file in (expect.get("with") or {}).items():
         documents.append({"name": name, "text": (CORPUS / file).read_text(encoding="utf-8")})
-    arguments: dict[str, Any] = {"documents": documents}
+    arguments: dict[str, Any] = {"documents": documents, "detail": "full"}  # judged on every finding
     if "version" in expect:
         arguments["version"] = expect["version"]
     result = run_tool("review_deployment", arguments)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .review import Finding, NotChecked, ReviewResult
 
-MAX_ANSWER_BYTES = 30 * 1024  # the JSON; the text summary is derived from the same lists, and smaller
+MAX_ANSWER_BYTES = 20 * 1024  # the JSON; the text, derived from the same lists, adds about half: ~30 KB in all
 PLACES_LISTED = 5  # of a finding many workloads share: the first, and this many more
 _SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 
@@ -28,14 +28,19 @@ def in_brief(result: ReviewResult) -> ReviewResult:
     """``result`` with its findings grouped and every list cut to fit MAX_ANSWER_BYTES, the cuts counted."""
     grouped = {"findings": _grouped(result.findings), "not_checked": _grouped_not_checked(result.not_checked)}
     brief = result.model_copy(update=grouped)
-    # The workload reports and the rules not checked go first, the findings only as far as they must:
-    # then most severe first, so that what is cut is never more severe than what is kept.
-    for field in ("workloads", "not_checked"):
-        brief = _cut_to_fit(brief, field)
-    if _size(brief) > MAX_ANSWER_BYTES:
-        ranked = sorted(brief.findings, key=lambda f: _SEVERITY_ORDER[f.severity])
-        brief = _cut_to_fit(brief.model_copy(update={"findings": ranked}), "findings")
-    return brief
+    if _size(brief) <= MAX_ANSWER_BYTES:
+        return brief
+    # The workload reports and the rules not checked get a share each; the findings the rest, most
+    # severe first, so that what is cut is never more severe than what is kept.
+    for field, share in _SHARES.items():
+        brief = _cut_to(brief, field, _within(field, share))
+    ranked = sorted(brief.findings, key=lambda f: _SEVERITY_ORDER[f.severity])
+    brief = brief.model_copy(update={"findings": ranked})
+    return _cut_to(brief, "findings", lambda cut: _size(cut) <= MAX_ANSWER_BYTES)
+
+
+# Bytes of JSON the workload reports and the rules not checked may take when an answer must be cut.
+_SHARES = {"workloads": 3 * 1024, "not_checked": 2 * 1024}
 
 
 def _grouped(findings: Sequence[Finding]) -> list[Finding]:
@@ -64,23 +69,29 @@ def _grouped_not_checked(entries: Sequence[NotChecked]) -> list[NotChecked]:
     ]
 
 
+def _within(field: str, share: int) -> Callable[[ReviewResult], bool]:
+    return lambda result: _bytes(result, field) <= share
+
+
 def _size(result: ReviewResult) -> int:
     return len(json.dumps(result.model_dump(mode="json"), separators=(",", ":")).encode())
 
 
-def _cut_to_fit(result: ReviewResult, field: str) -> ReviewResult:
-    """Drop entries from the end of ``field`` until the answer fits (the others are cut after, if need be)."""
-    items: list[object] = getattr(result, field)
-    counter = f"{field}_left_out"
-    if _size(result) <= MAX_ANSWER_BYTES or not items:
-        return result
-    keep = _largest_fitting(len(items), lambda n: _size(_kept(result, field, counter, n)) <= MAX_ANSWER_BYTES)
-    return _kept(result, field, counter, keep)
+def _bytes(result: ReviewResult, field: str) -> int:
+    return len(json.dumps([item.model_dump(mode="json") for item in getattr(result, field)]).encode())
 
 
-def _kept(result: ReviewResult, field: str, counter: str, n: int) -> ReviewResult:
+def _cut_to(result: ReviewResult, field: str, fits: Callable[[ReviewResult], bool]) -> ReviewResult:
+    """``result`` with the most entries of ``field`` (from the front) for which ``fits``; the rest counted."""
     items = getattr(result, field)
-    return result.model_copy(update={field: items[:n], counter: getattr(result, counter) + len(items) - n})
+    counter = f"{field}_left_out"
+
+    def kept(n: int) -> ReviewResult:
+        return result.model_copy(update={field: items[:n], counter: getattr(result, counter) + len(items) - n})
+
+    if fits(result):
+        return result
+    return kept(_largest_fitting(len(items), lambda n: fits(kept(n))))
 
 
 def _largest_fitting(count: int, fits: Callable[[int], bool]) -> int:
