@@ -114,8 +114,7 @@ def outline(schema: dict[str, Any], full_schema_uri: str) -> dict[str, Any]:
     accepts (a client that validates against it never throws an answer away), and names where the
     whole schema is (``$comment``): the server's ``schema://TOOL/output`` resource.
     """
-    defs = schema.get("$defs", {})
-    properties = {name: _outlined(sub, defs, 1) for name, sub in schema.get("properties", {}).items()}
+    properties = {name: _outlined(sub, 1) for name, sub in schema.get("properties", {}).items()}
     out: dict[str, Any] = {"$comment": f"the whole schema: {full_schema_uri}", "type": "object"}
     out["properties"] = properties
     if schema.get("required"):
@@ -126,21 +125,21 @@ def outline(schema: dict[str, Any], full_schema_uri: str) -> dict[str, Any]:
 _PROSE = ("description", "title", "examples", "default", "$comment")
 
 
-def _outlined(schema: Any, defs: dict[str, Any], depth: int) -> Any:
+def _outlined(schema: Any, depth: int) -> Any:
     """``schema`` with every nested object past ``depth`` levels reduced to ``{"type": "object"}``."""
     if not isinstance(schema, dict):
         return schema
     if "$ref" in schema:
         return {"type": "object"}  # every $ref of a pydantic output schema is a model: an object
     if "anyOf" in schema:
-        return _union([_outlined(option, defs, depth) for option in schema["anyOf"]])
+        return _union([_outlined(option, depth) for option in schema["anyOf"]])
     out = {key: value for key, value in schema.items() if key not in _PROSE}
     if "items" in out:
-        out["items"] = _outlined(out["items"], defs, depth + 1) if depth < 2 else {}
+        out["items"] = _outlined(out["items"], depth + 1) if depth < 2 else {}
     if "properties" in out:
         return {"type": "object"}
     if isinstance(out.get("additionalProperties"), dict):
-        out["additionalProperties"] = _outlined(out["additionalProperties"], defs, depth + 1) if depth < 2 else {}
+        out["additionalProperties"] = _outlined(out["additionalProperties"], depth + 1) if depth < 2 else {}
     return out
 
 
