@@ -315,17 +315,17 @@ class SecurityCheck(BaseModel):
             "no_serious_advisory": "none needed (no critical or high advisory applies)",
         }[self.floor_status]
         head = f"security ({self.source}): {label} {self.version}: {self.advisory_count} advisories; floor {floor}"
+        head += " (BELOW THE FLOOR)" if self.below_floor else ""
         if self.listed == "counts":
-            return [head + (" (BELOW THE FLOOR)" if self.below_floor else "") + "; " + self._counted()]
-        lines = [head + (" (BELOW THE FLOOR)" if self.below_floor else "")]
+            return [f"{head}; {self._counted()}"]
+        lines = [head]
         serious = [a for a in self.advisories if a.id in self.serious_applying]
         lines += [f"  {a.line()}" for a in serious]
-        conditional = self.advisory_count - self.applying_count
         more = [
             f"{self.applying_count - len(serious)} medium or low that apply"
             if self.applying_count > len(serious)
             else "",
-            f"{conditional} only under conditions not checked here" if conditional else "",
+            f"{self.conditional_count} only under conditions not checked here" if self.conditional_count else "",
         ]
         if any(more):
             lines.append(f"  and {'; '.join(m for m in more if m)} (see `advisories`)")
@@ -333,14 +333,18 @@ class SecurityCheck(BaseModel):
             lines.append(f"  still open at the floor where their conditions hold: {', '.join(self.floor_caveat_ids)}")
         return lines
 
+    @property
+    def conditional_count(self) -> int:
+        """The advisories that apply only under conditions not checked."""
+        return self.advisory_count - self.applying_count
+
     def _counted(self) -> str:
         """The advisories in one clause: the serious ones that apply by id, the rest by count."""
-        serious = self.serious_ids()
-        conditional = self.advisory_count - self.applying_count
+        serious = self.serious_applying
         named = f" ({', '.join(serious)})" if serious else ""
         text = f"that apply: {len(serious)} critical or high{named}, {self.applying_count - len(serious)} medium or low"
-        if conditional:
-            text += f"; {conditional} only under conditions not checked"
+        if self.conditional_count:
+            text += f"; {self.conditional_count} only under conditions not checked"
         return text + "; check_advisories lists them"
 
     def serious_ids(self) -> list[str]:
@@ -482,7 +486,7 @@ def security_check(
         caveats = [f for f in advisories.affecting(serious, package, floor.release, facts) if f.applies != "yes"]
     else:
         caveats = list(floor.blockers)
-    check = SecurityCheck(
+    return SecurityCheck(
         package=package,
         version=str(version),
         source=snapshot_source(knowledge),
@@ -503,4 +507,3 @@ def security_check(
         floor_caveat_ids=[f.advisory.id for f in caveats],
         floor_caveats=[_note(f) for f in caveats],
     )
-    return check
