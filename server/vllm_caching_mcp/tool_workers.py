@@ -465,8 +465,7 @@ class CallQueue:
                     line.remove(waiter)
                     if not line:
                         del self._waiting[line_name]
-                        if line_name not in self._running:
-                            self._served.pop(line_name, None)
+                        self._forget_if_idle(line_name)
         if not waiter.event.is_set():
             raise CallBusy(
                 f"the server is busy: no worker was free for {time.monotonic() - started:.0f} s; try again shortly"
@@ -487,9 +486,13 @@ class CallQueue:
         self._running[line_name] -= 1
         if self._running[line_name] <= 0:
             del self._running[line_name]
-            if line_name not in self._waiting:
-                self._served.pop(line_name, None)
+            self._forget_if_idle(line_name)
         self._dispatch()
+
+    def _forget_if_idle(self, line_name: str) -> None:
+        """A line with nothing running or waiting is forgotten: clients come and go."""
+        if line_name not in self._running and line_name not in self._waiting:
+            self._served.pop(line_name, None)
 
     def _dispatch(self) -> None:
         """Hand free slots to waiting calls, the least-served line first."""

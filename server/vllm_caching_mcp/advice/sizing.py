@@ -1857,15 +1857,18 @@ def _sglang(
     size_flag = trail.use("flag.kv-offloading-size")
     assert isinstance(size_flag, Setting)
     unit = f"{size_flag.unit}, {_SCOPE_WORDS.get(size_flag.scope or '', size_flag.scope or 'scope not recorded')}"
+    figures = (
+        offload is not None or request.sglang_hicache_size_gb is not None or request.sglang_hicache_ratio is not None
+    )
     sglang = SglangConversion(
         kv_offloading_size_unit=unit,
+        # No SGLang figure, nothing for the caveat to qualify.
         note="The SGLang side is REFERENCE ONLY (not checked against SGLang's code here): --hicache-size is GB "
         "(10^9 bytes) per rank, --hicache-ratio the host pool over a rank's device KV pool. The vLLM side is "
-        f"from the knowledge: --kv-offloading-size is {unit}.",
+        f"from the knowledge: --kv-offloading-size is {unit}."
+        if figures
+        else None,
     )
-    if offload is None and request.sglang_hicache_size_gb is None and request.sglang_hicache_ratio is None:
-        sglang.note = None  # no SGLang figure, so nothing for the caveat to qualify
-        return sglang
     if offload is not None:
         host_per_rank = offload.cpu_bytes_to_use / world
         sglang.hicache_size_gb_per_rank = round(host_per_rank / 1e9, 2)
