@@ -2540,10 +2540,28 @@ def _read_shell_document(doc: Document, deployment: Deployment, totals: _Totals)
 _LAUNCH_MARKER = re.compile(r"""\bvllm['",\\\s$]{1,8}serve\b|\bvllm\.entrypoints\.""")
 
 
+# Commands that find, stop, print or log a process by its command line: `pkill -f "vllm serve"` in a
+# stop script names the launch, it does not start it.
+_NAMES_WITHOUT_RUNNING = {
+    "pkill", "pgrep", "killall", "pidof", "ps", "grep", "egrep", "fgrep", "rg", "echo", "printf", "logger", "tail",
+}  # fmt: skip
+
+
+def _starts_a_launch(line: str) -> bool:
+    """Whether ``line`` names a vLLM launch in a command that may run it (not only a stop, a search or a print)."""
+    for command in _commands(tokenize_shell(line)):
+        words = [t.text for t in command]
+        while words and (words[0] in _WRAPPERS or words[0] in ("sudo", "!") or _ASSIGNMENT.match(words[0])):
+            words = words[1:]
+        if any(_LAUNCH_MARKER.search(w) for w in words) and not (words and words[0] in _NAMES_WITHOUT_RUNNING):
+            return True
+    return False
+
+
 def _unread_launch(doc: Document) -> UnreadLaunch | None:
     """The first line outside comments that names a vLLM launch, for a document that gave no workload."""
     for number, line in enumerate(doc.text.splitlines(), 1):
-        if not line.lstrip().startswith("#") and _LAUNCH_MARKER.search(line):
+        if not line.lstrip().startswith("#") and _LAUNCH_MARKER.search(line) and _starts_a_launch(line):
             return UnreadLaunch(location=Location(file=doc.name, line=number), text=_clip(line.strip(), 120))
     return None
 
