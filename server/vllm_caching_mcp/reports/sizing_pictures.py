@@ -14,10 +14,12 @@ switches them to dark colours, and a <title> and <desc> say in words what they s
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
+from markupsafe import Markup
 
 from ..advice.sizing import Capacity, SizeOffloadResult, SizingFigures
 
@@ -195,7 +197,7 @@ def memory_svg(result: SizeOffloadResult) -> str:
     """The memory budget per GPU and per host node, as an SVG document."""
     f = _figures(result)
     bars = [_gpu_bar(f, 106.0)]
-    host = _host_bar(result, f, _bar_bottom(bars[0]) + 16)
+    host = _host_bar(result, f, _bar_bottom(bars[0]) + 30)
     lines: list[str] = []
     if host is not None:
         bars.append(host)
@@ -219,6 +221,7 @@ def memory_svg(result: SizeOffloadResult) -> str:
     height = math.ceil(y + 20)
     desc = _memory_desc(result, f, bars)
     return _env.get_template("memory.svg.j2").render(
+        kind="memory",
         width=WIDTH,
         height=height,
         margin=MARGIN,
@@ -370,6 +373,7 @@ def capacity_svg(result: SizeOffloadResult, p99_context_tokens: int | None = Non
             y += 18
             note_lines.append((y, line))
     return _env.get_template("capacity.svg.j2").render(
+        kind="capacity",
         width=WIDTH,
         height=math.ceil(y + 20),
         margin=MARGIN,
@@ -477,3 +481,35 @@ def _capacity_desc(result: SizeOffloadResult, capacity: Capacity, has_tier: bool
             + (f", {tier:,} in the CPU tier." if tier is not None else ".")
         )
     return " ".join(parts)
+
+
+# ------------------------------------------------------------------------------------------ both, for --plot
+
+
+def plot_svg(result: SizeOffloadResult, kind: str = "both", p99_context_tokens: int | None = None) -> str:
+    """The picture ``kind`` names; "both" stacks the memory budget over the capacity in one SVG document."""
+    if kind == "memory":
+        return memory_svg(result)
+    if kind == "capacity":
+        return capacity_svg(result, p99_context_tokens)
+    if kind != "both":
+        raise PictureError(f"kind: {kind!r} is not one of both, memory, capacity")
+    parts = [memory_svg(result), capacity_svg(result, p99_context_tokens)]
+    heights = [_height(p) for p in parts]
+    return _env.get_template("stacked.svg.j2").render(
+        width=WIDTH,
+        height=sum(heights),
+        title=f"Memory budget and sessions that fit: {_heading(result)}",
+        parts=[(Markup(_placed(p, y)), y) for p, y in zip(parts, (0, heights[0]), strict=True)],
+    )
+
+
+def _placed(svg: str, y: int) -> str:
+    """One of our own pictures (rendered and escaped above) as a nested <svg> at ``y``."""
+    return svg.replace("<svg ", f'<svg y="{y}" ', 1)
+
+
+def _height(svg: str) -> int:
+    found = re.search(r'height="(\d+)"', svg)
+    assert found is not None
+    return int(found.group(1))
