@@ -92,7 +92,9 @@ def _is_bool(annotation: Any) -> bool:
 
 def _add_tool_parser(subparsers: Any, spec: ToolSpec) -> argparse.ArgumentParser:
     command = spec.name.replace("_", "-")
-    parser = subparsers.add_parser(command, help=spec.title, description=spec.description, epilog=_FILE_HELP)
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        command, help=spec.title, description=spec.description, epilog=_FILE_HELP
+    )
     for name, field in spec.request.model_fields.items():
         flag = _option(name)
         help_text = (field.description or "").replace("%", "%%")  # argparse formats help with %

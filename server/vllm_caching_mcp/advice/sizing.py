@@ -2067,8 +2067,10 @@ def size_offload(request: SizeOffloadRequest, knowledge: Knowledge) -> SizeOfflo
     return result
 
 
-def _figures(request: SizeOffloadRequest, budget: _Budget, pool: _Pool, specs: _LayerSpecs, tier: _CpuTier) -> SizingFigures:
-    host_left = tier.host_left_gib
+def _figures(
+    request: SizeOffloadRequest, budget: _Budget, pool: _Pool, specs: _LayerSpecs, tier: _CpuTier
+) -> SizingFigures:
+    host_left, ram = tier.host_left_gib, request.host_ram_gib
     return SizingFigures(
         gpu_memory_gib=budget.memory_gib,
         gpu_memory_utilization=budget.utilization,
@@ -2076,10 +2078,12 @@ def _figures(request: SizeOffloadRequest, budget: _Budget, pool: _Pool, specs: _
         activation_reserve_gib=request.activation_reserve_gib,
         kv_budget_gib=budget.budget_gib,
         kv_pool_gib=pool.num_blocks * specs.block_bytes / GIB,
-        host_ram_gib=request.host_ram_gib,
+        host_ram_gib=ram,
         host_reserved_gib=tier.reserved_gib,
         # host_left is the RAM less the tier's share of the node (_fit_warnings)
-        tier_per_node_gib=None if host_left is None or request.host_ram_gib is None else request.host_ram_gib - host_left,
+        tier_per_node_gib=None
+        if host_left is None or request.host_ram_gib is None
+        else request.host_ram_gib - host_left,
         capacity=tier.capacity or Capacity(specs=specs, num_gpu_blocks=pool.num_blocks),
     )
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
@@ -70,7 +70,9 @@ def _figures(result: SizeOffloadResult) -> SizingFigures:
 
 def _heading(result: SizeOffloadResult) -> str:
     v = result.version_context
-    return f"{result.model} on {result.world_size}× {result.gpu}, vLLM {v.version}" + (" (assumed)" if v.assumed else "")
+    return f"{result.model} on {result.world_size}× {result.gpu}, vLLM {v.version}" + (
+        " (assumed)" if v.assumed else ""
+    )
 
 
 def _estimates(result: SizeOffloadResult) -> list[str]:
@@ -152,10 +154,7 @@ def _gpu_bar(f: SizingFigures, y: float) -> Bar:
         Segment("left", "left", max(0.0, left)),
     ]
     scale = max(f.gpu_memory_gib, used)
-    title = (
-        f"Per GPU: {gib(f.gpu_memory_gib)} GiB, vLLM may use {f.gpu_memory_utilization:.0%} "
-        f"({gib(usable)} GiB)"
-    )
+    title = f"Per GPU: {gib(f.gpu_memory_gib)} GiB, vLLM may use {f.gpu_memory_utilization:.0%} ({gib(usable)} GiB)"
     bar = _lay_out_bar(title, y, segments, scale, f.gpu_memory_gib)
     bar.marker_x = MARGIN + min(usable, scale) / scale * (WIDTH - 2 * MARGIN)
     bar.marker_label = f"limit {f.gpu_memory_utilization:.0%}"
@@ -391,7 +390,7 @@ def capacity_svg(result: SizeOffloadResult, p99_context_tokens: int | None = Non
     )
 
 
-def _polyline(contexts: list[int], values: dict[int, int | None], pos: _Position) -> str:
+def _polyline(contexts: list[int], values: Mapping[int, int | None], pos: _Position) -> str:
     """The curve while at least one whole session fits (a log axis has no 0)."""
     points = []
     for c in contexts:
@@ -513,3 +512,9 @@ def _height(svg: str) -> int:
     found = re.search(r'height="(\d+)"', svg)
     assert found is not None
     return int(found.group(1))
+
+
+def picture_page(result: SizeOffloadResult, p99_context_tokens: int | None = None) -> str:
+    """Both pictures on one HTML page (an MCP Apps view): the SVG inline, no script."""
+    svg = Markup(plot_svg(result, "both", p99_context_tokens))  # our own SVG, every value in it escaped
+    return _env.get_template("picture_page.html.j2").render(title=f"Sizing: {result.model}", svg=svg)
