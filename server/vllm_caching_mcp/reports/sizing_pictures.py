@@ -111,6 +111,8 @@ class Bar:
     legend: list[LegendItem]
     marker_x: float | None = None  # the gpu_memory_utilization line
     marker_label: str | None = None
+    marker_anchor: str = "end"
+    marker_label_x: float = 0.0
     notes: list[str] = field(default_factory=list)
 
 
@@ -142,6 +144,18 @@ def _lay_out_bar(title: str, y: float, segments: list[Segment], scale_gib: float
     return Bar(title=title, y=y, height=height, segments=segments, legend=legend)
 
 
+def _label_marker(bar: Bar, label: str) -> None:
+    """Write ``label`` on the heading's line beside the bar's marker: left of it when it clears the heading,
+    else right of it when it fits there, else not at all (the heading says it)."""
+    assert bar.marker_x is not None
+    width = text_width(label)
+    heading_end = MARGIN + text_width(bar.title, bold=True) + 12
+    if bar.marker_x - 4 - width >= heading_end:
+        bar.marker_label, bar.marker_anchor, bar.marker_label_x = label, "end", bar.marker_x - 4
+    elif bar.marker_x + 4 >= heading_end and bar.marker_x + 4 + width <= WIDTH - MARGIN:
+        bar.marker_label, bar.marker_anchor, bar.marker_label_x = label, "start", bar.marker_x + 4
+
+
 def _gpu_bar(f: SizingFigures, y: float) -> Bar:
     pool = f.kv_pool_gib
     used = f.weights_gib + f.activation_reserve_gib + pool
@@ -157,9 +171,7 @@ def _gpu_bar(f: SizingFigures, y: float) -> Bar:
     title = f"Per GPU: {gib(f.gpu_memory_gib)} GiB, vLLM may use {f.gpu_memory_utilization:.0%} ({gib(usable)} GiB)"
     bar = _lay_out_bar(title, y, segments, scale, f.gpu_memory_gib)
     bar.marker_x = MARGIN + min(usable, scale) / scale * (WIDTH - 2 * MARGIN)
-    bar.marker_label = f"limit {f.gpu_memory_utilization:.0%}"
-    if bar.marker_x - text_width(bar.marker_label) - 4 < MARGIN + text_width(title, bold=True) + 12:
-        bar.marker_label = None  # it would run into the heading; the heading says it
+    _label_marker(bar, f"limit {f.gpu_memory_utilization:.0%}")
     if f.kv_budget_gib <= 0:
         bar.notes.append(
             f"The weights and the reserve take {gib(f.weights_gib + f.activation_reserve_gib)} GiB of the "
@@ -182,6 +194,9 @@ def _host_bar(result: SizeOffloadResult, f: SizingFigures, y: float) -> Bar | No
         Segment("headroom", "headroom", headroom),
     ]
     bar = _lay_out_bar(f"Per host node: {gib(ram)} GiB RAM", y, segments, max(ram, tier), ram)
+    if tier > ram:  # where the RAM ends on a bar drawn to the tier's length
+        bar.marker_x = MARGIN + ram / tier * (WIDTH - 2 * MARGIN)
+        _label_marker(bar, f"the node's RAM ends here ({gib(ram)} GiB)")
     if left < 0:
         bar.notes.append(f"The CPU tier exceeds the node's RAM by {gib(-left)} GiB: it does not fit.")
     elif left < reserve:
@@ -328,10 +343,18 @@ def _x_ticks(low: int, high: int, plot: Plot) -> list[Tick]:
     return ticks
 
 
+def _nice(value: float, up: bool) -> int:
+    """The 1, 2 or 5 × 10^k next above (or below) ``value``: the ends of a log axis."""
+    steps = sorted(m * 10**d for d in range(0, 12) for m in (1, 2, 5))
+    if up:
+        return next((v for v in steps if v >= value), steps[-1])
+    return max((v for v in steps if v <= value), default=1)
+
+
 def _y_ticks(bottom: int, top: int, plot: Plot) -> list[Tick]:
-    first, last = round(math.log10(bottom)), round(math.log10(top))
+    first, last = math.floor(math.log10(bottom)), math.ceil(math.log10(top))
     steps = (1, 2, 5) if last - first <= 3 else (1,)
-    values = [m * 10**d for d in range(first, last + 1) for m in steps if m * 10**d <= top]
+    values = [m * 10**d for d in range(first, last + 1) for m in steps if bottom <= m * 10**d <= top]
     return [Tick(_log_position(v, bottom, top, plot.y1, plot.y0), f"{v:,}") for v in values]
 
 
@@ -346,10 +369,9 @@ def capacity_svg(result: SizeOffloadResult, p99_context_tokens: int | None = Non
     gpu = {c: capacity.gpu_sessions(c) for c in contexts}
     tier = {c: capacity.tier_sessions(c) for c in contexts}
     has_tier = result.offload is not None and result.offload.vllm_refuses is None and capacity.has_tier
-    any_fit = any(gpu.values()) or any(tier.values())
-    top_value = max([*gpu.values(), *((v or 0) for v in tier.values()), 1] if has_tier else [*gpu.values(), 1])
-    top = 10 ** math.ceil(math.log10(top_value * 1.05)) if top_value > 1 else 10
-    bottom = 10 ** math.floor(math.log10(min(n for n in (*gpu.values(), *tier.values()) if n) if any_fit else 1))
+    counts = [n for n in (*gpu.values(), *(tier.values() if has_tier else ())) if n]
+    top = _nice(max(counts, default=1) * 1.05, up=True)
+    bottom = min(_nice(min(counts, default=1), up=False), top // 10)
     plot = Plot(x0=86, x1=WIDTH - MARGIN - 8, y0=146, y1=420)
 
     def pos(c: int, n: int) -> tuple[float, float]:
