@@ -37,6 +37,10 @@ _FLAGS = [
 ]
 
 
+# The page's script runs, then the DOM it left is printed.
+_DUMP = ["--virtual-time-budget=5000", "--dump-dom"]
+
+
 def chromium() -> str:
     found = shutil.which("chromium") or shutil.which("chromium-browser")
     if found is None:
@@ -116,7 +120,7 @@ def layout(svg: str, dark: bool = False) -> Layout:
         page = workdir / "harness.html"
         page.write_text(_HARNESS.format(svg=svg), encoding="utf-8")
         mode = ["--force-dark-mode"] if dark else []
-        done = _run([*mode, "--window-size=1000,2000", "--virtual-time-budget=5000", "--dump-dom", page.as_uri()], workdir)
+        done = _run([*mode, "--window-size=1000,2000", *_DUMP, page.as_uri()], workdir)
     start = done.stdout.index('<pre id="out">') + len('<pre id="out">')
     found = json.loads(html.unescape(done.stdout[start : done.stdout.index("</pre>", start)]))
     texts = [
@@ -131,8 +135,11 @@ def overlaps(a: tuple[float, float, float, float], b: tuple[float, float, float,
 
 
 def inside(inner: tuple[float, float, float, float], outer: tuple[float, float, float, float]) -> bool:
-    return inner[0] >= outer[0] - 0.5 and inner[1] >= outer[1] - 0.5 and inner[2] <= outer[2] + 0.5 and (
-        inner[3] <= outer[3] + 0.5
+    return (
+        inner[0] >= outer[0] - 0.5
+        and inner[1] >= outer[1] - 0.5
+        and inner[2] <= outer[2] + 0.5
+        and (inner[3] <= outer[3] + 0.5)
     )
 
 
@@ -150,3 +157,35 @@ def luminance(rgb: str) -> float:
 def contrast(a: str, b: str) -> float:
     high, low = sorted((luminance(a), luminance(b)), reverse=True)
     return (high + 0.05) / (low + 0.05)
+
+
+_PAGE_PROBE = """<script>
+const cells = [...document.querySelectorAll('th, td, h1, h2, p, li')];
+document.getElementById('probe-out').textContent = JSON.stringify({
+  width: document.documentElement.scrollWidth, viewport: window.innerWidth,
+  clipped: cells.filter(c => c.scrollWidth > c.clientWidth + 1).map(c => c.textContent.slice(0, 60)),
+  tables: [...document.querySelectorAll('table')].map(t => [...t.rows].map(r => r.cells.length)),
+  elements: [...new Set([...document.body.querySelectorAll('*')].map(e => e.tagName.toLowerCase()))],
+  text: document.body.innerText,
+  colours: [...document.querySelectorAll('td, th, h1, h2')].map(c => [getComputedStyle(c).color,
+    getComputedStyle(c).backgroundColor === 'rgba(0, 0, 0, 0)' ? getComputedStyle(document.body).backgroundColor
+      : getComputedStyle(c).backgroundColor]),
+});
+</script>"""
+
+
+def page_facts(page: str, width: int = 800, dark: bool = False) -> dict[str, Any]:
+    """What a reader of the HTML ``page`` at ``width`` px gets: the page's width (wider than the window: a
+    sideways scroll), the cells whose text is cut off, each table's cells per row, the element names, the
+    visible text and each cell's text and background colour. A probe script is added to a copy of the page."""
+    probed = page.replace("</body>", '<pre id="probe-out"></pre>' + _PAGE_PROBE + "</body>", 1)
+    with tempfile.TemporaryDirectory(prefix="vllm-caching-page-") as scratch:
+        workdir = Path(scratch)
+        path = workdir / "page.html"
+        path.write_text(probed, encoding="utf-8")
+        mode = ["--force-dark-mode"] if dark else []
+        done = _run([*mode, f"--window-size={width},900", *_DUMP, path.as_uri()], workdir)
+    start = done.stdout.index('<pre id="probe-out">') + len('<pre id="probe-out">')
+    facts: dict[str, Any] = json.loads(html.unescape(done.stdout[start : done.stdout.index("</pre>", start)]))
+    facts["elements"] = sorted(set(facts["elements"]) - {"pre", "script"})  # the probe's own
+    return facts

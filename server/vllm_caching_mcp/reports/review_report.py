@@ -97,14 +97,18 @@ def _also_at(occurrences: int, places: list[str]) -> str:
 def _summary(result: ReviewResult, fail_on: FailOn, files: int) -> str:
     counts = {s: sum(f.occurrences for f in result.findings if f.severity == s) for s in _SEVERITIES}
     versions = sorted({w.vllm_version for w in result.workloads}) or [result.version_context.version]
-    words = [f"{counts['error']} errors", f"{counts['warning']} warnings", f"{counts['info']} info"]
+    words = [_count(counts["error"], "error"), _count(counts["warning"], "warning"), f"{counts['info']} info"]
     unread = f", {len(result.not_reviewed)} not reviewed" if result.not_reviewed else ""
     gate = "passes" if exit_code(result, fail_on) == 0 else "fails"
     gate_text = "no gate (--fail-on never)" if fail_on == "never" else f"{gate} --fail-on {fail_on}"
     return (
-        f"vllm-caching review: {', '.join(words)}{unread} in {files} file{'s' if files != 1 else ''} "
-        f"({len(result.workloads)} workloads, vLLM {', '.join(versions)}); {gate_text}"
+        f"vllm-caching review: {', '.join(words)}{unread} in {_count(files, 'file')} "
+        f"({_count(len(result.workloads), 'workload')}, vLLM {', '.join(versions)}); {gate_text}"
     )
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
 
 
 # ------------------------------------------------------------------------------------------ Markdown
