@@ -345,7 +345,7 @@ def _x_ticks(low: int, high: int, plot: Plot) -> list[Tick]:
 
 def _nice(value: float, up: bool) -> int:
     """The 1, 2 or 5 × 10^k next above (or below) ``value``: the ends of a log axis."""
-    steps = sorted(m * 10**d for d in range(0, 12) for m in (1, 2, 5))
+    steps: list[int] = sorted(m * 10**d for d in range(0, 12) for m in (1, 2, 5))
     if up:
         return next((v for v in steps if v >= value), steps[-1])
     return max((v for v in steps if v <= value), default=1)
