@@ -7,8 +7,6 @@ and review_report.
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 from typing import TYPE_CHECKING
 
 from ..tools import ToolInputError
@@ -35,7 +33,7 @@ def add_plot_options(parser: argparse.ArgumentParser) -> None:
 
 
 def write_plot(args: argparse.Namespace, result: Result) -> None:
-    """Write the picture --plot asks for; a line on standard error says where (standard output stays the answer)."""
+    """Write the picture --plot asks for (standard output stays the answer, as without it)."""
     path: str | None = getattr(args, "plot", None)
     if path is None:
         return
@@ -53,7 +51,6 @@ def write_plot(args: argparse.Namespace, result: Result) -> None:
             file.write(svg)
     except OSError as exc:
         raise ToolInputError(f"--plot: cannot write {path!r} ({exc.strerror or type(exc).__name__})") from None
-    print(f"picture written to {os.path.basename(path)}", file=sys.stderr)
 
 
 def review_report(result: ReviewResult, fmt: str, fail_on: FailOn) -> str:
