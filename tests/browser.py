@@ -1,7 +1,8 @@
 """Headless Chromium for the picture tests: a screenshot as a person sees it, and where each label landed.
 
 Debian's `chromium` package (.ci/run installs it when missing). Without it the tests skip, saying
-so, except under CI (the CI variable set), where a missing browser is a failure: CI must look.
+so, except under CI (CI or VLLM_CACHING_MCP_REQUIRE_CHROMIUM set; .ci/run sets the latter), where a
+missing browser is a failure: CI must look.
 
 `layout` loads the picture inline in a small page whose script, once the page has laid out, writes
 every <text>'s box, words and colours (and the boxes of the bars, the plot area and the curves) as
@@ -45,7 +46,7 @@ def chromium() -> str:
     found = shutil.which("chromium") or shutil.which("chromium-browser")
     if found is None:
         message = "chromium is not installed (apt-get install chromium; .ci/run installs it)"
-        if os.environ.get("CI"):
+        if os.environ.get("CI") or os.environ.get("VLLM_CACHING_MCP_REQUIRE_CHROMIUM"):
             pytest.fail(message + ": CI must render the pictures")
         pytest.skip(message)
     return found
@@ -71,22 +72,26 @@ def screenshot(document: str, suffix: str, out: Path, width: int, height: int, d
 
 
 _HARNESS = """<!DOCTYPE html>
-<html><head><meta charset="utf-8"><style>body {{ margin: 0; }}</style></head>
-<body><div id="picture">{svg}</div><pre id="out"></pre>
+<html><head><meta charset="utf-8"><style>body {{ margin: 0; }} .picture {{ position: relative; }}</style></head>
+<body>{pictures}<pre id="out"></pre>
 <script>
-function box(el) {{ const r = el.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; }}
-function data(el) {{ return Object.assign({{}}, el.dataset); }}
-const svg = document.querySelector('#picture svg');
-const out = {{
-  svg: box(svg),
-  texts: [...svg.querySelectorAll('text')].map(t => ({{
-    text: t.textContent, box: box(t), data: data(t), fill: getComputedStyle(t).fill,
-    weight: getComputedStyle(t).fontWeight, size: getComputedStyle(t).fontSize }})),
-  shapes: [...svg.querySelectorAll('[data-segment], [data-plot], [data-series], rect.bg')].map(s => ({{
-    tag: s.tagName, box: box(s), data: data(s), fill: getComputedStyle(s).fill, cls: s.getAttribute('class') }})),
-}};
-document.getElementById('out').textContent = JSON.stringify(out);
-document.getElementById('picture').remove();
+function boxes(svg) {{
+  const o = svg.getBoundingClientRect();
+  const box = el => {{ const r = el.getBoundingClientRect(); return [r.left - o.left, r.top - o.top, r.right - o.left,
+                                                                    r.bottom - o.top]; }};
+  const data = el => Object.assign({{}}, el.dataset);
+  return {{
+    svg: box(svg),
+    texts: [...svg.querySelectorAll('text')].map(t => ({{
+      text: t.textContent, box: box(t), data: data(t), fill: getComputedStyle(t).fill,
+      weight: getComputedStyle(t).fontWeight, size: getComputedStyle(t).fontSize }})),
+    shapes: [...svg.querySelectorAll('[data-segment], [data-plot], [data-series], rect.bg')].map(s => ({{
+      tag: s.tagName, box: box(s), data: data(s), fill: getComputedStyle(s).fill, cls: s.getAttribute('class') }})),
+  }};
+}}
+const found = [...document.querySelectorAll('.picture > svg')].map(boxes);
+document.getElementById('out').textContent = JSON.stringify(found);
+document.querySelectorAll('.picture').forEach(p => p.remove());
 </script></body></html>
 """
 
@@ -113,21 +118,34 @@ class Layout:
         return found[0]
 
 
-def layout(svg: str, dark: bool = False) -> Layout:
-    """Where Chromium put each text of ``svg`` (inline in a page 1000 px wide), in CSS pixels."""
+def layouts(svgs: list[str], dark: bool = False) -> list[Layout]:
+    """Where Chromium put each text of each of ``svgs`` (inline, one under another, in a page 1000 px wide), in
+    CSS pixels from each picture's top left corner; one browser start for all of them."""
+    pictures = "".join(f'<div class="picture">{svg}</div>' for svg in svgs)
     with tempfile.TemporaryDirectory(prefix="vllm-caching-layout-") as scratch:
         workdir = Path(scratch)
         page = workdir / "harness.html"
-        page.write_text(_HARNESS.format(svg=svg), encoding="utf-8")
+        page.write_text(_HARNESS.format(pictures=pictures), encoding="utf-8")
         mode = ["--force-dark-mode"] if dark else []
         done = _run([*mode, "--window-size=1000,2000", *_DUMP, page.as_uri()], workdir)
     start = done.stdout.index('<pre id="out">') + len('<pre id="out">')
     found = json.loads(html.unescape(done.stdout[start : done.stdout.index("</pre>", start)]))
-    texts = [
-        Text(t["text"], tuple(t["box"]), t["data"], t["fill"], int(t["weight"]), float(t["size"].rstrip("px")))
-        for t in found["texts"]
+    assert len(found) == len(svgs)
+    return [
+        Layout(
+            svg=tuple(one["svg"]),
+            texts=[
+                Text(t["text"], tuple(t["box"]), t["data"], t["fill"], int(t["weight"]), float(t["size"].rstrip("px")))
+                for t in one["texts"]
+            ],
+            shapes=one["shapes"],
+        )
+        for one in found
     ]
-    return Layout(svg=tuple(found["svg"]), texts=texts, shapes=found["shapes"])
+
+
+def layout(svg: str, dark: bool = False) -> Layout:
+    return layouts([svg], dark)[0]
 
 
 def overlaps(a: tuple[float, float, float, float], b: tuple[float, float, float, float], slack: float = 0.5) -> bool:

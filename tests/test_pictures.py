@@ -93,7 +93,7 @@ def test_a_picture_is_standalone_svg_with_a_text_alternative(case: str, kind: st
 def test_the_figures_drawn_are_the_answers() -> None:
     """The labels are the answer's figures, read from its fields, not worked out again differently."""
     result = sizing("llama-host")
-    texts = " | ".join(t.text for t in browser.layout(memory_svg(result)).texts)
+    texts = " | ".join(t.text for t in laid_out("llama-host", "memory").texts)
     pool = result.num_gpu_blocks * result.gpu_block_bytes_per_rank / 2**30
     assert result.offload is not None and result.host_ram_left_gib is not None
     tier_on_node = 2048 - result.host_ram_left_gib
@@ -104,7 +104,7 @@ def test_the_figures_drawn_are_the_answers() -> None:
         "Per host node: 2,048 GiB RAM",
     ):
         assert shown in texts, shown
-    capacity = browser.layout(capacity_svg(result, 32_768))
+    capacity = laid_out("llama-host", "capacity")
     typical = next(t.text for t in capacity.texts if t.data.get("marker") == "typical")
     assert typical == (
         f"typical {result.typical_context_tokens:,}: GPU {result.whole_sessions_at_typical_context:,} · "
@@ -131,6 +131,16 @@ def test_the_capacity_curve_passes_through_the_answers_figures() -> None:
 
 # ------------------------------------------------------------------------------------------ as the browser lays it out
 
+_LAID_OUT: dict[bool, dict[tuple[str, str], browser.Layout]] = {}
+
+
+def laid_out(case: str, kind: str, dark: bool = False) -> browser.Layout:
+    """The browser's layout of a picture; every picture of a mode in one browser start (it is the slow part)."""
+    if dark not in _LAID_OUT:
+        pictures = _pictures()
+        _LAID_OUT[dark] = dict(zip(pictures, browser.layouts([draw(c, k) for c, k in pictures], dark), strict=True))
+    return _LAID_OUT[dark][case, kind]
+
 
 def _background(layout: browser.Layout, text: browser.Text) -> str:
     """The colour behind ``text``: its bar segment for a figure written on a bar, else the page."""
@@ -143,7 +153,7 @@ def _background(layout: browser.Layout, text: browser.Text) -> str:
 @pytest.mark.parametrize("dark", [False, True], ids=["light", "dark"])
 @pytest.mark.parametrize(("case", "kind"), _pictures())
 def test_every_label_is_whole_apart_and_readable(case: str, kind: str, dark: bool) -> None:
-    layout = browser.layout(draw(case, kind), dark=dark)
+    layout = laid_out(case, kind, dark)
     texts = [t for t in layout.texts if t.text.strip()]
     assert texts
     for t in texts:
@@ -157,7 +167,7 @@ def test_every_label_is_whole_apart_and_readable(case: str, kind: str, dark: boo
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_memory_figures_sit_on_their_bars_and_nothing_else_does(case: str) -> None:
-    layout = browser.layout(draw(case, "memory"))
+    layout = laid_out(case, "memory")
     segments = [s for s in layout.shapes if "segment" in s["data"]]
     for t in layout.texts:
         if "on" in t.data:
@@ -168,7 +178,7 @@ def test_memory_figures_sit_on_their_bars_and_nothing_else_does(case: str) -> No
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_nothing_is_written_over_the_plot_and_the_curves_stay_in_it(case: str) -> None:
-    layout = browser.layout(draw(case, "capacity"))
+    layout = laid_out(case, "capacity")
     plot = layout.shape(plot="area")["box"]
     for t in layout.texts:
         assert not browser.overlaps(t.box, plot), f"{t.text!r} is over the plot area"
@@ -182,8 +192,7 @@ def test_nothing_is_written_over_the_plot_and_the_curves_stay_in_it(case: str) -
 
 
 def test_dark_mode_changes_the_colours_not_the_layout() -> None:
-    svg = draw("llama-host", "capacity")
-    light, dark = browser.layout(svg), browser.layout(svg, dark=True)
+    light, dark = laid_out("llama-host", "capacity"), laid_out("llama-host", "capacity", dark=True)
     assert [t.box for t in light.texts] == [t.box for t in dark.texts]
     assert browser.luminance(light.texts[0].fill) < 0.1 < browser.luminance(dark.texts[0].fill)
 
