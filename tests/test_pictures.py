@@ -48,8 +48,14 @@ CASES: dict[str, tuple[dict[str, Any], int | None]] = {
          "version": "0.33.0"},
         200_000,
     ),
-    "sliding": ({"model": "gpt-oss-120b", "gpu": "H100", "tensor_parallel_size": 2, "host_ram_gib": 1024}, 16_000),
-    "ten-million": ({"model": "llama-4-scout", "gpu": "H200", "tensor_parallel_size": 8, "host_ram_gib": 2048}, None),
+    "sliding": (
+        {"model": "gpt-oss-120b", "gpu": "H100", "tensor_parallel_size": 2, "host_ram_gib": 1024, "version": "0.33.0"},
+        16_000,
+    ),
+    "ten-million": (
+        {"model": "llama-4-scout", "gpu": "H200", "tensor_parallel_size": 8, "host_ram_gib": 2048, "version": "0.33.0"},
+        None,
+    ),
 }  # fmt: skip
 
 
