@@ -103,6 +103,7 @@ class Run:
     upload: dict[str, str] | None = None
     status: int = 0
     log: str = ""
+    summary: str = ""  # what the steps wrote to $GITHUB_STEP_SUMMARY
 
     def action_output(self, name: str) -> str:
         return evaluate(ACTION["outputs"][name]["value"], {"steps": self.step_contexts()})
@@ -158,7 +159,14 @@ def run_action(repo: Path, bin_dir: Path, runner_temp: Path, **given: str) -> Ru
             continue  # the fresh install in bin_dir is what it makes
         output = runner_temp / f"output-{step.get('id', 'step')}"
         output.write_text("")
-        env = {"PATH": path, "HOME": str(runner_temp), "GITHUB_OUTPUT": str(output)}
+        summary = runner_temp / f"summary-{step.get('id', 'step')}"
+        summary.write_text("")
+        env = {
+            "PATH": path,
+            "HOME": str(runner_temp),
+            "GITHUB_OUTPUT": str(output),
+            "GITHUB_STEP_SUMMARY": str(summary),
+        }
         env |= {k: evaluate(str(v), context) for k, v in step.get("env", {}).items()}
         # The runner's own command line for `shell: bash`.
         done = subprocess.run(
@@ -170,6 +178,7 @@ def run_action(repo: Path, bin_dir: Path, runner_temp: Path, **given: str) -> Ru
             timeout=300,
         )
         run.log += done.stdout + done.stderr
+        run.summary += summary.read_text(encoding="utf-8")
         if "id" in step:
             lines = output.read_text().splitlines()
             run.outputs[step["id"]] = dict(line.split("=", 1) for line in lines if "=" in line)
@@ -237,6 +246,14 @@ def test_a_pull_request_reviews_the_deployment_files_it_changes(act: Any, sample
     assert run.action_output("sarif-file") == str(sample_repo.path / "vllm-caching.sarif")
     assert run.status == 1
     assert "a finding at or above 'error'" in run.log
+    # The job summary: one line with the counts, then a table per file with findings, as the SARIF has them.
+    first = run.summary.splitlines()[0]
+    assert first.startswith("❌ **vllm-caching review: ") and f"{errors} error" in first, run.summary
+    assert "#### deploy/k8s.yaml" in run.summary and "| Severity | Rule | Line | Message | Fix |" in run.summary
+    rows = [line for line in run.summary.splitlines() if line.startswith("| ") and "Severity" not in line]
+    rows = [line for line in rows if not line.startswith("| ---")]
+    assert len(rows) == len(results)
+    assert "No findings in: deploy/tier two.sh" in run.summary
 
 
 def test_fail_on_sets_the_exit_status_and_upload_false_skips_the_upload(act: Any) -> None:

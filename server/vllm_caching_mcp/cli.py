@@ -33,6 +33,7 @@ from .advice.deployment import MAX_DOCUMENTS_TEXT, Document, parse_documents
 from .advice.review import ReviewResult, exit_code, list_rules, to_sarif
 from .knowledge import Knowledge, load_knowledge
 from .knowledge_files import KnowledgeError
+from .reports.commands import REVIEW_FORMATS, add_plot_options, review_report, write_plot
 from .safe_text import json_printable, one_line, printable
 from .tools import TOOL_NAMES, ToolInputError, all_tools, check_argument_names, run_tool
 
@@ -89,9 +90,11 @@ def _is_bool(annotation: Any) -> bool:
     return typing.get_origin(annotation) in (typing.Union, types.UnionType) and bool in typing.get_args(annotation)
 
 
-def _add_tool_parser(subparsers: Any, spec: ToolSpec) -> None:
+def _add_tool_parser(subparsers: Any, spec: ToolSpec) -> argparse.ArgumentParser:
     command = spec.name.replace("_", "-")
-    parser = subparsers.add_parser(command, help=spec.title, description=spec.description, epilog=_FILE_HELP)
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        command, help=spec.title, description=spec.description, epilog=_FILE_HELP
+    )
     for name, field in spec.request.model_fields.items():
         flag = _option(name)
         help_text = (field.description or "").replace("%", "%%")  # argparse formats help with %
@@ -113,6 +116,7 @@ def _add_tool_parser(subparsers: Any, spec: ToolSpec) -> None:
             parser.add_argument(flag, dest=name, metavar=name.upper(), help=help_text)
     parser.add_argument("--json", dest="_json", action="store_true", help="print the whole result as JSON")
     parser.set_defaults(_tool=spec)
+    return parser
 
 
 def read_file_option(option: str, path: str) -> str:
@@ -238,7 +242,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"vllm-caching {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for spec in all_tools():
-        _add_tool_parser(sub, spec)
+        tool_parser = _add_tool_parser(sub, spec)
+        if spec.name == "size_offload":
+            add_plot_options(tool_parser)
     call = sub.add_parser("call", help="run a tool with JSON arguments and print its structured result")
     call.add_argument("tool", help="tool name: " + ", ".join(TOOL_NAMES))
     call.add_argument("arguments", nargs="?", default="{}", help="the arguments as one JSON object")
@@ -269,7 +275,7 @@ def _add_review_parser(sub: Any) -> None:
     review.add_argument("--gpu", help="GPU model, e.g. H100 SXM")
     review.add_argument("--p99-context-tokens", type=int, help="99th-percentile context length of real requests")
     review.add_argument("--disable", action="append", default=[], metavar="RULE", help="skip a rule (repeatable)")
-    review.add_argument("--format", choices=["text", "json", "sarif"], default="text")
+    review.add_argument("--format", choices=["text", "json", "sarif", *REVIEW_FORMATS], default="text")
     review.add_argument("--fail-on", choices=["error", "warning", "info", "never"], default="error")
     review.add_argument("--list-rules", action="store_true", help="list the rules and exit")
     _add_allow_empty_option(review)
@@ -302,6 +308,8 @@ def _review(args: argparse.Namespace) -> int:
         print(json.dumps(to_sarif(result, knowledge), indent=2))
     elif args.format == "json":
         print(json_printable(result.model_dump_json(indent=2)))
+    elif args.format in REVIEW_FORMATS:
+        print(review_report(result, args.format, args.fail_on), end="")
     else:
         print(printable(result.summary()))
     return exit_code(result, args.fail_on)
@@ -430,6 +438,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         spec: ToolSpec = args._tool
         result = run_tool(spec.name, _arguments(spec, args))
+        if spec.name == "size_offload":
+            write_plot(args, result)
         print(json_printable(result.model_dump_json(indent=2)) if args._json else printable(result.summary()))
         return 0
     except ToolInputError as exc:

@@ -29,7 +29,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.context import Context
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_PARAMS, CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
+from mcp_types import INVALID_PARAMS, CallToolResult, InputRequiredResult, ResourceLink, TextContent, ToolAnnotations
 from mcp_types import Tool as MCPTool
 from pydantic import Field, ValidationError
 
@@ -48,6 +48,7 @@ from .http_transport import (
 from .knowledge_files import FILE_NAMES, KnowledgeError, knowledge_dir
 from .prompts import add_prompts
 from .redact import redact, redact_value
+from .reports.mcp_pictures import add_picture_resources, links, note_client
 from .safe_text import one_line, printable
 from .server_options import ServerOptions, argument_parser, restrict_config_paths, server_options
 from .tool_workers import ToolWorkers
@@ -172,6 +173,7 @@ class _Server(MCPServer):
             raise MCPError(INVALID_PARAMS, f"Unknown tool: {name}")
         self.register(name)
         caller = _caller.set(_client_of(context))
+        apps = note_client(context)
         try:
             check_argument_names(name, arguments)  # the SDK would drop an argument the tool does not take
             return await super().call_tool(name, arguments, context)
@@ -183,6 +185,7 @@ class _Server(MCPServer):
             raise _as_the_cli_says_it(exc) from exc.__cause__
         finally:
             _caller.reset(caller)
+            apps.var.reset(apps)
 
 
 # Who is calling, for the worker queue's fairness: the peer address over HTTP, "stdio" otherwise.
@@ -229,7 +232,7 @@ def _tool_function(spec: ToolSpec, workers: ToolWorkers | None) -> Any:
             except (ToolInputError, tool_workers.CallStopped, tool_workers.CallBusy) as exc:
                 raise ToolError(one_line(redact(str(exc)))) from None
             # The worker holds none of the secrets this process registered (see redact).
-            return _result(redact(answer.summary), redact_value(answer.structured))
+            return _result(redact(answer.summary), redact_value(answer.structured), links(spec.name, arguments))
     else:
         # Network tools block on I/O: the SDK runs a plain function on a worker thread, as it does
         # every tool of a server built without worker processes.
@@ -238,7 +241,7 @@ def _tool_function(spec: ToolSpec, workers: ToolWorkers | None) -> Any:
                 result = run_tool(spec.name, arguments)
             except ToolInputError as exc:
                 raise ToolError(one_line(str(exc))) from None
-            return _result(result.summary(), result.model_dump(mode="json"))
+            return _result(result.summary(), result.model_dump(mode="json"), links(spec.name, arguments))
 
     parameters = []
     for field_name, field in spec.request.model_fields.items():
@@ -269,8 +272,9 @@ def _compacted(tool: MCPTool) -> MCPTool:
     return tool.model_copy(update={"input_schema": arguments, "output_schema": output})
 
 
-def _result(summary: str, structured: dict[str, Any]) -> CallToolResult:
-    return CallToolResult(content=[TextContent(type="text", text=printable(summary))], structured_content=structured)
+def _result(summary: str, structured: dict[str, Any], linked: list[ResourceLink]) -> CallToolResult:
+    text = TextContent(type="text", text=printable(summary))
+    return CallToolResult(content=[text, *linked], structured_content=structured)
 
 
 def _add_tool(server: MCPServer, spec: ToolSpec, workers: ToolWorkers | None) -> None:
@@ -309,6 +313,7 @@ def build_server(*, defer: bool = True, workers: ToolWorkers | None = None) -> _
     for name in TOOL_NAMES:
         _add_output_schema_resource(server, name)
     add_prompts(server)
+    add_picture_resources(server)  # size_offload's pictures, which its answers link to
     return server
 
 

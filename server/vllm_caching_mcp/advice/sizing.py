@@ -37,7 +37,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr
 
 from ..knowledge import (
     Connector,
@@ -294,6 +294,15 @@ class SizeOffloadResult(Result):
     formulas: list[FormulaNote]
     warnings: list[str]
     citations: list[Citation]
+    # What the pictures draw (reports/sizing_pictures), from the same arithmetic as the fields above; not
+    # part of the answer's JSON, so the answer does not grow.
+    _figures: SizingFigures | None = PrivateAttr(default=None)
+
+    @property
+    def figures(self) -> SizingFigures | None:
+        """The memory budget and the capacity function behind this answer (None for a result read back
+        from JSON, which does not carry them)."""
+        return self._figures
 
     def summary(self) -> str:
         v = self.version_context
@@ -1328,6 +1337,48 @@ class _Pool:
         return self.num_blocks // self.typical_blocks
 
 
+@dataclass(frozen=True)
+class Capacity:
+    """Sessions of a given length that stay whole on the GPU pool and in the CPU tier: the formulas the answer's
+    whole_sessions_* and warm_sessions_held figures come from, callable at any context length."""
+
+    specs: _LayerSpecs
+    num_gpu_blocks: int
+    blocks_per_chunk: int = 1
+    native: bool = True
+    num_chunks: int = 0  # native: chunks of the CPU tier
+    per_process_bytes: int = 0  # lmcache: bytes of one worker's share
+    has_tier: bool = False
+
+    def gpu_sessions(self, tokens: int) -> int:
+        return self.num_gpu_blocks // self.specs.blocks_per_session(tokens)
+
+    def tier_sessions(self, tokens: int) -> int | None:
+        """Whole sessions the CPU tier holds; None without a tier."""
+        if not self.has_tier:
+            return None
+        blocks = self.specs.blocks_per_session(tokens)
+        if self.native:
+            return self.num_chunks // _cdiv(blocks, self.blocks_per_chunk)
+        return self.per_process_bytes // (blocks * self.specs.block_bytes)
+
+
+@dataclass(frozen=True)
+class SizingFigures:
+    """Per GPU and per node, where the memory goes, as the answer computed it (GiB), and the capacity."""
+
+    gpu_memory_gib: float
+    gpu_memory_utilization: float
+    weights_gib: float
+    activation_reserve_gib: float
+    kv_budget_gib: float
+    kv_pool_gib: float  # num_gpu_blocks whole blocks: at most the budget
+    host_ram_gib: float | None
+    host_reserved_gib: float | None
+    tier_per_node_gib: float | None
+    capacity: Capacity
+
+
 def _gpu_memory_utilization(request: SizeOffloadRequest, version: Version, trail: _Trail) -> tuple[float, str]:
     """The fraction of GPU memory vLLM may use: as given, or the release's default (flag.gpu-memory-utilization)."""
     setting = trail.use("flag.gpu-memory-utilization")
@@ -1694,6 +1745,8 @@ def _fit_warnings(
 class _CpuTier:
     offload: OffloadTier | None
     host_left_gib: float | None
+    reserved_gib: float | None = None
+    capacity: Capacity | None = None
 
 
 def _cpu_tier(
@@ -1716,16 +1769,22 @@ def _cpu_tier(
     size = _tier_size(request, layout, session_chunks, chunks.bytes)
     if size.size_gib is None or size.size_gib <= 0:
         trail.warn("No tier size: give kv_offloading_size_gib, warm_sessions or host_ram_gib to size the CPU tier.")
-        return _CpuTier(offload=None, host_left_gib=None)
+        return _CpuTier(offload=None, host_left_gib=None, reserved_gib=size.reserved_gib)
     size_gib = size.size_gib
     cpu_bytes = int(size_gib * GIB)
     native = request.offload_backend == "native"
     num_chunks = cpu_bytes // chunks.bytes if native else 0
     per_process = size_gib / layout.world
-    if native:
-        warm_held = num_chunks // session_chunks
-    else:
-        warm_held = int(per_process * GIB) // (pool.typical_blocks * specs.block_bytes)
+    capacity = Capacity(
+        specs=specs,
+        num_gpu_blocks=pool.num_blocks,
+        blocks_per_chunk=chunks.blocks_per_chunk,
+        native=native,
+        num_chunks=num_chunks,
+        per_process_bytes=int(per_process * GIB),
+        has_tier=True,
+    )
+    warm_held = capacity.tier_sessions(pool.typical) or 0
     rule = _consistency_rule(request, knowledge, version, per_process, trail)
     _release_warnings(request, version, size_flag, bytes_key, num_chunks, trail)
     errors_before = sum(w.startswith("ERROR") for w in trail.warnings)
@@ -1752,7 +1811,7 @@ def _cpu_tier(
         "engine.offload-cpu-tier",
     )
     host_left = _fit_warnings(request, layout, size, offload, pool, trail)
-    return _CpuTier(offload=offload, host_left_gib=host_left)
+    return _CpuTier(offload=offload, host_left_gib=host_left, reserved_gib=size.reserved_gib, capacity=capacity)
 
 
 # ---------------------------------------------------------------------------- step 4: load estimates
@@ -1971,7 +2030,7 @@ def size_offload(request: SizeOffloadRequest, knowledge: Knowledge) -> SizeOfflo
     sglang = _sglang(request, knowledge, tier.offload, pool.num_blocks * specs.block_bytes, layout.world, trail)
     benchmark = _benchmark(pool, tier.offload, trail)
 
-    return SizeOffloadResult(
+    result = SizeOffloadResult(
         version_context=context,
         model=model_label,
         gpu=gpu.name,
@@ -2003,6 +2062,29 @@ def size_offload(request: SizeOffloadRequest, knowledge: Knowledge) -> SizeOfflo
         formulas=trail.formulas,
         warnings=trail.warnings,
         citations=trail.citations,
+    )
+    result._figures = _figures(request, budget, pool, specs, tier)
+    return result
+
+
+def _figures(
+    request: SizeOffloadRequest, budget: _Budget, pool: _Pool, specs: _LayerSpecs, tier: _CpuTier
+) -> SizingFigures:
+    host_left, ram = tier.host_left_gib, request.host_ram_gib
+    return SizingFigures(
+        gpu_memory_gib=budget.memory_gib,
+        gpu_memory_utilization=budget.utilization,
+        weights_gib=budget.weights_gib,
+        activation_reserve_gib=request.activation_reserve_gib,
+        kv_budget_gib=budget.budget_gib,
+        kv_pool_gib=pool.num_blocks * specs.block_bytes / GIB,
+        host_ram_gib=ram,
+        host_reserved_gib=tier.reserved_gib,
+        # host_left is the RAM less the tier's share of the node (_fit_warnings)
+        tier_per_node_gib=None
+        if host_left is None or request.host_ram_gib is None
+        else request.host_ram_gib - host_left,
+        capacity=tier.capacity or Capacity(specs=specs, num_gpu_blocks=pool.num_blocks),
     )
 
 
