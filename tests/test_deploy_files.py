@@ -422,15 +422,16 @@ def test_one_base_built_by_two_overlays_is_read_once_per_overlay() -> None:
 
 
 def test_patches_copied_past_the_bound_are_refused_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
-    from vllm_caching_mcp.advice import deployment
+    from vllm_caching_mcp.advice.common import AdviceError
+    from vllm_caching_mcp.advice.deployment import kustomize
 
-    monkeypatch.setattr(deployment, "MAX_PATCHED_NODES", 20)
+    monkeypatch.setattr(kustomize, "MAX_PATCHED_NODES", 20)
     args = ", ".join("abcdefghijklmnopqrstu")
     patch = (
         "kind: Deployment\nmetadata: {name: decode}\n"
         f"spec: {{template: {{spec: {{containers: [{{name: vllm, args: [{args}]}}]}}}}}}\n"
     )
-    with pytest.raises(deployment.AdviceError, match=r"^documents: kustomize patches copy more than 20 values"):
+    with pytest.raises(AdviceError, match=r"^documents: kustomize patches copy more than 20 values"):
         kustomized("resources: [deploy.yaml]\npatches: [{path: p.yaml}]\n", ("p.yaml", patch))
 
 

@@ -17,7 +17,9 @@ import pytest
 import yaml
 
 from vllm_caching_mcp.advice.common import AdviceError
-from vllm_caching_mcp.advice.deployment import _SWITCHES, Document, parse_documents, resolve, tokenize_shell
+from vllm_caching_mcp.advice.deployment import Document, parse_documents, resolve
+from vllm_caching_mcp.advice.deployment.flags import SWITCHES
+from vllm_caching_mcp.advice.deployment.shell import tokenize_shell
 from vllm_caching_mcp.advice.review import (
     Context,
     HostFacts,
@@ -746,7 +748,7 @@ def _served_model(knowledge: Knowledge, command: str) -> str | None:
 
 def test_switches_are_worked_out_for_each_knowledge_object_and_forgotten_with_it(knowledge: Knowledge) -> None:
     command = f"vllm serve --enforce-eager {M}"  # the model, unless --enforce-eager takes a value
-    held = len(_SWITCHES)
+    held = len(SWITCHES)
     # Objects are made and dropped in turn, so that one is given the id of another collected
     # before it: a cache keyed by id alone then answers with the other's switches.
     for _ in range(5):
@@ -757,7 +759,7 @@ def test_switches_are_worked_out_for_each_knowledge_object_and_forgotten_with_it
         assert _served_model(same, command) == M
         del same
     gc.collect()
-    assert len(_SWITCHES) == held  # nothing kept for the objects that are gone
+    assert len(SWITCHES) == held  # nothing kept for the objects that are gone
 
 
 def test_lmcache_config_keys_come_from_the_knowledge_object_asked(knowledge: Knowledge) -> None:

@@ -1,7 +1,7 @@
 """review_deployment: findings for a vLLM deployment, from rules kept as data.
 
 A rule is a pitfall in `knowledge/pitfalls.yaml` with a `when:` condition. This module reads the
-deployment (`deployment.py`), works out each vLLM workload's effective configuration for its
+deployment (`deployment/`), works out each vLLM workload's effective configuration for its
 release (the image tag's, else the stated one, else the newest known), and evaluates every rule
 whose `versions` range holds with one small interpreter (`evaluate`). Conditions answer true,
 false or *unknown* — unknown when they need an input nobody gave (host RAM, the GPU, the model,
