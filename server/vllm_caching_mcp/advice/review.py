@@ -22,13 +22,24 @@ import urllib.parse
 from collections.abc import Callable, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel, Field
 
 from .. import __version__
 from .. import advisories as advisory_lookup
-from ..knowledge import Advisory, Comparison, Condition, Gated, Knowledge, Pitfall, Setting, ValueTest, ranged_at
+from ..knowledge import (
+    Advisory,
+    Comparison,
+    Condition,
+    FactName,
+    Gated,
+    Knowledge,
+    Pitfall,
+    Setting,
+    ValueTest,
+    ranged_at,
+)
 from ..safe_text import join_lines
 from ..versions import Version, in_range, parse_version
 from .common import (
@@ -321,7 +332,8 @@ def _operand(text: str, ctx: Context) -> tuple[float | None, str, str | None]:
             return None, name, f"the value of {name} (set from {use.reference})"
         return (parse_number(use.value) if use else None), name, None
     if kind == "fact":
-        return e.facts.get(name), _FACT_LABELS.get(name, name.replace("_", " ")), None
+        # the loader refused every name that is no FactName (knowledge.Comparison)
+        return e.facts.get(cast(FactName, name)), _FACT_LABELS.get(name, name.replace("_", " ")), None
     if kind == "host":
         if name == "ram_gib":
             return ctx.host.ram_gib, "host RAM GiB", None if ctx.host.ram_gib else "host.ram_gib"
@@ -1197,7 +1209,7 @@ def _workload_reports(
             offload_shorthand=e.offload_shorthand,
             tiers=e.tiers,
             gpu=e.gpu,
-            facts=e.facts,
+            facts={name: value for name, value in e.facts.items()},  # FactName keys, as the plain names they are
             env_by_reference=[u.name for u in e.env.values() if u.value is None],
             security_floor=floors.get(e.workload),
         )

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from ...knowledge import Connector, Gated, Knowledge, TierSize
+from ...knowledge import Connector, FactName, Gated, Knowledge, TierSize
 from ...versions import Version
 from ..common import readable_number
 from .bounds import clip
@@ -59,15 +59,19 @@ class InUse(NamedTuple):
 
 def workload_facts(
     workload: Workload, numbers: Numbers, in_use: list[InUse], env: dict[str, EnvUse]
-) -> tuple[dict[str, float], dict[str, Location]]:
+) -> tuple[dict[FactName, float], dict[FactName, Location]]:
     """The numbers the rules compare, and where each was written."""
     flags = numbers.flags
     tp = numbers.flag_or("--tensor-parallel-size", 1)
     pp = numbers.flag_or("--pipeline-parallel-size", 1)
     dp = numbers.flag_or("--data-parallel-size", 1)
-    facts: dict[str, float] = {"tp": tp, "pp": pp, "dp": dp, "world_size": tp * pp}
-    parallel = (("tp", "--tensor-parallel-size"), ("pp", "--pipeline-parallel-size"), ("dp", "--data-parallel-size"))
-    locations = {fact: flags[name].location for fact, name in parallel if name in flags}
+    facts: dict[FactName, float] = {"tp": tp, "pp": pp, "dp": dp, "world_size": tp * pp}
+    parallel: tuple[tuple[FactName, str], ...] = (
+        ("tp", "--tensor-parallel-size"),
+        ("pp", "--pipeline-parallel-size"),
+        ("dp", "--data-parallel-size"),
+    )
+    locations: dict[FactName, Location] = {fact: flags[name].location for fact, name in parallel if name in flags}
     world = flags.get("--tensor-parallel-size") or flags.get("--pipeline-parallel-size")
     if world is not None:
         locations["world_size"] = world.location
@@ -95,7 +99,7 @@ def workload_facts(
 _DEVICE = re.compile(r"\d+|(GPU|MIG)-[0-9A-Za-z/-]+")
 
 
-def visible_gpus(env: dict[str, EnvUse], facts: dict[str, float], locations: dict[str, Location]) -> None:
+def visible_gpus(env: dict[str, EnvUse], facts: dict[FactName, float], locations: dict[FactName, Location]) -> None:
     """``visible_gpus``: how many GPUs a literal CUDA_VISIBLE_DEVICES lets the engine see (indices or
     GPU/MIG UUIDs, comma-separated; an empty value hides every GPU). Left out when it is not literal
     or holds anything else, such as -1, which CUDA reads as the end of the list."""
@@ -126,8 +130,8 @@ def container_facts(
     env: dict[str, EnvUse],
     knowledge: Knowledge,
     version: Version,
-    facts: dict[str, float],
-    locations: dict[str, Location],
+    facts: dict[FactName, float],
+    locations: dict[FactName, Location],
 ) -> None:
     """``visible_gpus`` from the GPUs the container is given, ``container_memory_request_gib``, and for
     /dev/shm: ``shm_gib`` (the container's own; left out when it is the node's: a bare host, the host's

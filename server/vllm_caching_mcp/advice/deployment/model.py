@@ -9,7 +9,7 @@ from typing import Annotated, Any, Generic, Literal, TypeVar
 
 from pydantic import AfterValidator, BaseModel, Field
 
-from ...knowledge import Knowledge
+from ...knowledge import FactName, Knowledge
 from .bounds import MAX_DOCUMENTS_TEXT
 
 GIB = 1 << 30
@@ -201,8 +201,8 @@ class Effective(BaseModel):
     )
     tiers: list[str] = Field(description="types of native secondary tiers")
     gpu: str | None = Field(default=None, description="the GPU entry in the knowledge, when known")
-    facts: dict[str, float] = Field(description="numbers the rules compare: world_size, offload tier GiB, ...")
-    fact_locations: dict[str, Location] = Field(
+    facts: dict[FactName, float] = Field(description="numbers the rules compare: world_size, offload tier GiB, ...")
+    fact_locations: dict[FactName, Location] = Field(
         default_factory=dict, description="where the number behind each fact was written, when it was"
     )
     notes: list[str] = Field(default_factory=list)
