@@ -33,7 +33,7 @@ from vllm_caching_mcp.advice.review import (
 )
 from vllm_caching_mcp.knowledge import Knowledge, load_knowledge
 from vllm_caching_mcp.knowledge_files import KnowledgeError
-from vllm_caching_mcp.tools import run_tool
+from vllm_caching_mcp.tools import ToolInputError, run_tool
 from vllm_caching_mcp.versions import Version
 
 DATA = Path(__file__).parent / "data" / "deployments"
@@ -1252,3 +1252,23 @@ def test_an_empty_expansion_after_a_switch_or_an_empty_word_is_not_a_missing_val
     # types read it as None), which this rule does not judge
     for text in (f'E=""; vllm serve {M} --enforce-eager $E --max-num-seqs 8', f'E=""; vllm serve {M} --api-key "$E"'):
         assert "pitfall.option-value-empty" not in fired(review(knowledge, text, version="0.33.0")), text
+
+
+def test_allow_empty_is_a_field_of_the_request_not_of_the_command_line() -> None:
+    # The MCP tool and the CLI take it alike: nothing to review is a clean review, and only that.
+    workflow = {"name": "ci.yaml", "text": "on: push\njobs: {}\n"}
+    with pytest.raises(ToolInputError, match=r"^documents: no vLLM server found"):
+        run_tool("review_deployment", {"documents": [workflow]})
+    with pytest.raises(ToolInputError, match=r"^documents: List should have at least 1 item"):
+        run_tool("review_deployment", {"documents": []})
+    clean = run_tool("review_deployment", {"documents": [workflow], "allow_empty": True})
+    assert isinstance(clean, ReviewResult)
+    assert (clean.workloads, clean.findings, clean.notes) == ([], [], ["ci.yaml: no vLLM server found in it"])
+    none = run_tool("review_deployment", {"documents": [], "allow_empty": True, "detail": "full"})
+    assert isinstance(none, ReviewResult) and none.notes == ["no files to review"]
+    # The other options are still checked, and a document with a server is still reviewed.
+    with pytest.raises(ToolInputError, match=r"^disabled_rules: no rule has the id 'pitfall\.nope'"):
+        run_tool("review_deployment", {"documents": [], "allow_empty": True, "disabled_rules": ["pitfall.nope"]})
+    served = {"name": "s.sh", "text": f"vllm serve {M} --kv-offloading-size 1"}
+    reviewed = run_tool("review_deployment", {"documents": [workflow, served], "allow_empty": True})
+    assert isinstance(reviewed, ReviewResult) and [w.file for w in reviewed.workloads] == ["s.sh"]

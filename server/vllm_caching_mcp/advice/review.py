@@ -24,7 +24,8 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic_core import InitErrorDetails
 
 from .. import __version__
 from .. import advisories as advisory_lookup
@@ -62,6 +63,7 @@ from .deployment import (
     EnvUse,
     FlagUse,
     Location,
+    NothingToReview,
     PerKnowledge,
     ProxyUse,
     UnreadLaunch,
@@ -93,9 +95,8 @@ class HostFacts(BaseModel):
 
 class ReviewRequest(BaseModel):
     documents: Documents = Field(
-        min_length=1,
         max_length=50,
-        description="serve scripts, docker-compose, Kubernetes YAML, Helm values, LMCache YAML",
+        description="shell, compose, Kubernetes, Helm values or LMCache YAML",
     )
     version: str | None = Field(
         default=None,
@@ -110,6 +111,22 @@ class ReviewRequest(BaseModel):
         description="rule ids to skip",
     )
     detail: Detail = "summary"
+    # For files picked by name (CI, pre-commit): a selection of every changed *.yaml often holds no
+    # vLLM server at all (a workflow, a chart's other manifests); a hook must not fail on that.
+    # No description in the listing (its byte cap): no documents, or none with a server, review clean.
+    allow_empty: bool = False
+
+    @model_validator(mode="after")
+    def _documents_unless_allowed_empty(self) -> ReviewRequest:
+        if not self.documents and not self.allow_empty:  # the error min_length=1 gives, which it cannot be here
+            details = InitErrorDetails(
+                type="too_short",
+                loc=("documents",),
+                input=self.documents,
+                ctx={"field_type": "List", "min_length": 1, "actual_length": 0},
+            )
+            raise ValidationError.from_exception_data(type(self).__name__, [details])
+        return self
 
 
 class FindingPlace(BaseModel):
@@ -974,7 +991,14 @@ def review_deployment(request: ReviewRequest, knowledge: Knowledge) -> ReviewRes
     if host.gpu and find_gpu(knowledge, host.gpu) is None:
         names = ", ".join(g.name for g in knowledge.hardware.gpus)
         raise AdviceError("host.gpu", f"{host.gpu!r} is not a GPU the knowledge knows; known: {names}")
-    deployment: Deployment = parse_documents(request.documents, knowledge)
+    if not request.documents:  # only with allow_empty: the request refuses no documents otherwise
+        return _nothing_to_review(request, context)
+    try:
+        deployment = parse_documents(request.documents, knowledge)
+    except NothingToReview:
+        if not request.allow_empty:
+            raise
+        return _nothing_to_review(request, context)
     notes = list(deployment.notes)
     effectives = _resolve_workloads(deployment, knowledge, stated, context, host, notes)
     if effectives and all(e.version_source == "image-tag" for e in effectives) and context.assumed:
@@ -994,6 +1018,22 @@ def review_deployment(request: ReviewRequest, knowledge: Knowledge) -> ReviewRes
         rules_evaluated=configuration.evaluated,
         notes=notes,
         citations=[cite(p.id, p, knowledge) for p in configuration.used.values()],
+    )
+    return result if request.detail == "full" else in_brief(result)
+
+
+def _nothing_to_review(request: ReviewRequest, context: VersionContext) -> ReviewResult:
+    """The clean review ``allow_empty`` makes of documents that hold nothing to review (or of none)."""
+    notes = [f"{d.name}: no vLLM server found in it" for d in request.documents] or ["no files to review"]
+    result = ReviewResult(
+        version_context=context,
+        workloads=[],
+        findings=[],
+        not_checked=[],
+        disabled_rules=list(request.disabled_rules),
+        rules_evaluated=0,
+        notes=notes,
+        citations=[],
     )
     return result if request.detail == "full" else in_brief(result)
 
@@ -1365,8 +1405,8 @@ SPEC = ToolSpec(
     name="review_deployment",
     title="Review a vLLM deployment for KV-caching mistakes",
     description=(
-        "Reviews deployment files against version-gated KV-caching rules and security advisories: each finding"
-        " with location, fix and sources. The release comes from the image tag, else `version`."
+        "Reviews deployment files against version-gated KV-caching rules and security advisories; each finding"
+        " has location, fix, sources. Release: the image tag, else `version`."
     ),
     request=ReviewRequest,
     result=ReviewResult,

@@ -45,7 +45,7 @@ from .model import (
     UnreadLaunch,
     Workload,
 )
-from .read import parse_documents
+from .read import NothingToReview, parse_documents
 from .resolve import find_gpu, resolve
 
 __all__ = [
@@ -57,6 +57,7 @@ __all__ = [
     "EnvUse",
     "FlagUse",
     "Location",
+    "NothingToReview",
     "PerKnowledge",
     "ProxyUse",
     "UnreadLaunch",

@@ -90,6 +90,11 @@ def _unread_launch(doc: Document) -> UnreadLaunch | None:
     return None
 
 
+class NothingToReview(AdviceError):
+    """The documents hold no vLLM server, LMCache config or unread launch (a review with
+    ``allow_empty`` answers that as a clean review)."""
+
+
 def parse_documents(documents: list[Document], knowledge: Knowledge) -> Deployment:
     """Every vLLM workload (and LMCache configuration) in the documents."""
     if not documents:
@@ -122,7 +127,7 @@ def parse_documents(documents: list[Document], knowledge: Knowledge) -> Deployme
     deployment.notes += [f"value not known: {u}" for w in deployment.workloads for u in w.unresolved]
     deployment.notes += image_notes(deployment.workloads)
     if not deployment.workloads and not deployment.lmcache_configs and not deployment.unread:
-        raise AdviceError(
+        raise NothingToReview(
             "documents",
             "no vLLM server found: give a `vllm serve` or `python -m vllm.entrypoints.openai.api_server` line, a "
             "`docker run` of a vLLM image, a docker-compose file, Kubernetes manifests, Helm values or an LMCache "
