@@ -21,16 +21,15 @@ from vllm_caching_mcp.advice.deployment import Document, parse_documents, resolv
 from vllm_caching_mcp.advice.deployment.flags import SWITCHES
 from vllm_caching_mcp.advice.deployment.shell import tokenize_shell
 from vllm_caching_mcp.advice.review import (
-    Context,
     HostFacts,
     ReviewRequest,
     ReviewResult,
-    _expression,
     exit_code,
     list_rules,
     review_deployment,
     to_sarif,
 )
+from vllm_caching_mcp.advice.review_conditions import Context, _expression
 from vllm_caching_mcp.knowledge import Knowledge, load_knowledge
 from vllm_caching_mcp.knowledge_files import KnowledgeError
 from vllm_caching_mcp.tools import ToolInputError, run_tool
@@ -1026,10 +1025,10 @@ def test_unknown_flag_follows_argparse_abbreviations(knowledge_copy: Path) -> No
 
 
 def test_every_condition_key_has_an_evaluator() -> None:
-    from vllm_caching_mcp.advice.review import _EVALUATORS
+    from vllm_caching_mcp.advice.review_conditions import EVALUATORS
     from vllm_caching_mcp.knowledge import Condition
 
-    assert set(_EVALUATORS) == set(Condition.model_fields)
+    assert set(EVALUATORS) == set(Condition.model_fields)
 
 
 def test_an_error_rule_rests_on_a_fact_verified_in_the_wheels(knowledge: Knowledge) -> None:
