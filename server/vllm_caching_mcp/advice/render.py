@@ -321,6 +321,8 @@ def _check_ktc(planner: _Planner, config: dict[str, Any], where: str) -> None:
                 raise RenderCheckError("sizes", f"{where}: cpu_bytes_to_use must be an integer byte count")
 
 
+# -- readers: each file read the way the program that takes it reads it --------------------------
+
 _DOCKER_VALUE_OPTIONS = frozenset(
     {"--name", "--gpus", "--ipc", "--network", "--entrypoint", "--cap-add", "--device", "-p", "-e", "-v"}
 )
@@ -379,6 +381,9 @@ def _lmcache_reads_verbatim(value: str) -> bool:
     and one pair of matching outer quotes first (config_base._parse_quoted_string)."""
     quoted = len(value) >= 2 and value[0] == value[-1] and value[0] in "'\""
     return value == value.strip() and not quoted
+
+
+# -- checks -------------------------------------------------------------------------------------
 
 
 def _check_option_slots(planner: _Planner, c: Component) -> None:

@@ -70,6 +70,9 @@ TEMPLATES = {
 }
 
 
+# What each caller-supplied text field accepts. A value reaches shell words, env files, YAML, JSON
+# and LMCache's comma-separated lists; these rules keep it to what every one of them carries intact.
+
 # Control characters (NUL, which sh drops; newline, which starts a new env-file line; tab), invisible
 # format characters, lone surrogates and Unicode line separators.
 UNPRINTABLE = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
