@@ -61,6 +61,24 @@ def test_each_step_these_checks_name_is_in_contributing() -> None:
         assert f"`{path}`" in items[number], f"{key}: {step(key)} does not name `{path}`; renumbered?"
 
 
+def test_the_three_line_recipes_name_files_that_exist() -> None:
+    # A module the layout moves leaves the short recipes pointing nowhere; a file to add (`<shape>`)
+    # names its directory. The input shape's files are named from the deployment package.
+    text = CONTRIBUTING.read_text(encoding="utf-8")
+    body = text.split("\n## In three lines\n", 1)[1].split("\n## ", 1)[0]
+    package = "server/vllm_caching_mcp/advice/deployment"
+    named = re.findall(r"`([\w./<>-]+\.(?:py|yaml|md))`", body)
+    assert len(named) >= 10, named
+    missing = []
+    for path in named:
+        candidates = [REPO / path, REPO / package / path]
+        if "<" in path:
+            candidates = [c.parent for c in candidates]
+        if not any(c.exists() for c in candidates):
+            missing.append(path)
+    assert missing == [], f"CONTRIBUTING.md, In three lines, names files that are not there: {missing}"
+
+
 # -- adding a release -------------------------------------------------------------------------------
 
 

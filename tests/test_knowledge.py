@@ -145,3 +145,16 @@ def test_every_file_has_a_schema() -> None:
     shipped = {p.name for p in Path(load_knowledge().directory).glob("*.yaml")}
     # verification.yaml is the verifier's output, validated by vllm_caching_mcp.verification
     assert shipped == {*FILES, "verification.yaml"}
+
+
+def test_a_misspelled_fact_in_a_rule_condition_is_refused_with_the_rule_and_close_names(knowledge_copy: Path) -> None:
+    # A fact name no workload has would compare as unknown, so the rule would silently never fire.
+    path = knowledge_copy / "pitfalls.yaml"
+    text = path.read_text(encoding="utf-8")
+    rule = next(p["id"] for p in yaml.safe_load(text)["pitfalls"] if "fact:world_size" in str(p.get("when")))
+    path.write_text(text.replace("fact:world_size", "fact:wrld_size", 1), encoding="utf-8")
+    with pytest.raises(KnowledgeError) as refused:
+        load_knowledge(str(knowledge_copy))
+    message = str(refused.value)
+    assert f"pitfalls.yaml: entry {rule!r}" in message, message
+    assert "'fact:wrld_size' names no fact a workload has; did you mean world_size?" in message, message

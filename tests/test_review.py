@@ -17,21 +17,22 @@ import pytest
 import yaml
 
 from vllm_caching_mcp.advice.common import AdviceError
-from vllm_caching_mcp.advice.deployment import _SWITCHES, Document, parse_documents, resolve, tokenize_shell
+from vllm_caching_mcp.advice.deployment import Document, parse_documents, resolve
+from vllm_caching_mcp.advice.deployment.flags import SWITCHES
+from vllm_caching_mcp.advice.deployment.shell import tokenize_shell
 from vllm_caching_mcp.advice.review import (
-    Context,
     HostFacts,
     ReviewRequest,
     ReviewResult,
-    _expression,
     exit_code,
     list_rules,
     review_deployment,
     to_sarif,
 )
+from vllm_caching_mcp.advice.review_conditions import Context, _expression
 from vllm_caching_mcp.knowledge import Knowledge, load_knowledge
 from vllm_caching_mcp.knowledge_files import KnowledgeError
-from vllm_caching_mcp.tools import run_tool
+from vllm_caching_mcp.tools import ToolInputError, run_tool
 from vllm_caching_mcp.versions import Version
 
 DATA = Path(__file__).parent / "data" / "deployments"
@@ -746,7 +747,7 @@ def _served_model(knowledge: Knowledge, command: str) -> str | None:
 
 def test_switches_are_worked_out_for_each_knowledge_object_and_forgotten_with_it(knowledge: Knowledge) -> None:
     command = f"vllm serve --enforce-eager {M}"  # the model, unless --enforce-eager takes a value
-    held = len(_SWITCHES)
+    held = len(SWITCHES)
     # Objects are made and dropped in turn, so that one is given the id of another collected
     # before it: a cache keyed by id alone then answers with the other's switches.
     for _ in range(5):
@@ -757,7 +758,7 @@ def test_switches_are_worked_out_for_each_knowledge_object_and_forgotten_with_it
         assert _served_model(same, command) == M
         del same
     gc.collect()
-    assert len(_SWITCHES) == held  # nothing kept for the objects that are gone
+    assert len(SWITCHES) == held  # nothing kept for the objects that are gone
 
 
 def test_lmcache_config_keys_come_from_the_knowledge_object_asked(knowledge: Knowledge) -> None:
@@ -1024,10 +1025,10 @@ def test_unknown_flag_follows_argparse_abbreviations(knowledge_copy: Path) -> No
 
 
 def test_every_condition_key_has_an_evaluator() -> None:
-    from vllm_caching_mcp.advice.review import _EVALUATORS
+    from vllm_caching_mcp.advice.review_conditions import EVALUATORS
     from vllm_caching_mcp.knowledge import Condition
 
-    assert set(_EVALUATORS) == set(Condition.model_fields)
+    assert set(EVALUATORS) == set(Condition.model_fields)
 
 
 def test_an_error_rule_rests_on_a_fact_verified_in_the_wheels(knowledge: Knowledge) -> None:
@@ -1250,3 +1251,23 @@ def test_an_empty_expansion_after_a_switch_or_an_empty_word_is_not_a_missing_val
     # types read it as None), which this rule does not judge
     for text in (f'E=""; vllm serve {M} --enforce-eager $E --max-num-seqs 8', f'E=""; vllm serve {M} --api-key "$E"'):
         assert "pitfall.option-value-empty" not in fired(review(knowledge, text, version="0.33.0")), text
+
+
+def test_allow_empty_is_a_field_of_the_request_not_of_the_command_line() -> None:
+    # The MCP tool and the CLI take it alike: nothing to review is a clean review, and only that.
+    workflow = {"name": "ci.yaml", "text": "on: push\njobs: {}\n"}
+    with pytest.raises(ToolInputError, match=r"^documents: no vLLM server found"):
+        run_tool("review_deployment", {"documents": [workflow]})
+    with pytest.raises(ToolInputError, match=r"^documents: List should have at least 1 item"):
+        run_tool("review_deployment", {"documents": []})
+    clean = run_tool("review_deployment", {"documents": [workflow], "allow_empty": True})
+    assert isinstance(clean, ReviewResult)
+    assert (clean.workloads, clean.findings, clean.notes) == ([], [], ["ci.yaml: no vLLM server found in it"])
+    none = run_tool("review_deployment", {"documents": [], "allow_empty": True, "detail": "full"})
+    assert isinstance(none, ReviewResult) and none.notes == ["no files to review"]
+    # The other options are still checked, and a document with a server is still reviewed.
+    with pytest.raises(ToolInputError, match=r"^disabled_rules: no rule has the id 'pitfall\.nope'"):
+        run_tool("review_deployment", {"documents": [], "allow_empty": True, "disabled_rules": ["pitfall.nope"]})
+    served = {"name": "s.sh", "text": f"vllm serve {M} --kv-offloading-size 1"}
+    reviewed = run_tool("review_deployment", {"documents": [workflow, served], "allow_empty": True})
+    assert isinstance(reviewed, ReviewResult) and [w.file for w in reviewed.workloads] == ["s.sh"]

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from vllm_caching_mcp.advice.deployment import _ansi_c_quoted, tokenize_shell
+from vllm_caching_mcp.advice.deployment.shell import _ansi_c_quoted, tokenize_shell
 from vllm_caching_mcp.tools import run_tool
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"

@@ -25,13 +25,13 @@ import types
 import typing
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from . import __version__
-from .advice.common import AdviceError, ToolSpec, resolve_version
-from .advice.deployment import MAX_DOCUMENTS_TEXT, Document, parse_documents
+from .advice.common import ToolSpec
+from .advice.deployment import MAX_DOCUMENTS_TEXT, Document
 from .advice.review import ReviewResult, exit_code, list_rules, to_sarif
-from .knowledge import Knowledge, load_knowledge
+from .knowledge import load_knowledge
 from .knowledge_files import KnowledgeError
 from .reports.commands import REVIEW_FORMATS, add_plot_options, review_report, write_plot
 from .safe_text import json_printable, one_line, printable
@@ -295,6 +295,7 @@ def _review(args: argparse.Namespace) -> int:
         "documents": [{"name": path, "text": read_file_option("files", path)} for path in args.files],
         "disabled_rules": args.disable,
         "detail": "full",  # CI and SARIF want every finding at its own place
+        "allow_empty": args.allow_empty,
     }
     for key, value in (
         ("version", args.vllm_version),
@@ -303,7 +304,8 @@ def _review(args: argparse.Namespace) -> int:
     ):
         if value is not None:
             arguments[key] = value
-    result = _review_or_nothing(arguments, args.allow_empty, knowledge)
+    result = run_tool("review_deployment", arguments)
+    assert isinstance(result, ReviewResult)
     if args.format == "sarif":
         print(json.dumps(to_sarif(result, knowledge), indent=2))
     elif args.format == "json":
@@ -324,57 +326,6 @@ def _add_allow_empty_option(review: argparse.ArgumentParser) -> None:
         action="store_true",
         help="no files, or files none of which holds a vLLM server or LMCache config, are a clean review "
         "(exit 0) instead of bad input (exit 2): for files picked by name, as CI and pre-commit pick them",
-    )
-
-
-def _review_or_nothing(arguments: dict[str, Any], allow_empty: bool, knowledge: Knowledge) -> ReviewResult:
-    """The review of ``arguments``; with ``allow_empty``, an empty review when there is nothing to review.
-
-    A selection by file name (every changed `*.yaml`) often holds no vLLM server at all: a CI
-    workflow, a chart's other manifests. The review refuses that as bad input; a hook must not.
-    """
-    if not allow_empty:
-        result = run_tool("review_deployment", arguments)
-        assert isinstance(result, ReviewResult)
-        return result
-    given: list[dict[str, str]] = arguments["documents"]
-    # With no files, an empty text stands in, so that the other options are still checked.
-    probe = {**arguments, "documents": given or [{"name": "(no files)", "text": ""}]}
-    try:
-        result = run_tool("review_deployment", probe)
-    except ToolInputError as exc:
-        # The review checks every other option before it reads the documents, so a `documents`
-        # error where the documents hold no server is that refusal, not a bad option.
-        if not (str(exc).startswith("documents: ") and _holds_no_server(probe["documents"], knowledge)):
-            raise
-        notes = [f"{d['name']}: no vLLM server found in it" for d in given] or ["no files to review"]
-        return _empty_review(arguments, notes, knowledge)
-    assert isinstance(result, ReviewResult)
-    return result
-
-
-def _holds_no_server(documents: list[dict[str, str]], knowledge: Knowledge) -> bool:
-    try:
-        parse_documents([Document(name=d["name"], text=d["text"]) for d in documents], knowledge)
-    except AdviceError as exc:
-        return exc.field == "documents"
-    except ValidationError:
-        return False  # too long a name or text: the review's own refusal says which
-    return False
-
-
-def _empty_review(arguments: dict[str, Any], notes: list[str], knowledge: Knowledge) -> ReviewResult:
-    """A review that found nothing because there was nothing to read, for the release the review would state."""
-    _, context = resolve_version(knowledge, arguments.get("version"), field="version")
-    return ReviewResult(
-        version_context=context,
-        workloads=[],
-        findings=[],
-        not_checked=[],
-        disabled_rules=list(arguments["disabled_rules"]),
-        rules_evaluated=0,
-        notes=notes,
-        citations=[],
     )
 
 

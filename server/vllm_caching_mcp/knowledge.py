@@ -20,6 +20,7 @@ Every entry that states a fact carries `sources` and `verified_at`. A source is 
 from __future__ import annotations
 
 import datetime as dt
+import difflib
 import functools
 import itertools
 import re
@@ -356,6 +357,35 @@ class ValueTest(Frozen):
 
 _OPERAND = re.compile(r"^((flag|env|fact|host|workload):[\w.-]+|\d+(\.\d+)?)$")
 
+# The facts of a workload a condition compares (``fact:NAME``), declared once: the loader refuses any
+# other name, and advice/deployment/facts.py, which works them out, is type-checked against the list.
+FactName = Literal[
+    "tp",
+    "pp",
+    "dp",
+    "world_size",
+    "offload_tier_gib",
+    "host_offload_gib",
+    "max_model_len",
+    "container_memory_limit_gib",
+    "container_memory_request_gib",
+    "visible_gpus",
+    "shm_gib",
+    "shm_offload_gib",
+    "worker_queues_shm_gib",
+]
+FACT_NAMES: tuple[str, ...] = get_args(FactName)
+
+
+def _fact_problem(operand: str) -> str | None:
+    """Why ``fact:NAME`` names no fact (a misspelled one would compare as unknown: the rule off), or None."""
+    name = operand.removeprefix("fact:")
+    if operand == name or name in FACT_NAMES:
+        return None
+    close = difflib.get_close_matches(name, FACT_NAMES, n=3)
+    hint = f"did you mean {' or '.join(close)}?" if close else f"the facts are {', '.join(FACT_NAMES)}"
+    return f"{operand!r} names no fact a workload has; {hint}"
+
 
 class Comparison(Frozen):
     """``left op right``; each side is operands joined by ``*``, ``/``, ``+`` or ``-``, worked out
@@ -375,6 +405,8 @@ class Comparison(Frozen):
                         f"{operand!r} is not an operand: write flag:--NAME, env:NAME, fact:NAME, host:NAME, "
                         "workload:NAME or a number, joined by ' * ', ' / ', ' + ' or ' - '"
                     )
+                if (problem := _fact_problem(operand)) is not None:
+                    raise ValueError(problem)
         return self
 
 

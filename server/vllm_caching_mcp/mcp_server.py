@@ -5,36 +5,29 @@ request model, flattened into typed parameters with their `Field` descriptions a
 its output schema is the result model. A call returns the result as structured content plus
 a short text summary. Bad input is a tool error whose message is the line the CLI prints,
 naming the field; a tool name the server does not have is a protocol error. The offline tools
-run in worker processes, each call under a CPU budget (tool_workers). Not here: the command line
-and what its options decide (server_options), the streamable HTTP transport and its guards
-(http_transport), the tool listing kept between starts (listing_cache).
+run in worker processes, each call under a CPU budget (tool_workers). This module is the wiring; not
+here: how a tool and a resource are registered (mcp_tools), the command line and what its options
+decide (server_options), the streamable HTTP transport and its guards (http_transport), the tool
+listing kept between starts (listing_cache).
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import gc
-import inspect
-import json
 import logging
-import operator
 import os
 import sys
 import threading
-from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.context import Context
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_PARAMS, CallToolResult, InputRequiredResult, ResourceLink, TextContent, ToolAnnotations
+from mcp_types import INVALID_PARAMS, CallToolResult, InputRequiredResult
 from mcp_types import Tool as MCPTool
-from pydantic import Field, ValidationError
 
 from . import __version__, listing_cache, startup_cache, tool_workers
-from .compact_schema import compact, outline
 from .http_transport import (
     HEALTH_PATH,
     MIN_TOKEN_LENGTH,
@@ -46,16 +39,22 @@ from .http_transport import (
     serve_http,
 )
 from .knowledge_files import FILE_NAMES, KnowledgeError, knowledge_dir
+from .mcp_tools import (
+    WARM_UP_DELAY_S,
+    add_knowledge_resource,
+    add_output_schema_resource,
+    add_tool,
+    as_the_cli_says_it,
+    client_of,
+    compacted,
+    current_caller,
+)
 from .prompts import add_prompts
-from .redact import redact, redact_value
-from .reports.mcp_pictures import add_picture_resources, links, note_client
-from .safe_text import one_line, printable
+from .reports.mcp_pictures import add_picture_resources, note_client
+from .safe_text import one_line
 from .server_options import ServerOptions, argument_parser, restrict_config_paths, server_options
 from .tool_workers import ToolWorkers
-from .tools import TOOL_NAMES, ToolInputError, check_argument_names, describe_validation_error, run_tool, tool_spec
-
-if TYPE_CHECKING:  # the tools' models are imported on first use
-    from .advice.common import ToolSpec
+from .tools import TOOL_NAMES, ToolInputError, check_argument_names, tool_spec
 
 # The HTTP transport lives in http_transport and the command line in server_options; these names
 # are part of this module's interface too.
@@ -120,7 +119,7 @@ class _Server(MCPServer):
             return
         with self._registering:
             if name not in self._registered:
-                _add_tool(self, tool_spec(name), self.workers)
+                add_tool(self, tool_spec(name), self.workers)
                 self._registered.add(name)
 
     def register_all(self) -> None:
@@ -157,7 +156,7 @@ class _Server(MCPServer):
     async def list_tools(self) -> list[MCPTool]:
         if self._listed is None:
             self.load()
-            self._listed = [_compacted(tool) for tool in await super().list_tools()]
+            self._listed = [compacted(tool) for tool in await super().list_tools()]
             if self._listing_inputs is not None:
                 listing_cache.write(self._listing_inputs, self._listed)
         elif self._warm_up is None and len(self._registered) < len(TOOL_NAMES):
@@ -172,7 +171,7 @@ class _Server(MCPServer):
         if name not in TOOL_NAMES:
             raise MCPError(INVALID_PARAMS, f"Unknown tool: {name}")
         self.register(name)
-        caller = _caller.set(_client_of(context))
+        caller = current_caller.set(client_of(context))
         apps = note_client(context)
         try:
             check_argument_names(name, arguments)  # the SDK would drop an argument the tool does not take
@@ -182,116 +181,10 @@ class _Server(MCPServer):
         except UnexpectedToolError:
             raise
         except ToolError as exc:
-            raise _as_the_cli_says_it(exc) from exc.__cause__
+            raise as_the_cli_says_it(exc) from exc.__cause__
         finally:
-            _caller.reset(caller)
+            current_caller.reset(caller)
             apps.var.reset(apps)
-
-
-# Who is calling, for the worker queue's fairness: the peer address over HTTP, "stdio" otherwise.
-_caller: contextvars.ContextVar[str] = contextvars.ContextVar("vllm_caching_mcp_caller", default="")
-
-
-def _client_of(context: Context[Any, Any] | None) -> str:
-    request = None
-    if context is not None:
-        with contextlib.suppress(ValueError):  # no request: a call made in-process
-            request = context.request_context.request
-    peer = getattr(request, "client", None)
-    return f"http:{peer.host}" if peer is not None else "stdio"
-
-
-def _as_the_cli_says_it(error: ToolError) -> ToolError:
-    """A tool error in the words the CLI prints: one line, 'field: what is wrong'.
-
-    The SDK checks the arguments against the tool's schema before the tool runs and reports a
-    failure as pydantic's multi-line text, with its documentation URL and version; and it puts
-    "Error executing tool NAME: " before every message. Neither reaches the caller.
-    """
-    cause = error.__cause__
-    if isinstance(cause, ValidationError):
-        return ToolError(one_line(redact(describe_validation_error(cause))))
-    if isinstance(cause, ToolError):
-        return ToolError(one_line(str(cause)))
-    return ToolError(one_line(str(error)))
-
-
-# The listing is answered first; the tools register this long after, off the event loop.
-WARM_UP_DELAY_S = 0.2
-
-
-def _tool_function(spec: ToolSpec, workers: ToolWorkers | None) -> Any:
-    """A function whose signature is the request model's fields, for the SDK to derive the schema from."""
-    tool: Any
-    if workers is not None and not spec.open_world:
-        # Offline tools are CPU work on caller-sized input: in a worker process, off the event loop,
-        # where a call past its CPU budget can be stopped.
-        async def tool(**arguments: Any) -> CallToolResult:
-            try:
-                answer = await workers.call(spec.name, arguments, _caller.get())
-            except (ToolInputError, tool_workers.CallStopped, tool_workers.CallBusy) as exc:
-                raise ToolError(one_line(redact(str(exc)))) from None
-            # The worker holds none of the secrets this process registered (see redact).
-            return _result(redact(answer.summary), redact_value(answer.structured), links(spec.name, arguments))
-    else:
-        # Network tools block on I/O: the SDK runs a plain function on a worker thread, as it does
-        # every tool of a server built without worker processes.
-        def tool(**arguments: Any) -> CallToolResult:
-            try:
-                result = run_tool(spec.name, arguments)
-            except ToolInputError as exc:
-                raise ToolError(one_line(str(exc))) from None
-            return _result(result.summary(), result.model_dump(mode="json"), links(spec.name, arguments))
-
-    parameters = []
-    for field_name, field in spec.request.model_fields.items():
-        # Annotated[...] built at run time from the model's own type, bounds, description and default
-        # (a default factory stays a factory, so no call shares a mutable default with another).
-        extra = Field(description=field.description)
-        default = inspect.Parameter.empty if field.is_required() else field.default
-        if field.default_factory is not None:
-            extra = Field(description=field.description, default_factory=field.default_factory)
-            default = inspect.Parameter.empty
-        annotation = operator.getitem(Annotated, (field.annotation, *field.metadata, extra))
-        parameters.append(
-            inspect.Parameter(field_name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=default)
-        )
-    tool.__signature__ = inspect.Signature(parameters, return_annotation=spec.result)
-    tool.__name__ = spec.name
-    tool.__doc__ = spec.description
-    return tool
-
-
-def _compacted(tool: MCPTool) -> MCPTool:
-    """The tool as listed: its input schema in the shorter equivalent form, its output schema outlined (the
-    whole one is the resource OUTPUT_SCHEMA_URI; see compact_schema)."""
-    uri = OUTPUT_SCHEMA_URI.format(tool=tool.name)
-    output = outline(compact(tool.output_schema), uri) if tool.output_schema is not None else None
-    # The server refuses an argument a tool does not take (tools.check_argument_names); the schema says so.
-    arguments = {**compact(tool.input_schema), "additionalProperties": False}
-    return tool.model_copy(update={"input_schema": arguments, "output_schema": output})
-
-
-def _result(summary: str, structured: dict[str, Any], linked: list[ResourceLink]) -> CallToolResult:
-    text = TextContent(type="text", text=printable(summary))
-    return CallToolResult(content=[text, *linked], structured_content=structured)
-
-
-def _add_tool(server: MCPServer, spec: ToolSpec, workers: ToolWorkers | None) -> None:
-    server.add_tool(
-        _tool_function(spec, workers),
-        name=spec.name,
-        title=spec.title,
-        description=spec.description,
-        annotations=ToolAnnotations(
-            title=spec.title,
-            read_only_hint=True,
-            destructive_hint=False,
-            idempotent_hint=True,
-            open_world_hint=spec.open_world,
-        ),
-        structured_output=True,
-    )
 
 
 def build_server(*, defer: bool = True, workers: ToolWorkers | None = None) -> _Server:
@@ -309,9 +202,9 @@ def build_server(*, defer: bool = True, workers: ToolWorkers | None = None) -> _
         server.load()
     root = str(knowledge_dir())
     for file_name in FILE_NAMES:
-        _add_knowledge_resource(server, root, file_name)
+        add_knowledge_resource(server, root, file_name)
     for name in TOOL_NAMES:
-        _add_output_schema_resource(server, name)
+        add_output_schema_resource(server, name)
     add_prompts(server)
     add_picture_resources(server)  # size_offload's pictures, which its answers link to
     return server
@@ -332,34 +225,6 @@ def prepare() -> str:
     if directory is None or listing_cache.read(server._listing_inputs) is None:
         return "knowledge and tools are valid; no writable cache directory, so every start-up loads them in full"
     return f"knowledge and tools are valid; start-up cache written to {directory}"
-
-
-OUTPUT_SCHEMA_URI = "schema://{tool}/output"
-
-
-def _add_output_schema_resource(server: MCPServer, name: str) -> None:
-    @server.resource(
-        OUTPUT_SCHEMA_URI.format(tool=name),
-        name=f"{name} output schema",
-        description=f"The whole JSON Schema of {name}'s structured answers; the listing carries its outline.",
-        mime_type="application/schema+json",
-    )
-    def read() -> str:
-        model = tool_spec(name).result
-        return json.dumps(compact(model.model_json_schema(mode="serialization")), separators=(",", ":"))
-
-
-def _add_knowledge_resource(server: MCPServer, root: str, file_name: str) -> None:
-    path = Path(root) / file_name
-
-    @server.resource(
-        f"knowledge://{file_name}",
-        name=file_name,
-        description=f"The knowledge base file {file_name}: sourced, version-ranged facts (read-only).",
-        mime_type="application/yaml",
-    )
-    def read() -> str:
-        return path.read_text(encoding="utf-8")
 
 
 # -- start-up ---------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """diagnose: why KV offload does not help, or why TTFT is still bad — ranked causes with evidence.
 
-Inputs are the symptoms, optionally the deployment (read with `deployment.py` and reviewed with
+Inputs are the symptoms, optionally the deployment (read with `deployment/` and reviewed with
 the same rules as `review_deployment`) and one or two pasted Prometheus `/metrics` dumps. The
 dumps are parsed with prometheus_client's exposition-format parser; every metric is looked up
 by the names `knowledge/metrics.yaml` gives for the release, so a dump from another release (or

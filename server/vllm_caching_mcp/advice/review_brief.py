@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .review import Finding, NotChecked, ReviewResult
+    from .review_models import Finding, NotChecked, ReviewResult
 
 MAX_ANSWER_BYTES = 20 * 1024  # the JSON; the text, derived from the same lists, adds about half: ~30 KB in all
 PLACES_LISTED = 5  # of a finding many workloads share: the first, and this many more
@@ -44,7 +44,7 @@ _SHARES = {"workloads": 3 * 1024, "not_checked": 2 * 1024}
 
 
 def _grouped(findings: Sequence[Finding]) -> list[Finding]:
-    from .review import FindingPlace
+    from .review_models import FindingPlace
 
     groups: dict[tuple[str, str, str, str], list[Finding]] = {}
     for finding in findings:

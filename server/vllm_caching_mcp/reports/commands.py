@@ -13,7 +13,7 @@ from ..tools import ToolInputError
 
 if TYPE_CHECKING:  # the tools' modules load when a command runs, not when the parser is built
     from ..advice.common import Result
-    from ..advice.review import FailOn, ReviewResult
+    from ..advice.review_models import FailOn, ReviewResult
 
 REVIEW_FORMATS = ("markdown", "html")
 PLOT_KINDS = ("both", "memory", "capacity")  # sizing_pictures.plot_svg draws each

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
-from ..advice.review import FailOn, ReviewResult, exit_code
+from ..advice.review_models import FailOn, ReviewResult, exit_code
 from ..safe_text import one_line
 
 _SEVERITIES = ("error", "warning", "info")

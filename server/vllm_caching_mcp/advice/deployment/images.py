@@ -1,0 +1,54 @@
+"""What a workload's image says: the vLLM release of an official image, and the release notes of
+others."""
+
+from __future__ import annotations
+
+import re
+
+from .bounds import clip
+from .model import Workload
+
+# The official image names its vLLM release in the tag (v0.22.1, v0.22.1-cu130); other images
+# (lmcache/vllm-openai, private builds) tag their own versions, so only this repository counts.
+_OFFICIAL_IMAGE = re.compile(r"(^|/)vllm/vllm-openai(-[a-z0-9]+)?:v?(?P<version>\d+\.\d+\.\d+(\.post\d+)?)(-[\w.]+)?$")
+
+
+# lmcache/vllm-openai is built on vLLM's nightly or its latest release when the image is built, and
+# its version tags are LMCache's ("lmcache/vllm-openai:{version} - Specific version (e.g., v0.1.0)",
+# LMCache/LMCache docker/README.md, Published Images; the Dockerfile's image-build target installs
+# vLLM nightly, image-release the stable vLLM of the day): no tag names the vLLM release inside.
+_LMCACHE_IMAGE = re.compile(r"(^|/)lmcache/vllm-openai:v?(?P<version>\d+\.\d+\.\d+(\.post\d+)?)$")
+
+
+def image_release_note(image: str) -> str | None:
+    """Why the image's tag does not say which vLLM release it runs; None when it does (vllm/vllm-openai:vX.Y.Z)."""
+    if image_version(image) is not None:
+        return None
+    lmcache = _LMCACHE_IMAGE.search(image.strip())
+    if lmcache is not None:
+        return (
+            f"the image {image} carries LMCache {lmcache['version']} (its tag) with a vLLM release the tag does not "
+            "name (LMCache builds it on the vLLM of the day)"
+        )
+    return f"the tag of the image {clip(image, 80)} does not name a vLLM release (only vllm/vllm-openai:vX.Y.Z does)"
+
+
+def image_notes(workloads: list[Workload]) -> list[str]:
+    """One note for each image whose tag leaves the vLLM release unknown, so that no one reads the release
+    the review falls back on (the stated one, else the newest known) as the image's."""
+    notes: dict[str, str] = {}
+    for workload in workloads:
+        why = image_release_note(workload.image) if workload.image else None
+        if why is not None and workload.image not in notes:
+            notes[workload.image or ""] = (
+                f"{workload.image_location or workload.location}: {why}; the vLLM release is unknown, so it is "
+                "reviewed for the stated version, else the newest known: give version to review the one it runs"
+            )
+    return list(notes.values())
+
+
+def image_version(image: str | None) -> str | None:
+    if not image:
+        return None
+    m = _OFFICIAL_IMAGE.search(image.strip())
+    return m.group("version") if m else None

@@ -1,0 +1,130 @@
+"""A vLLM launch from a command's words: `vllm serve`, `python -m vllm.entrypoints…`, `docker run`
+of a vLLM image."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from ..common import docker_run_options
+from .model import EnvUse, Location
+
+_SERVE_MODULE = "vllm.entrypoints.openai.api_server"
+
+
+SHELLS = {"sh", "bash", "/bin/sh", "/bin/bash", "/usr/bin/bash", "/usr/bin/env"}
+
+
+WRAPPERS = {"exec", "nohup", "env", "time", "stdbuf"}
+
+
+# docker/podman run options that take no value; every other option is followed by one.
+_DOCKER_SWITCHES = {
+    "-d", "--detach", "-i", "--interactive", "-t", "--tty", "-it", "-ti", "--rm", "--privileged", "--init",
+    "-P", "--publish-all", "--read-only", "--no-healthcheck", "--oom-kill-disable", "--sig-proxy",
+}  # fmt: skip
+
+
+@dataclass
+class Launch:
+    """What a command line starts: vLLM arguments (after `serve` or the module), image, env."""
+
+    args: list[tuple[str, Location]] = field(default_factory=list)
+    env: list[EnvUse] = field(default_factory=list)
+    image: tuple[str, Location] | None = None
+    source: Literal["command-line", "docker-run"] = "command-line"
+    location: Location | None = None
+    unresolved: dict[str, str] = field(default_factory=dict)  # a reference as written → why its value is not known
+    emptied: set[int] = field(default_factory=set)  # ids of the Locations of words an empty expansion followed
+    options: dict[str, str | None] = field(default_factory=dict)  # docker/podman run options, by name
+    problem: str | None = None  # why the command as written does not start the server it names
+
+
+def vllm_args(words: list[tuple[str, Location]]) -> list[tuple[str, Location]] | None:
+    """The vLLM arguments in a command, or None when it does not start vLLM."""
+    texts = [w for w, _ in words]
+    for i, w in enumerate(texts):
+        base = w.rsplit("/", 1)[-1]
+        if base == "vllm" and i + 1 < len(texts) and texts[i + 1] == "serve":
+            return words[i + 2 :]
+        if base.startswith("python") and i + 2 < len(texts) and texts[i + 1] == "-m" and texts[i + 2] == _SERVE_MODULE:
+            return words[i + 3 :]
+    return None
+
+
+def docker_run(words: list[tuple[str, Location]], env: list[EnvUse], exported: dict[str, str]) -> Launch | None:
+    """The launch of a `docker run` / `podman run` of a vLLM image; None for another command or image."""
+    texts = [w for w, _ in words]
+    start = next(
+        (
+            i + 2
+            for i, w in enumerate(texts[:-1])
+            if w.rsplit("/", 1)[-1] in ("docker", "podman") and texts[i + 1] == "run"
+        ),
+        None,
+    )
+    if start is None:
+        return None
+    options, image_at = docker_run_options(texts[start:], _DOCKER_SWITCHES)
+    entrypoint: tuple[str, Location] | None = None
+    seen: dict[str, str | None] = {}
+    for name, value, at in options:
+        loc = words[start + at][1]
+        seen[name] = value
+        if name == "--entrypoint" and value is not None:
+            entrypoint = (value, loc)
+        if name in ("-e", "--env") and value is not None:
+            key, eq, val = value.partition("=")
+            if eq:
+                env.append(EnvUse(name=key, value=val, location=loc))
+            elif key in exported:  # -e NAME passes the value the script exported
+                env.append(EnvUse(name=key, value=exported[key], location=loc))
+            else:
+                env.append(EnvUse(name=key, value=None, reference="the host environment of docker run", location=loc))
+    i = start + image_at
+    if i >= len(words):
+        return None
+    image = words[i]
+    rest = words[i + 1 :]
+    if entrypoint is not None:
+        # An overridden entrypoint runs something else (an LMCache server, a proxy) unless it starts vLLM.
+        inner = vllm_args([entrypoint, *rest])
+        if inner is None:
+            return None
+        return Launch(args=inner, env=env, image=image, source="docker-run", options=seen)
+    inner = vllm_args(rest)
+    if inner is None and not is_vllm_image(image[0]):
+        return None
+    if inner is None and rest and rest[0][0] == "serve":
+        inner = rest[1:]  # images whose entrypoint is `vllm` (lmcache/vllm-openai) take `serve MODEL ...`
+    return Launch(args=inner if inner is not None else rest, env=env, image=image, source="docker-run", options=seen)
+
+
+def is_vllm_image(image: str) -> bool:
+    return "vllm" in image.lower()
+
+
+def may_start_vllm(texts: list[str]) -> bool:
+    """Whether `docker_run` or `vllm_args` could find a launch in these words: a cheap test, so
+    that the words of other commands (echo, curl, ...) get no Location objects."""
+    joined = " ".join(texts)
+    if not any(program in joined for program in ("vllm", "docker", "podman", "python")):
+        return False
+    bases = (w.rsplit("/", 1)[-1] for w in texts)
+    return any(base in ("vllm", "docker", "podman") or base.startswith("python") for base in bases)
+
+
+def split_script(argv: list[tuple[str, Location]]) -> Launch | None:
+    """`bash -c vllm serve m …` as separate words: the shell runs only `vllm` (which prints its help and
+    exits), and the other words are the script's $0, $1, …; the launch the words spell, with that problem."""
+    inner = vllm_args(argv[2:])
+    if inner is None:
+        return None
+    shell, option, script = (w for w, _ in argv[:3])
+    alone = " (vllm alone prints its help and exits)" if script.rsplit("/", 1)[-1] == "vllm" else ""
+    problem = (
+        f"{argv[2][1]}: `{shell} {option}` runs only the word after it, {script!r}, as its script{alone}; the "
+        f"{len(argv) - 3} words after that become the script's $0, $1, …, so vLLM never starts with these arguments; "
+        "give the whole line as one word"
+    )
+    return Launch(args=inner, problem=problem)

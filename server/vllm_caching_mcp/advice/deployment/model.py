@@ -1,0 +1,208 @@
+"""What reading a deployment yields: documents, workloads with where each value was written, the
+effective configuration of one, and a cache of what is worked out once per Knowledge object."""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from typing import Annotated, Any, Generic, Literal, TypeVar
+
+from pydantic import AfterValidator, BaseModel, Field
+
+from ...knowledge import FactName, Knowledge
+from .bounds import MAX_DOCUMENTS_TEXT
+
+GIB = 1 << 30
+
+
+T = TypeVar("T")
+
+
+class PerKnowledge(Generic[T]):
+    """What ``build`` works out from a Knowledge object, kept for as long as that object lives.
+
+    Keyed by identity, through a weak reference: a Knowledge (a frozen pydantic model) hashes by
+    value, which its ``releases`` dict makes fail, so it cannot key a WeakKeyDictionary or an
+    lru_cache; and an ``id`` alone is handed to another object once this one is collected, so each
+    entry is dropped when its Knowledge goes.
+    """
+
+    def __init__(self, build: Callable[[Knowledge], T]) -> None:
+        self._build = build
+        self._entries: dict[int, tuple[weakref.ref[Knowledge], T]] = {}
+
+    def __call__(self, knowledge: Knowledge) -> T:
+        key = id(knowledge)
+        entry = self._entries.get(key)
+        if entry is not None and entry[0]() is knowledge:
+            return entry[1]
+        value = self._build(knowledge)
+
+        def forget(ref: weakref.ref[Knowledge]) -> None:
+            if self._entries.get(key, (None,))[0] is ref:
+                del self._entries[key]
+
+        self._entries[key] = (weakref.ref(knowledge, forget), value)
+        return value
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+class Document(BaseModel):
+    # One input file (a comment, not a docstring: a docstring would be listed in every tool's schema).
+    name: str = Field(min_length=1, max_length=300)
+    text: str = Field(max_length=2_000_000)
+
+
+def _within_total(documents: list[Document]) -> list[Document]:
+    total = sum(len(d.text) for d in documents)
+    if total > MAX_DOCUMENTS_TEXT:
+        raise ValueError(f"{total:,} characters in all; give at most {MAX_DOCUMENTS_TEXT:,} characters in one call")
+    return documents
+
+
+# The documents of one call: review_deployment's documents, diagnose's deployment.
+Documents = Annotated[list[Document], AfterValidator(_within_total)]
+
+
+class Location(BaseModel):
+    """Where something was written: a file and line, and for YAML the path to the value."""
+
+    file: str
+    line: int | None = Field(default=None, description="1-based")
+    path: str | None = Field(default=None, description="YAML path, e.g. spec.template.spec.containers[0].args[3]")
+
+    def __str__(self) -> str:
+        where = self.file + (f":{self.line}" if self.line else "")
+        return where + (f" ({self.path})" if self.path else "")
+
+
+class FlagUse(BaseModel):
+    """A command-line option as written (``--max_model_len=8k``) and as vLLM reads it."""
+
+    name: str = Field(description="normalised: --lower-case-with-dashes; --no-X is recorded as X = false")
+    written: str
+    value: str | bool | None = Field(description="true for a bare switch, false for --no-X, else the text")
+    location: Location
+    unresolved: str | None = Field(
+        default=None, description="why its value is not known (a variable the files do not set), when it is not"
+    )
+    problem: str | None = Field(
+        default=None, description="why vLLM's argument parser stops on it (its value expands to nothing)"
+    )
+
+
+class EnvUse(BaseModel):
+    name: str
+    value: str | None = Field(description="the literal value; null when set by reference (valueFrom, $(VAR), -e NAME)")
+    reference: str | None = Field(default=None, description="what the value comes from when it is not a literal")
+    location: Location
+
+
+class Workload(BaseModel):
+    """One vLLM server process as the deployment starts it."""
+
+    name: str
+    file: str
+    source: Literal["command-line", "docker-run", "compose", "kubernetes", "helm-values", "lmcache-config"]
+    model: str | None = None
+    model_location: Location | None = None
+    image: str | None = None
+    image_location: Location | None = None
+    flags: list[FlagUse] = Field(default_factory=list)
+    env: list[EnvUse] = Field(default_factory=list)
+    gpu_label: str | None = Field(default=None, description="a GPU product named by a node selector or label")
+    memory_limit_gib: float | None = None
+    replicas: int | None = None
+    nodes: int = Field(default=1, description="hosts one engine spans (a LeaderWorkerSet group's size)")
+    location: Location
+    memory_request_gib: float | None = Field(default=None, description="the container's memory request")
+    gpu_count: int | None = Field(default=None, description="GPUs the container is given (nvidia.com/gpu, --gpus)")
+    shm_gib: float | None = Field(
+        default=None, description="size of /dev/shm when the files set it (a memory emptyDir, --shm-size)"
+    )
+    host_ipc: bool = Field(default=False, description="the host's IPC namespace (hostIPC, --ipc=host)")
+    shm_mounted: bool = Field(
+        default=False,
+        description="the files give /dev/shm a size of their own (a memory emptyDir, --shm-size, shm_size); with "
+        "shm_gib null it is bounded only by the node's memory",
+    )
+    unresolved: list[str] = Field(
+        default_factory=list, description="values the files do not settle (variables never set, command output)"
+    )
+    start_problem: str | None = Field(
+        default=None,
+        description="why the command as written never starts this server (`bash -c` given the words of the "
+        "line one by one runs only the first); the flags are read from the line as its author meant it",
+    )
+
+
+class ProxyUse(BaseModel):
+    """A P/D proxy script the reviewed files start, recognised by its name."""
+
+    script: str
+    location: Location
+
+
+class LMCacheConfig(BaseModel):
+    """An LMCache YAML file, read as the LMCACHE_* variables it stands for."""
+
+    name: str = Field(description="the file's name: the document's, or the ConfigMap key it is stored under")
+    env: list[EnvUse]
+
+
+class UnreadLaunch(BaseModel):
+    """A document that names a vLLM launch and gave no workload: nothing in it was reviewed."""
+
+    location: Location
+    text: str = Field(description="the line that names the launch, clipped")
+
+
+class Deployment(BaseModel):
+    workloads: list[Workload]
+    unread: list[UnreadLaunch] = Field(
+        default_factory=list, description="documents that start vLLM in a way the readers could not follow"
+    )
+    proxies: list[ProxyUse] = Field(default_factory=list, description="P/D proxy scripts named outside comments")
+    lmcache_configs: list[LMCacheConfig] = Field(
+        default_factory=list,
+        description="LMCache YAML files; a server whose LMCACHE_CONFIG_FILE names one reads that one alone",
+    )
+    services: list[str] = Field(default_factory=list, description="names of Kubernetes Services in the input")
+    notes: list[str] = Field(default_factory=list, description="what could not be read, and why")
+
+
+class ConnectorUse(BaseModel):
+    name: str
+    entry_id: str | None = Field(description="the knowledge entry, null for a connector the knowledge does not know")
+    via: Literal["kv-transfer-config", "offload-shorthand", "multi-connector"]
+    location: Location
+    hma: str | None = Field(default=None, description="HMA support in this release: yes, no or conditional")
+
+
+class Effective(BaseModel):
+    """One workload's configuration as vLLM of ``version`` reads it."""
+
+    workload: str
+    version: str
+    version_source: Literal["image-tag", "stated", "assumed-newest"]
+    flags: dict[str, FlagUse] = Field(description="the last occurrence of each flag wins, as in argparse")
+    env: dict[str, EnvUse]
+    model: str | None
+    image: str | None
+    connectors: list[ConnectorUse]
+    offload_shorthand: bool
+    offload_backend: str | None
+    transfer_config: dict[str, Any] | None
+    transfer_location: Location | None
+    extra_configs: list[dict[str, Any]] = Field(
+        default_factory=list, description="the kv_connector_extra_config, then those of the connectors it wraps"
+    )
+    tiers: list[str] = Field(description="types of native secondary tiers")
+    gpu: str | None = Field(default=None, description="the GPU entry in the knowledge, when known")
+    facts: dict[FactName, float] = Field(description="numbers the rules compare: world_size, offload tier GiB, ...")
+    fact_locations: dict[FactName, Location] = Field(
+        default_factory=dict, description="where the number behind each fact was written, when it was"
+    )
+    notes: list[str] = Field(default_factory=list)

@@ -1,0 +1,46 @@
+"""The one interface every input shape implements, and what a reader is handed.
+
+A reader imports the shared modules of the package (model, bounds, yaml_nodes, shell, launch, flags,
+containers, lmcache_config) and this one, never another reader (tests/test_deployment_layout.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from ..bounds import Totals
+from ..model import Deployment, Document
+from ..yaml_nodes import Located
+
+
+@dataclass
+class Reading:
+    """What every reader of one call shares: where workloads go, the bounds so far, and what the
+    other documents give (the LMCache config keys the knowledge names, a compose `.env`)."""
+
+    deployment: Deployment
+    totals: Totals
+    lmcache_keys: frozenset[str]
+    dotenv: dict[str, str]
+
+
+class Reader(Protocol):
+    """One input shape. ``roots`` are the document's YAML documents (none when it is not YAML)."""
+
+    # Whether the documents it claims are YAML: one of those that gives no vLLM server gets a note.
+    yaml: bool
+
+    def claims(self, doc: Document, roots: list[Located], reading: Reading) -> bool:
+        """Whether ``doc`` has this shape; the first reader in read.READERS that claims it reads it."""
+        ...
+
+    def read(self, doc: Document, roots: list[Located], reading: Reading) -> bool:
+        """Add the workloads of ``doc`` to ``reading.deployment``; False (having added nothing) when,
+        read, it turns out not to be of this shape after all, and the next reader is asked."""
+        ...
+
+
+def mappings(roots: list[Located]) -> list[Located]:
+    """The YAML documents that are mappings (every shape but a shell script is one or more)."""
+    return [r for r in roots if isinstance(r.value, dict)]

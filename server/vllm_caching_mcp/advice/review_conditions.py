@@ -1,0 +1,595 @@
+"""Whether a rule's condition holds for one workload: true, false, or unknown with the inputs that would
+settle it, and the evidence for each (rules are data: `when:` in knowledge/pitfalls.yaml, keys on
+`knowledge.Condition`, one evaluator a key in EVALUATORS)."""
+
+from __future__ import annotations
+
+import difflib
+import itertools
+import json
+import re
+from collections.abc import Callable, Sequence
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from ..knowledge import (
+    Comparison,
+    Condition,
+    FactName,
+    Gated,
+    Knowledge,
+    Pitfall,
+    Setting,
+    ValueTest,
+    ranged_at,
+)
+from ..versions import Version
+from .deployment import (
+    Effective,
+    EnvUse,
+    FlagUse,
+    Location,
+    PerKnowledge,
+    ProxyUse,
+    flag_bool,
+    normalize_flag,
+    parse_number,
+)
+from .review_models import GIB, HostFacts
+
+
+@dataclass
+class Evidence:
+    text: str
+    location: Location | None = None
+
+
+@dataclass
+class Outcome:
+    """A condition's answer: True, False or None (unknown, with what is missing)."""
+
+    value: bool | None
+    evidence: list[Evidence] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    items: list[Evidence] = field(default_factory=list)  # one finding each (unknown flags, removed connectors)
+
+
+# difflib compares an unknown option with each of some 400 known ones (half a millisecond): the
+# closest is looked up once per name, and for this many names at most in one review.
+MAX_SUGGESTIONS = 100
+
+
+@dataclass
+class Shared:
+    """What the workloads of one review would each work out again: the known option closest to an
+    unknown one, and each variable's values across the workloads (for env_differs)."""
+
+    found: dict[str, str | None] = field(default_factory=dict)
+    skipped: int = 0
+    env_values: dict[str, tuple[list[tuple[Effective, EnvUse | None]], set[str | None]]] = field(default_factory=dict)
+
+    def closest(self, name: str, accepted: AbstractSet[str]) -> str | None:
+        if name in self.found:
+            return self.found[name]
+        if len(self.found) >= MAX_SUGGESTIONS:
+            self.skipped += 1
+            return None
+        close = difflib.get_close_matches(name, sorted(accepted), n=1, cutoff=0.75)
+        self.found[name] = close[0] if close else None
+        return self.found[name]
+
+
+@dataclass
+class Context:
+    effective: Effective
+    others: list[Effective]
+    knowledge: Knowledge
+    version: Version
+    host: HostFacts
+    p99_context_tokens: int | None
+    proxies: list[ProxyUse] = field(default_factory=list)
+    shared: Shared = field(default_factory=Shared)
+    start_problem: str | None = None  # why the workload's command never starts the server (Workload.start_problem)
+
+
+def _env_text(use: Any) -> str:
+    return f"{use.name}={use.value}" if use.value is not None else f"{use.name} (from {use.reference})"
+
+
+def _value_test(test: ValueTest, value: str | None) -> bool:
+    return value is not None and re.search(test.matches, value) is not None
+
+
+# How a finding names a fact whose field name reads badly as words.
+_FACT_LABELS = {
+    "host_offload_gib": "pinned host GiB",
+    "container_memory_limit_gib": "memory limit GiB",
+    "container_memory_request_gib": "memory request GiB",
+    "shm_gib": "/dev/shm GiB",
+    "shm_offload_gib": "CPU tier in /dev/shm GiB",
+    "worker_queues_shm_gib": "worker queues in /dev/shm GiB",
+    "visible_gpus": "visible GPUs",
+}
+
+
+def _operand(text: str, ctx: Context) -> tuple[float | None, str, str | None]:
+    """An operand's value, its label, and — when unknown for want of an input — that input."""
+    if re.fullmatch(r"\d+(\.\d+)?", text):
+        return float(text), text, None
+    kind, _, name = text.partition(":")
+    e = ctx.effective
+    if kind == "flag":
+        flag = e.flags.get(name)
+        return (parse_number(flag.value) if flag else None), name, None
+    if kind == "env":
+        use = e.env.get(name)
+        if use is not None and use.value is None:
+            return None, name, f"the value of {name} (set from {use.reference})"
+        return (parse_number(use.value) if use else None), name, None
+    if kind == "fact":
+        # the loader refused every name that is no FactName (knowledge.Comparison)
+        return e.facts.get(cast(FactName, name)), _FACT_LABELS.get(name, name.replace("_", " ")), None
+    if kind == "host":
+        if name == "ram_gib":
+            return ctx.host.ram_gib, "host RAM GiB", None if ctx.host.ram_gib else "host.ram_gib"
+        if name == "gpu_hbm_gib":
+            gpu = ctx.knowledge.by_id.get(e.gpu) if e.gpu else None
+            hbm = getattr(gpu, "hbm_gb", None)
+            value = hbm * 1e9 / GIB if hbm else None
+            return value, "GPU memory GiB", None if value else "host.gpu (or a nvidia.com/gpu.product node selector)"
+    if kind == "workload" and name == "p99_context_tokens":
+        p99 = ctx.p99_context_tokens
+        return (float(p99) if p99 else None), "p99 context tokens", None if p99 else "p99_context_tokens"
+    raise ValueError(f"unknown operand {text!r}")
+
+
+_ARITHMETIC = re.compile(r"\s+([-+*/])\s+")
+
+
+def _apply(value: float, op: str, other: float) -> float | None:
+    """One step of an expression, left to right; None for a division by zero."""
+    if op == "/":
+        return value / other if other else None
+    return {"*": value * other, "+": value + other, "-": value - other}[op]
+
+
+def _expression(text: str, ctx: Context) -> tuple[float | None, str, list[str], bool]:
+    """Value, label, missing inputs, and whether an absent config value (not an input) left it empty.
+    The operators apply left to right, so a headroom is written last: ``fact:x * 1.1 + 4``."""
+    parts = _ARITHMETIC.split(text.strip())
+    value, label, missing = _operand(parts[0], ctx)
+    missing_inputs = [missing] if missing else []
+    absent = value is None and not missing
+    labels = [label]
+    for op, operand in zip(parts[1::2], parts[2::2], strict=True):
+        other, other_label, other_missing = _operand(operand, ctx)
+        labels.append(f"{op} {other_label}")
+        if other_missing:
+            missing_inputs.append(other_missing)
+        if other is None:
+            absent = absent or not other_missing
+            value = None
+            continue
+        if value is not None:
+            value = _apply(value, op, other)
+    return value, " ".join(labels), missing_inputs, absent
+
+
+def _shown(label: str, value: float) -> str:
+    label = label.strip()
+    return f"{label} = {value:g}" if label and not re.fullmatch(r"[-+*/ \d.]+", label) else f"{value:g}"
+
+
+def _compare(left: float, op: str, right: float) -> bool:
+    close = abs(left - right) <= 1e-6 * max(1.0, abs(left), abs(right))
+    return {
+        "<": left < right and not close,
+        "<=": left < right or close,
+        ">": left > right and not close,
+        ">=": left > right or close,
+        "==": close,
+        "!=": not close,
+    }[op]
+
+
+def _flag_items_unknown(ctx: Context, workload_flags: Sequence[FlagUse]) -> Outcome:
+    accepted = ctx.knowledge.cli_inventory.accepted(ctx.version)
+    if not accepted:
+        return Outcome(None, missing=["the CLI inventory for this release (knowledge/cli_inventory.yaml is empty)"])
+    items = []
+    for flag in workload_flags:
+        name = flag.name.split(".", 1)[0]
+        stem = name[5:] if name.startswith("--no-") else None
+        if name in accepted or (stem and "--" + stem in accepted) or _known_lifecycle_flag(ctx, name):
+            continue
+        if name == "--enable-hybrid-kv-cache-manager" and "--disable-hybrid-kv-cache-manager" in accepted:
+            continue
+        expansions = _abbreviation_of(name, accepted)
+        if len(expansions) == 1:
+            continue
+        if expansions:
+            could = ", ".join(expansions[:5]) + (f" and {len(expansions) - 5} more" if len(expansions) > 5 else "")
+            text = f"{flag.written} is ambiguous in vLLM {ctx.version}: it could be {could}; write the option in full"
+            items.append(Evidence(text, flag.location))
+            continue
+        close = ctx.shared.closest(name, accepted)
+        hint = f"; did you mean {close}?" if close else ""
+        items.append(Evidence(f"{flag.written} is not an option of vLLM {ctx.version}{hint}", flag.location))
+    return Outcome(bool(items), items=items)
+
+
+def _abbreviation_of(name: str, accepted: AbstractSet[str]) -> list[str]:
+    """The long options ``name`` abbreviates, as argparse reads it: vLLM's parser keeps argparse's
+    ``allow_abbrev`` on, so an unambiguous prefix is that option and an ambiguous one an error."""
+    if not name.startswith("--") or len(name) < 3:
+        return []
+    found = {option for option in accepted if option.startswith(name)}
+    if name.startswith("--no-"):  # --no-X exists for each switch --X (BooleanOptionalAction)
+        found |= {option for option in accepted if ("--no-" + option[2:]).startswith(name)}
+    return sorted(found)
+
+
+def _known_lifecycle_flag(ctx: Context, name: str) -> Gated | None:
+    """A flag the knowledge tracks whose lifecycle excludes this release (reported by flag_unavailable)."""
+    stem = "--" + name[5:] if name.startswith("--no-") else name
+    for entry in ctx.knowledge.find(stem):
+        if entry.name.startswith("-") and entry.status_at(ctx.version) in ("removed", "not_yet"):
+            return entry
+    return None
+
+
+def evaluate(condition: Condition, ctx: Context, workload_flags: Sequence[FlagUse]) -> Outcome:
+    """True, false or unknown for this workload; ``workload_flags`` are its flags as written, in order."""
+    key = condition.key
+    return EVALUATORS[key](getattr(condition, key), Asked(condition, ctx, workload_flags))
+
+
+@dataclass(frozen=True)
+class Asked:
+    """What an evaluator may look at: the whole condition (for keys that share one evaluator), the
+    workload's context, and its flags as written."""
+
+    condition: Condition
+    ctx: Context
+    workload_flags: Sequence[FlagUse]
+
+    def evaluate(self, inner: Condition) -> Outcome:
+        return evaluate(inner, self.ctx, self.workload_flags)
+
+
+def _not(inner: Condition, asked: Asked) -> Outcome:
+    found = asked.evaluate(inner)
+    return Outcome(None if found.value is None else not found.value, found.evidence, found.missing)
+
+
+def _connector(names: tuple[str, ...], asked: Asked) -> Outcome:
+    found = [u for u in asked.ctx.effective.connectors if u.name in names]
+    return Outcome(bool(found), [Evidence(f"connector {u.name} (via {u.via})", u.location) for u in found])
+
+
+def _tier(types: tuple[str, ...], asked: Asked) -> Outcome:
+    e = asked.ctx.effective
+    tiers = [t for t in e.tiers if t in types]
+    return Outcome(bool(tiers), [Evidence(f"secondary tier {t}", e.transfer_location) for t in tiers])
+
+
+def _connector_configured(wanted: bool, asked: Asked) -> Outcome:
+    e = asked.ctx.effective
+    evidence = [Evidence(f"connector {u.name} (via {u.via})", u.location) for u in e.connectors]
+    return Outcome(bool(e.connectors) is wanted, evidence or [Evidence("no KV connector is configured")])
+
+
+def _tier_unregistered(wanted: bool, asked: Asked) -> Outcome:
+    """Each secondary tier whose type is not one the release registers (an out-of-tree tier named
+    with module_path is imported instead, where the release reads module_path)."""
+    ctx = asked.ctx
+    names = ctx.knowledge.by_id.get("spec.tier.type")
+    accepted = ranged_at(names.accepted_values, ctx.version) if isinstance(names, Setting) else None
+    if accepted is None or not isinstance(accepted.value, tuple):
+        return Outcome(not wanted)
+    module_path = ctx.knowledge.by_id.get("spec.tier.module-path")
+    imports = isinstance(module_path, Gated) and module_path.exists_in(ctx.version)
+    items = []
+    for extra in ctx.effective.extra_configs:
+        listed = extra.get("secondary_tiers")
+        for tier in listed if isinstance(listed, list) else []:
+            kind = tier.get("type") if isinstance(tier, dict) else None
+            if not isinstance(kind, str) or kind in accepted.value or (imports and tier.get("module_path")):
+                continue
+            known = ", ".join(accepted.value)
+            text = f"secondary tier type {kind!r} is not registered in vLLM {ctx.version} (it registers {known})"
+            items.append(Evidence(text, ctx.effective.transfer_location))
+    return Outcome(bool(items) is wanted, items=items)
+
+
+def _start_problem(wanted: bool, asked: Asked) -> Outcome:
+    problem = asked.ctx.start_problem
+    return Outcome((problem is not None) is wanted, [Evidence(problem)] if problem else [])
+
+
+def _value_options(knowledge: Knowledge) -> frozenset[str]:
+    """Options that take a value: switches (the inventory's, and the knowledge's boolean flags) do not,
+    so a word expanding to nothing after one is harmless."""
+    switches = {
+        s.name for s in knowledge.settings if s.kind == "cli_flag" and (s.type or "").split("|")[0].strip() == "bool"
+    }
+    return frozenset(f.flag for f in knowledge.cli_inventory.flags if f.takes_value and f.flag not in switches)
+
+
+_VALUE_OPTIONS = PerKnowledge(_value_options)
+
+
+# The parser marks an option whose next word expanded to nothing with this. An empty word ('' or
+# --x=) is an argument instead: optional types read it as None (the default), others refuse it
+# (--max-model-len ''), which takes each option's type to tell apart; this rule leaves it alone.
+_NO_ARGUMENT = "expected one argument"
+
+
+def _flag_value_vanished(wanted: bool, asked: Asked) -> Outcome:
+    """Each value-taking option (in full or as argparse's unambiguous prefix) whose value expanded to nothing."""
+    ctx = asked.ctx
+    accepted = ctx.knowledge.cli_inventory.accepted(ctx.version)
+    takes_value = _VALUE_OPTIONS(ctx.knowledge)
+    items = []
+    for flag in asked.workload_flags:
+        if flag.problem is None or _NO_ARGUMENT not in flag.problem:
+            continue
+        expansions = [flag.name] if flag.name in accepted else _abbreviation_of(flag.name, accepted)
+        if len(expansions) == 1 and expansions[0] in takes_value:
+            items.append(Evidence(f"{flag.written}: {flag.problem}", flag.location))
+    return Outcome(bool(items) is wanted, items=items)
+
+
+# One evaluator per condition key (the names of `Condition`'s fields): a new condition is a
+# function taking the key's value and what was asked, and one entry here.
+EVALUATORS: dict[str, Callable[[Any, Asked], Outcome]] = {
+    "all_": lambda parts, asked: _all([asked.evaluate(p) for p in parts]),
+    "any_": lambda parts, asked: _any([asked.evaluate(p) for p in parts]),
+    "not_": _not,
+    "flag": lambda _, asked: _flag_state(asked.condition, asked.ctx),
+    "flag_on": lambda _, asked: _flag_state(asked.condition, asked.ctx),
+    "flag_off": lambda _, asked: _flag_state(asked.condition, asked.ctx),
+    "flag_value": lambda test, asked: _flag_value(test, asked.ctx),
+    "flag_unknown": lambda _, asked: _flag_items_unknown(asked.ctx, asked.workload_flags),
+    "flag_unavailable": lambda skipped, asked: _flag_unavailable(skipped, asked.ctx, asked.workload_flags),
+    "env": lambda name, asked: _env_set(name, asked.ctx),
+    "env_value": lambda test, asked: _env_value(test, asked.ctx),
+    "env_differs": lambda name, asked: _env_differs(asked.ctx, name),
+    "connector": _connector,
+    "connector_hma": lambda support, asked: _connector_hma(support, asked.ctx),
+    "connector_unavailable": lambda skipped, asked: _connector_unavailable(skipped, asked.ctx),
+    "offload_shorthand": lambda wanted, asked: _offload_shorthand(wanted, asked.ctx),
+    "pd_proxy_mismatch": lambda wanted, asked: _pd_proxy_mismatch(wanted, asked.ctx),
+    "extra_config": lambda test, asked: _extra_config(test, asked.ctx),
+    "tier": _tier,
+    "tier_unregistered": _tier_unregistered,
+    "connector_configured": _connector_configured,
+    "model_matches": lambda pattern, asked: _model_matches(pattern, asked.ctx),
+    "gpu_segment": lambda segments, asked: _gpu_segment(segments, asked.ctx),
+    "compare": lambda comparison, asked: _comparison(comparison, asked.ctx),
+    "entry_unavailable": lambda entry_id, asked: _entry_unavailable(entry_id, asked.ctx),
+    "entry_deprecated": lambda entry_id, asked: _entry_deprecated(entry_id, asked.ctx),
+    "start_problem": _start_problem,
+    "flag_value_vanished": _flag_value_vanished,
+}
+
+
+def _all(parts: list[Outcome]) -> Outcome:
+    """False when one part is false, else unknown when one is, else true with every part's evidence."""
+    if any(p.value is False for p in parts):
+        return Outcome(False)
+    if any(p.value is None for p in parts):
+        return Outcome(None, missing=[m for p in parts for m in p.missing])
+    return Outcome(True, [ev for p in parts for ev in p.evidence], items=[i for p in parts for i in p.items])
+
+
+def _any(parts: list[Outcome]) -> Outcome:
+    """True with the true parts' evidence, else unknown when one part is, else false."""
+    true = [p for p in parts if p.value]
+    if true:
+        return Outcome(True, [ev for p in true for ev in p.evidence], items=[i for p in true for i in p.items])
+    if any(p.value is None for p in parts):
+        return Outcome(None, missing=[m for p in parts for m in p.missing])
+    return Outcome(False)
+
+
+def _flag_state(c: Condition, ctx: Context) -> Outcome:
+    """``flag`` (given at all), ``flag_on`` (bare, true or non-zero) or ``flag_off`` (--no-X, false or 0)."""
+    name = normalize_flag(c.flag or c.flag_on or c.flag_off or "")
+    flag = ctx.effective.flags.get(name)
+    here = (
+        [Evidence(f"{flag.written}" + (f" {flag.value}" if isinstance(flag.value, str) else ""), flag.location)]
+        if flag
+        else []
+    )
+    evidence = here or [Evidence(f"{name} is not given")]
+    if c.flag is not None:
+        return Outcome(flag is not None, evidence)
+    return Outcome(flag_bool(flag) is (c.flag_on is not None), evidence)
+
+
+def _flag_value(test: ValueTest, ctx: Context) -> Outcome:
+    flag = ctx.effective.flags.get(normalize_flag(test.name))
+    value = flag.value if flag is not None and isinstance(flag.value, str) else None
+    return Outcome(_value_test(test, value), [Evidence(f"{test.name} {value}", flag.location)] if flag else [])
+
+
+def _flag_unavailable(skipped: tuple[str, ...], ctx: Context, workload_flags: Sequence[FlagUse]) -> Outcome:
+    """Each flag given whose lifecycle in the knowledge leaves it out of this release."""
+    skip = {normalize_flag(n) for n in skipped}
+    items = []
+    for flag in workload_flags:
+        entry = _known_lifecycle_flag(ctx, flag.name)
+        if entry is None or entry.name in skip:
+            continue
+        when = (
+            f"was removed in {entry.removed}"
+            if entry.status_at(ctx.version) == "removed"
+            else f"first appears in {entry.introduced}"
+        )
+        instead = f"; instead: {entry.instead}" if entry.instead else ""
+        items.append(Evidence(f"{flag.written} {when}, so vLLM {ctx.version} rejects it{instead}", flag.location))
+    return Outcome(bool(items), items=items)
+
+
+def _env_set(name: str, ctx: Context) -> Outcome:
+    use = ctx.effective.env.get(name)
+    return Outcome(
+        use is not None, [Evidence(_env_text(use), use.location)] if use else [Evidence(f"{name} is not set")]
+    )
+
+
+def _env_value(test: ValueTest, ctx: Context) -> Outcome:
+    use = ctx.effective.env.get(test.name)
+    if use is None:
+        return Outcome(False, [Evidence(f"{test.name} is not set")])
+    if use.value is None:
+        return Outcome(None, missing=[f"the value of {use.name} (set from {use.reference})"])
+    return Outcome(_value_test(test, use.value), [Evidence(_env_text(use), use.location)])
+
+
+def _connector_hma(support: str, ctx: Context) -> Outcome:
+    found = [u for u in ctx.effective.connectors if u.hma == support]
+    return Outcome(
+        bool(found), [Evidence(f"{u.name} HMA support in {ctx.version}: {u.hma}", u.location) for u in found]
+    )
+
+
+def _connector_unavailable(skipped: tuple[str, ...], ctx: Context) -> Outcome:
+    """Each connector in use that this release does not register, except those listed."""
+    e = ctx.effective
+    items = []
+    module_path = (e.transfer_config or {}).get("kv_connector_module_path")
+    for conn in e.connectors:
+        if conn.name in skipped:
+            continue
+        known = ctx.knowledge.by_id.get(conn.entry_id) if conn.entry_id else None
+        if isinstance(known, Gated):
+            status = known.status_at(ctx.version)
+            if status == "removed":
+                items.append(Evidence(f"{conn.name} was removed in {known.removed}", conn.location))
+            elif status == "not_yet":
+                items.append(Evidence(f"{conn.name} first appears in {known.introduced}", conn.location))
+        elif not module_path:
+            items.append(Evidence(f"{conn.name} is not a connector any covered vLLM release registers", conn.location))
+    return Outcome(bool(items), items=items)
+
+
+def _offload_shorthand(wanted: bool, ctx: Context) -> Outcome:
+    e = ctx.effective
+    flag = e.flags.get("--kv-offloading-size")
+    here = [Evidence(f"--kv-offloading-size {flag.value} (backend {e.offload_backend})", flag.location)] if flag else []
+    return Outcome(e.offload_shorthand is wanted, here)
+
+
+def _pd_proxy_mismatch(wanted: bool, ctx: Context) -> Outcome:
+    """Each P/D proxy the files start that is not the one a connector in use needs in this release."""
+    items = []
+    for conn in ctx.effective.connectors:
+        proxy_needed = ctx.knowledge.recipes.pd_proxy(conn.entry_id, ctx.version) if conn.entry_id else None
+        if proxy_needed is None:
+            continue
+        need = f"{conn.name} in {ctx.version} needs {proxy_needed.script} ({proxy_needed.path} at that tag)"
+        items += [
+            Evidence(f"{proxy.script} routes the requests, but {need}", proxy.location)
+            for proxy in ctx.proxies
+            if proxy.script != proxy_needed.script
+        ]
+    return Outcome(bool(items) == wanted, items=items)
+
+
+def _extra_config(test: ValueTest, ctx: Context) -> Outcome:
+    e = ctx.effective
+    for extra in e.extra_configs:
+        if test.name in extra:
+            raw = extra[test.name]
+            text = raw if isinstance(raw, str) else json.dumps(raw)
+            if re.search(test.matches, text):
+                return Outcome(True, [Evidence(f"kv_connector_extra_config.{test.name} = {text}", e.transfer_location)])
+    return Outcome(False)
+
+
+def _model_matches(pattern: str, ctx: Context) -> Outcome:
+    model = ctx.effective.model
+    if model is None:
+        return Outcome(None, missing=["the model name (none found in the command)"])
+    return Outcome(re.search(pattern, model) is not None, [Evidence(f"model {model}")])
+
+
+def _gpu_segment(segments: tuple[str, ...], ctx: Context) -> Outcome:
+    e = ctx.effective
+    gpu = ctx.knowledge.by_id.get(e.gpu) if e.gpu else None
+    segment = getattr(gpu, "segment", None)
+    if segment is None:
+        return Outcome(None, missing=["host.gpu (or a nvidia.com/gpu.product node selector)"])
+    return Outcome(segment in segments, [Evidence(f"GPU {getattr(gpu, 'name', '?')} ({segment})")])
+
+
+def _comparison(compare: Comparison, ctx: Context) -> Outcome:
+    """False when the configuration leaves a side empty; unknown when an input is missing."""
+    left, left_label, left_missing, left_absent = _expression(compare.left, ctx)
+    right, right_label, right_missing, right_absent = _expression(compare.right, ctx)
+    if left_absent or right_absent:
+        return Outcome(False)
+    if left is None or right is None:
+        return Outcome(None, missing=left_missing + right_missing)
+    text = f"{_shown(left_label, left)} {compare.op} {_shown(right_label, right)}"
+    return Outcome(_compare(left, compare.op, right), [Evidence(text, _operand_location(compare.left, ctx))])
+
+
+def _gated(entry_id: str, ctx: Context) -> Gated:
+    gated = ctx.knowledge.by_id.get(entry_id)
+    if not isinstance(gated, Gated):
+        raise ValueError(f"{entry_id} is not a gated knowledge entry")
+    return gated
+
+
+def _entry_unavailable(entry_id: str, ctx: Context) -> Outcome:
+    gated = _gated(entry_id, ctx)
+    status = gated.status_at(ctx.version)
+    text = {"removed": f"removed in {gated.removed}", "not_yet": f"first in {gated.introduced}"}.get(status, "")
+    return Outcome(status in ("removed", "not_yet"), [Evidence(f"{gated.name}: {text}")] if text else [])
+
+
+def _entry_deprecated(entry_id: str, ctx: Context) -> Outcome:
+    gated = _gated(entry_id, ctx)
+    status = gated.status_at(ctx.version)
+    return Outcome(
+        status in ("deprecated", "removed"), [Evidence(f"{gated.name}: deprecated since {gated.deprecated}")]
+    )
+
+
+def _env_differs(ctx: Context, name: str) -> Outcome:
+    """Whether the workloads set ``name`` to different values, this workload's first in the evidence.
+
+    The values are gathered once per review (each workload asks about all the others), and ten
+    are shown at most."""
+    e = ctx.effective
+    if name not in ctx.shared.env_values:
+        everyone = [(w, w.env.get(name)) for w in [e, *ctx.others]]
+        ctx.shared.env_values[name] = everyone, {use.value if use else None for _, use in everyone}
+    everyone, distinct = ctx.shared.env_values[name]
+    count = 1 + len(ctx.others)
+    values = [(e, e.env.get(name)), *itertools.islice(((w, u) for w, u in everyone if w is not e), 9)]
+    shown = ", ".join(f"{w.workload}: {u.value if u and u.value is not None else 'unset'}" for w, u in values)
+    more = f" and {count - len(values)} more" if count > len(values) else ""
+    return Outcome(count > 1 and len(distinct) > 1, [Evidence(f"{name} differs between workloads ({shown}{more})")])
+
+
+def _operand_location(expression: str, ctx: Context) -> Location | None:
+    """Where the first operand of ``expression`` that the deployment gives was written."""
+    e = ctx.effective
+    for operand in _ARITHMETIC.split(expression.strip())[::2]:
+        kind, _, name = operand.partition(":")
+        if kind == "fact" and name in e.fact_locations:
+            return e.fact_locations[name]
+        if kind == "flag" and name in e.flags:
+            return e.flags[name].location
+        if kind == "env" and name in e.env:
+            return e.env[name].location
+    return None
+
+
+def rules(knowledge: Knowledge) -> list[Pitfall]:
+    return [p for p in knowledge.pitfalls if p.when is not None]

@@ -1,0 +1,48 @@
+"""docker-compose files: `${VAR}` from a `.env` beside them, an entrypoint that is not vLLM, `bash -c`
+given its command as one string or as one item (issue 15).
+"""
+
+from __future__ import annotations
+
+from reading import flags, workloads
+
+
+def test_compose_reads_the_dotenv_beside_it_and_an_entrypoint_that_is_not_vllm_is_not_a_server() -> None:
+    compose = (
+        "services:\n  vllm:\n    image: vllm/vllm-openai:${TAG}\n    command: [--model, '${MODEL}', --max-num-seqs,"
+        " '${SEQS:-128}']\n  cache:\n    image: lmcache/vllm-openai:latest\n"
+        "    entrypoint: [/opt/venv/bin/lmcache_server, 0.0.0.0, '65432']\n"
+    )
+    [w], _ = workloads(("compose.yaml", compose), (".env", "TAG=v0.19.1\nMODEL='Qwen/Qwen3-8B'  \n"))
+    assert (w.image, flags(w)["--model"], flags(w)["--max-num-seqs"]) == (
+        "vllm/vllm-openai:v0.19.1",
+        "Qwen/Qwen3-8B",
+        "128",
+    )
+    [alone], notes = workloads(("compose.yaml", compose))
+    assert [f.unresolved for f in alone.flags if f.name == "--model"] != [None] and any(
+        "MODEL is set neither in a .env file" in n for n in notes
+    )
+
+
+COMPOSE_BASH_C = """
+services:
+  engine:
+    image: vllm/vllm-openai:v0.22.1
+    entrypoint: [bash, -c]
+    command: %s
+"""
+
+
+def test_compose_bash_c_given_the_command_as_a_string_runs_only_vllm() -> None:
+    [w], notes = workloads(("c.yaml", COMPOSE_BASH_C % "vllm serve m --max-num-seqs 64"))
+    assert w.start_problem and "runs only the word after it, 'vllm'" in w.start_problem
+    assert "compose splits a command: string into words" in w.start_problem
+    assert flags(w) == {"--max-num-seqs": "64"} and w.model == "m"  # read as the author meant it
+    assert any(n.startswith("service engine does not start: c.yaml:6") for n in notes)
+
+
+def test_compose_bash_c_given_the_line_as_one_item_reads_it_as_a_shell_script() -> None:
+    [w], notes = workloads(("c.yaml", COMPOSE_BASH_C % "['MAX=64; exec vllm serve m --max-num-seqs $MAX']"))
+    assert w.start_problem is None and flags(w) == {"--max-num-seqs": "64"}
+    assert not any("does not start" in n for n in notes)

@@ -1,0 +1,75 @@
+"""Shell text: variables set earlier, defaults, arithmetic and word splitting, `env` prefixes, `podman run`,
+line continuations, argparse abbreviations, the LMCache image's `serve` (issue 15).
+
+The shell constructs one by one (quotes, groups, functions, heredocs) are in tests/test_shell_constructs.py.
+"""
+
+from __future__ import annotations
+
+from reading import KNOWLEDGE, effective, flags, read, workloads
+from vllm_caching_mcp.advice.deployment import resolve
+from vllm_caching_mcp.versions import parse_version
+
+
+def test_shell_variables_set_earlier_defaults_arithmetic_and_splitting_are_expanded() -> None:
+    script = (
+        'MODEL=${MODEL:-Qwen/Qwen3-8B}\nTP=2\nexport PP=2\nEXTRA="--enable-prefix-caching --max-num-seqs 64"\n'
+        'vllm serve "$MODEL" --tensor-parallel-size $TP --pipeline-parallel-size "${PP}" '
+        "--port $((8000 + TP * 10)) $EXTRA > serve.log 2>&1 &\n"
+    )
+    [w], _ = workloads(("serve.sh", script))
+    assert w.model == "Qwen/Qwen3-8B"
+    assert flags(w) == {
+        "--tensor-parallel-size": "2",
+        "--pipeline-parallel-size": "2",
+        "--port": "8020",
+        "--enable-prefix-caching": True,
+        "--max-num-seqs": "64",
+    }
+    assert {e.name: e.value for e in w.env} == {"PP": "2"}  # TP is not exported
+
+
+def test_what_the_files_do_not_set_is_unresolved_never_guessed() -> None:
+    [w], notes = workloads(("run.sh", "vllm serve $MODEL_PATH --enforce-eager --max-model-len ${MAX_LEN}\n"))
+    assert w.model is None
+    [length] = [f for f in w.flags if f.name == "--max-model-len"]
+    assert length.unresolved == "MAX_LEN is not set in the files"
+    assert any("the model $MODEL_PATH: MODEL_PATH is not set in the files" in n for n in notes)
+    resolved = resolve(w, read(("run.sh", "vllm serve x")), KNOWLEDGE, parse_version("0.20.2"), "stated")
+    assert "max_model_len" not in resolved.facts
+
+
+def test_a_value_that_expands_to_nothing_is_a_parse_error_not_the_next_option() -> None:
+    [w], _ = workloads(("run.sh", "MAX_LEN=${MAX_LEN-}\nvllm serve m --max-model-len $MAX_LEN --enforce-eager\n"))
+    [length] = [f for f in w.flags if f.name == "--max-model-len"]
+    assert length.value == "" and length.problem and "expected one argument" in length.problem
+    assert flags(w)["--enforce-eager"] is True
+
+
+def test_env_prefix_podman_and_an_image_in_a_variable() -> None:
+    script = (
+        "IMAGE=docker.io/vllm/vllm-openai:v0.20.2\n"
+        "podman run --rm --ipc=host --shm-size 8g -e PYTHONHASHSEED=0 $IMAGE --model m\n"
+        "env LMCACHE_LOCAL_CPU=True vllm serve m2\n"
+    )
+    [docker, plain], _ = workloads(("run.sh", script))
+    assert docker.image == "docker.io/vllm/vllm-openai:v0.20.2" and docker.host_ipc and docker.shm_gib == 8
+    assert {e.name for e in plain.env} == {"LMCACHE_LOCAL_CPU"}
+
+
+def test_a_continuation_broken_by_a_trailing_space_is_said() -> None:
+    [w], notes = workloads(("run.sh", "vllm serve m \\ \n  --enable-prefix-caching\n"))
+    assert not w.flags
+    assert any("starts with --enable-prefix-caching" in n for n in notes)
+
+
+def test_an_unambiguous_prefix_is_read_as_the_option_it_abbreviates() -> None:
+    resolved = effective(("r.sh", "vllm serve m --max-num-seq 12 --max 3"))
+    assert resolved.flags["--max-num-seqs"].value == "12"
+    assert "--max" in resolved.flags  # ambiguous: left as written, for the unknown-flag rule
+
+
+def test_the_lmcache_image_takes_serve_and_the_model_after_it() -> None:
+    text = "docker run --gpus all lmcache/vllm-openai:v0.3.9 serve Qwen/Qwen3-8B --max-num-seqs 8\n"
+    [w], _ = workloads(("run.sh", text))
+    assert w.model == "Qwen/Qwen3-8B" and w.gpu_count is None
