@@ -26,6 +26,7 @@ FILE_NAMES: tuple[str, ...] = (
     "engine.yaml",
     "cli_inventory.yaml",
     "name_inventory.yaml",
+    "engine_schema.yaml",
     "recipes.yaml",
     "advisories.yaml",
 )
