@@ -65,6 +65,7 @@ class SchemaMatch(BaseModel):
     default_changes: list[str] = Field(
         default_factory=list, description="where the default changed: \"0.13.0: 'recompute'\", \"0.17.0: 'fail'\""
     )
+    env_name: str | None = Field(default=None, description="LMCache: the LMCACHE_* variable that sets the key")
     if_set: str | None = Field(default=None, description="what the engine does when it is set in this release")
     instead: str | None = None
     sources: list[str]
@@ -400,7 +401,10 @@ def _match(
     label = f"{PRODUCT_LABELS[package]} {version}"
     span = _span(runs, read)
     if status == "available":
-        answer = f"{name} is {_a(what)} in {label} (read from {span})."
+        env = (
+            f"; set it as the environment variable {LMCACHE_ENV_PREFIX}{name.upper()}" if kind == "lmcache_key" else ""
+        )
+        answer = f"{name} is {_a(what)} in {label} (read from {span}){env}."
     elif status == "unknown":
         answer = (
             f"{name} ({what}): unknown in {label}, older than {read[0]}, the oldest release read; it exists {span}."
@@ -422,6 +426,7 @@ def _match(
         type=shown.at("type", asked),
         default=shown.at("default", asked) if entry is not None else None,
         default_changes=[f"{c.since}: {c.value}" for c in changes],
+        env_name=LMCACHE_ENV_PREFIX + name.upper() if package == "lmcache" else None,
         if_set=if_set,
         instead=shown.at("maps_to", asked) if kind == "lmcache_alias" else None,
         sources=[shown.source],
