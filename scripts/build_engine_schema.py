@@ -421,6 +421,7 @@ def _from_file_keys(tree: Tree, config: ast.Module) -> dict[str, dict[str, Any]]
     for key, entry in found.items():
         if key not in types:  # read as a fallback for another field: the old spelling of a renamed key
             entry.update(kind="alias", effect="read as a fallback of a renamed key", maps_to=None)
+            del entry["type"]
     return found
 
 
@@ -471,6 +472,8 @@ def _alias_behaviour(
         recorder.messages.clear()
         resolved = resolve({name: "x"}, "<source>", *extra)
         message = recorder.messages[0] if recorder.messages else None
+        if message and name == UNKNOWN_PROBE:  # the message for any unknown key, the key left to fill in
+            message = message.replace(UNKNOWN_PROBE, "{key}")
         if resolved.get(aliases.get(name, "\0")) == "x":
             effect = f"mapped to {aliases[name]}"
         elif name in resolved:

@@ -246,6 +246,8 @@ class CheckVersionResult(Result):
         lines += [m.answer for m in self.inventory_matches]
         for s in self.schema_matches:
             lines.append(s.answer)
+            if s.if_set:
+                lines.append(f"  {s.if_set}")
             if s.default is not None:
                 changed = f" (by release: {'; '.join(s.default_changes)})" if s.default_changes else ""
                 lines.append(f"  default in {s.version}: {s.default}{changed}")

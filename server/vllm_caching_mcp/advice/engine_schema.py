@@ -297,7 +297,7 @@ def check_lmcache_keys(keys: Iterable[str], lmcache_version: Version | str, know
                     if effect == "dropped"
                     else "it never reads it: the setting does nothing."
                 ),
-                engine_message=message.replace("no_such_key_probe", key) if message else None,
+                engine_message=message.replace("{key}", key).replace("<source>", "…") if message else None,
                 sources=[*(e.source for e in runs[-1:]), *([unknown.source] if unknown else [])],
             )
         )
@@ -411,8 +411,6 @@ def _match(
         )
     else:
         answer = f"{name} is not {_a(what)} in {label}; it exists {span}."
-    if if_set:
-        answer += f" {if_set}"
     return SchemaMatch(
         name=name,
         kind=kind,
