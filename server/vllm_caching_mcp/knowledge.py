@@ -684,6 +684,29 @@ class NameInventory(Sourced):
         return list(self._index)
 
 
+# --- port layouts (knowledge/ports.yaml) ---
+
+
+class PortLayout(Sourced):
+    """A port a connector binds: ``base + dp_rank * dp_stride + tp_rank * tp_stride`` in ``versions``."""
+
+    id: str = Field(pattern=r"^ports\.[a-z0-9-]+$")
+    connector: str
+    what: str
+    versions: SpecifierText
+    base_env: str | None = Field(default=None, pattern=r"^[A-Z][A-Z0-9_]*$")
+    base_extra_config: str | None = None
+    base_default: int = Field(gt=0, lt=65536)
+    dp_stride: Literal["tp", "1", "0"] = Field(description="tp: the engine's tensor_parallel_size")
+    tp_stride: Literal[0, 1]
+    listener: str
+    unless: str | None = None
+
+
+class _PortsFile(Frozen):
+    layouts: tuple[PortLayout, ...]
+
+
 # --- engine schema (knowledge/engine_schema.yaml; built by scripts/build_engine_schema.py) ---
 
 
@@ -1487,6 +1510,7 @@ FILES: dict[str, type[Frozen]] = {
     "cli_inventory.yaml": CliInventory,
     "name_inventory.yaml": NameInventory,
     "engine_schema.yaml": EngineSchema,
+    "ports.yaml": _PortsFile,
     "recipes.yaml": Recipes,
     "advisories.yaml": AdvisorySnapshot,
 }
@@ -1511,6 +1535,7 @@ class Knowledge(Frozen):
     cli_inventory: CliInventory
     name_inventory: NameInventory
     engine_schema: EngineSchema
+    port_layouts: tuple[PortLayout, ...]
     recipes: Recipes
     advisories: AdvisorySnapshot
     engine: EngineRules
@@ -1818,6 +1843,7 @@ def _load_and_check(root: Path) -> Knowledge:
             cli_inventory=cast(CliInventory, parts["cli_inventory.yaml"]),
             name_inventory=cast(NameInventory, parts["name_inventory.yaml"]),
             engine_schema=cast(EngineSchema, parts["engine_schema.yaml"]),
+            port_layouts=parts["ports.yaml"].layouts,  # type: ignore[attr-defined]
             recipes=cast(Recipes, parts["recipes.yaml"]),
             advisories=cast(AdvisorySnapshot, parts["advisories.yaml"]),
             engine=cast(EngineRules, parts["engine.yaml"]),

@@ -27,6 +27,7 @@ FILE_NAMES: tuple[str, ...] = (
     "cli_inventory.yaml",
     "name_inventory.yaml",
     "engine_schema.yaml",
+    "ports.yaml",
     "recipes.yaml",
     "advisories.yaml",
 )
