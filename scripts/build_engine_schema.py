@@ -308,9 +308,10 @@ def extra_config_reads(module: ast.Module) -> Iterator[tuple[str, str, str, int]
 
 
 def extra_config_keys(tree: Tree, problems: list[str]) -> dict[str, dict[str, Any]]:
-    """``{"Connector,...|key": attributes}``: the first read in path order gives default and source."""
+    """``{"Connector|key": attributes}``: the first read in path order gives default and source."""
     lines: dict[str, int] = {}
     modules = registered_connectors(tree, lines)
+    order = {name: n for n, name in enumerate(lines)}
     found: dict[str, dict[str, Any]] = {
         f"connector:{name}": {"kind": "connector", "name": name, "source": tree.cite(FACTORY, line)}
         for name, line in lines.items()
@@ -330,8 +331,11 @@ def extra_config_keys(tree: Tree, problems: list[str]) -> dict[str, dict[str, An
                 problems.append(f"vllm {tree.version}: {relative} does not parse; skipped")
             continue
         reads = sorted(extra_config_reads(module), key=lambda r: r[3])
+        # Keyed by the first connector registered for the code (NixlConnector, not the Pull/Push variants
+        # 0.24.0 registers for the same package), so a key does not look removed when a variant appears.
+        primary = min(connectors, key=lambda c: order[c]) if connectors else "*"
         for key, access, default, line in reads:
-            entry_id = f"{','.join(connectors)}|{key}"
+            entry_id = f"{primary}|{key}"
             entry = found.get(entry_id)
             if entry is None or (entry["access"] != "get" and access == "get"):  # a get() carries the default
                 found[entry_id] = {
