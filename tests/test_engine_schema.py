@@ -4,10 +4,13 @@ review calls (refused vs silently dropped), and check_version's answers for the 
 from __future__ import annotations
 
 import hashlib
+import importlib
+import importlib.util
 import json
 import re
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 import yaml
@@ -241,6 +244,46 @@ def test_the_generator_refuses_a_tree_without_the_files_it_reads(tmp_path: Path)
     ran = run_in_process(script_main(SCRIPT), "--src-dir", str(src), "--out", str(out), "--releases", str(releases))
     assert ran.returncode == 1 and "no _CONFIG_DEFINITIONS and no from_file reads" in ran.stderr
     assert not out.exists()
+
+
+def _schema_sample() -> ModuleType:
+    """scripts/verifier/schema_sample.py, loaded as test_verify_knowledge loads the verifier package."""
+    if "verifier" not in sys.modules:
+        directory = REPO / "scripts" / "verifier"
+        spec = importlib.util.spec_from_file_location(
+            "verifier", directory / "__init__.py", submodule_search_locations=[str(directory)]
+        )
+        assert spec and spec.loader
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["verifier"] = module
+        spec.loader.exec_module(module)
+    return importlib.import_module("verifier.schema_sample")
+
+
+def test_the_verifier_sample_holds_on_the_wheels_read_and_catches_a_wrong_boundary(tmp_path: Path) -> None:
+    _, text = _generate(tmp_path)
+    schema = EngineSchema.model_validate(yaml.safe_load(text))
+    sampler = _schema_sample()
+    source = importlib.import_module("verifier.source")
+
+    def tree(package: str, version: str) -> object:
+        for suffix in ("", "-sdist"):
+            root = tmp_path / "src" / f"{package}-{version}{suffix}"
+            if root.is_dir():
+                return source.SourceTree(package, version, root)
+        return None
+
+    checks = sampler.sample(schema, tree, 100, seed=0)
+    assert checks and all(c.status == "pass" for c in checks), [c.line() for c in checks if c.status != "pass"]
+    # Claim kv_buffer_size still in 0.2.0's class: the probe of its removal reads it absent there.
+    fields = tuple(
+        f.model_copy(update={"removed": None, "source": f.source.replace("0.1.0", "0.2.0")})
+        if f.name == "kv_buffer_size" else f
+        for f in schema.config_fields
+    )  # fmt: skip
+    wrong = schema.model_copy(update={"config_fields": fields})
+    failed = [c for c in sampler.sample(wrong, tree, 100, seed=0) if c.status == "fail"]
+    assert [c.entry for c in failed] == ["KVTransferConfig.kv_buffer_size"]
 
 
 # --- the shipped schema: what the wheels say -----------------------------------------------------
