@@ -61,6 +61,7 @@ FACTORY = "vllm/distributed/kv_transfer/kv_connector/factory.py"
 OWNED_DIRS = {"vllm/v1/kv_offload": "OffloadingConnector"}
 LMCACHE_CONFIG = "lmcache/v1/config.py"
 LMCACHE_CONFIG_BASE = "lmcache/v1/config_base.py"
+LMCACHE_ADAPTER = "lmcache/integration/vllm"
 UNKNOWN_PROBE = "no_such_key_probe"
 
 
@@ -281,14 +282,53 @@ def _names_extra_config(node: ast.AST) -> bool:
     return name.endswith("extra_config") and not name.startswith(("model_loader", "ec_"))
 
 
+def _imports_lmcache(tree: Tree, relative: str) -> bool:
+    module = tree.parse(relative)
+    for node in ast.walk(module) if module else ():
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "lmcache":
+            return True
+        if isinstance(node, ast.Import) and any(a.name.split(".")[0] == "lmcache" for a in node.names):
+            return True
+    return False
+
+
+def _prefix_reads(module: ast.Module) -> Iterator[tuple[str, str, str, int]]:
+    """``for key, value in <...extra_config>.items(): if key.startswith("lmcache.")``: a namespace of keys."""
+    for loop in ast.walk(module):
+        if not (
+            isinstance(loop, ast.For) and isinstance(loop.iter, ast.Call) and isinstance(loop.iter.func, ast.Attribute)
+        ):
+            continue
+        if not (loop.iter.func.attr in ("items", "keys") and _names_extra_config(loop.iter.func.value)):
+            continue
+        target = loop.target.elts[0] if isinstance(loop.target, ast.Tuple) else loop.target
+        for node in ast.walk(loop):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "startswith"
+                and isinstance(node.func.value, ast.Name)
+                and isinstance(target, ast.Name)
+                and node.func.value.id == target.id
+                and node.args
+                and (prefix := _string(node.args[0]))
+            ):
+                yield f"{prefix}*", "prefix", "(the rest of the key is passed on)", node.lineno
+
+
 def extra_config_reads(module: ast.Module) -> Iterator[tuple[str, str, str, int]]:
-    """(key, access, default, line) for each literal key read from an extra config in one file."""
+    """(key, access, default, line) for each literal key read from an extra config in one file; a prefix
+    tested with ``key.startswith("lmcache.")`` is ``("lmcache.*", "prefix", ...)``: every key under it is
+    passed on (LMCache sets its config key of the rest)."""
     constants = _module_constants(module)
+    yield from _prefix_reads(module)
     for node in ast.walk(module):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args:
             key = _string(node.args[0])
             if key is None:
                 continue
+            if node.func.attr == "startswith":
+                continue  # a prefix counts only in a loop over the extra config's keys: _prefix_reads
             if node.func.attr == "get_from_extra_config" or (
                 node.func.attr == "get" and _names_extra_config(node.func.value)
             ):
@@ -322,9 +362,13 @@ def extra_config_keys(tree: Tree, problems: list[str]) -> dict[str, dict[str, An
     ]
     for path in sorted(paths):
         relative = path.relative_to(tree.root).as_posix()
-        if "extra_config" not in path.read_text(encoding="utf-8", errors="replace"):
-            continue
+        text = path.read_text(encoding="utf-8", errors="replace")
         connectors = owners(relative, modules)
+        if connectors and ("from lmcache" in text or "import lmcache" in text) and _imports_lmcache(tree, relative):
+            for name in connectors:  # its extra config also reaches LMCache's own adapter, which reads more keys
+                found[f"connector:{name}"]["hands_to"] = "lmcache"
+        if "extra_config" not in text:
+            continue
         module = tree.parse(relative)
         if connectors is None or module is None:
             if module is None:
@@ -380,6 +424,26 @@ def lmcache_keys(tree: Tree, problems: list[str]) -> dict[str, dict[str, Any]]:
             **behaviour.get(name, {"effect": "unknown"}), "source": tree.cite(LMCACHE_CONFIG, line),
         }  # fmt: skip
     found["unknown"] = {"kind": "unknown", "name": "(a key LMCache does not have)", **behaviour[UNKNOWN_PROBE]}
+    found.update(_adapter_reads(tree))
+    return found
+
+
+def _adapter_reads(tree: Tree) -> dict[str, dict[str, Any]]:
+    """The kv_connector_extra_config keys LMCache's own vLLM adapter (lmcache/integration/vllm) reads: vLLM's
+    LMCacheConnectorV1 and LMCacheMPConnector hand it the whole extra config."""
+    found: dict[str, dict[str, Any]] = {}
+    for path in sorted((tree.root / LMCACHE_ADAPTER).rglob("*.py")):
+        relative = path.relative_to(tree.root).as_posix()
+        if "extra_config" not in path.read_text(encoding="utf-8", errors="replace"):
+            continue
+        module = tree.parse(relative)
+        for key, access, default, line in sorted(extra_config_reads(module), key=lambda r: r[3]) if module else ():
+            entry = found.get(f"adapter:{key}")
+            if entry is None or (entry["access"] != "get" and access == "get"):
+                found[f"adapter:{key}"] = {
+                    "kind": "adapter", "key": key, "access": access, "default": default,
+                    "source": tree.cite(relative, line),
+                }  # fmt: skip
     return found
 
 
@@ -516,7 +580,7 @@ def trees(src_dir: Path, releases_file: Path, package: str, problems: list[str])
     return found
 
 
-VARYING = ("type", "default", "unknown_fields", "access", "effect", "message", "maps_to")
+VARYING = ("type", "default", "unknown_fields", "access", "effect", "message", "maps_to", "hands_to")
 
 
 def runs(per_release: dict[str, dict[str, dict[str, Any]]]) -> list[dict[str, Any]]:
@@ -593,6 +657,7 @@ def render(vllm: list[dict[str, Any]], lmcache: list[dict[str, Any]], read: dict
         ("lmcache_keys", [e for e in lmcache if e["kind"] == "key"]),
         ("lmcache_aliases", [e for e in lmcache if e["kind"] == "alias"]),
         ("lmcache_unknown_key", [e for e in lmcache if e["kind"] == "unknown"]),
+        ("lmcache_adapter_extra_config", [e for e in lmcache if e["kind"] == "adapter"]),
     )
     for title, entries in sections:
         lines.append(f"{title}:" + ("" if entries else " []"))

@@ -71,6 +71,17 @@ KVConnectorFactory.register_connector(
 KVConnectorFactory.register_connector(
     "NixlConnector", "vllm.distributed.kv_transfer.kv_connector.v1.nixl", "NixlConnector"
 )
+KVConnectorFactory.register_connector(
+    "LMCacheConnectorV1", "vllm.distributed.kv_transfer.kv_connector.v1.lmcache_connector", "LMCacheConnectorV1"
+)
+"""
+LMCACHE_CONNECTOR = "from lmcache.integration.vllm.adapter import Impl\n"
+ADAPTER = """\
+def apply(config, vllm_config):
+    skip = vllm_config.kv_transfer_config.get_from_extra_config("skip_last_n_tokens", 0)
+    for key, value in vllm_config.kv_transfer_config.kv_connector_extra_config.items():
+        if key.startswith("lmcache."):
+            setattr(config, key[8:], value)
 """
 NIXL = """\
 DEFAULT_BACKENDS = ["UCX"]
@@ -149,10 +160,11 @@ def _fixture(tmp: Path) -> tuple[Path, Path]:
     _write(
         src / "vllm-0.2.0",
         {**common, "vllm/config/kv_transfer.py": KV_TRANSFER_NEW, "vllm/config/utils.py": UTILS_NEW,
-         f"{V1}/nixl/worker.py": NIXL, "vllm/v1/kv_offload/cpu/spec.py": CPU_SPEC},
+         f"{V1}/nixl/worker.py": NIXL, "vllm/v1/kv_offload/cpu/spec.py": CPU_SPEC,
+         f"{V1}/lmcache_connector.py": LMCACHE_CONNECTOR},
     )  # fmt: skip
     _write(src / "lmcache-0.1.0-sdist", {"lmcache/v1/config.py": LMCACHE_OLD})  # published without a wheel
-    _write(src / "lmcache-0.2.0", {"lmcache/v1/config.py": LMCACHE_NEW})
+    _write(src / "lmcache-0.2.0", {"lmcache/v1/config.py": LMCACHE_NEW, "lmcache/integration/vllm/adapter.py": ADAPTER})
     releases = {
         "lines": [
             {"package": "vllm", "releases": [{"version": v} for v in ("0.1.0", "0.2.0")]},
@@ -212,6 +224,10 @@ def test_the_generator_reads_fields_extra_keys_lmcache_keys_and_what_lmcache_doe
     assert unknown.at("effect", Version("0.2.0")) == "dropped"
     assert unknown.at("message", Version("0.2.0")) == "Unknown configuration key: {key} (source: <source>)"
     assert [str(v) for v in schema.sdist_read["lmcache"]] == ["0.1.0"]
+    (lmcache_connector,) = [c for c in schema.connectors if c.name == "LMCacheConnectorV1"]
+    assert lmcache_connector.at("hands_to", Version("0.2.0")) == "lmcache"
+    adapter = {e.key: e for e in schema.lmcache_adapter_extra_config}
+    assert adapter["skip_last_n_tokens"].default == "0" and adapter["lmcache.*"].access == "prefix"
 
 
 def test_the_generator_output_on_the_fixture_is_the_recorded_one(tmp_path: Path) -> None:
@@ -361,6 +377,21 @@ def test_extra_config_keys_another_connector_reads_are_silently_ignored(knowledg
     assert "first in 0.23.0" in early.message
     (unregistered,) = engine_schema.check_extra_config("NoSuchConnector", ["x"], "0.33.0", knowledge)
     assert unregistered.key == "kv_connector"
+
+
+def test_lmcache_connectors_also_have_the_keys_lmcaches_adapter_reads(knowledge: Knowledge) -> None:
+    keys = ["lmcache.chunk_size", "lmcache.no_such_key", "lmcache.mp.server_urls", "use_native", "backends"]
+    problems = {
+        p.key: p for p in engine_schema.check_extra_config("LMCacheConnectorV1", keys, "0.33.0", knowledge, "0.5.6")
+    }
+    assert set(problems) == {"kv_connector_extra_config.lmcache.no_such_key", "kv_connector_extra_config.backends"}
+    assert "has no config key no_such_key" in problems["kv_connector_extra_config.lmcache.no_such_key"].message
+    assert "nor LMCache 0.5.6's vLLM adapter" in problems["kv_connector_extra_config.backends"].message
+    # lmcache.mp.server_urls is read by LMCache's adapter from 0.5.0: with 0.4.7 nothing reads it.
+    (early,) = engine_schema.check_extra_config(
+        "LMCacheMPConnector", ["lmcache.mp.server_urls"], "0.33.0", knowledge, "0.4.7"
+    )
+    assert early.severity == "warning"
 
 
 def test_lmcache_drops_old_pd_names_in_0_5_and_reads_them_in_0_3_3(knowledge: Knowledge) -> None:

@@ -735,6 +735,7 @@ class SchemaEntry(Frozen):
     effect: Varying = None  # LMCache aliases and the unknown key: what _resolve_config_aliases does
     message: Varying = None
     maps_to: Varying = None
+    hands_to: Varying = None  # connectors: the package its extra config also goes to (lmcache: its adapter)
     file: str | None = None
     source: str = Field(pattern=r"^(wheel|sdist):(vllm|lmcache)==[\w.]+:[\w./-]+:\d+$")
 
@@ -769,6 +770,7 @@ class EngineSchema(Sourced):
     lmcache_keys: tuple[SchemaEntry, ...]
     lmcache_aliases: tuple[SchemaEntry, ...]
     lmcache_unknown_key: tuple[SchemaEntry, ...]
+    lmcache_adapter_extra_config: tuple[SchemaEntry, ...]  # keys LMCache's vLLM adapter reads
 
 
 class LinearAttentionState(Frozen):

@@ -35,6 +35,7 @@ _KIND_WORDS = {
     "lmcache_alias": "old LMCache key name",
 }
 LMCACHE_ENV_PREFIX = "LMCACHE_"
+ADAPTER = "LMCache's vLLM adapter (for LMCacheConnectorV1 and LMCacheMPConnector)"
 
 
 class Problem(BaseModel):
@@ -140,7 +141,12 @@ def refusal_message(config: str, key: str, value: Any, flag: str) -> str:
 
 
 def check_kv_transfer_config(
-    config: Mapping[str, Any], version: Version | str, knowledge: Knowledge, *, config_class: str = "KVTransferConfig"
+    config: Mapping[str, Any],
+    version: Version | str,
+    knowledge: Knowledge,
+    *,
+    config_class: str = "KVTransferConfig",
+    lmcache_version: Version | str | None = None,
 ) -> list[Problem]:
     """Every field of a ``--kv-transfer-config`` (or ``--kv-events-config`` with ``config_class="KVEventsConfig"``)
     JSON that the release refuses (an unknown field where the class forbids them) or ignores; extra-config keys
@@ -183,7 +189,7 @@ def check_kv_transfer_config(
             )
     connector, extra = config.get("kv_connector"), config.get("kv_connector_extra_config")
     if config_class == "KVTransferConfig" and isinstance(connector, str) and isinstance(extra, Mapping):
-        problems += check_extra_config(connector, list(extra), release, knowledge)
+        problems += check_extra_config(connector, list(extra), release, knowledge, lmcache_version)
     return problems
 
 
@@ -222,9 +228,17 @@ def extra_keys(schema: EngineSchema, connector: str) -> list[SchemaEntry]:
 
 
 def check_extra_config(
-    connector: str, keys: Iterable[str], version: Version | str, knowledge: Knowledge
+    connector: str,
+    keys: Iterable[str],
+    version: Version | str,
+    knowledge: Knowledge,
+    lmcache_version: Version | str | None = None,
 ) -> list[Problem]:
-    """Extra-config keys no code of ``connector`` reads in the release: silently ignored (warnings)."""
+    """Extra-config keys no code of ``connector`` reads in the release: silently ignored (warnings).
+
+    A connector that hands its extra config to LMCache (LMCacheConnectorV1, LMCacheMPConnector) also has the
+    keys LMCache's own vLLM adapter reads, in ``lmcache_version`` (any release read when it is not given), and
+    ``lmcache.<key>`` for every LMCache config key where the adapter passes that namespace on."""
     schema, release = knowledge.engine_schema, _version(version)
     registered, _ = _runs((e for e in schema.connectors if e.name == connector), release)
     if registered is None:
@@ -237,28 +251,63 @@ def check_extra_config(
                 sources=[schema.sources[1]],
             )
         ]
-    own = extra_keys(schema, connector)
+    lm_release = _version(lmcache_version) if lmcache_version is not None else None
+    own = [e for e in extra_keys(schema, connector) if e.holds_at(release)]
+    if registered.at("hands_to", release) == "lmcache":
+        own += [e for e in schema.lmcache_adapter_extra_config if lm_release is None or e.holds_at(lm_release)]
     problems: list[Problem] = []
     for key in keys:
-        entry, runs = _runs((e for e in own if e.key == key), release)
-        if entry is not None:
+        if any(e.key == key for e in own):
             continue
-        hint = _lifetime_hint(runs, release)
-        readers = sorted(
-            {c for e in schema.extra_config if e.key == key and e.holds_at(release) for c in e.connectors or ()}
-        )
-        elsewhere = f"; in {release} it is read by {', '.join(readers)}" if readers else ""
-        was = f" ({connector} read it: {hint})" if hint else ""
-        problems.append(
-            Problem(
-                severity="warning",
-                key=f"kv_connector_extra_config.{key}",
-                message=f"No code of {connector} in vLLM {release} reads kv_connector_extra_config[{key!r}]{was}"
-                f"{elsewhere}: it is silently ignored.",
-                sources=[e.source for e in runs[-1:]] or [registered.source],
-            )
-        )
+        prefix = next((e for e in own if e.access == "prefix" and key.startswith((e.key or "")[:-1])), None)
+        if prefix is not None:
+            problems += _namespaced(key, (prefix.key or "")[:-1], prefix, lm_release, knowledge)
+            continue
+        problems.append(_unread(schema, connector, key, release, registered, lm_release))
     return problems
+
+
+def _namespaced(
+    key: str, prefix: str, entry: SchemaEntry, lm_release: Version | None, knowledge: Knowledge
+) -> list[Problem]:
+    """``lmcache.<key>``: LMCache sets its config key of the rest, and skips one it does not have."""
+    rest = key[len(prefix) :]
+    if prefix != "lmcache." or lm_release is None:
+        return []
+    schema = knowledge.engine_schema
+    if any(e.name == rest and e.holds_at(lm_release) for e in schema.lmcache_keys):
+        return []
+    return [
+        Problem(
+            severity="warning",
+            key=f"kv_connector_extra_config.{key}",
+            message=f"LMCache {lm_release} has no config key {rest}: its vLLM adapter passes {prefix}* keys on to "
+            "its config and skips this one, with a warning.",
+            sources=[entry.source],
+        )
+    ]
+
+
+def _unread(
+    schema: EngineSchema, connector: str, key: str, release: Version, registered: SchemaEntry, lm: Version | None
+) -> Problem:
+    _, runs = _runs((e for e in extra_keys(schema, connector) if e.key == key), release)
+    hint = _lifetime_hint(runs, release)
+    readers = sorted(
+        {c for e in schema.extra_config if e.key == key and e.holds_at(release) for c in e.connectors or ()}
+    )
+    elsewhere = f"; in {release} it is read by {', '.join(readers)}" if readers else ""
+    was = f" ({connector} read it: {hint})" if hint else ""
+    also = ""
+    if registered.at("hands_to", release) == "lmcache":
+        also = f" nor LMCache {lm}'s vLLM adapter" if lm else " nor LMCache's vLLM adapter in any release read"
+    return Problem(
+        severity="warning",
+        key=f"kv_connector_extra_config.{key}",
+        message=f"No code of {connector} in vLLM {release}{also} reads kv_connector_extra_config[{key!r}]{was}"
+        f"{elsewhere}: it is silently ignored.",
+        sources=[e.source for e in runs[-1:]] or [registered.source],
+    )
 
 
 def lmcache_key_name(name: str) -> str:
@@ -348,13 +397,15 @@ def lookup(knowledge: Knowledge, name: str, vllm_version: Version, lmcache_versi
         if normalize_name(entry.key or "") == key:
             owner = ", ".join(entry.connectors or ()) or "every connector"
             groups.setdefault(("extra_config_key", entry.key or "", owner), []).append(entry)
+    for entry in schema.lmcache_adapter_extra_config:
+        if normalize_name(entry.key or "") == key:
+            groups.setdefault(("extra_config_key", entry.key or "", ADAPTER), []).append(entry)
     for kind, table in (("lmcache_key", schema.lmcache_keys), ("lmcache_alias", schema.lmcache_aliases)):
         for entry in table:
             if normalize_name(entry.name or "") == lm_key:
                 groups.setdefault((kind, entry.name or "", "LMCache"), []).append(entry)
     for (kind, entry_name, owner), runs in groups.items():
-        package: Literal["vllm", "lmcache"] = "lmcache" if kind.startswith("lmcache") else "vllm"
-        version = lmcache_version if package == "lmcache" else vllm_version
+        version = lmcache_version if runs[0].package == "lmcache" else vllm_version
         found.append(_match(schema, kind, entry_name, owner, runs, version))  # type: ignore[arg-type]
     return _fold(found)
 
