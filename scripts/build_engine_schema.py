@@ -282,14 +282,19 @@ def _names_extra_config(node: ast.AST) -> bool:
     return name.endswith("extra_config") and not name.startswith(("model_loader", "ec_"))
 
 
-def _imports_lmcache(tree: Tree, relative: str) -> bool:
+def _handed_to(tree: Tree, relative: str) -> str | None:
+    """The package whose vLLM integration a connector's file imports (``lmcache.integration.vllm...``,
+    ``flexkv.integration.vllm...``): the connector builds that package's adapter with the whole vllm_config,
+    so the adapter may read extra-config keys no vLLM code reads."""
     module = tree.parse(relative)
     for node in ast.walk(module) if module else ():
-        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "lmcache":
-            return True
-        if isinstance(node, ast.Import) and any(a.name.split(".")[0] == "lmcache" for a in node.names):
-            return True
-    return False
+        names = [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+        names += [a.name for a in node.names] if isinstance(node, ast.Import) else []
+        for name in names:
+            parts = name.split(".")
+            if len(parts) > 1 and parts[0] != "vllm" and parts[1] == "integration":
+                return parts[0]
+    return None
 
 
 def _prefix_reads(module: ast.Module) -> Iterator[tuple[str, str, str, int]]:
@@ -364,9 +369,9 @@ def extra_config_keys(tree: Tree, problems: list[str]) -> dict[str, dict[str, An
         relative = path.relative_to(tree.root).as_posix()
         text = path.read_text(encoding="utf-8", errors="replace")
         connectors = owners(relative, modules)
-        if connectors and ("from lmcache" in text or "import lmcache" in text) and _imports_lmcache(tree, relative):
-            for name in connectors:  # its extra config also reaches LMCache's own adapter, which reads more keys
-                found[f"connector:{name}"]["hands_to"] = "lmcache"
+        if connectors and ".integration." in text and (package := _handed_to(tree, relative)):
+            for name in connectors:  # its extra config also reaches that package's adapter, which reads more keys
+                found[f"connector:{name}"]["hands_to"] = package
         if "extra_config" not in text:
             continue
         module = tree.parse(relative)

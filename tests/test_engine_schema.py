@@ -392,6 +392,8 @@ def test_lmcache_connectors_also_have_the_keys_lmcaches_adapter_reads(knowledge:
         "LMCacheMPConnector", ["lmcache.mp.server_urls"], "0.33.0", knowledge, "0.4.7"
     )
     assert early.severity == "warning"
+    # FlexKVConnectorV1 hands vllm_config to flexkv's adapter, which the schema does not read: no claim either way.
+    assert engine_schema.check_extra_config("FlexKVConnectorV1", ["any_key"], "0.33.0", knowledge) == []
 
 
 def test_lmcache_drops_old_pd_names_in_0_5_and_reads_them_in_0_3_3(knowledge: Knowledge) -> None:

@@ -238,7 +238,9 @@ def check_extra_config(
 
     A connector that hands its extra config to LMCache (LMCacheConnectorV1, LMCacheMPConnector) also has the
     keys LMCache's own vLLM adapter reads, in ``lmcache_version`` (any release read when it is not given), and
-    ``lmcache.<key>`` for every LMCache config key where the adapter passes that namespace on."""
+    ``lmcache.<key>`` for every LMCache config key where the adapter passes that namespace on. A connector that
+    hands it to another package's adapter (FlexKVConnectorV1: flexkv) gets no warning for a key vLLM does not
+    read: that package is not read here."""
     schema, release = knowledge.engine_schema, _version(version)
     registered, _ = _runs((e for e in schema.connectors if e.name == connector), release)
     if registered is None:
@@ -255,9 +257,12 @@ def check_extra_config(
     own = [e for e in extra_keys(schema, connector) if e.holds_at(release)]
     if registered.at("hands_to", release) == "lmcache":
         own += [e for e in schema.lmcache_adapter_extra_config if lm_release is None or e.holds_at(lm_release)]
+    handed_to = registered.at("hands_to", release)
     problems: list[Problem] = []
     for key in keys:
         if any(e.key == key for e in own):
+            continue
+        if handed_to not in (None, "lmcache"):  # the adapter of a package the schema does not read may read it
             continue
         prefix = next((e for e in own if e.access == "prefix" and key.startswith((e.key or "")[:-1])), None)
         if prefix is not None:
