@@ -101,7 +101,7 @@ def _span(runs: list[SchemaEntry], read: list[Version]) -> str:
     parts = []
     for e in runs:
         first = str(e.introduced) if e.introduced else f"{read[0]} (the oldest read)"
-        parts.append(f"{first} until {e.removed}" if e.removed else f"{first} on")
+        parts.append(f"from {first} until {e.removed}" if e.removed else f"from {first} on")
     return "; ".join(parts)
 
 
@@ -460,7 +460,7 @@ def _match(
         env = (
             f"; set it as the environment variable {LMCACHE_ENV_PREFIX}{name.upper()}" if kind == "lmcache_key" else ""
         )
-        answer = f"{name} is {_a(what)} in {label} (read from {span}){env}."
+        answer = f"{name} is {_a(what)} in {label} (read {span}){env}."
     elif status == "unknown":
         answer = (
             f"{name} ({what}): unknown in {label}, older than {read[0]}, the oldest release read; it exists {span}."
