@@ -15,12 +15,12 @@ its source. Two uses:
 
 from __future__ import annotations
 
+import ast
 import json
-import re
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal
+from typing import Any, Literal, Union
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from ..knowledge import EngineSchema, Knowledge, SchemaEntry, normalize_name
 from ..versions import Version, as_text, parse_version
@@ -194,30 +194,62 @@ def check_kv_transfer_config(
 
 
 def _value_problems(entry: SchemaEntry, key: str, value: Any, version: Version, flag: str) -> list[Problem]:
-    """A value outside a ``Literal[...]`` field's choices: pydantic refuses it as well."""
+    """A value the field's type refuses, decided by pydantic (the validator vLLM runs on the flag's JSON) for
+    the annotations this module can rebuild (scalars, ``Literal``, ``X | None``, ``dict[str, Any]``)."""
     annotation = entry.at("type", version) or ""
-    choices = re.fullmatch(r"Literal\[(.*)\]( \| None)?", annotation)
-    if choices is None or (value is None and choices.group(2)):
+    python_type = _python_type(annotation)
+    if python_type is None:
         return []
-    allowed = re.findall(r"'([^']*)'", choices.group(1))
-    if not allowed or value in allowed:
+    try:
+        TypeAdapter(python_type).validate_json(json.dumps(value))
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        return [
+            Problem(
+                severity="error",
+                key=key,
+                message=f"{entry.config}.{key} is {annotation} in vLLM {version}; {value!r} is refused: "
+                "vLLM refuses to start.",
+                engine_message=f"vllm serve: error: argument {flag}: 1 validation error for {entry.config}\n{key}\n"
+                f"  {error['msg']} [type={error['type']}, ...]",
+                sources=[entry.source],
+            )
+        ]
+    except (TypeError, ValueError):  # a value JSON cannot carry: not what a deployment file holds
         return []
-    return [
-        Problem(
-            severity="error",
-            key=key,
-            message=f"{entry.config}.{key} accepts {', '.join(allowed)} in vLLM {version}, not {value!r}: "
-            "vLLM refuses to start.",
-            engine_message=f"vllm serve: error: argument {flag}: 1 validation error for {entry.config}\n{key}\n"
-            f"  Input should be {_either(allowed)} [type=literal_error, ...]",
-            sources=[entry.source],
-        )
-    ]
+    return []
 
 
-def _either(allowed: list[str]) -> str:
-    quoted = [f"'{a}'" for a in allowed]
-    return quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
+_SCALARS: dict[str, Any] = {"int": int, "float": float, "bool": bool, "str": str, "None": type(None)}
+
+
+def _python_type(annotation: str) -> Any:
+    """The type an annotation's text names, for the shapes a config field of these classes has; None: not built."""
+    try:
+        node = ast.parse(annotation, mode="eval").body
+    except SyntaxError:
+        return None
+    return _build(node)
+
+
+def _build(node: ast.expr) -> Any:
+    if isinstance(node, ast.Name) and node.id in _SCALARS:
+        return _SCALARS[node.id]
+    if isinstance(node, ast.Constant) and node.value is None:
+        return type(None)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        left, right = _build(node.left), _build(node.right)
+        return None if left is None or right is None else Union[left, right]  # noqa: UP007 - built at run time
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
+        if node.value.id == "Literal":
+            items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+            try:
+                return Literal[tuple(ast.literal_eval(i) for i in items)]
+            except ValueError:
+                return None
+        if node.value.id == "dict" and ast.unparse(node.slice).strip("()") == "str, Any":
+            return dict[str, Any]
+    return None
 
 
 def extra_keys(schema: EngineSchema, connector: str) -> list[SchemaEntry]:
