@@ -116,8 +116,49 @@ class _PEP604(ast.NodeTransformer):
         return node
 
 
-def annotation_text(node: ast.expr) -> str:
-    return ast.unparse(_PEP604().visit(ast.parse(ast.unparse(node), mode="eval")).body)
+def annotation_text(node: ast.expr, aliases: dict[str, ast.expr] | None = None) -> str:
+    """The annotation as one spelling across releases: PEP 604 unions, and a module's ``Literal`` aliases
+    (``KVRole = Literal[KVProducer, KVConsumer]``) spelled out as the one flat ``Literal`` pydantic checks."""
+    tree = _PEP604().visit(ast.parse(ast.unparse(node), mode="eval")).body
+    if aliases:
+        tree = _Literals(aliases).visit(tree)
+    return ast.unparse(tree)
+
+
+class _Literals(ast.NodeTransformer):
+    def __init__(self, aliases: dict[str, ast.expr]) -> None:
+        self.aliases = aliases
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        value = self.aliases.get(node.id)
+        return self.visit(ast.parse(ast.unparse(value), mode="eval").body) if value is not None else node
+
+    def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
+        self.generic_visit(node)
+        if getattr(node.value, "id", None) != "Literal":
+            return node
+        items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        flat: list[ast.expr] = []
+        for item in items:  # Literal[Literal[a, b], Literal[b, c]] is Literal[a, b, c]
+            inner = (
+                item.slice if isinstance(item, ast.Subscript) and getattr(item.value, "id", None) == "Literal" else None
+            )
+            for value in (inner.elts if isinstance(inner, ast.Tuple) else [inner]) if inner is not None else [item]:
+                if ast.dump(value) not in {ast.dump(v) for v in flat}:
+                    flat.append(value)
+        node.slice = ast.Tuple(flat, ast.Load()) if len(flat) > 1 else flat[0]
+        return node
+
+
+def literal_aliases(module: ast.Module) -> dict[str, ast.expr]:
+    """Top-level ``NAME = Literal[...]`` of a module (a Literal of other such names included)."""
+    found: dict[str, ast.expr] = {}
+    for stmt in module.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            value = stmt.value
+            if isinstance(value, ast.Subscript) and getattr(value.value, "id", None) == "Literal":
+                found[stmt.targets[0].id] = value
+    return found
 
 
 def _module_constants(tree: ast.Module) -> dict[str, ast.expr]:
@@ -202,11 +243,11 @@ def config_fields(tree: Tree, problems: list[str]) -> dict[str, dict[str, Any]]:
             "kind": "config", "file": relative, "unknown_fields": extra or "ignore",
             "source": tree.cite(relative, cls.lineno),
         }  # fmt: skip
-        constants = _module_constants(module)
+        constants, aliases = _module_constants(module), literal_aliases(module)
         for stmt in cls.body:
             if not (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)):
                 continue
-            annotation = annotation_text(stmt.annotation)
+            annotation = annotation_text(stmt.annotation, aliases)
             if annotation.startswith(("ClassVar", "typing.ClassVar", "InitVar")):
                 continue
             found[f"{cls_name}.{stmt.target.id}"] = {

@@ -45,11 +45,15 @@ from dataclasses import field
 from typing import Any, Literal
 from vllm.config.utils import config
 
+KVProducer = Literal["kv_producer", "kv_both"]
+KVRole = Literal[KVProducer, "kv_consumer", "kv_both"]
+
 @config
 class KVTransferConfig:
     kv_connector: str | None = None
     kv_connector_extra_config: dict[str, Any] = field(default_factory=dict)
     kv_load_failure_policy: Literal["recompute", "fail"] = "fail"
+    kv_role: KVRole | None = None
 """
 KV_EVENTS = "from vllm.config.utils import config\n\n@config\nclass KVEventsConfig:\n    topic: str = ''\n"
 UTILS_OLD = "def config(cls):\n    return cls\n"
@@ -203,6 +207,7 @@ def test_the_generator_reads_fields_extra_keys_lmcache_keys_and_what_lmcache_doe
     assert fields["kv_connector"].type == "str | None"  # Optional[str] in 0.1.0: one spelling, no change recorded
     assert fields["kv_connector_extra_config"].default == "dict()"
     assert str(fields["kv_load_failure_policy"].introduced) == "0.2.0"
+    assert fields["kv_role"].type == "Literal['kv_producer', 'kv_both', 'kv_consumer'] | None"  # the alias spelled out
     extra = {(e.key, tuple(e.connectors or ())): e for e in schema.extra_config}
     assert extra["backends", ("NixlConnector",)].default == "['UCX']"  # the module constant, resolved
     assert extra["side_port", ("NixlConnector",)].access == "index"
@@ -361,6 +366,8 @@ def test_a_literal_value_outside_its_choices_is_refused(knowledge: Knowledge) ->
     (port,) = engine_schema.check_kv_transfer_config({"kv_port": "abc"}, "0.33.0", knowledge)
     assert "[type=int_parsing" in (port.engine_message or "")
     assert engine_schema.check_kv_transfer_config({"kv_port": "14580", "engine_id": None}, "0.33.0", knowledge) == []
+    (role,) = engine_schema.check_kv_transfer_config({"kv_role": "producer"}, "0.33.0", knowledge)
+    assert "'kv_producer', 'kv_both' or 'kv_consumer'" in (role.engine_message or "")
 
 
 def test_extra_config_keys_another_connector_reads_are_silently_ignored(knowledge: Knowledge) -> None:
