@@ -11,11 +11,13 @@ from vllm_caching_mcp.knowledge import Knowledge, load_knowledge
 from vllm_caching_mcp.knowledge_files import KnowledgeError
 from vllm_caching_mcp.versions import Version, parse_version
 
-from .download import default_src
+from .download import default_src, locate
 from .plan import AdvisoryFact
 from .report import counts, merge_status, render_report, status_yaml, write_report
 from .rewrite import apply_updates
 from .run import Verdict, verify
+from .schema_sample import sample
+from .source import SourceTree
 
 REPO = Path(__file__).resolve().parents[2]
 DESCRIPTION = "Verify the knowledge's checkable claims against the released vLLM and LMCache wheels."
@@ -56,6 +58,14 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--only", action="append", metavar="ID", help="check only facts whose id matches (fnmatch; repeatable)"
     )
+    parser.add_argument(
+        "--schema-sample",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also probe N random entries of engine_schema.yaml at their boundaries (wheels already present only)",
+    )
+    parser.add_argument("--seed", type=int, help="the sample's seed (default: the date), to repeat a run")
     return parser
 
 
@@ -110,6 +120,35 @@ def _update(
     print(f"updated {changed} knowledge files and verification.yaml")
 
 
+def _schema_sample(args: argparse.Namespace, knowledge: Knowledge, directories: list[Path]) -> int:
+    """Probe the sample; print each contradiction and the tally. Returns the number contradicted."""
+
+    def tree(package: str, version: str) -> SourceTree | None:
+        found = locate(package, version, directories)
+        if found is None:  # a release published without a wheel: its source distribution, as the generator reads
+            found = next(
+                (
+                    d / f"{package}-{version}-sdist"
+                    for d in directories
+                    if (d / f"{package}-{version}-sdist" / package).is_dir()
+                ),
+                None,
+            )
+        return SourceTree(package, version, found) if found is not None else None
+
+    seed = args.seed if args.seed is not None else args.date.toordinal()
+    checks = sample(knowledge.engine_schema, tree, args.schema_sample, seed)
+    for check in checks:
+        if args.verbose or check.status == "fail":
+            print(("CONTRADICTED" if check.status == "fail" else "") + check.line())
+    tally = {s: sum(1 for c in checks if c.status == s) for s in ("pass", "fail", "unknown")}
+    print(
+        f"engine schema sample (seed {seed}): {len(checks)} probes, {tally['pass']} hold, "
+        f"{tally['fail']} contradicted, {tally['unknown']} not checkable"
+    )
+    return tally["fail"]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
@@ -129,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         write_report(args.report, render_report(verdicts, newest, args.date, others))
     if args.update:
         _update(args, knowledge, verdicts, newest)
+    schema_failures = _schema_sample(args, knowledge, directories) if args.schema_sample else 0
     if missing and counts(verdicts)["verified"] == 0:
         return 2
-    return 1 if counts(verdicts)["contradicted"] else 0
+    return 1 if counts(verdicts)["contradicted"] or schema_failures else 0

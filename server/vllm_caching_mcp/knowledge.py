@@ -716,6 +716,96 @@ class NameInventory(Sourced):
         return list(self._index)
 
 
+# --- port layouts (knowledge/ports.yaml) ---
+
+
+class PortLayout(Sourced):
+    """A port a connector binds: ``base + dp_rank * dp_stride + tp_rank * tp_stride`` in ``versions``."""
+
+    id: str = Field(pattern=r"^ports\.[a-z0-9-]+$")
+    connector: str
+    what: str
+    versions: SpecifierText
+    base_env: str | None = Field(default=None, pattern=r"^[A-Z][A-Z0-9_]*$")
+    base_extra_config: str | None = None
+    base_default: int = Field(gt=0, lt=65536)
+    dp_stride: Literal["tp", "1", "0"] = Field(description="tp: the engine's tensor_parallel_size")
+    tp_stride: Literal[0, 1]
+    listener: str
+    unless: str | None = None
+
+
+class _PortsFile(Frozen):
+    layouts: tuple[PortLayout, ...]
+
+
+# --- engine schema (knowledge/engine_schema.yaml; built by scripts/build_engine_schema.py) ---
+
+
+class SchemaChange(Frozen):
+    since: VersionText
+    value: str | None = None
+
+
+# An attribute that holds for a whole run of releases, or the list of the releases it changes in.
+Varying = str | None | tuple[SchemaChange, ...]
+
+
+class SchemaEntry(Frozen):
+    """One name of the engine's configuration for a run of consecutive releases read."""
+
+    config: str | None = None  # config_fields: the class
+    name: str | None = None  # config classes and fields, LMCache keys and aliases
+    key: str | None = None  # extra_config
+    connectors: tuple[str, ...] | None = None  # extra_config: who reads it; empty: code every connector runs
+    introduced: VersionText | None = None
+    removed: VersionText | None = None
+    type: Varying = None
+    default: Varying = None
+    unknown_fields: Varying = None  # configs: forbid or ignore
+    access: Varying = None  # extra_config: get, index (required) or in
+    effect: Varying = None  # LMCache aliases and the unknown key: what _resolve_config_aliases does
+    message: Varying = None
+    maps_to: Varying = None
+    hands_to: Varying = None  # connectors: the package its extra config also goes to (lmcache: its adapter)
+    file: str | None = None
+    source: str = Field(pattern=r"^(wheel|sdist):(vllm|lmcache)==[\w.]+:[\w./-]+:\d+$")
+
+    def at(self, attribute: str, version: Version) -> str | None:
+        """The attribute's value in ``version`` (a release inside the run)."""
+        value: Varying = getattr(self, attribute)
+        if not isinstance(value, tuple):
+            return value
+        in_force = [c for c in value if c.since <= version]
+        return in_force[-1].value if in_force else value[0].value
+
+    def holds_at(self, version: Version) -> bool:
+        return (self.introduced is None or self.introduced <= version) and (
+            self.removed is None or version < self.removed
+        )
+
+    @property
+    def package(self) -> Literal["vllm", "lmcache"]:
+        return "lmcache" if ":lmcache==" in self.source else "vllm"
+
+
+class EngineSchema(Sourced):
+    """KVTransferConfig / KVEventsConfig fields, connectors' extra-config keys and LMCache's key table by release."""
+
+    # The script that wrote the file (sha256); tests/test_engine_schema.py insists on the current one.
+    generator_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    releases_read: dict[Literal["vllm", "lmcache"], tuple[VersionText, ...]]
+    sdist_read: dict[Literal["vllm", "lmcache"], tuple[VersionText, ...]]
+    connectors: tuple[SchemaEntry, ...]  # the names KVConnectorFactory registers
+    configs: tuple[SchemaEntry, ...]
+    config_fields: tuple[SchemaEntry, ...]
+    extra_config: tuple[SchemaEntry, ...]
+    lmcache_keys: tuple[SchemaEntry, ...]
+    lmcache_aliases: tuple[SchemaEntry, ...]
+    lmcache_unknown_key: tuple[SchemaEntry, ...]
+    lmcache_adapter_extra_config: tuple[SchemaEntry, ...]  # keys LMCache's vLLM adapter reads
+
+
 class LinearAttentionState(Frozen):
     """Gated DeltaNet (linear attention) state sizes from config.json, as vLLM shapes its state."""
 
@@ -1454,6 +1544,8 @@ FILES: dict[str, type[Frozen]] = {
     "engine.yaml": EngineRules,
     "cli_inventory.yaml": CliInventory,
     "name_inventory.yaml": NameInventory,
+    "engine_schema.yaml": EngineSchema,
+    "ports.yaml": _PortsFile,
     "recipes.yaml": Recipes,
     "advisories.yaml": AdvisorySnapshot,
 }
@@ -1477,6 +1569,8 @@ class Knowledge(Frozen):
     models: tuple[ModelArch, ...]
     cli_inventory: CliInventory
     name_inventory: NameInventory
+    engine_schema: EngineSchema
+    port_layouts: tuple[PortLayout, ...]
     recipes: Recipes
     advisories: AdvisorySnapshot
     engine: EngineRules
@@ -1783,6 +1877,8 @@ def _load_and_check(root: Path) -> Knowledge:
             models=parts["models.yaml"].models,  # type: ignore[attr-defined]
             cli_inventory=cast(CliInventory, parts["cli_inventory.yaml"]),
             name_inventory=cast(NameInventory, parts["name_inventory.yaml"]),
+            engine_schema=cast(EngineSchema, parts["engine_schema.yaml"]),
+            port_layouts=parts["ports.yaml"].layouts,  # type: ignore[attr-defined]
             recipes=cast(Recipes, parts["recipes.yaml"]),
             advisories=cast(AdvisorySnapshot, parts["advisories.yaml"]),
             engine=cast(EngineRules, parts["engine.yaml"]),

@@ -26,6 +26,8 @@ FILE_NAMES: tuple[str, ...] = (
     "engine.yaml",
     "cli_inventory.yaml",
     "name_inventory.yaml",
+    "engine_schema.yaml",
+    "ports.yaml",
     "recipes.yaml",
     "advisories.yaml",
 )

@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 from ..knowledge import Connector, Gated, Knowledge, Metric, Setting, Status, normalize_name, ranged_at
 from ..safe_text import join_lines
 from ..versions import Version, as_text
-from . import name_lookup, release_notes
+from . import engine_schema, name_lookup, release_notes
 from .common import (
     PRODUCT_LABELS,
     AdviceError,
@@ -34,6 +34,7 @@ from .common import (
     resolve_version,
     security_check,
 )
+from .engine_schema import SchemaMatch
 from .name_lookup import InventoryMatch, Suggestion
 from .release_notes import ChangeComponent, ReleaseChange
 
@@ -211,6 +212,11 @@ class CheckVersionResult(Result):
         description="names known only from the generated inventories (every serve option, environment variable, "
         "LMCache key and KV-caching class by release): existence, no defaults",
     )
+    schema_matches: list[SchemaMatch] = Field(
+        default_factory=list,
+        description="names of the engine's configuration schema (KVTransferConfig / KVEventsConfig fields, "
+        "connectors' kv_connector_extra_config keys, LMCache keys and old key names), with what setting one does",
+    )
     not_found: NotFound | None = None
     direction: Literal["upgrade", "downgrade", "same"] | None = None
     change_summary: list[str] = Field(default_factory=list, description="with compare_to: the short summary")
@@ -238,6 +244,14 @@ class CheckVersionResult(Result):
             lines.append(m.answer)
             lines += [f"  {line}" for line in m.details()]
         lines += [m.answer for m in self.inventory_matches]
+        for s in self.schema_matches:
+            lines.append(s.answer)
+            if s.if_set:
+                lines.append(f"  {s.if_set}")
+            if s.default is not None:
+                changed = f" (by release: {'; '.join(s.default_changes)})" if s.default_changes else ""
+                lines.append(f"  default in {s.version}: {s.default}{changed}")
+            lines.append(f"  source: {', '.join(s.sources)}")
         if self.not_found is not None:
             lines.append(self.not_found.answer)
             if self.not_found.suggestions:
@@ -511,9 +525,16 @@ def _answer_name(
 ) -> None:
     assert request.name is not None
     entries, others = _tracked(knowledge, request.name)
+    spelled_absent = _flag_spelled_nowhere(knowledge, request.name, entries, version)
+    if spelled_absent:
+        entries = []
     inventory: list[InventoryMatch] = []
     lm_version = None
+    dashed = request.name.strip().startswith("-")
+    newest_lm = knowledge.newest("lmcache")
+    in_schema = [] if dashed else engine_schema.lookup(knowledge, request.name, version, newest_lm)
     wants_lmcache = any(e.component == "lmcache" for e in entries) or bool(request.lmcache_version)
+    wants_lmcache |= any(m.package == "lmcache" for m in in_schema)
     if not entries:
         wants_lmcache |= any(e.package == "lmcache" for e in knowledge.name_inventory.find(request.name))
     if wants_lmcache:
@@ -521,12 +542,18 @@ def _answer_name(
             knowledge, request.lmcache_version, package="lmcache", field="lmcache_version"
         )
         result.lmcache_security = security_check(knowledge, "lmcache", lm_version).for_detail(request.detail)
+    if in_schema:
+        result.schema_matches = engine_schema.lookup(knowledge, request.name, version, lm_version or newest_lm)
     if not entries:
-        versions = {"vllm": (version, True), "lmcache": (lm_version or knowledge.newest("lmcache"), True)}
+        versions = {"vllm": (version, True), "lmcache": (lm_version or newest_lm, True)}
         inventory = name_lookup.inventory_matches(knowledge, request.name, versions)
-        if request.name.strip().startswith("-"):
+        if dashed:
             inventory = [m for m in inventory if m.kind == "cli_flag"]
-        if not inventory:
+        if in_schema:  # the schema says more about an LMCache key than the name inventory's existence
+            inventory = [m for m in inventory if m.kind != "lmcache_config"]
+        if spelled_absent:  # its inventory lines say the same; the answer says it once
+            inventory, result.not_found = [], spelled_absent
+        elif not inventory and not in_schema:
             result.not_found = _not_found(knowledge, request.name, others)
     result.matches = [
         describe(e, lm_version if e.component == "lmcache" and lm_version else version, knowledge) for e in entries
@@ -534,6 +561,32 @@ def _answer_name(
     if request.detail == "summary":
         result.matches = [m.in_brief() for m in result.matches]
     result.inventory_matches = inventory
+
+
+def _flag_spelled_nowhere(knowledge: Knowledge, name: str, entries: list[Gated], version: Version) -> NotFound | None:
+    """An option spelled as no release's parser builds it, found only through a tracked entry's other spelling.
+
+    ``--enable-hybrid-kv-cache-manager`` folds onto the tracked ``--disable-hybrid-kv-cache-manager``; before
+    0.33.0 no parser builds it, so vLLM refuses it: the answer is that it does not exist there, and the
+    tracked option goes into the suggestions, not the answer."""
+    text = name.strip()
+    if not text.startswith("-") or not entries:
+        return None
+    spelled = "--" + normalize_name(text.lstrip("-"))
+    if any(spelled == "--" + normalize_name(e.name.lstrip("-")) for e in entries):
+        return None
+    accepted = knowledge.cli_inventory.accepted(version)
+    if spelled in accepted:
+        return None
+    shown = [e.name for e in entries if e.name in accepted] or [e.name for e in entries]
+    later = [f.introduced for f in knowledge.cli_inventory.entries(spelled) if f.introduced and f.introduced > version]
+    since = f" (its parser builds it from {min(later)})" if later else ""
+    return NotFound(
+        name=name,
+        answer=f"{text} is not an option of `vllm serve` in vLLM {version}{since}; vLLM refuses it "
+        f"(unrecognized arguments). {', '.join(shown)} is.",
+        suggestions=[Suggestion(name=n, kind="cli_flag", why="the option this spelling is taken for") for n in shown],
+    )
 
 
 def _compare(request: CheckVersionRequest, knowledge: Knowledge, version: Version, result: CheckVersionResult) -> None:

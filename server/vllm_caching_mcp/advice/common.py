@@ -154,11 +154,16 @@ def connector_names(given: Sequence[str], known: Mapping[str, str], field: str =
 
 
 def patches_of(releases: Sequence[Version], text: str) -> list[Version]:
-    """The releases a MAJOR.MINOR text such as 'v0.22' can stand for; [] for a full release."""
-    if not re.fullmatch(r"\s*[vV]?\d+\.\d+\s*", text):
+    """The releases a MAJOR.MINOR text such as 'v0.22' (or '0.5.x') can stand for; [] for a full release."""
+    if not (found := re.fullmatch(r"\s*([vV]?\d+\.\d+)(\.[xX*])?\s*", text)):
         return []
-    line = parse_version(text).release[:2]
+    line = parse_version(found.group(1)).release[:2]
     return [v for v in releases if v.release[:2] == line]
+
+
+def _line(text: str) -> str:
+    """'0.22' of 'v0.22' or '0.22.x'."""
+    return re.sub(r"\.[xX*]$", "", text.strip().lstrip("vV"))
 
 
 def resolve_version(
@@ -177,17 +182,17 @@ def resolve_version(
             "Give your version for an exact answer."
         )
     else:
+        patches = patches_of(releases, text)
         try:
-            version = parse_version(text, field=field)
+            version = patches[-1] if patches else parse_version(text, field=field)
         except ValueError as exc:
             raise AdviceError(field, str(exc).split(": ", 1)[1]) from None
         assumed = False
-        patches = patches_of(releases, text)
         if patches:
             version = patches[-1]
             others = ", ".join(str(v) for v in patches[:-1])
             warnings.append(
-                f"{field} {text.strip()!r} is read as {version}, the newest {text.strip().lstrip('vV')}.x release"
+                f"{field} {text.strip()!r} is read as {version}, the newest {_line(text)}.x release"
                 + (f" ({others} also exist{'s' if len(patches) == 2 else ''})" if others else "")
                 + "; give the patch release for an exact answer."
             )

@@ -1,0 +1,548 @@
+"""What the engine does with a configuration key, read from knowledge/engine_schema.yaml.
+
+The schema file is generated from the wheels (scripts/build_engine_schema.py): every field of
+``KVTransferConfig`` and ``KVEventsConfig``, every ``kv_connector_extra_config`` key a connector reads,
+LMCache's key table, its aliases and what it does with a key it does not have, each by release with
+its source. Two uses:
+
+- ``lookup``: one name, answered by kind (config field, extra-config key, LMCache key or alias) for
+  ``check_version``;
+- ``check_kv_transfer_config``, ``check_extra_config``, ``check_lmcache_keys``: the keys a deployment
+  sets, checked against its release. A key the engine refuses is an error with the engine's own
+  message; a key it drops or never reads is a warning naming what does that job in that release.
+  Pure functions of (keys, release, knowledge); the deployment review calls them.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal, Union
+
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
+
+from ..knowledge import EngineSchema, Knowledge, SchemaEntry, normalize_name
+from ..versions import Version, as_text, parse_version
+from .common import PRODUCT_LABELS
+
+Severity = Literal["error", "warning"]
+SchemaKind = Literal["config_field", "extra_config_key", "lmcache_key", "lmcache_alias"]
+_KIND_WORDS = {
+    "config_field": "field of {owner}",
+    "extra_config_key": "kv_connector_extra_config key of {owner}",
+    "lmcache_key": "LMCache config key",
+    "lmcache_alias": "old LMCache key name",
+}
+LMCACHE_ENV_PREFIX = "LMCACHE_"
+ADAPTER = "LMCache's vLLM adapter (for LMCacheConnectorV1 and LMCacheMPConnector)"
+
+
+class Problem(BaseModel):
+    """One key a deployment sets that the engine refuses (error) or drops or never reads (warning)."""
+
+    severity: Severity
+    key: str = Field(description="the key as set: 'kv_buffer_size', 'extra_config.eviction_policy', 'nixl_role'")
+    message: str = Field(description="what happens, in one sentence")
+    engine_message: str | None = Field(default=None, description="what the engine prints, where it prints something")
+    instead: str | None = Field(default=None, description="the key that does this job in the release")
+    sources: list[str] = Field(default_factory=list)
+
+
+class SchemaMatch(BaseModel):
+    """A name of the engine's configuration schema, its state in the release asked about."""
+
+    name: str
+    kind: SchemaKind
+    owner: str = Field(description="the config class, the connectors that read the key, or LMCache")
+    package: Literal["vllm", "lmcache"]
+    version: str = Field(description="the release of `package` this status is for")
+    status: Literal["available", "removed", "not_yet", "unknown"]
+    answer: str = Field(description="the status in one sentence, with what setting it there does")
+    introduced: str | None = Field(description="first release read that has it; null: already in the oldest read")
+    removed: str | None
+    type: str | None = None
+    default: str | None = Field(default=None, description="the default in this release, as the code writes it")
+    default_changes: list[str] = Field(
+        default_factory=list, description="where the default changed: \"0.13.0: 'recompute'\", \"0.17.0: 'fail'\""
+    )
+    env_name: str | None = Field(default=None, description="LMCache: the LMCACHE_* variable that sets the key")
+    if_set: str | None = Field(default=None, description="what the engine does when it is set in this release")
+    instead: str | None = None
+    sources: list[str]
+
+
+# --- the schema's view of one release ----------------------------------------------------------
+
+
+def _read(schema: EngineSchema, package: Literal["vllm", "lmcache"]) -> list[Version]:
+    return list(schema.releases_read.get(package, ()))
+
+
+def _status(
+    entry: SchemaEntry, version: Version, read: list[Version]
+) -> Literal["available", "removed", "not_yet", "unknown"]:
+    if not read or version < read[0]:
+        return "unknown"
+    if entry.introduced is not None and version < entry.introduced:
+        return "not_yet"
+    if entry.removed is not None and version >= entry.removed:
+        return "removed"
+    return "available"
+
+
+def _runs(entries: Iterable[SchemaEntry], version: Version) -> tuple[SchemaEntry | None, list[SchemaEntry]]:
+    """The entry in force at ``version`` (None: none), and every run of the name."""
+    runs = list(entries)
+    return next((e for e in runs if e.holds_at(version)), None), runs
+
+
+def _span(runs: list[SchemaEntry], read: list[Version]) -> str:
+    parts = []
+    for e in runs:
+        first = str(e.introduced) if e.introduced else f"{read[0]} (the oldest read)"
+        parts.append(f"from {first} until {e.removed}" if e.removed else f"from {first} on")
+    return "; ".join(parts)
+
+
+def _lifetime_hint(runs: list[SchemaEntry], version: Version) -> str | None:
+    """'removed in 0.32.0' / 'first in 0.13.0' for a name that exists in other releases."""
+    earlier = [e for e in runs if e.removed is not None and e.removed <= version]
+    later = [e for e in runs if e.introduced is not None and e.introduced > version]
+    if earlier:
+        return f"removed in {max(e.removed for e in earlier if e.removed)}"
+    if later:
+        return f"first in {min(e.introduced for e in later if e.introduced)}"
+    return None
+
+
+def _fields(schema: EngineSchema, config: str, name: str) -> list[SchemaEntry]:
+    return [e for e in schema.config_fields if e.config == config and e.name == name]
+
+
+def _config(schema: EngineSchema, config: str, version: Version) -> SchemaEntry | None:
+    return next((e for e in schema.configs if e.name == config and e.holds_at(version)), None)
+
+
+def refusal_message(config: str, key: str, value: Any, flag: str) -> str:
+    """What ``vllm serve`` prints for an unknown field of a config class that forbids them.
+
+    vLLM parses the flag's JSON with ``TypeAdapter(cls).validate_json`` and raises the pydantic
+    ValidationError as an argparse error (``parse_dataclass`` in vllm/engine/arg_utils.py); pydantic
+    words an unknown field of an ``extra="forbid"`` dataclass as below (its input part shortened)."""
+    shown = json.dumps(value) if not isinstance(value, str) else repr(value)
+    return (
+        f"vllm serve: error: argument {flag}: 1 validation error for {config}\n{key}\n"
+        f"  Unexpected keyword argument [type=unexpected_keyword_argument, input_value={shown}, ...]"
+    )
+
+
+# --- checks a review calls ----------------------------------------------------------------------
+
+
+def check_kv_transfer_config(
+    config: Mapping[str, Any],
+    version: Version | str,
+    knowledge: Knowledge,
+    *,
+    config_class: str = "KVTransferConfig",
+    lmcache_version: Version | str | None = None,
+) -> list[Problem]:
+    """Every field of a ``--kv-transfer-config`` (or ``--kv-events-config`` with ``config_class="KVEventsConfig"``)
+    JSON that the release refuses (an unknown field where the class forbids them) or ignores; extra-config keys
+    of the named connector are checked too."""
+    schema, release = knowledge.engine_schema, _version(version)
+    flag = "--kv-transfer-config" if config_class == "KVTransferConfig" else "--kv-events-config"
+    cls = _config(schema, config_class, release)
+    if cls is None:
+        raise ValueError(f"{config_class} is not in vLLM {release}'s schema")
+    forbid = cls.at("unknown_fields", release) == "forbid"
+    problems: list[Problem] = []
+    for key, value in config.items():
+        entry, runs = _runs(_fields(schema, config_class, key), release)
+        if entry is not None:
+            problems += _value_problems(entry, key, value, release, flag)
+            continue
+        hint = _lifetime_hint(runs, release)
+        was = f" ({key} was {hint})" if hint else ""
+        sources = [runs[-1].source] if runs else [cls.source]
+        if forbid:
+            problems.append(
+                Problem(
+                    severity="error",
+                    key=key,
+                    message=f"{config_class} of vLLM {release} has no field {key}{was} and forbids unknown fields: "
+                    "vLLM refuses to start.",
+                    engine_message=refusal_message(config_class, key, value, flag),
+                    sources=[*sources, cls.source],
+                )
+            )
+        else:
+            problems.append(
+                Problem(
+                    severity="warning",
+                    key=key,
+                    message=f"{config_class} of vLLM {release} has no field {key}{was}; pydantic drops unknown "
+                    "fields of this class silently, so the setting does nothing.",
+                    sources=[*sources, cls.source],
+                )
+            )
+    connector, extra = config.get("kv_connector"), config.get("kv_connector_extra_config")
+    if config_class == "KVTransferConfig" and isinstance(connector, str) and isinstance(extra, Mapping):
+        problems += check_extra_config(connector, list(extra), release, knowledge, lmcache_version)
+    return problems
+
+
+def _value_problems(entry: SchemaEntry, key: str, value: Any, version: Version, flag: str) -> list[Problem]:
+    """A value the field's type refuses, decided by pydantic (the validator vLLM runs on the flag's JSON) for
+    the annotations this module can rebuild (scalars, ``Literal``, ``X | None``, ``dict[str, Any]``)."""
+    annotation = entry.at("type", version) or ""
+    python_type = _python_type(annotation)
+    if python_type is None:
+        return []
+    try:
+        TypeAdapter(python_type).validate_json(json.dumps(value))
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        return [
+            Problem(
+                severity="error",
+                key=key,
+                message=f"{entry.config}.{key} is {annotation} in vLLM {version}; {value!r} is refused: "
+                "vLLM refuses to start.",
+                engine_message=f"vllm serve: error: argument {flag}: 1 validation error for {entry.config}\n{key}\n"
+                f"  {error['msg']} [type={error['type']}, ...]",
+                sources=[entry.source],
+            )
+        ]
+    except (TypeError, ValueError):  # a value JSON cannot carry: not what a deployment file holds
+        return []
+    return []
+
+
+_SCALARS: dict[str, Any] = {"int": int, "float": float, "bool": bool, "str": str, "None": type(None)}
+
+
+def _python_type(annotation: str) -> Any:
+    """The type an annotation's text names, for the shapes a config field of these classes has; None: not built."""
+    try:
+        node = ast.parse(annotation, mode="eval").body
+    except SyntaxError:
+        return None
+    return _build(node)
+
+
+def _build(node: ast.expr) -> Any:
+    if isinstance(node, ast.Name) and node.id in _SCALARS:
+        return _SCALARS[node.id]
+    if isinstance(node, ast.Constant) and node.value is None:
+        return type(None)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        left, right = _build(node.left), _build(node.right)
+        return None if left is None or right is None else Union[left, right]  # noqa: UP007 - built at run time
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
+        if node.value.id == "Literal":
+            items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+            try:
+                return Literal[tuple(ast.literal_eval(i) for i in items)]
+            except ValueError:
+                return None
+        if node.value.id == "dict" and ast.unparse(node.slice).strip("()") == "str, Any":
+            return dict[str, Any]
+    return None
+
+
+def extra_keys(schema: EngineSchema, connector: str) -> list[SchemaEntry]:
+    """Every run of every extra-config key that ``connector`` (or code every connector runs) reads."""
+    return [
+        e for e in schema.extra_config if e.connectors is not None and (not e.connectors or connector in e.connectors)
+    ]
+
+
+def check_extra_config(
+    connector: str,
+    keys: Iterable[str],
+    version: Version | str,
+    knowledge: Knowledge,
+    lmcache_version: Version | str | None = None,
+) -> list[Problem]:
+    """Extra-config keys no code of ``connector`` reads in the release: silently ignored (warnings).
+
+    A connector that hands its extra config to LMCache (LMCacheConnectorV1, LMCacheMPConnector) also has the
+    keys LMCache's own vLLM adapter reads, in ``lmcache_version`` (any release read when it is not given), and
+    ``lmcache.<key>`` for every LMCache config key where the adapter passes that namespace on. A connector that
+    hands it to another package's adapter (FlexKVConnectorV1: flexkv) gets no warning for a key vLLM does not
+    read: that package is not read here."""
+    schema, release = knowledge.engine_schema, _version(version)
+    registered, _ = _runs((e for e in schema.connectors if e.name == connector), release)
+    if registered is None:
+        return [
+            Problem(
+                severity="warning",
+                key="kv_connector",
+                message=f"{connector} is not a connector vLLM {release} registers; its extra-config keys are not "
+                "checked (a connector loaded through kv_connector_module_path is not in the schema).",
+                sources=[schema.sources[1]],
+            )
+        ]
+    lm_release = _version(lmcache_version) if lmcache_version is not None else None
+    own = [e for e in extra_keys(schema, connector) if e.holds_at(release)]
+    if registered.at("hands_to", release) == "lmcache":
+        own += [e for e in schema.lmcache_adapter_extra_config if lm_release is None or e.holds_at(lm_release)]
+    handed_to = registered.at("hands_to", release)
+    problems: list[Problem] = []
+    for key in keys:
+        if any(e.key == key for e in own):
+            continue
+        if handed_to not in (None, "lmcache"):  # the adapter of a package the schema does not read may read it
+            continue
+        prefix = next((e for e in own if e.access == "prefix" and key.startswith((e.key or "")[:-1])), None)
+        if prefix is not None:
+            problems += _namespaced(key, (prefix.key or "")[:-1], prefix, lm_release, knowledge)
+            continue
+        problems.append(_unread(schema, connector, key, release, registered, lm_release))
+    return problems
+
+
+def _namespaced(
+    key: str, prefix: str, entry: SchemaEntry, lm_release: Version | None, knowledge: Knowledge
+) -> list[Problem]:
+    """``lmcache.<key>``: LMCache sets its config key of the rest, and skips one it does not have."""
+    rest = key[len(prefix) :]
+    if prefix != "lmcache." or lm_release is None:
+        return []
+    schema = knowledge.engine_schema
+    if any(e.name == rest and e.holds_at(lm_release) for e in schema.lmcache_keys):
+        return []
+    return [
+        Problem(
+            severity="warning",
+            key=f"kv_connector_extra_config.{key}",
+            message=f"LMCache {lm_release} has no config key {rest}: its vLLM adapter passes {prefix}* keys on to "
+            "its config and skips this one, with a warning.",
+            sources=[entry.source],
+        )
+    ]
+
+
+def _unread(
+    schema: EngineSchema, connector: str, key: str, release: Version, registered: SchemaEntry, lm: Version | None
+) -> Problem:
+    _, runs = _runs((e for e in extra_keys(schema, connector) if e.key == key), release)
+    hint = _lifetime_hint(runs, release)
+    readers = sorted(
+        {c for e in schema.extra_config if e.key == key and e.holds_at(release) for c in e.connectors or ()}
+    )
+    elsewhere = f"; in {release} it is read by {', '.join(readers)}" if readers else ""
+    was = f" ({connector} read it: {hint})" if hint else ""
+    also = ""
+    if registered.at("hands_to", release) == "lmcache":
+        also = f" nor LMCache {lm}'s vLLM adapter" if lm else " nor LMCache's vLLM adapter in any release read"
+    return Problem(
+        severity="warning",
+        key=f"kv_connector_extra_config.{key}",
+        message=f"No code of {connector} in vLLM {release}{also} reads kv_connector_extra_config[{key!r}]{was}"
+        f"{elsewhere}: it is silently ignored.",
+        sources=[e.source for e in runs[-1:]] or [registered.source],
+    )
+
+
+def lmcache_key_name(name: str) -> str:
+    """``LMCACHE_PD_ROLE`` and ``pd_role`` name one key (LMCache's get_env_name adds the prefix)."""
+    text = name.strip()
+    if text.upper().startswith(LMCACHE_ENV_PREFIX) and text == text.upper():
+        text = text[len(LMCACHE_ENV_PREFIX) :].lower()
+    return text
+
+
+def check_lmcache_keys(keys: Iterable[str], lmcache_version: Version | str, knowledge: Knowledge) -> list[Problem]:
+    """LMCache YAML keys (or ``LMCACHE_*`` variables) the release drops, ignores or only maps with a warning."""
+    schema, release = knowledge.engine_schema, _version(lmcache_version)
+    unknown, _ = _runs(schema.lmcache_unknown_key, release)
+    problems: list[Problem] = []
+    for raw in keys:
+        key = lmcache_key_name(raw)
+        known, runs = _runs((e for e in schema.lmcache_keys if e.name == key), release)
+        if known is not None:
+            continue
+        alias, _ = _runs((e for e in schema.lmcache_aliases if e.name == key), release)
+        if alias is not None:
+            problems.append(_alias_problem(raw, alias, release))
+            continue
+        hint = _lifetime_hint(runs, release)
+        was = f" ({key} was a key: {hint})" if hint else ""
+        effect = unknown.at("effect", release) if unknown else "unknown"
+        message = unknown.at("message", release) if unknown else None
+        problems.append(
+            Problem(
+                severity="warning",
+                key=raw,
+                message=f"LMCache {release} has no config key {key}{was}; "
+                + (
+                    "it drops the key with a warning and runs without it."
+                    if effect == "dropped"
+                    else "it never reads it: the setting does nothing."
+                ),
+                engine_message=message.replace("{key}", key).replace("<source>", "…") if message else None,
+                sources=[*(e.source for e in runs[-1:]), *([unknown.source] if unknown else [])],
+            )
+        )
+    return problems
+
+
+def _alias_problem(raw: str, alias: SchemaEntry, release: Version) -> Problem:
+    effect = alias.at("effect", release) or "unknown"
+    target = alias.at("maps_to", release)
+    message = alias.at("message", release)
+    if effect.startswith("mapped"):
+        text = f"{alias.name} is an old LMCache key name; LMCache {release} maps it to {target}, with a warning."
+    elif effect == "dropped":
+        text = (
+            f"LMCache {release} lists {alias.name} as an alias of {target} but drops it as an unknown key: "
+            "the setting never takes effect."
+        )
+    else:
+        text = f"LMCache {release} keeps {alias.name} under its own name, which no key reads: the setting does nothing."
+    return Problem(
+        severity="warning",
+        key=raw,
+        message=text,
+        engine_message=message.replace("<source>", "…") if message else None,
+        instead=target if not effect.startswith("mapped") else None,
+        sources=[alias.source],
+    )
+
+
+def _version(version: Version | str) -> Version:
+    return version if isinstance(version, Version) else parse_version(version)
+
+
+# --- check_version's lookup -------------------------------------------------------------------
+
+
+def lookup(knowledge: Knowledge, name: str, vllm_version: Version, lmcache_version: Version) -> list[SchemaMatch]:
+    """Every schema name spelled ``name`` (case, dashes, underscores and dots folded)."""
+    schema = knowledge.engine_schema
+    key = normalize_name(name)
+    lm_key = normalize_name(lmcache_key_name(name))
+    found: list[SchemaMatch] = []
+    groups: dict[tuple[str, str, str], list[SchemaEntry]] = {}
+    for entry in schema.config_fields:
+        if normalize_name(entry.name or "") == key:
+            groups.setdefault(("config_field", entry.name or "", entry.config or ""), []).append(entry)
+    for entry in schema.extra_config:
+        if normalize_name(entry.key or "") == key:
+            owner = ", ".join(entry.connectors or ()) or "every connector"
+            groups.setdefault(("extra_config_key", entry.key or "", owner), []).append(entry)
+    for entry in schema.lmcache_adapter_extra_config:
+        if normalize_name(entry.key or "") == key:
+            groups.setdefault(("extra_config_key", entry.key or "", ADAPTER), []).append(entry)
+    for kind, table in (("lmcache_key", schema.lmcache_keys), ("lmcache_alias", schema.lmcache_aliases)):
+        for entry in table:
+            if normalize_name(entry.name or "") == lm_key:
+                groups.setdefault((kind, entry.name or "", "LMCache"), []).append(entry)
+    for (kind, entry_name, owner), runs in groups.items():
+        version = lmcache_version if runs[0].package == "lmcache" else vllm_version
+        found.append(_match(schema, kind, entry_name, owner, runs, version))  # type: ignore[arg-type]
+    return _fold(found)
+
+
+def _fold(found: list[SchemaMatch]) -> list[SchemaMatch]:
+    """An LMCache name that is a key in some releases and an old name in others: the kind in force answers,
+    and the other only adds its span (nixl_role: an alias from 0.3.7, a key before)."""
+    live = [m for m in found if m.status == "available" and m.package == "lmcache"]
+    if not live:
+        return found
+    kept = []
+    for m in found:
+        if m.package == "lmcache" and m.status != "available":
+            other = next((x for x in live if x.name == m.name), None)
+            if other is not None:
+                other.answer += f" It was {_a(_KIND_WORDS[m.kind])} {_span_of(m)}."
+                continue
+        kept.append(m)
+    return kept
+
+
+def _span_of(match: SchemaMatch) -> str:
+    first = f"from {match.introduced}" if match.introduced else "from the oldest release read"
+    return f"{first} until {match.removed}" if match.removed else f"{first} on"
+
+
+def _a(what: str) -> str:
+    return ("an " if what[:1].lower() in "aeiou" or what.startswith("LMCache") else "a ") + what
+
+
+def _match(
+    schema: EngineSchema, kind: SchemaKind, name: str, owner: str, runs: list[SchemaEntry], version: Version
+) -> SchemaMatch:
+    package: Literal["vllm", "lmcache"] = runs[0].package
+    read = _read(schema, package)
+    asked = min(version, read[-1]) if read else version  # newer than the newest read: answered as of it
+    entry = next((e for e in runs if e.holds_at(asked)), None)
+    ended = [e for e in runs if e.removed is not None and e.removed <= asked]
+    shown = entry or (ended[-1] if ended else runs[0])  # the run in force, else the last one before or the next
+    status = _status(shown, asked, read)
+    if_set = _if_set(schema, kind, shown, name, asked, status)
+    changes = shown.default if isinstance(shown.default, tuple) else ()
+    what = _KIND_WORDS[kind].format(owner=owner)
+    label = f"{PRODUCT_LABELS[package]} {version}"
+    span = _span(runs, read)
+    if status == "available":
+        env = (
+            f"; set it as the environment variable {LMCACHE_ENV_PREFIX}{name.upper()}" if kind == "lmcache_key" else ""
+        )
+        answer = f"{name} is {_a(what)} in {label} (read {span}){env}."
+    elif status == "unknown":
+        answer = (
+            f"{name} ({what}): unknown in {label}, older than {read[0]}, the oldest release read; it exists {span}."
+        )
+    else:
+        answer = f"{name} is not {_a(what)} in {label}; it exists {span}."
+    return SchemaMatch(
+        name=name,
+        kind=kind,
+        owner=owner,
+        package=package,
+        version=str(version),
+        status=status,
+        answer=answer,
+        introduced=as_text(shown.introduced),
+        removed=as_text(shown.removed),
+        type=shown.at("type", asked),
+        default=shown.at("default", asked) if entry is not None else None,
+        default_changes=[f"{c.since}: {c.value}" for c in changes],
+        env_name=LMCACHE_ENV_PREFIX + name.upper() if package == "lmcache" else None,
+        if_set=if_set,
+        instead=shown.at("maps_to", asked) if kind == "lmcache_alias" else None,
+        sources=[shown.source],
+    )
+
+
+def _if_set(
+    schema: EngineSchema, kind: SchemaKind, entry: SchemaEntry, name: str, version: Version, status: str
+) -> str | None:
+    """What setting the name does in ``version`` when it is not (or not plainly) there."""
+    if kind == "lmcache_alias" and status == "available":
+        return _alias_problem(name, entry, version).message
+    if status not in ("removed", "not_yet"):
+        return None
+    if kind == "config_field":
+        return _unknown_field_sentence(schema, entry.config or "", name, version)
+    if kind == "extra_config_key":
+        return f"Set in {version}, no code reads it: it is silently ignored."
+    unknown = next((e for e in schema.lmcache_unknown_key if e.holds_at(version)), None)
+    effect = unknown.at("effect", version) if unknown else None
+    if effect == "dropped":
+        return f'Set in LMCache {version}, it is dropped with "Unknown configuration key: {name}".'
+    return f"Set in LMCache {version}, it is never read."
+
+
+def _unknown_field_sentence(schema: EngineSchema, config: str, name: str, version: Version) -> str:
+    cls = _config(schema, config, version)
+    if cls is not None and cls.at("unknown_fields", version) == "forbid":
+        return (
+            f"Set in {version}, vLLM refuses to start: {config} forbids unknown fields "
+            f"(pydantic: '{name}: Unexpected keyword argument')."
+        )
+    return f"Set in {version}, pydantic drops it silently: {config} ignores unknown fields there."

@@ -1,0 +1,495 @@
+"""The engine schema: the generator on tiny fake releases, the shipped file against its generator, the checks a
+review calls (refused vs silently dropped), and check_version's answers for the names it holds."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import json
+import re
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import yaml
+from pydantic import ConfigDict, TypeAdapter, ValidationError
+from pydantic.dataclasses import dataclass
+
+from conftest import REPO, Ran, run_in_process, script_main
+from vllm_caching_mcp.advice import engine_schema
+from vllm_caching_mcp.knowledge import EngineSchema, Knowledge, load_knowledge
+from vllm_caching_mcp.tools import run_tool
+from vllm_caching_mcp.versions import Version
+
+SCRIPT = REPO / "scripts" / "build_engine_schema.py"
+EXPECTED = REPO / "tests" / "data" / "engine_schema" / "expected.yaml"
+
+# --- a fake vLLM 0.1.0 (plain pydantic dataclass: unknown fields ignored) and 0.2.0 (forbid) ---
+KV_TRANSFER_OLD = """\
+from dataclasses import field
+from typing import Any, Optional
+from pydantic.dataclasses import dataclass
+from vllm.config.utils import config
+
+@config
+@dataclass
+class KVTransferConfig:
+    kv_connector: Optional[str] = None
+    kv_buffer_size: float = 1e9
+    kv_connector_extra_config: dict[str, Any] = field(default_factory=dict)
+"""
+KV_TRANSFER_NEW = """\
+from dataclasses import field
+from typing import Any, Literal
+from vllm.config.utils import config
+
+KVProducer = Literal["kv_producer", "kv_both"]
+KVRole = Literal[KVProducer, "kv_consumer", "kv_both"]
+
+@config
+class KVTransferConfig:
+    kv_connector: str | None = None
+    kv_connector_extra_config: dict[str, Any] = field(default_factory=dict)
+    kv_load_failure_policy: Literal["recompute", "fail"] = "fail"
+    kv_role: KVRole | None = None
+"""
+KV_EVENTS = "from vllm.config.utils import config\n\n@config\nclass KVEventsConfig:\n    topic: str = ''\n"
+UTILS_OLD = "def config(cls):\n    return cls\n"
+UTILS_NEW = """\
+from typing import overload
+from pydantic import ConfigDict
+
+@overload
+def config(cls): ...
+
+def config(cls=None, *, config=None):
+    merged_config = ConfigDict(extra="forbid")
+    return cls
+"""
+FACTORY = """\
+KVConnectorFactory.register_connector(
+    "OffloadingConnector", "vllm.distributed.kv_transfer.kv_connector.v1.offloading_connector", "OffloadingConnector"
+)
+KVConnectorFactory.register_connector(
+    "NixlConnector", "vllm.distributed.kv_transfer.kv_connector.v1.nixl", "NixlConnector"
+)
+KVConnectorFactory.register_connector(
+    "LMCacheConnectorV1", "vllm.distributed.kv_transfer.kv_connector.v1.lmcache_connector", "LMCacheConnectorV1"
+)
+"""
+LMCACHE_CONNECTOR = "from lmcache.integration.vllm.adapter import Impl\n"
+ADAPTER = """\
+def apply(config, vllm_config):
+    skip = vllm_config.kv_transfer_config.get_from_extra_config("skip_last_n_tokens", 0)
+    for key, value in vllm_config.kv_transfer_config.kv_connector_extra_config.items():
+        if key.startswith("lmcache."):
+            setattr(config, key[8:], value)
+"""
+NIXL = """\
+DEFAULT_BACKENDS = ["UCX"]
+def f(vllm_config):
+    backends = vllm_config.kv_transfer_config.get_from_extra_config("backends", DEFAULT_BACKENDS)
+    port = vllm_config.kv_transfer_config.kv_connector_extra_config["side_port"]
+    model_loader_extra_config.get("not_a_connector_key", 1)
+"""
+CPU_SPEC = """\
+class CPUOffloadingSpec:
+    def __init__(self, extra_config):
+        self.eviction_policy = self.extra_config.get("eviction_policy", "lru")
+        if "cpu_bytes_to_use" in self.extra_config:
+            pass
+"""
+# --- LMCache 0.1.0: the dataclass and from_file; 0.2.0: the key table and its alias resolution ---
+LMCACHE_OLD = """\
+from dataclasses import dataclass
+from typing import Optional
+
+@dataclass
+class LMCacheEngineConfig:
+    chunk_size: int
+    nixl_role: Optional[str]
+
+    @staticmethod
+    def from_file(file_path):
+        config = {}
+        chunk_size = config.get("chunk_size", 256)
+        nixl_role = config.get("nixl_role", None)
+        if nixl_role is None:
+            nixl_role = config.get("nixl_old_role", None)
+"""
+LMCACHE_NEW = """\
+from typing import Optional
+
+_CONFIG_ALIASES = {"nixl_role": "pd_role", "old_chunk": "chunk_size"}
+_DEPRECATED_CONFIGS = {"old_chunk": "old_chunk is deprecated, use chunk_size instead"}
+_CONFIG_DEFINITIONS = {
+    "chunk_size": {"type": int, "default": 256, "env_converter": int},
+    "pd_role": {"type": Optional[str], "default": None, "env_converter": str},
+}
+
+def _resolve_config_aliases(config_dict: dict, source: str) -> dict:
+    resolved = {}
+    for key, value in config_dict.items():
+        if key in _DEPRECATED_CONFIGS:
+            logger.warning(f"{_DEPRECATED_CONFIGS[key]} (source: {source})")
+            if key in _CONFIG_ALIASES:
+                resolved[_CONFIG_ALIASES[key]] = value
+            else:
+                resolved[key] = value
+        elif key in _CONFIG_DEFINITIONS:
+            resolved[key] = value
+        else:
+            logger.warning("Unknown configuration key: %s (source: %s)", key, source)
+    return resolved
+"""
+V1 = "vllm/distributed/kv_transfer/kv_connector/v1"
+
+
+def _write(root: Path, files: dict[str, str]) -> None:
+    for path, text in files.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text, encoding="utf-8")
+
+
+def _fixture(tmp: Path) -> tuple[Path, Path]:
+    src = tmp / "src"
+    common = {"vllm/config/kv_events.py": KV_EVENTS, "vllm/distributed/kv_transfer/kv_connector/factory.py": FACTORY}
+    _write(
+        src / "vllm-0.1.0",
+        {**common, "vllm/config/kv_transfer.py": KV_TRANSFER_OLD, "vllm/config/utils.py": UTILS_OLD,
+         f"{V1}/nixl/worker.py": NIXL},
+    )  # fmt: skip
+    _write(
+        src / "vllm-0.2.0",
+        {**common, "vllm/config/kv_transfer.py": KV_TRANSFER_NEW, "vllm/config/utils.py": UTILS_NEW,
+         f"{V1}/nixl/worker.py": NIXL, "vllm/v1/kv_offload/cpu/spec.py": CPU_SPEC,
+         f"{V1}/lmcache_connector.py": LMCACHE_CONNECTOR},
+    )  # fmt: skip
+    _write(src / "lmcache-0.1.0-sdist", {"lmcache/v1/config.py": LMCACHE_OLD})  # published without a wheel
+    _write(src / "lmcache-0.2.0", {"lmcache/v1/config.py": LMCACHE_NEW, "lmcache/integration/vllm/adapter.py": ADAPTER})
+    releases = {
+        "lines": [
+            {"package": "vllm", "releases": [{"version": v} for v in ("0.1.0", "0.2.0")]},
+            {"package": "lmcache", "releases": [{"version": v} for v in ("0.1.0", "0.2.0", "0.3.0")]},
+        ]
+    }
+    (tmp / "releases.yaml").write_text(yaml.safe_dump(releases), encoding="utf-8")
+    return src, tmp / "releases.yaml"
+
+
+def _generate(tmp: Path) -> tuple[Ran, str]:
+    src, releases = _fixture(tmp)
+    out = tmp / "engine_schema.yaml"
+    ran = run_in_process(script_main(SCRIPT), "--src-dir", str(src), "--out", str(out), "--releases", str(releases))
+    return ran, out.read_text(encoding="utf-8") if out.exists() else ""
+
+
+def _without_digest(text: str) -> str:
+    return re.sub(r"^generator_sha256: .*$", "generator_sha256: '…'", text, flags=re.MULTILINE)
+
+
+def test_the_generator_reads_fields_extra_keys_lmcache_keys_and_what_lmcache_does_with_an_alias(
+    tmp_path: Path,
+) -> None:
+    ran, text = _generate(tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    assert "lmcache 0.3.0: no extracted wheel or sdist" in ran.stderr
+    schema = EngineSchema.model_validate(yaml.safe_load(text))
+    (cls,) = [c for c in schema.configs if c.name == "KVTransferConfig"]
+    assert (
+        cls.at("unknown_fields", Version("0.1.0")) == "ignore"
+        and cls.at("unknown_fields", Version("0.2.0")) == "forbid"
+    )
+    fields = {f.name: f for f in schema.config_fields if f.config == "KVTransferConfig"}
+    assert str(fields["kv_buffer_size"].removed) == "0.2.0" and fields["kv_buffer_size"].default == "1000000000.0"
+    assert fields["kv_connector"].type == "str | None"  # Optional[str] in 0.1.0: one spelling, no change recorded
+    assert fields["kv_connector_extra_config"].default == "dict()"
+    assert str(fields["kv_load_failure_policy"].introduced) == "0.2.0"
+    assert fields["kv_role"].type == "Literal['kv_producer', 'kv_both', 'kv_consumer'] | None"  # the alias spelled out
+    extra = {(e.key, tuple(e.connectors or ())): e for e in schema.extra_config}
+    assert extra["backends", ("NixlConnector",)].default == "['UCX']"  # the module constant, resolved
+    assert extra["side_port", ("NixlConnector",)].access == "index"
+    assert extra["eviction_policy", ("OffloadingConnector",)].source.endswith("vllm/v1/kv_offload/cpu/spec.py:3")
+    assert extra["cpu_bytes_to_use", ("OffloadingConnector",)].access == "in"
+    assert not [e for e in schema.extra_config if e.key == "not_a_connector_key"]
+    keys = {k.name: k for k in schema.lmcache_keys}
+    assert keys["nixl_role"].source.startswith("sdist:lmcache==0.1.0:") and str(keys["nixl_role"].removed) == "0.2.0"
+    aliases = {a.name: a for a in schema.lmcache_aliases}
+    assert aliases["nixl_role"].effect == "dropped" and aliases["nixl_role"].maps_to == "pd_role"
+    assert aliases["nixl_role"].message == "Unknown configuration key: nixl_role (source: <source>)"
+    assert aliases["old_chunk"].effect == "mapped to chunk_size"
+    assert (
+        aliases["nixl_old_role"].effect == "read as a fallback of a renamed key"
+        and aliases["nixl_old_role"].type is None
+    )
+    (unknown,) = schema.lmcache_unknown_key
+    assert unknown.at("effect", Version("0.1.0")).startswith("ignored")
+    assert unknown.at("effect", Version("0.2.0")) == "dropped"
+    assert unknown.at("message", Version("0.2.0")) == "Unknown configuration key: {key} (source: <source>)"
+    assert [str(v) for v in schema.sdist_read["lmcache"]] == ["0.1.0"]
+    (lmcache_connector,) = [c for c in schema.connectors if c.name == "LMCacheConnectorV1"]
+    assert lmcache_connector.at("hands_to", Version("0.2.0")) == "lmcache"
+    adapter = {e.key: e for e in schema.lmcache_adapter_extra_config}
+    assert adapter["skip_last_n_tokens"].default == "0" and adapter["lmcache.*"].access == "prefix"
+
+
+def test_the_generator_output_on_the_fixture_is_the_recorded_one(tmp_path: Path) -> None:
+    """The fixture's output is pinned: a change to what the script writes shows here, and is recorded with
+    ``python tests/test_engine_schema.py --write`` after the shipped file is regenerated from the wheels."""
+    _, text = _generate(tmp_path)
+    assert _without_digest(text) == EXPECTED.read_text(encoding="utf-8"), (
+        "the generator writes something else now: regenerate knowledge/engine_schema.yaml from the wheels "
+        "and record the fixture with `python tests/test_engine_schema.py --write`"
+    )
+
+
+def test_the_shipped_schema_is_generated_by_the_script_as_it_is() -> None:
+    schema = load_knowledge().engine_schema
+    digest = hashlib.sha256(SCRIPT.read_bytes()).hexdigest()
+    assert schema.generator_sha256 == digest, (
+        "knowledge/engine_schema.yaml is stale: regenerate it with "
+        "`python scripts/build_engine_schema.py --src-dir SRC_DIR` (the extracted wheels)"
+    )
+    text = (REPO / "knowledge" / "engine_schema.yaml").read_text(encoding="utf-8")
+    assert "python scripts/build_engine_schema.py --src-dir SRC_DIR" in text.splitlines()[2]
+    newest = {p: str(load_knowledge().newest(p)) for p in ("vllm", "lmcache")}
+    assert {p: str(v[-1]) for p, v in schema.releases_read.items()} == newest
+
+
+def test_the_generator_refuses_a_tree_without_the_files_it_reads(tmp_path: Path) -> None:
+    src, releases = _fixture(tmp_path)
+    (src / "lmcache-0.2.0" / "lmcache" / "v1" / "config.py").write_text("x = 1\n", encoding="utf-8")
+    out = tmp_path / "out.yaml"
+    ran = run_in_process(script_main(SCRIPT), "--src-dir", str(src), "--out", str(out), "--releases", str(releases))
+    assert ran.returncode == 1 and "no _CONFIG_DEFINITIONS and no from_file reads" in ran.stderr
+    assert not out.exists()
+
+
+def _schema_sample() -> ModuleType:
+    """scripts/verifier/schema_sample.py, loaded as test_verify_knowledge loads the verifier package."""
+    if "verifier" not in sys.modules:
+        directory = REPO / "scripts" / "verifier"
+        spec = importlib.util.spec_from_file_location(
+            "verifier", directory / "__init__.py", submodule_search_locations=[str(directory)]
+        )
+        assert spec and spec.loader
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["verifier"] = module
+        spec.loader.exec_module(module)
+    return importlib.import_module("verifier.schema_sample")
+
+
+def test_the_verifier_sample_holds_on_the_wheels_read_and_catches_a_wrong_boundary(tmp_path: Path) -> None:
+    _, text = _generate(tmp_path)
+    schema = EngineSchema.model_validate(yaml.safe_load(text))
+    sampler = _schema_sample()
+    source = importlib.import_module("verifier.source")
+
+    def tree(package: str, version: str) -> object:
+        for suffix in ("", "-sdist"):
+            root = tmp_path / "src" / f"{package}-{version}{suffix}"
+            if root.is_dir():
+                return source.SourceTree(package, version, root)
+        return None
+
+    checks = sampler.sample(schema, tree, 100, seed=0)
+    assert checks and all(c.status == "pass" for c in checks), [c.line() for c in checks if c.status != "pass"]
+    # Claim kv_buffer_size still in 0.2.0's class: the probe of its removal reads it absent there.
+    fields = tuple(
+        f.model_copy(update={"removed": None, "source": f.source.replace("0.1.0", "0.2.0")})
+        if f.name == "kv_buffer_size" else f
+        for f in schema.config_fields
+    )  # fmt: skip
+    wrong = schema.model_copy(update={"config_fields": fields})
+    failed = [c for c in sampler.sample(wrong, tree, 100, seed=0) if c.status == "fail"]
+    assert [c.entry for c in failed] == ["KVTransferConfig.kv_buffer_size"]
+
+
+# --- the shipped schema: what the wheels say -----------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def knowledge() -> Knowledge:
+    return load_knowledge()
+
+
+def test_the_shipped_schema_has_the_kv_transfer_fields_the_wheels_have(knowledge: Knowledge) -> None:
+    fields = {f.name: f for f in knowledge.engine_schema.config_fields if f.config == "KVTransferConfig"}
+    for gone in ("kv_buffer_size", "kv_rank", "kv_parallel_size", "kv_ip"):
+        assert str(fields[gone].removed) == "0.32.0", gone
+    policy = fields["kv_load_failure_policy"]
+    assert str(policy.introduced) == "0.13.0"
+    assert (
+        policy.at("default", Version("0.13.0")) == "'recompute'" and policy.at("default", Version("0.17.0")) == "'fail'"
+    )
+    (cls,) = [c for c in knowledge.engine_schema.configs if c.name == "KVTransferConfig"]
+    assert cls.at("unknown_fields", Version("0.15.1")) == "ignore"
+    assert cls.at("unknown_fields", Version("0.16.0")) == "forbid"
+
+
+def test_a_removed_field_is_refused_with_pydantics_message_where_the_class_forbids_unknown_fields(
+    knowledge: Knowledge,
+) -> None:
+    config = {"kv_connector": "NixlConnector", "kv_role": "kv_both", "kv_buffer_size": 1e9}
+    (problem,) = engine_schema.check_kv_transfer_config(config, "0.33.0", knowledge)
+    assert problem.severity == "error" and problem.key == "kv_buffer_size"
+    assert "removed in 0.32.0" in problem.message and "refuses to start" in problem.message
+    assert problem.engine_message is not None
+    assert engine_schema.check_kv_transfer_config(config, "0.31.0", knowledge) == []
+    # 0.15.1's KVTransferConfig is a plain pydantic dataclass: an unknown field is dropped, not refused.
+    (ignored,) = engine_schema.check_kv_transfer_config({**config, "kv_bufer_size": 1}, "0.15.1", knowledge)
+    assert ignored.severity == "warning" and "silently" in ignored.message
+
+
+def test_the_refusal_message_is_what_pydantic_says_for_an_extra_forbid_dataclass() -> None:
+    """vLLM raises TypeAdapter(KVTransferConfig).validate_json's error as the argparse message; pydantic
+    (the library vLLM runs) words it so for a dataclass with extra="forbid"."""
+
+    @dataclass(config=ConfigDict(extra="forbid"))
+    class KVTransferConfig:
+        kv_connector: str | None = None
+
+    with pytest.raises(ValidationError) as raised:
+        TypeAdapter(KVTransferConfig).validate_json(json.dumps({"kv_buffer_size": 1e9}))
+    ours = engine_schema.refusal_message("KVTransferConfig", "kv_buffer_size", 1e9, "--kv-transfer-config")
+    theirs = str(raised.value).splitlines()
+    assert ours.split("argument --kv-transfer-config: ", 1)[1].splitlines()[:2] == theirs[:2]
+    assert ours.splitlines()[2].split(", ...")[0] in theirs[2]
+
+
+def test_a_literal_value_outside_its_choices_is_refused(knowledge: Knowledge) -> None:
+    (problem,) = engine_schema.check_kv_transfer_config({"kv_load_failure_policy": "retry"}, "0.33.0", knowledge)
+    assert problem.severity == "error" and "Input should be 'recompute' or 'fail'" in (problem.engine_message or "")
+    # The value types are pydantic's own decision, as vLLM's TypeAdapter(KVTransferConfig).validate_json makes it.
+    (port,) = engine_schema.check_kv_transfer_config({"kv_port": "abc"}, "0.33.0", knowledge)
+    assert "[type=int_parsing" in (port.engine_message or "")
+    assert engine_schema.check_kv_transfer_config({"kv_port": "14580", "engine_id": None}, "0.33.0", knowledge) == []
+    (role,) = engine_schema.check_kv_transfer_config({"kv_role": "producer"}, "0.33.0", knowledge)
+    assert "'kv_producer', 'kv_both' or 'kv_consumer'" in (role.engine_message or "")
+
+
+def test_extra_config_keys_another_connector_reads_are_silently_ignored(knowledge: Knowledge) -> None:
+    config = {
+        "kv_connector": "NixlConnector",
+        "kv_connector_extra_config": {"backends": ["UCX"], "eviction_policy": "lru"},
+    }
+    (problem,) = engine_schema.check_kv_transfer_config(config, "0.33.0", knowledge)
+    assert problem.severity == "warning" and problem.key == "kv_connector_extra_config.eviction_policy"
+    assert "read by OffloadingConnector" in problem.message
+    assert (
+        engine_schema.check_extra_config(
+            "OffloadingConnector", ["eviction_policy", "cpu_bytes_to_use"], "0.33.0", knowledge
+        )
+        == []
+    )
+    (early,) = engine_schema.check_extra_config("OffloadingConnector", ["offload_prompt_only"], "0.22.1", knowledge)
+    assert "first in 0.23.0" in early.message
+    (unregistered,) = engine_schema.check_extra_config("NoSuchConnector", ["x"], "0.33.0", knowledge)
+    assert unregistered.key == "kv_connector"
+
+
+def test_lmcache_connectors_also_have_the_keys_lmcaches_adapter_reads(knowledge: Knowledge) -> None:
+    keys = ["lmcache.chunk_size", "lmcache.no_such_key", "lmcache.mp.server_urls", "use_native", "backends"]
+    problems = {
+        p.key: p for p in engine_schema.check_extra_config("LMCacheConnectorV1", keys, "0.33.0", knowledge, "0.5.6")
+    }
+    assert set(problems) == {"kv_connector_extra_config.lmcache.no_such_key", "kv_connector_extra_config.backends"}
+    assert "has no config key no_such_key" in problems["kv_connector_extra_config.lmcache.no_such_key"].message
+    assert "nor LMCache 0.5.6's vLLM adapter" in problems["kv_connector_extra_config.backends"].message
+    # lmcache.mp.server_urls is read by LMCache's adapter from 0.5.0: with 0.4.7 nothing reads it.
+    (early,) = engine_schema.check_extra_config(
+        "LMCacheMPConnector", ["lmcache.mp.server_urls"], "0.33.0", knowledge, "0.4.7"
+    )
+    assert early.severity == "warning"
+    # FlexKVConnectorV1 hands vllm_config to flexkv's adapter, which the schema does not read: no claim either way.
+    assert engine_schema.check_extra_config("FlexKVConnectorV1", ["any_key"], "0.33.0", knowledge) == []
+
+
+def test_lmcache_drops_old_pd_names_in_0_5_and_reads_them_in_0_3_3(knowledge: Knowledge) -> None:
+    problems = {
+        p.key: p
+        for p in engine_schema.check_lmcache_keys(
+            ["nixl_role", "LMCACHE_ENABLE_NIXL", "pd_role", "chunk_size"], "0.5.6", knowledge
+        )
+    }
+    assert set(problems) == {"nixl_role", "LMCACHE_ENABLE_NIXL"}
+    assert problems["nixl_role"].instead == "pd_role" and "drops it" in problems["nixl_role"].message
+    assert problems["nixl_role"].engine_message == "Unknown configuration key: nixl_role (source: …)"
+    assert "Unknown configuration key: enable_nixl" in (problems["LMCACHE_ENABLE_NIXL"].engine_message or "")
+    assert engine_schema.check_lmcache_keys(["nixl_role", "enable_nixl"], "0.3.3", knowledge) == []
+    (unread,) = engine_schema.check_lmcache_keys(["no_such_key"], "0.3.3", knowledge)
+    assert "never reads it" in unread.message and unread.engine_message is None
+    (mapped,) = engine_schema.check_lmcache_keys(["external_backends"], "0.5.6", knowledge)
+    assert "maps it to storage_plugins" in mapped.message
+
+
+# --- check_version ------------------------------------------------------------------------------
+
+
+def test_check_version_says_kv_buffer_size_is_a_removed_field_that_0_33_refuses() -> None:
+    result = run_tool("check_version", {"name": "kv_buffer_size", "version": "0.33.0"})
+    (match,) = result.schema_matches  # type: ignore[attr-defined]
+    assert (match.kind, match.owner, match.status, match.removed) == (
+        "config_field",
+        "KVTransferConfig",
+        "removed",
+        "0.32.0",
+    )
+    assert "refuses to start" in (match.if_set or "") and result.not_found is None
+    assert "refuses to start" in result.summary()  # type: ignore[attr-defined]
+    earlier = run_tool("check_version", {"name": "kv_buffer_size", "version": "0.31.0"}).schema_matches[0]  # type: ignore[attr-defined]
+    assert earlier.status == "available" and earlier.default == "1000000000.0"
+
+
+def test_check_version_says_what_lmcache_0_5_does_with_nixl_role() -> None:
+    result = run_tool("check_version", {"name": "nixl_role", "lmcache_version": "0.5.x"})
+    (match,) = result.schema_matches  # type: ignore[attr-defined]
+    assert match.kind == "lmcache_alias" and match.version == "0.5.6" and match.instead == "pd_role"
+    assert "drops it as an unknown key" in (match.if_set or "") and "maps" not in (match.if_set or "")
+    old = run_tool("check_version", {"name": "nixl_role", "lmcache_version": "0.3.3"}).schema_matches[0]  # type: ignore[attr-defined]
+    assert old.kind == "lmcache_key" and old.status == "available"
+
+
+def test_a_default_that_changed_is_given_per_release() -> None:
+    (match,) = run_tool("check_version", {"name": "kv_load_failure_policy", "version": "0.13.0"}).schema_matches  # type: ignore[attr-defined]
+    assert match.default == "'recompute'" and match.default_changes == ["0.13.0: 'recompute'", "0.17.0: 'fail'"]
+
+
+def test_a_flag_spelled_as_no_parser_builds_it_is_said_not_to_exist() -> None:
+    result = run_tool("check_version", {"name": "--enable-hybrid-kv-cache-manager", "version": "0.22.1"})
+    assert not result.matches and result.not_found is not None  # type: ignore[attr-defined]
+    assert "is not an option of `vllm serve` in vLLM 0.22.1" in result.not_found.answer  # type: ignore[attr-defined]
+    assert [s.name for s in result.not_found.suggestions] == ["--disable-hybrid-kv-cache-manager"]  # type: ignore[attr-defined]
+    # 0.33.0's argparse builds the --enable-x twin: there it is the tracked option.
+    assert run_tool("check_version", {"name": "--enable-hybrid-kv-cache-manager", "version": "0.33.0"}).matches  # type: ignore[attr-defined]
+
+
+def test_schema_answers_stay_a_few_kilobytes(knowledge: Knowledge) -> None:
+    """The rule of test_check_version's one-name answers, for the names only the schema holds and a few it
+    shares with tracked entries: median under 4 KB, none reaching 8 KB."""
+    schema = knowledge.engine_schema
+    names = sorted({f.name or "" for f in schema.config_fields} | {"nixl_role", "pd_role", "lmcache.mp.host"})
+    names += ["cpu_bytes_to_use", "eviction_policy", "offload_prompt_only", "enable_nixl", "backends"]
+    sizes = []
+    for name in names:
+        result = run_tool("check_version", {"name": name, "version": "0.33.0"})
+        data = json.dumps(result.model_dump(mode="json"), separators=(",", ":"))
+        sizes.append(len(data.encode()) + len(result.summary().encode()))
+    sizes.sort()
+    assert sizes[len(sizes) // 2] <= 4096 and sizes[-1] <= 8192, (sizes[len(sizes) // 2], sizes[-1])
+
+
+if __name__ == "__main__":  # python tests/test_engine_schema.py --write: record the fixture's output
+    import tempfile
+
+    if sys.argv[1:] != ["--write"]:
+        sys.exit("usage: python tests/test_engine_schema.py --write")
+    with tempfile.TemporaryDirectory() as scratch:
+        ran, written = _generate(Path(scratch))
+        if ran.returncode != 0:
+            sys.exit(ran.stderr)
+        EXPECTED.parent.mkdir(parents=True, exist_ok=True)
+        EXPECTED.write_text(_without_digest(written), encoding="utf-8")
+        print(f"wrote {EXPECTED.relative_to(REPO)}")
