@@ -88,6 +88,16 @@ def _ktc(connector: str, role: str = "kv_both", extra: dict[str, Any] | None = N
     return "--kv-transfer-config " + shlex.quote(json.dumps(config, separators=(",", ":")))
 
 
+def _ktc_with(connector: str, fields: dict[str, Any], extra: dict[str, Any]) -> str:
+    config: dict[str, Any] = {
+        "kv_connector": connector,
+        "kv_role": "kv_both",
+        **fields,
+        "kv_connector_extra_config": extra,
+    }
+    return "--kv-transfer-config " + shlex.quote(json.dumps(config, separators=(",", ":")))
+
+
 LMCACHE_V1 = _ktc("LMCacheConnectorV1")
 NIXL = _ktc("NixlConnector")
 OFFLOADING = _ktc("OffloadingConnector", extra={"cpu_bytes_to_use": 10 * GIB})
@@ -446,6 +456,21 @@ CASES: list[dict[str, Any]] = [
     ),
     _case(
         "unknown-flag/control", "pitfall.unknown-flag", "0.33.0", f"vllm serve {M} --max-num-seqs 64", role="control"
+    ),
+    # KVTransferConfig lost kv_buffer_size, kv_rank, kv_parallel_size and kv_ip in 0.32.0, and forbids unknown fields.
+    _case(
+        "transfer-config-field/trips",
+        "pitfall.transfer-config-field-refused",
+        "0.33.0",
+        f"vllm serve {M} " + _ktc_with("OffloadingConnector", {"kv_rank": 0}, {"cpu_bytes_to_use": 10 * GIB}),
+        role="trips",
+    ),
+    _case(
+        "transfer-config-field/control",
+        "pitfall.transfer-config-field-refused",
+        "0.33.0",
+        f"vllm serve {M} {OFFLOADING}",
+        role="control",
     ),
 ]
 

@@ -456,6 +456,9 @@ class Condition(Frozen):
     entry_unavailable: EntryId | None = Field(default=None, description="the entry's lifecycle excludes the release")
     entry_deprecated: EntryId | None = Field(default=None, description="the entry is deprecated in the release")
     start_problem: bool | None = Field(default=None, description="the command as written never starts the server")
+    engine_schema: Literal["refused", "ignored"] | None = Field(
+        default=None, description="a transfer/events config field or extra-config key the release refuses or never reads"
+    )
     flag_value_vanished: bool | None = Field(
         default=None, description="each value-taking option whose value expands to nothing (argparse stops)"
     )

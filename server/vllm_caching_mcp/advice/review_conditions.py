@@ -24,6 +24,7 @@ from ..knowledge import (
     ValueTest,
     ranged_at,
 )
+from ..safe_text import one_line
 from ..versions import Version
 from .deployment import (
     Effective,
@@ -36,6 +37,7 @@ from .deployment import (
     normalize_flag,
     parse_number,
 )
+from .engine_schema import Problem, check_kv_transfer_config
 from .review_models import GIB, HostFacts
 
 
@@ -303,6 +305,54 @@ def _tier_unregistered(wanted: bool, asked: Asked) -> Outcome:
     return Outcome(bool(items) is wanted, items=items)
 
 
+def _engine_schema(verdict: str, asked: Asked) -> Outcome:
+    """Each --kv-transfer-config / --kv-events-config field and extra-config key the release refuses
+    ("refused": vLLM stops at start-up) or never reads ("ignored"), from the schema read in the wheels;
+    a MultiConnector's children are KVTransferConfigs of their own (vLLM builds one from each)."""
+    ctx, e = asked.ctx, asked.ctx.effective
+    schema = ctx.knowledge.engine_schema
+    if str(ctx.version) not in {str(v) for v in schema.releases_read.get("vllm", ())}:
+        return Outcome(None, missing=[f"the engine schema of vLLM {ctx.version} (knowledge/engine_schema.yaml)"])
+    found: list[Problem] = []
+    if e.transfer_config is not None:
+        found += check_kv_transfer_config(e.transfer_config, ctx.version, ctx.knowledge)
+        children = e.transfer_config.get("kv_connector_extra_config", {})
+        for child in children.get("connectors", []) if isinstance(children, dict) else []:
+            if isinstance(child, dict):
+                found += check_kv_transfer_config(child, ctx.version, ctx.knowledge)
+    events = e.flags.get("--kv-events-config")
+    parsed = _json_object(events.value) if events is not None else None
+    if parsed is not None:
+        found += check_kv_transfer_config(parsed, ctx.version, ctx.knowledge, config_class="KVEventsConfig")
+    wanted = "error" if verdict == "refused" else "warning"
+    # An unregistered connector is the connector rules' finding; its keys are not checked here.
+    items = [
+        Evidence(
+            _problem_text(p), events.location if events is not None and p.key in (parsed or {}) else e.transfer_location
+        )
+        for p in found
+        if p.severity == wanted and p.key != "kv_connector"
+    ]
+    return Outcome(bool(items), items=items)
+
+
+def _json_object(value: object) -> dict[str, Any] | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        return None
+    return parsed if isinstance(parsed, dict) else None
+
+
+def _problem_text(problem: Problem) -> str:
+    lines = (line.strip() for line in (problem.engine_message or "").splitlines())
+    said = f' (vLLM says: "{one_line("; ".join(line for line in lines if line))}")' if problem.engine_message else ""
+    instead = f"; use {problem.instead}" if problem.instead else ""
+    return f"{problem.key}: {problem.message}{said}{instead}"
+
+
 def _start_problem(wanted: bool, asked: Asked) -> Outcome:
     problem = asked.ctx.start_problem
     return Outcome((problem is not None) is wanted, [Evidence(problem)] if problem else [])
@@ -371,6 +421,7 @@ EVALUATORS: dict[str, Callable[[Any, Asked], Outcome]] = {
     "entry_unavailable": lambda entry_id, asked: _entry_unavailable(entry_id, asked.ctx),
     "entry_deprecated": lambda entry_id, asked: _entry_deprecated(entry_id, asked.ctx),
     "start_problem": _start_problem,
+    "engine_schema": _engine_schema,
     "flag_value_vanished": _flag_value_vanished,
 }
 
