@@ -1,7 +1,8 @@
 """A minimal MCP client over stdio for benchmarks: raw JSON-RPC lines, so the client adds no cost.
 
 Used by bench_cold_start.py and bench_latency.py (`memory_mib` by the HTTP benchmarks too). Reads the
-child's peak RSS (VmHWM) and CPU time from /proc.
+child's peak RSS (VmHWM) and CPU time from /proc, and those of its whole process tree (the server and
+the processes it started: the tool workers' zygote and the workers).
 """
 
 from __future__ import annotations
@@ -22,6 +23,35 @@ def memory_mib(pid: int, field: str = "VmRSS") -> float:
         if line.startswith(f"{field}:"):
             return int(line.split()[1]) / 1024
     return float("nan")
+
+
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and every process descended from it, alive now."""
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        for task in Path(f"/proc/{current}/task").glob("*"):
+            try:
+                todo += [int(child) for child in (task / "children").read_text().split()]
+            except OSError:  # the task or the process ended meanwhile
+                continue
+    return found
+
+
+def pss_mib(pid: int) -> float:
+    """Proportional set size: the process's private pages plus its share of each page it shares (a
+    forked worker shares most of its pages with the zygote, so summing RSS counts them twice)."""
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        if line.startswith("Pss:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def cpu_seconds_of(pid: int) -> float:
+    """User plus system CPU process ``pid`` has used so far (clock ticks, usually 10 ms each)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class StdioSession:
@@ -66,8 +96,16 @@ class StdioSession:
 
     def cpu_seconds(self) -> float:
         """User plus system CPU the child has used so far (clock ticks, usually 10 ms each)."""
-        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return cpu_seconds_of(self.proc.pid)
+
+    def tree(self) -> tuple[float, float, float]:
+        """The whole process tree now: CPU seconds, summed RSS and summed PSS in MiB."""
+        pids = process_tree(self.proc.pid)
+        return (
+            sum(cpu_seconds_of(p) for p in pids),
+            sum(memory_mib(p) for p in pids),
+            sum(pss_mib(p) for p in pids),
+        )
 
     def close(self) -> None:
         assert self.proc.stdin is not None

@@ -49,9 +49,10 @@ def github(knowledge: Knowledge, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 
 
 def ask(**arguments: Any) -> CheckBugStatusResult:
-    """What run_tool does once the tool is registered: validate, answer, turn bad input into one line."""
+    """What run_tool does once the tool is registered: validate, answer, turn bad input into one line. These
+    tests read each issue in full, so `detail` is full unless given (the default answer is each verdict)."""
     try:
-        request = CheckBugStatusRequest.model_validate(arguments)
+        request = CheckBugStatusRequest.model_validate({"detail": "full", **arguments})
     except ValidationError as exc:
         raise ToolInputError(describe_validation_error(exc)) from None
     try:
@@ -81,6 +82,23 @@ def test_with_no_bugs_given_every_tracked_bug_is_checked_live(github: FakeGitHub
     assert all(b.tracked and b.citation is not None and b.avoidance for b in result.bugs)
     # GitHub agrees with the stored snapshot here, so nothing changed for #40259
     assert one(result, "vllm-project/vllm#40259").changes_since_snapshot == []
+
+
+def test_by_default_every_tracked_bug_comes_as_its_verdict_and_avoidance_in_a_few_kb(knowledge: Knowledge) -> None:
+    brief = ask(offline=True, detail="summary", version="0.22.1")
+    full = ask(offline=True, version="0.22.1")
+    assert brief.listed == "brief" and brief.bugs == [] and full.listed == "all" and full.brief == []
+    assert [(b.id, b.verdict, b.verdict_reason) for b in brief.brief] == [
+        (b.id, b.verdict, b.verdict_reason) for b in full.bugs
+    ]
+    biting = [b for b in brief.brief if b.verdict not in ("fixed_in_your_version", "not_affected")]
+    assert biting and all(b.avoidance for b in biting) and len(biting) < len(brief.brief)
+    text = brief.summary()
+    assert all(f"{b.id}  {b.verdict.upper().replace('_', ' ')}" in text and str(b.avoidance) in text for b in biting)
+    assert "detail: full, or name the issues in `bugs`" in text
+    assert len(brief.model_dump_json()) < len(full.model_dump_json()) / 3
+    # issues named in `bugs` were asked about: they come in full
+    assert ask(offline=True, detail="summary", bugs=["LMCache/LMCache#2942"]).listed == "all"
 
 
 def test_the_snapshot_described_the_closer_in_words_live_names_the_account(github: FakeGitHub) -> None:

@@ -93,14 +93,42 @@ async def test_a_heavy_call_leaves_the_server_to_everyone_else_and_ends_at_its_b
     assert "Traceback" not in (tmp_path / "server.log").read_text()
 
 
-async def test_the_budget_holds_over_stdio_too() -> None:
-    params = StdioServerParameters(
-        command=sys.executable, args=["-m", "vllm_caching_mcp.mcp_server", "--call-cpu-seconds", BUDGET]
-    )
+@pytest.mark.parametrize("module", ["vllm_caching_mcp.serve", "vllm_caching_mcp.mcp_server"])
+async def test_the_budget_holds_over_stdio_too(module: str) -> None:
+    """Both ways to start it: the installed command (serve.py, whose zygote is forked before the SDK is
+    imported) and mcp_server.py (zygote spawned)."""
+    params = StdioServerParameters(command=sys.executable, args=["-m", module, "--call-cpu-seconds", BUDGET])
     async with Client(params) as client:
         result = await client.call_tool("review_deployment", heavy_review())
         assert result.is_error and result.content[0].text == budget_error(BUDGET)
         assert not (await client.call_tool(*CHEAP)).is_error
+
+
+def _children(pid: int) -> list[int]:
+    return [int(c) for t in Path(f"/proc/{pid}/task").iterdir() for c in (t / "children").read_text().split()]
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads process trees from /proc")
+def test_the_installed_command_forks_its_zygote_answers_from_it_and_leaves_no_process_behind() -> None:
+    import subprocess
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from stdio_session import StdioSession
+
+    session = StdioSession([sys.executable, "-m", "vllm_caching_mcp.serve"])
+    session.initialize()
+    result = session.request("tools/call", {"name": CHEAP[0], "arguments": CHEAP[1]})
+    assert not result.get("isError") and result["structuredContent"]["matches"][0]["status"] == "available"
+    (zygote,) = _children(session.proc.pid)
+    # Forked, not spawned: the same command line as the server's, and the worker is the zygote's child.
+    with open(f"/proc/{zygote}/cmdline", "rb") as own, open(f"/proc/{session.proc.pid}/cmdline", "rb") as server:
+        assert own.read() == server.read()
+    workers = _children(zygote)
+    assert len(workers) == 1
+    assert session.request("tools/list")["tools"]  # the protocol is the server's alone: nothing else wrote to it
+    session.close()
+    assert session.proc.returncode == 0
+    assert _eventually(lambda: not any(map(_running, [zygote, *workers]))), subprocess.run(["ps", "-ef"]).stdout
 
 
 def _running(pid: int) -> bool:

@@ -47,7 +47,9 @@ def github(environment: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeG
 
 
 def ask(**arguments: Any) -> CheckAdvisoriesResult:
-    result = run_tool("check_advisories", arguments)
+    """The tool's answer; these tests read verdicts, so every advisory that may apply is listed unless
+    `include` says otherwise (the default lists only the serious ones that apply)."""
+    result = run_tool("check_advisories", {"include": "relevant", **arguments})
     assert isinstance(result, CheckAdvisoriesResult)
     assert TOKEN not in result.model_dump_json() and TOKEN not in result.summary()
     return result
@@ -285,7 +287,12 @@ def test_the_cli_prints_the_offline_answer_with_the_snapshot_date(capsys: pytest
 
 def test_the_cli_call_prints_the_live_structured_answer(github: FakeGitHub, capsys: pytest.CaptureFixture[str]) -> None:
     github.script("/advisories", page([gh_advisory(NEW, None, "< 0.34.0", "0.34.0")]))
-    assert cli.main(["call", "check_advisories", json.dumps({"version": "0.33.0", "multi_node": False})]) == 0
+    assert (
+        cli.main(
+            ["call", "check_advisories", json.dumps({"version": "0.33.0", "multi_node": False, "include": "relevant"})]
+        )
+        == 0
+    )
     data = json.loads(capsys.readouterr().out)
     assert data["provenance"]["source"] == "live" and data["conditions_given"] == {"multi_node": False}
     assert next(a for a in data["advisories"] if a["id"] == NEW)["verdict"] == "applies"
@@ -297,7 +304,7 @@ def test_the_cli_refuses_bad_input_with_exit_2_and_one_line(capsys: pytest.Captu
     assert err.count("\n") == 1 and "connectors[0]:" in err
 
 
-def test_by_default_only_the_advisories_that_may_apply_are_listed_and_the_rest_counted() -> None:
+def test_relevant_lists_the_advisories_that_may_apply_and_counts_the_rest() -> None:
     relevant = ask(version="0.33.0", offline=True)
     every = ask(version="0.33.0", offline=True, include="all")
     assert {a.verdict for a in relevant.advisories} <= {"applies", "applies_only_if"}
@@ -305,3 +312,22 @@ def test_by_default_only_the_advisories_that_may_apply_are_listed_and_the_rest_c
     assert len(relevant.advisories) + relevant.not_listed == len(every.advisories) and every.not_listed == 0
     assert relevant.not_listed > 0 and "not listed (include='all' lists them)" in relevant.summary()
     assert len(relevant.model_dump_json()) < len(every.model_dump_json()) / 2
+
+
+def test_by_default_the_serious_ones_that_apply_are_listed_the_conditional_ones_by_id_in_a_few_kb() -> None:
+    brief = run_tool("check_advisories", {"version": "0.22.1", "offline": True})
+    relevant = ask(version="0.22.1", offline=True)
+    assert isinstance(brief, CheckAdvisoriesResult)
+    assert brief.include == "serious" and brief.verdict_counts == relevant.verdict_counts
+    assert [a.id for a in brief.advisories] == [
+        a.id for a in relevant.advisories if a.verdict == "applies" and a.severity in ("critical", "high")
+    ]
+    serious_conditional = [
+        a.id for a in relevant.advisories if a.verdict == "applies_only_if" and a.severity in ("critical", "high")
+    ]
+    assert brief.serious_only_if == relevant.serious_only_if == serious_conditional and serious_conditional
+    text = brief.summary()
+    assert all(i in text for i in serious_conditional)
+    assert "  and 13 medium or low\n" in text
+    assert "not listed: 35 more that may apply (include='relevant' lists them); 49 that do not apply" in text
+    assert len(brief.model_dump_json()) + len(text) < 6_000 < len(relevant.model_dump_json())

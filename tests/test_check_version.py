@@ -483,7 +483,7 @@ def test_whether_the_release_images_carry_lmcache_is_answered_by_name() -> None:
 
 def test_a_one_name_answer_is_a_few_kilobytes(knowledge: Knowledge) -> None:
     """Every tracked name at three releases: each answer carried the whole advisory list (11-22 KB, 60-80 %
-    of it the security block). Counted, with the change in force and the next two, the median is under
+    of it the security block). Counted, with the change in force and the next one, the median is under
     4 KB and no answer reaches 8 KB; detail: full still gives everything."""
     sizes = []
     for name in sorted({s.name for s in knowledge.settings}):

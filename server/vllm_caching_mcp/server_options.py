@@ -5,7 +5,8 @@
 - `ServerOptions.tool_workers` gives the worker processes the offline tools run in, under the CPU
   budget of each call, and `restrict_config_paths` where size_offload may read config files.
 
-mcp_server.main starts the server from these; nothing here imports the MCP SDK.
+serve.main (the command) and mcp_server.main start the server from these; nothing here imports the MCP
+SDK, so serve.py can fork the tool workers' zygote before the SDK is imported.
 """
 
 from __future__ import annotations

@@ -46,7 +46,7 @@ import traceback
 from collections import Counter, deque
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, NoReturn
 
 import anyio
 import anyio.to_thread
@@ -263,11 +263,73 @@ def _zygote_main(argv: list[str]) -> int:
     return 0
 
 
-class _Zygote:
-    """The server's handle on the zygote: one request at a time, each answered before the next."""
+def _forked_zygote(ours: socket.socket, theirs: socket.socket, settings: WorkerSettings) -> NoReturn:
+    """The zygote, in a child forked from the server (see `_Zygote`); it never returns."""
+    status = 0
+    try:
+        ours.close()
+        null = os.open(os.devnull, os.O_RDWR)
+        os.dup2(null, 0)  # over stdio the server's standard input and output are the protocol, not ours
+        os.dup2(null, 1)
+        _zygote(theirs, settings)
+    except BaseException:
+        traceback.print_exc()
+        status = 1
+    finally:
+        os._exit(status)
 
-    def __init__(self, settings: WorkerSettings) -> None:
+
+class _ForkedChild:
+    """What `_Zygote` uses of a `subprocess.Popen`, for a zygote forked from this process."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                done, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:  # reaped elsewhere
+                self.returncode = _UNKNOWN_EXIT
+            else:
+                if done:
+                    self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while (code := self.poll()) is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired("tool worker zygote", timeout or 0.0)
+            time.sleep(0.01)
+        return code
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+
+
+class _Zygote:
+    """The server's handle on the zygote: one request at a time, each answered before the next.
+
+    Spawned as its own interpreter by default. With ``fork``, forked from this process instead, which
+    must have no thread but the main one (a thread holding a lock at the fork would leave it held in
+    the child): the zygote then starts with the modules already imported here (pydantic, the tool
+    registry) in pages it shares with this process, and without an interpreter's start-up."""
+
+    def __init__(self, settings: WorkerSettings, *, fork: bool = False) -> None:
         ours, theirs = socket.socketpair()
+        if fork:
+            pid = os.fork()
+            if pid == 0:
+                _forked_zygote(ours, theirs, settings)
+            theirs.close()
+            self.process: subprocess.Popen[bytes] | _ForkedChild = _ForkedChild(pid)
+            ours.settimeout(START_TIMEOUT_S)
+            self.control = ours
+            self._lock = threading.Lock()
+            return
         package_parent = str(Path(__file__).resolve().parents[1])  # this copy of the package, not another
         path = os.pathsep.join(p for p in (package_parent, os.environ.get("PYTHONPATH")) if p)
         try:
@@ -526,6 +588,13 @@ class ToolWorkers:
         self._queue = CallQueue(size, max_wait=settings.wall_seconds)
         self._closed = False
         self._lock = threading.Lock()  # the zygote and the idle list, which threads also reach
+
+    def start_zygote(self) -> None:
+        """Start the zygote now, so that it loads the tools while this process goes on starting: forked
+        while this process has one thread (see `_Zygote`), else spawned."""
+        with self._lock:
+            if self._zygote is None and not self._closed:
+                self._zygote = _Zygote(self.settings, fork=threading.active_count() == 1)
 
     def start_in_background(self, count: int) -> None:
         """Start ``count`` workers on a thread: the server goes on starting meanwhile."""

@@ -75,7 +75,7 @@ class CheckAdvisoriesRequest(BaseModel):
     configured: list[Name] | None = Field(
         default=None,
         max_length=50,
-        description="flags and env variables set, e.g. --api-key; '=value' ignored",
+        description="flags and env vars set, e.g. --api-key; '=value' ignored",
     )
     engine: Literal["v0", "v1"] | None = Field(default=None, description="V0 is gone from 0.11.0")
     multi_node: bool | None = Field(default=None)
@@ -92,16 +92,16 @@ class CheckAdvisoriesRequest(BaseModel):
     architectures: list[Name] | None = Field(
         default=None,
         max_length=50,
-        description="as advisories name them, e.g. Idefics3",
+        description="e.g. Idefics3",
     )
     offload_tiers: list[Name] | None = Field(
         default=None,
         max_length=50,
-        description="native secondary tier types (fs, obj, p2p)",
+        description="native tier types (fs, obj, p2p)",
     )
-    include: Literal["relevant", "all"] = Field(
-        default="relevant",
-        description="relevant: only those that may apply",
+    include: Literal["serious", "relevant", "all"] = Field(
+        default="serious",
+        description="serious: critical/high that apply; relevant: all that may",
     )
     offline: bool = Field(default=False, description="snapshot only")
     deadline_seconds: float = Field(
@@ -223,6 +223,14 @@ class CheckAdvisoriesResult(Result):
     advisories: list[AdvisoryAnswer] = Field(description="the advisories asked for (`include`): those that apply first")
     verdict_counts: dict[Verdict, int] = Field(description="how many of the package's advisories got each verdict")
     not_listed: int = Field(description="advisories counted in verdict_counts but left out of `advisories`")
+    serious_only_if: list[str] = Field(
+        default_factory=list,
+        description="critical and high advisories that apply only if a condition not given holds, by id, whether "
+        "listed in `advisories` or not",
+    )
+    include: Literal["serious", "relevant", "all"] = Field(
+        default="serious", description="what `advisories` lists, as asked (the request's `include`)"
+    )
     floor: AdvisoryFloor
     provenance: AdvisoryProvenance
     notes: list[str]
@@ -244,6 +252,8 @@ class CheckAdvisoriesResult(Result):
         if applying:
             lines.append(f"applies to {self.version}:" if self.version else "applies in the affected releases:")
             lines += [f"  {a.line()}" for a in applying]
+        if self.include == "serious" and counts["applies"] > len(applying):
+            lines.append(f"  and {counts['applies'] - len(applying)} medium or low")
         conditional = [a for a in self.advisories if a.verdict == "applies_only_if"]
         serious = [a for a in conditional if a.severity in advisories.FLOOR_SEVERITIES]
         if conditional:
@@ -252,12 +262,29 @@ class CheckAdvisoriesResult(Result):
             lines += [f"  {a.line()}" for a in serious]
             if len(conditional) > len(serious):
                 lines.append(f"  and {len(conditional) - len(serious)} medium or low (see `advisories`)")
+        elif self.serious_only_if:
+            lines.append(
+                f"critical or high, applying only if a condition not given holds ({len(self.serious_only_if)}): "
+                f"{', '.join(self.serious_only_if)}; the conditions not given settle them"
+            )
         if self.not_listed:
-            lines.append(f"{self.not_listed} that do not apply are not listed (include='all' lists them)")
+            lines.append(_not_listed_text(self.include, self.not_listed, counts))
         lines += [f"note: {n}" for n in self.notes]
         if self.version_context is not None:
             lines += [f"warning: {w}" for w in self.version_context.warnings]
         return join_lines(lines)
+
+
+def _not_listed_text(include: str, not_listed: int, counts: dict[Verdict, int]) -> str:
+    """What `advisories` leaves out, and which `include` lists it."""
+    if include != "serious":
+        return f"{not_listed} that do not apply are not listed (include='all' lists them)"
+    may_apply = counts["applies"] + counts["applies_only_if"]
+    more = may_apply - (sum(counts.values()) - not_listed)  # may apply, beyond the serious ones listed
+    parts = [f"{more} more that may apply (include='relevant' lists them)"] if more else []
+    if not_listed > more:
+        parts.append(f"{not_listed - more} that do not apply (include='all' lists them)")
+    return "not listed: " + "; ".join(parts)
 
 
 def _floor_text(floor: AdvisoryFloor) -> str:
@@ -540,6 +567,16 @@ def _provenance(p: advisories.Provenance, knowledge: Knowledge) -> AdvisoryProve
     )
 
 
+def _shown(answers: list[AdvisoryAnswer], include: Literal["serious", "relevant", "all"]) -> list[AdvisoryAnswer]:
+    """What `advisories` lists. By default the decision's evidence only: the critical and high ones that
+    certainly apply (a release's list runs to dozens, ~1.4 KB each); the conditional serious ones go by id."""
+    if include == "all":
+        return answers
+    if include == "relevant":
+        return [a for a in answers if a.verdict in _MAY_APPLY]
+    return [a for a in answers if a.verdict == "applies" and a.severity in advisories.FLOOR_SEVERITIES]
+
+
 def check_advisories(request: CheckAdvisoriesRequest, knowledge: Knowledge) -> CheckAdvisoriesResult:
     package = request.package
     version, context = _version(request, knowledge)
@@ -561,7 +598,7 @@ def check_advisories(request: CheckAdvisoriesRequest, knowledge: Knowledge) -> C
     counts: dict[Verdict, int] = dict.fromkeys(_VERDICT_ORDER, 0)
     for answer in answers:
         counts[answer.verdict] += 1
-    shown = answers if request.include == "all" else [a for a in answers if a.verdict in _MAY_APPLY]
+    shown = _shown(answers, request.include)
     notes = list(found.notes)
     if not answers:
         notes.append(f"no published advisory names {PIP_NAMES[package]} (pip)")
@@ -575,6 +612,10 @@ def check_advisories(request: CheckAdvisoriesRequest, knowledge: Knowledge) -> C
         advisories=shown,
         verdict_counts=counts,
         not_listed=len(answers) - len(shown),
+        serious_only_if=[
+            a.id for a in answers if a.verdict == "applies_only_if" and a.severity in advisories.FLOOR_SEVERITIES
+        ],
+        include=request.include,
         floor=_floor(listed, package, version, facts, knowledge),
         provenance=_provenance(found.provenance, knowledge),
         notes=notes,
@@ -585,9 +626,9 @@ SPEC = ToolSpec(
     name="check_advisories",
     title="Check security advisories, live",
     description=(
-        "Security advisories (GHSA / CVE) of vllm, lmcache, mooncake or nixl, read live and judged for a release and "
-        "deployment, with the security floor; omitted facts stay open conditions, [] means none. check_version and "
-        "the other offline tools already report the stored snapshot's."
+        "Security advisories (GHSA / CVE) of vllm, lmcache, mooncake or nixl, read live, judged for a release and "
+        "deployment, with the security floor; omitted facts stay open, [] means none. check_version & co. give the "
+        "stored snapshot's."
     ),
     request=CheckAdvisoriesRequest,
     result=CheckAdvisoriesResult,

@@ -50,6 +50,7 @@ from .common import (
     PRODUCT_LABELS,
     AdviceError,
     Citation,
+    Detail,
     Package,
     Result,
     ToolSpec,
@@ -87,7 +88,7 @@ class CheckBugStatusRequest(BaseModel):
     components: list[Component] | None = Field(
         default=None,
         max_length=10,
-        description="engine and backends run; [] = plain vLLM; only issues concerning them",
+        description="engine and backends run ([] = plain vLLM): only issues concerning them",
     )
     connectors: list[Annotated[str, Field(min_length=1, max_length=200)]] | None = Field(
         default=None,
@@ -103,6 +104,7 @@ class CheckBugStatusRequest(BaseModel):
         ge=1.0,
         le=120.0,
     )
+    detail: Detail = "summary"
 
 
 class ClosedBy(BaseModel):
@@ -186,6 +188,34 @@ class LeftOutBug(BaseModel):
     concerns: list[str] = Field(description="what a deployment must run for the issue to concern it")
 
 
+class BugBrief(BaseModel):
+    """One issue as a default answer over every tracked issue carries it: the verdict and what to do."""
+
+    id: str = Field(description="OWNER/REPO#N")
+    verdict: Verdict
+    title: str | None
+    verdict_reason: str
+    fixed_in: str | None = Field(description="the release with the fix, where established")
+    avoidance: str | None = Field(description="what to do meanwhile; only where the issue may still bite")
+    source: Source
+
+    @classmethod
+    def of(cls, status: BugStatus) -> BugBrief:
+        return cls(
+            id=status.id,
+            verdict=status.verdict,
+            title=status.title,
+            verdict_reason=status.verdict_reason,
+            fixed_in=f"{status.fixed_in.package} {status.fixed_in.version}" if status.fixed_in else None,
+            avoidance=status.avoidance if status.verdict not in _CLEAR else None,
+            source=status.provenance.source,
+        )
+
+
+# Verdicts under which the issue no longer concerns the release: no avoidance needed.
+_CLEAR = frozenset({"fixed_in_your_version", "not_affected"})
+
+
 class CheckBugStatusResult(Result):
     version_context: VersionContext
     lmcache_context: VersionContext
@@ -197,7 +227,13 @@ class CheckBugStatusResult(Result):
     left_out: list[LeftOutBug] = Field(
         default_factory=list, description="tracked issues not checked because they do not concern `stack`"
     )
-    bugs: list[BugStatus]
+    bugs: list[BugStatus] = Field(description="each issue in full; empty when `listed` is brief")
+    listed: Literal["all", "brief"] = Field(
+        default="all",
+        description="all: `bugs` has every issue in full; brief: every tracked issue was checked and `brief` has "
+        "each one's verdict (detail: full, or naming the issues in `bugs`, lists them in full)",
+    )
+    brief: list[BugBrief] = Field(default_factory=list, description="every issue's verdict, when `listed` is brief")
     requests_made: int = Field(description="HTTP requests sent to GitHub for this answer")
     api_mode: Literal["graphql", "rest", "offline"]
 
@@ -207,9 +243,10 @@ class CheckBugStatusResult(Result):
         if self.stack is None or "lmcache" in self.stack:
             releases.append(f"LMCache {lm.version}{' (assumed)' if lm.assumed else ''}")
         chosen_for = f" concerning {', '.join(self.stack)}" if self.stack is not None else ""
-        lines = [
-            f"{', '.join(releases)}; {len(self.bugs)} issue(s){chosen_for}, {self.requests_made} request(s) to GitHub"
-        ]
+        count = len(self.brief) if self.listed == "brief" else len(self.bugs)
+        lines = [f"{', '.join(releases)}; {count} issue(s){chosen_for}, {self.requests_made} request(s) to GitHub"]
+        if self.listed == "brief":
+            lines += _brief_lines(self.brief)
         for b in self.bugs:
             lines.append("")
             lines.append(f"{b.id}  {b.verdict.upper().replace('_', ' ')}  [{_provenance_text(b.provenance)}]")
@@ -245,6 +282,26 @@ class CheckBugStatusResult(Result):
         for context in (ctx, lm) if len(releases) == 2 else (ctx,):
             lines += [f"warning: {w}" for w in context.warnings]
         return join_lines(lines)
+
+
+def _brief_lines(briefs: Sequence[BugBrief]) -> list[str]:
+    """The issues that may still bite, each with its reason and avoidance; the clear ones by id; how to get more."""
+    lines = []
+    for b in briefs:
+        if b.verdict in _CLEAR:
+            continue
+        lines.append(f"{b.id}  {b.verdict.upper().replace('_', ' ')}  [{b.source}]: {b.title or 'title unknown'}")
+        lines.append(f"  {b.verdict_reason}")
+        if b.avoidance:
+            lines.append(f"  avoidance: {b.avoidance}")
+    clear = [b for b in briefs if b.verdict in _CLEAR]
+    if clear:
+        lines.append(
+            f"no longer concern this release ({len(clear)}): "
+            + ", ".join(f"{b.id} ({b.verdict.replace('_', ' ')})" for b in clear)
+        )
+    lines.append("pull requests, closers and sources: detail: full, or name the issues in `bugs`")
+    return lines
 
 
 def _provenance_text(p: Provenance) -> str:
@@ -663,12 +720,17 @@ def check_bug_status(request: CheckBugStatusRequest, knowledge: Knowledge) -> Ch
             )
     if request.bugs and stack is not None:
         _note_outside_stack(answers, tracked, stack, knowledge)
+    # Every tracked issue in full runs to ~2 KB each; by default they come as their verdicts. Issues named in
+    # `bugs` were asked about and come in full.
+    brief = request.detail == "summary" and not request.bugs
     return CheckBugStatusResult(
         version_context=vllm_context,
         lmcache_context=lmcache_context,
         stack=sorted(stack) if stack is not None else None,
         left_out=left_out,
-        bugs=answers,
+        bugs=[] if brief else answers,
+        listed="brief" if brief else "all",
+        brief=[BugBrief.of(a) for a in answers] if brief else [],
         requests_made=requests_made,
         api_mode=mode,
     )
@@ -762,8 +824,8 @@ SPEC = ToolSpec(
     name="check_bug_status",
     title="Check upstream bug status",
     description=(
-        "Live state of upstream vLLM / LMCache / SGLang issues that bite tiered KV caching, judged for your release, "
-        "with the fix release and the avoidance. Reads GitHub; offline, the stored snapshot."
+        "Live state of upstream vLLM / LMCache / SGLang issues that bite tiered KV caching, judged for your release: "
+        "fix release, avoidance. Offline: the stored snapshot."
     ),
     request=CheckBugStatusRequest,
     result=CheckBugStatusResult,

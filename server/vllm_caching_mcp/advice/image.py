@@ -848,9 +848,8 @@ SPEC = ToolSpec(
     name="inspect_image",
     title="Inspect a vLLM container image",
     description=(
-        "What a vllm/vllm-openai tag or other image contains, from registry metadata only: digest, size, CUDA, "
-        "Python, vLLM, bundled LMCache / NIXL / Mooncake and version pins; optionally a script to check it on a "
-        "Docker host."
+        "What a vllm/vllm-openai tag or other image holds, from registry metadata only: digest, size, CUDA, "
+        "Python, vLLM, bundled LMCache / NIXL / Mooncake, version pins; optionally a Docker-host check script."
     ),
     request=InspectImageRequest,
     result=InspectImageResult,
