@@ -14,6 +14,7 @@ from vllm_caching_mcp.versions import Version, parse_version
 from .download import default_src
 from .plan import AdvisoryFact
 from .report import counts, merge_status, render_report, status_yaml, write_report
+from .reproduce import rerun
 from .rewrite import apply_updates
 from .run import Verdict, verify
 
@@ -55,6 +56,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--verbose", action="store_true", help="print every probe run")
     parser.add_argument(
         "--only", action="append", metavar="ID", help="check only facts whose id matches (fnmatch; repeatable)"
+    )
+    parser.add_argument(
+        "--reproduce",
+        action="store_true",
+        help="also re-run the failure reproductions pitfalls record (scripts/reproductions/) on this machine",
     )
     return parser
 
@@ -129,6 +135,11 @@ def main(argv: list[str] | None = None) -> int:
         write_report(args.report, render_report(verdicts, newest, args.date, others))
     if args.update:
         _update(args, knowledge, verdicts, newest)
+    differs = False
+    if args.reproduce:
+        for result in rerun(knowledge, REPO):
+            print(result.line())
+            differs = differs or result.status == "differs"
     if missing and counts(verdicts)["verified"] == 0:
         return 2
-    return 1 if counts(verdicts)["contradicted"] else 0
+    return 1 if counts(verdicts)["contradicted"] or differs else 0

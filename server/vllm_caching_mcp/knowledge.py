@@ -453,11 +453,24 @@ class OffloadShorthand(Sourced):
     when_env: ValueTest | None = None
 
 
+class Reproduction(Frozen):
+    """How a pitfall's failure mode was reproduced on a machine: a script `scripts/verify_knowledge.py
+    --reproduce` runs again, and the one line it prints when the failure happens."""
+
+    script: str = Field(pattern=r"^scripts/reproductions/[\w-]+\.py$")
+    args: tuple[str, ...] = ()
+    expect: str = Field(min_length=1, description="the outcome line the script prints, e.g. OSError(14, 'Bad address')")
+    needs: str = Field(min_length=1, description="what the machine needs for it to run (root or user namespaces, ...)")
+    recorded: dt.date
+
+
 class Pitfall(Sourced):
     """A configuration mistake worth warning about, for the releases in ``versions``.
 
     With ``when`` it is also a review rule: `review_deployment` reports it where the condition
     holds; ``heuristic`` says how the rule guesses when the configuration cannot say for sure.
+    ``failure`` says how the failure mode its ``why`` names is known: ``reproduced`` (with the
+    ``reproduction`` the verifier re-runs) or ``read_from_code`` (the wheel lines in ``sources``).
     """
 
     id: EntryId
@@ -473,6 +486,14 @@ class Pitfall(Sourced):
     related: tuple[EntryId, ...] = ()
     when: Condition | None = None
     heuristic: str | None = None
+    failure: Literal["reproduced", "read_from_code"] | None = None
+    reproduction: Reproduction | None = None
+
+    @model_validator(mode="after")
+    def _reproduced_has_its_reproduction(self) -> Pitfall:
+        if (self.failure == "reproduced") != (self.reproduction is not None):
+            raise ValueError("failure 'reproduced' and a reproduction go together")
+        return self
 
 
 BugState = Literal["open", "closed"]
