@@ -731,6 +731,10 @@ class Mamba2State(Frozen):
 SsmStateDType = Literal["bfloat16", "float16", "float32"]
 
 
+# ModelArch fields that name or document the model rather than describe its layout.
+_NOT_LAYOUT = frozenset({"id", "name", "hf_repo", "aliases", "class_defaults", "note", "sources", "verified_at"})
+
+
 class ModelArch(Sourced):
     """A model's architecture, as KV-cache sizing needs it (owned by size_offload).
 
@@ -769,10 +773,19 @@ class ModelArch(Sourced):
     weights_dtype: Literal["bfloat16", "float16", "fp8", "mxfp4"] = "bfloat16"
     default_dtype: Literal["bfloat16", "float16", "float32"] = "bfloat16"
     max_position_embeddings: int = Field(gt=0)
+    # Values that are a config class's defaults (transformers' or vLLM's), not read from the published
+    # checkpoint: a checkpoint value, once read, replaces the default and leaves this list.
+    class_defaults: tuple[str, ...] = ()
     note: str | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> ModelArch:
+        layout = set(type(self).model_fields) - _NOT_LAYOUT
+        unknown = sorted(set(self.class_defaults) - layout)
+        if unknown:
+            raise ValueError(
+                f"class_defaults: {', '.join(unknown)} is not a layout value (one of {', '.join(sorted(layout))})"
+            )
         special = self.sliding_window_layers + self.chunked_local_layers + self.linear_attention_layers
         if special > self.num_layers:
             raise ValueError("sliding, chunked and linear layers add up to more than num_layers")

@@ -624,6 +624,11 @@ def _architecture(request: SizeOffloadRequest, knowledge: Knowledge, trail: _Tra
         trail.use(entry.id)
         arch = from_knowledge(entry)
         label = entry.name
+        if "max_position_embeddings" in entry.class_defaults and request.max_model_len is None:
+            trail.warn(
+                f"{entry.name}'s max_position_embeddings {entry.max_position_embeddings:,} is its config class's "
+                "default, not read from the published checkpoint: give max_model_len for the length you serve."
+            )
     elif request.config_path is not None:
         arch = read_hf_config(request.config_path)
         label = arch.name
