@@ -1190,6 +1190,8 @@ class AffectedRange(Frozen):
     ``probes`` (presence kinds) match the vulnerable code the fix removes: `scripts/verify_knowledge.py`
     expects them to hold in the last release ``affected`` covers and in ``unfixed_through`` and,
     unless ``absent_outside`` is false, to fail in ``fixed_in`` and the newest release.
+    ``flaw_present_from`` is the first release whose code, read in the wheels, already has the flaw when
+    that is earlier than the published range: the releases from it up to the range count as affected too.
     """
 
     affected: SpecifierText
@@ -1197,6 +1199,7 @@ class AffectedRange(Frozen):
     fix_basis: Literal["published", "derived"] = "published"
     open_ended: bool = False
     unfixed_through: VersionText | None = None
+    flaw_present_from: VersionText | None = None
     probes: tuple[Probe, ...] = ()
 
     @model_validator(mode="after")
@@ -1211,6 +1214,12 @@ class AffectedRange(Frozen):
                 raise ValueError("unfixed_through extends an open_ended range; this range ends at a fix")
             if self.fixed_in is not None and self.unfixed_through >= self.fixed_in:
                 raise ValueError(f"unfixed_through {self.unfixed_through} must come before fixed_in {self.fixed_in}")
+        if self.flaw_present_from is not None:
+            lowers = [Version(s.version) for s in spec if s.operator in (">", ">=")]
+            if versions.contains(spec, self.flaw_present_from) or not lowers or self.flaw_present_from > min(lowers):
+                raise ValueError(
+                    f"flaw_present_from {self.flaw_present_from} must come before the start of {self.affected!r}"
+                )
         if self.probes and self.fixed_in is None and self.unfixed_through is None:
             raise ValueError("probes check where a range ends: they need fixed_in or unfixed_through")
         if any(p.kind not in PRESENCE_PROBES for p in self.probes):
@@ -1264,10 +1273,15 @@ class Advisory(Sourced):
     def _identified_and_sourced(self) -> Advisory:
         if self.ghsa is None and self.cve is None:
             raise ValueError("an advisory needs a ghsa or a cve id")
-        probed = [r for r in self.ranges if r.fix_basis == "derived" or r.unfixed_through is not None]
-        if probed and not any(s.startswith(f"wheel:{self.package}==") for s in self.sources):
+        read = [
+            r
+            for r in self.ranges
+            if r.fix_basis == "derived" or r.unfixed_through is not None or r.flaw_present_from is not None
+        ]
+        if read and not any(s.startswith(f"wheel:{self.package}==") for s in self.sources):
             raise ValueError(
-                f"a derived fix or unfixed_through needs the wheel:{self.package}==... lines it was read from"
+                f"a derived fix, unfixed_through or flaw_present_from needs the wheel:{self.package}==... lines "
+                "it was read from"
             )
         return self
 
@@ -1304,7 +1318,11 @@ def _cross_check_advisories(k: Knowledge) -> list[str]:
             continue
         oldest = k.oldest(a.package)
         for r in a.ranges:
-            for field, value in (("fixed_in", r.fixed_in), ("unfixed_through", r.unfixed_through)):
+            for field, value in (
+                ("fixed_in", r.fixed_in),
+                ("unfixed_through", r.unfixed_through),
+                ("flaw_present_from", r.flaw_present_from),
+            ):
                 read_in_wheel = field == "unfixed_through" or r.fix_basis == "derived"
                 known_span = value is not None and value >= oldest
                 if value is not None and (read_in_wheel or known_span) and str(value) not in releases:

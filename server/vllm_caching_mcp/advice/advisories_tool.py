@@ -124,6 +124,14 @@ class AffectedRangeAnswer(BaseModel):
         description="published: as the advisory says; derived: read in the released wheels where it names none"
     )
     open_ended: bool = Field(description="the range stops at the newest release of its day, not at a fix")
+    unfixed_through: str | None = Field(
+        default=None, description="the newest release read in the wheels and found still without the fix"
+    )
+    flaw_present_from: str | None = Field(
+        default=None,
+        description="the first release whose code, read in the wheels, already has the flaw, where that is "
+        "before the published range (those releases count as affected)",
+    )
 
 
 class AdvisoryAnswer(BaseModel):
@@ -417,6 +425,9 @@ def judge(advisory: Advisory, version: Version | None, facts: advisories.Deploym
             "fixed": f"{version} has the fix (affected {ranges})",
             "not_affected": f"{version} is outside the affected range {ranges}",
         }[status]
+        earlier = advisories.flaw_present_before(advisory, version)
+        if earlier is not None:
+            hit = f"{version} is below the published range {ranges}, but its code has the flaw (from {earlier} on)"
         if status in ("fixed", "not_affected"):
             return _Judged("not_in_this_release", status, (), (), fixed_in, hit)
     if applies == "no":
@@ -457,7 +468,12 @@ def _answer(advisory: Advisory, judged: _Judged, stored: Advisory | None, knowle
         title=advisory.title,
         ranges=[
             AffectedRangeAnswer(
-                affected=r.affected, fixed_in=as_text(r.fixed_in), fix_basis=r.fix_basis, open_ended=r.open_ended
+                affected=r.affected,
+                fixed_in=as_text(r.fixed_in),
+                fix_basis=r.fix_basis,
+                open_ended=r.open_ended,
+                unfixed_through=as_text(r.unfixed_through),
+                flaw_present_from=as_text(r.flaw_present_from),
             )
             for r in advisory.ranges
         ],
