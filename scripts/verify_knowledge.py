@@ -22,8 +22,10 @@ advisory is reported like a fact, under its GHSA or CVE id (``not_checkable`` wh
 Wheels come from ``--src DIR`` (repeatable; ``--wheel-dir`` is the older spelling; default
 ``$XDG_CACHE_HOME/vllm-caching-mcp/wheels``), as ``vllm-0.33.0-*.whl`` files read in place or as
 extracted trees ``vllm-0.33.0/vllm/...``; a missing one is fetched into the last ``--src`` with
-``pip download --no-deps`` unless ``--no-download`` is given. A directory inside the repository
-is refused.
+``pip download --no-deps`` unless ``--no-download`` is given. A release published without a wheel
+(``wheel: false`` in releases.yaml, LMCache 0.3.0) is read from its extracted source distribution,
+``lmcache-0.3.0-sdist/lmcache/...`` as scripts/check_sources.py extracts it, fetched the same way. A
+directory inside the repository is refused.
 
 Each fact is reported verified, contradicted or not checkable, with file and line. ``--update``
 rewrites ``verified_at`` (and the newest source pointer) of verified facts in place, keeping the

@@ -699,3 +699,19 @@ def test_an_advisory_flaw_read_before_its_range_is_checked_on_both_sides(knowled
     planned = {str(c.version): c.expected for c in checks}
     newest = str(releases["vllm"][-1])
     assert planned == {"0.16.0": False, "0.17.0": True, "0.23.0": True, "0.24.0": False, newest: False}
+
+
+def test_a_release_with_only_a_source_distribution_is_read_from_its_extracted_sdist(tmp_path: Path) -> None:
+    """LMCache 0.3.0 has no wheel: the verifier reads the tree check_sources.py extracts, DIR/lmcache-0.3.0-sdist."""
+    sdist = tmp_path / "lmcache-0.3.0-sdist"
+    (sdist / "lmcache" / "v1").mkdir(parents=True)
+    (sdist / "lmcache" / "v1" / "config.py").write_text("chunk_size: int = 256\n")
+    assert download.locate("lmcache", "0.3.0", [tmp_path]) == sdist
+    # A wheel, where there is one, is read first.
+    wheel = tmp_path / "lmcache-0.3.0-cp311-cp311-manylinux_2_28_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr("lmcache/v1/config.py", "chunk_size: int = 256\n")
+    assert download.locate("lmcache", "0.3.0", [tmp_path]) == wheel
+    source = importlib.import_module("verifier.source")
+    tree = source.SourceTree("lmcache", "0.3.0", sdist)
+    assert tree.paths == ["lmcache/v1/config.py"]

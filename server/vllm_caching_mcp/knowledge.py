@@ -542,6 +542,9 @@ class Bug(Sourced):
 class Release(Frozen):
     version: VersionText
     date: dt.date | None = None
+    # False: the release was published as a source distribution only (no wheel on the index), so a source
+    # that reads it is cited as sdist:PKG==VERSION:PATH, never wheel: (the loader holds that).
+    wheel: bool = True
 
 
 class ReleaseLine(Sourced):
@@ -1769,6 +1772,23 @@ def load_knowledge(directory: str | None = None) -> Knowledge:
     return startup_cache.load_or_build("knowledge", inputs, Knowledge, lambda: _load_and_check(root))
 
 
+_WHEEL_SOURCE = re.compile(r"wheel:(?P<pkg>vllm|lmcache)==(?P<ver>[\w.]+):(?P<path>[\w./-]+)")
+
+
+def _wheel_sources_without_a_wheel(root: Path, k: Knowledge) -> list[str]:
+    """``wheel:`` sources naming a release that has no wheel (``wheel: false`` in releases.yaml)."""
+    sdist_only = {(line.package, str(r.version)) for line in k.releases.values() for r in line.releases if not r.wheel}
+    problems: list[str] = []
+    for name in FILES:
+        for m in _WHEEL_SOURCE.finditer((root / name).read_text(encoding="utf-8")) if sdist_only else ():
+            if (m["pkg"], m["ver"]) in sdist_only:
+                problems.append(
+                    f"{name}: {m.group(0)}: {m['pkg']} {m['ver']} has no wheel on the index; cite its source "
+                    f"distribution, sdist:{m['pkg']}=={m['ver']}:{m['path']}"
+                )
+    return problems
+
+
 def _cache_inputs(root: Path) -> list[bytes]:
     """Everything a loaded `Knowledge` depends on: the files, where they are, and the code that reads them."""
     code = [Path(__file__), Path(versions.__file__)]
@@ -1813,6 +1833,7 @@ def _load_and_check(root: Path) -> Knowledge:
     if "vllm" not in k.releases:
         raise KnowledgeError("knowledge/releases.yaml: the vllm release line is missing")
     problems = _cross_check(k) + _cross_check_recipes(k.recipes, k) + _cross_check_advisories(k)
+    problems += _wheel_sources_without_a_wheel(root, k)
     if problems:
         raise KnowledgeError("; ".join(problems))
     return k
