@@ -25,8 +25,8 @@ from vllm_caching_mcp.advice.model_config import architecture_from_hf_config
 from vllm_caching_mcp.advice.render import shell_words
 from vllm_caching_mcp.advice.sizing import SizeOffloadResult
 from vllm_caching_mcp.knowledge import Connector, load_knowledge
-from vllm_caching_mcp.versions import parse_specifier
 from vllm_caching_mcp.tools import ToolInputError, run_tool
+from vllm_caching_mcp.versions import parse_specifier
 
 REPO = Path(__file__).resolve().parents[1]
 ENGINE_DATA = REPO / "tests" / "data" / "engine"
