@@ -634,9 +634,8 @@ def _recorded_by_release(by_version: dict[str, list[dict[str, Any]]]) -> list[st
         code_only = (
             "everything" if not cells and not cases else "sizing" if not cells else "refusals" if not cases else "—"
         )
-        rows.append(
-            f"| {version} | {cells or '—'} | {cases or '—'} | {code_only} | {', '.join(f'`{r}`' for r in changing) or '—'} |"
-        )
+        changes = ", ".join(f"`{r}`" for r in changing) or "—"
+        rows.append(f"| {version} | {cells or '—'} | {cases or '—'} | {code_only} | {changes} |")
     return rows
 
 
