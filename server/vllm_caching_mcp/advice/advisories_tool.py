@@ -19,9 +19,9 @@ import dataclasses
 import datetime as dt
 import re
 from collections.abc import Iterable, Sequence
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from .. import advisories
 from ..github import ConfigError, FailureReason
@@ -124,14 +124,19 @@ class AffectedRangeAnswer(BaseModel):
         description="published: as the advisory says; derived: read in the released wheels where it names none"
     )
     open_ended: bool = Field(description="the range stops at the newest release of its day, not at a fix")
-    unfixed_through: str | None = Field(
-        default=None, description="the newest release read in the wheels and found still without the fix"
-    )
     flaw_present_from: str | None = Field(
         default=None,
         description="the first release whose code, read in the wheels, already has the flaw, where that is "
-        "before the published range (those releases count as affected)",
+        "before the published range (those releases count as affected); left out when not read",
     )
+
+    @model_serializer(mode="wrap")
+    def _without_unread(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Most ranges were never read before their start: leaving the null out keeps long lists small.
+        data: dict[str, Any] = handler(self)
+        if data.get("flaw_present_from") is None:
+            data.pop("flaw_present_from", None)
+        return data
 
 
 class AdvisoryAnswer(BaseModel):
@@ -472,7 +477,6 @@ def _answer(advisory: Advisory, judged: _Judged, stored: Advisory | None, knowle
                 fixed_in=as_text(r.fixed_in),
                 fix_basis=r.fix_basis,
                 open_ended=r.open_ended,
-                unfixed_through=as_text(r.unfixed_through),
                 flaw_present_from=as_text(r.flaw_present_from),
             )
             for r in advisory.ranges
