@@ -2,6 +2,7 @@
 
     python scripts/verify_knowledge.py --vllm 0.33.0 [--lmcache 0.5.6] [--src DIR]
                                        [--no-download] [--update] [--report FILE] [--only ID]
+                                       [--reproduce]
 
 Each fact gets probes: written next to it in the YAML (``probes:`` on an entry or on one of its
 ranged values) or implied by its kind (a connector is registered in KVConnectorFactory, a CLI
@@ -21,8 +22,10 @@ advisory is reported like a fact, under its GHSA or CVE id (``not_checkable`` wh
 Wheels come from ``--src DIR`` (repeatable; ``--wheel-dir`` is the older spelling; default
 ``$XDG_CACHE_HOME/vllm-caching-mcp/wheels``), as ``vllm-0.33.0-*.whl`` files read in place or as
 extracted trees ``vllm-0.33.0/vllm/...``; a missing one is fetched into the last ``--src`` with
-``pip download --no-deps`` unless ``--no-download`` is given. A directory inside the repository
-is refused.
+``pip download --no-deps`` unless ``--no-download`` is given. A release published without a wheel
+(``wheel: false`` in releases.yaml, LMCache 0.3.0) is read from its extracted source distribution,
+``lmcache-0.3.0-sdist/lmcache/...`` as scripts/check_sources.py extracts it, fetched the same way. A
+directory inside the repository is refused.
 
 Each fact is reported verified, contradicted or not checkable, with file and line. ``--update``
 rewrites ``verified_at`` (and the newest source pointer) of verified facts in place, keeping the
@@ -33,10 +36,14 @@ their wheels; with ``--update`` their verdicts replace theirs in the existing ve
 and the rest of it (dates and releases included) is kept. Exit status 1 when any fact is
 contradicted, 2 on bad arguments or missing wheels.
 
+``--reproduce`` also re-runs the failure reproductions the pitfalls record (``failure: reproduced``,
+scripts under ``scripts/reproductions/``) on this machine and prints REPRODUCED, DIFFERS or NOT RUN
+(the script cannot run here) for each; one that differs makes the exit status 1.
+
 The work is done by the ``verifier`` package next to this file: source (a release read in place),
 download, readers and env_readers (facts out of the ast), probes, plan (which releases each probe
-runs on), run (checks and verdicts), report (VERIFICATION.md, verification.yaml), rewrite (--update)
-and cli.
+runs on), run (checks and verdicts), report (VERIFICATION.md, verification.yaml), rewrite (--update),
+reproduce (--reproduce) and cli.
 """
 
 from __future__ import annotations

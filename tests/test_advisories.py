@@ -166,9 +166,12 @@ def test_the_speculative_decoding_token_crash_keeps_github_s_range_and_needs_spe
     spec = by_id(knowledge, "GHSA-8wr5-jm2h-8r4f")
     assert spec.cve == "CVE-2026-54234" and spec.severity == "high"
     assert [c.vector for c in spec.cvss] == ["CVSS:3.1/AV:N/AC:L/PR:N/UI:N/S:U/C:N/I:N/A:H"]
-    # GitHub's reviewed range (">= 0.17.1, < 0.24.0"), not the CVE record's wider "< 0.24.0".
-    assert [status_at(spec, v(x)) for x in ("0.17.0", "0.17.1", "0.23.0", "0.24.0")] == [
+    # GitHub's reviewed range (">= 0.17.1, < 0.24.0"), not the CVE record's wider "< 0.24.0"; the wheels show
+    # the same kernel in 0.17.0 (flaw_present_from), and 0.16.0's is another one.
+    assert spec.ranges[0].affected == ">=0.17.1,<0.24.0" and str(spec.ranges[0].flaw_present_from) == "0.17.0"
+    assert [status_at(spec, v(x)) for x in ("0.16.0", "0.17.0", "0.17.1", "0.23.0", "0.24.0")] == [
         "not_affected",
+        "affected",
         "affected",
         "affected",
         "fixed",
@@ -509,3 +512,61 @@ def test_refresh_dates_the_snapshot_only_when_github_agrees(
     unreachable = run_refresh(knowledge_copy, base, tmp_path / "cache3", "--write")
     assert unreachable.returncode == 1 and "connection refused" in unreachable.stderr
     assert "Traceback" not in unreachable.stderr
+
+
+@pytest.mark.parametrize(
+    ("advisory_id", "before", "first", "in_range"),
+    [
+        # the upload read whole since the route arrived (0.7.3); the published range starts at 0.22.0
+        ("GHSA-v82g-2437-67m2", None, "0.11.0", "0.22.0"),
+        ("GHSA-8wr5-jm2h-8r4f", "0.16.0", "0.17.0", "0.17.1"),
+        # MOSS-Audio arrived in 0.24.0 with the cache; published from 0.25.0
+        ("GHSA-823j-m4cj-hmjf", "0.23.0", "0.24.0", "0.25.0"),
+    ],
+)
+def test_a_flaw_the_code_shows_before_the_published_range_counts_and_says_so(
+    knowledge: Knowledge, advisory_id: str, before: str | None, first: str, in_range: str
+) -> None:
+    from vllm_caching_mcp.advisories import flaw_present_before
+
+    advisory = by_id(knowledge, advisory_id)
+    if before is not None:
+        assert status_at(advisory, v(before)) == "not_affected"
+    assert status_at(advisory, v(first)) == "affected"
+    earlier = flaw_present_before(advisory, v(first))
+    assert earlier is not None and earlier <= v(first)
+    assert flaw_present_before(advisory, v(in_range)) is None  # inside the published range: as published
+    everything = DeploymentFacts(multimodal=frozenset({"audio"}), configured=frozenset({"--speculative-config"}))
+    (hit,) = [
+        f
+        for f in affecting(knowledge.advisories.advisories, "vllm", v(first), everything)
+        if f.advisory.id == advisory_id
+    ]
+    assert hit.flaw_present_from == earlier
+    assert f"below the published range, but the code has the flaw from {earlier}" in hit.line()
+
+
+def test_a_flaw_present_from_must_come_before_the_range() -> None:
+    from pydantic import ValidationError
+
+    from vllm_caching_mcp.knowledge import AffectedRange
+
+    with pytest.raises(ValidationError, match=r"flaw_present_from 0\.18\.0 must come before the start"):
+        AffectedRange.model_validate(
+            {"affected": ">=0.17.1,<0.24.0", "fixed_in": "0.24.0", "flaw_present_from": "0.18.0"}
+        )
+    with pytest.raises(ValidationError, match=r"must come before the start of '<0\.24\.0'"):
+        AffectedRange.model_validate({"affected": "<0.24.0", "fixed_in": "0.24.0", "flaw_present_from": "0.11.0"})
+
+
+def test_the_live_list_keeps_the_flaw_the_snapshot_read_before_the_published_range(knowledge: Knowledge) -> None:
+    from vllm_caching_mcp.advisories import merge
+    from vllm_caching_mcp.knowledge import AffectedRange
+
+    stored = by_id(knowledge, "GHSA-8wr5-jm2h-8r4f")
+    # GitHub publishes only its own range, without the wheel reading.
+    live = stored.model_copy(update={"ranges": (AffectedRange(affected=">=0.17.1,<0.24.0", fixed_in="0.24.0"),)})
+    merged, _ = merge([stored], [live])
+    (again,) = merged
+    assert [str(r.flaw_present_from) for r in again.ranges] == ["0.17.0"]
+    assert status_at(again, v("0.17.0")) == "affected"

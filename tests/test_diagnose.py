@@ -367,6 +367,21 @@ def test_shm_exhausted_from_vllms_start_up_check(knowledge: Knowledge) -> None:
     assert "shm_exhausted" not in causes(disk)
 
 
+def test_shm_exhausted_from_0_27s_pre_fault(knowledge: Knowledge) -> None:
+    # 0.27.x creates the region unchecked and pre-faults it: the errno scripts/reproductions/shm_prefault.py
+    # reproduces on a tmpfs smaller than the region, after the line shared_offload_region.py logs.
+    log = (
+        "INFO [shared_offload_region.py:71] Created mmap file /dev/shm/vllm_offload_0f1e.mmap (21.47 GB)\n"
+        'File "/usr/local/lib/python3.12/dist-packages/vllm/v1/kv_offload/cpu/shared_offload_region.py", '
+        "line 111, in __init__\n    self.mmap_obj.madvise(_MADV_POPULATE_WRITE, 0, self.total_size_bytes)\n"
+        "OSError: [Errno 14] Bad address\n"
+    )
+    shm = cause(diagnose(DiagnoseRequest(log=log, version="0.27.1"), knowledge), "shm_exhausted")
+    assert shm.evidence == ["'[errno 14] bad address' with /dev/shm named"]  # type: ignore[attr-defined]
+    unrelated = diagnose(DiagnoseRequest(log="OSError: [Errno 14] Bad address\n", version="0.27.1"), knowledge)
+    assert "shm_exhausted" not in causes(unrelated)
+
+
 def test_a_cause_whose_premise_was_not_verified_is_not_stated_as_certain(knowledge_copy: Path) -> None:
     from vllm_caching_mcp.knowledge import load_knowledge
 

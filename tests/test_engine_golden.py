@@ -26,6 +26,7 @@ from vllm_caching_mcp.advice.render import shell_words
 from vllm_caching_mcp.advice.sizing import SizeOffloadResult
 from vllm_caching_mcp.knowledge import Connector, load_knowledge
 from vllm_caching_mcp.tools import ToolInputError, run_tool
+from vllm_caching_mcp.versions import parse_specifier
 
 REPO = Path(__file__).resolve().parents[1]
 ENGINE_DATA = REPO / "tests" / "data" / "engine"
@@ -596,7 +597,46 @@ def agreement_report() -> str:
         for (model, why), counts in sorted(not_recorded.items()):
             where = ", ".join(f"{n} cells on {v}" for v, n in sorted(counts.items()))
             rows.append(f"- `{model}` ({where}): {why}")
-    return "\n".join(lines + rows) + "\n"
+    return "\n".join(lines + rows + _recorded_by_release(by_version)) + "\n"
+
+
+def _recorded_by_release(by_version: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """Per covered release: what the engine oracle recorded there, and which engine rules change value there,
+    so what a release without records rests on is the code reading alone (issue 28)."""
+    knowledge = load_knowledge()
+    rule_cases = {
+        json.loads(path.read_text())["vllm_version"]: len(json.loads(path.read_text())["cases"])
+        for path in sorted(ENGINE_DATA.glob("rules-*.json"))
+    }
+    rows = [
+        "",
+        "## Recorded, and read from code only, by release",
+        "",
+        "Every vLLM release the knowledge covers. Cells: the golden cells recorded there (sizes, blocks, offload);",
+        "rule cases: the command lines of the error-level review rules run there (`rules-X.Y.Z.json`). Rules that",
+        "change here: the `knowledge/engine.yaml` rules whose value starts at this release. In a release with no",
+        "cells, every sizing rule (and, with no rule cases, every refusal) is read from the code only, from the",
+        "wheel lines each rule cites; where cells exist, the rules those cells exercise are recorded.",
+        "",
+        "| release | cells | rule cases | read from code only | rules that change here |",
+        "|---|---|---|---|---|",
+    ]
+    for release in knowledge.release_versions("vllm"):
+        version = str(release)
+        changing = sorted(
+            rule.id
+            for rule in knowledge.engine.rules
+            for value in rule.values
+            if any(s.operator == ">=" and s.version == version for s in parse_specifier(value.versions))
+        )
+        cells = len(by_version.get(version, []))
+        cases = rule_cases.get(version, 0)
+        code_only = (
+            "everything" if not cells and not cases else "sizing" if not cells else "refusals" if not cases else "—"
+        )
+        changes = ", ".join(f"`{r}`" for r in changing) or "—"
+        rows.append(f"| {version} | {cells or '—'} | {cases or '—'} | {code_only} | {changes} |")
+    return rows
 
 
 def test_the_agreement_report_is_current() -> None:

@@ -52,6 +52,10 @@ NOT_RECORDED: dict[str, str] = {
     "pitfall.server-does-not-start": "the premise is bash's, not vLLM's: the oracle runs `vllm serve` lines, and "
     "`bash -c vllm ...` runs the vllm command with no subcommand, which prints its help and returns "
     "(wheel:vllm==0.33.0:vllm/entrypoints/cli/main.py:116-119)",
+    "pitfall.offload-tier-over-shm-unchecked": "0.27.x only, a release the oracle does not install; the start-up "
+    "failure is reproduced instead with the calls 0.27.x's SharedOffloadRegion makes, on a tmpfs smaller than the "
+    "region (the pitfall's reproduction, scripts/reproductions/shm_prefault.py, re-run by verify_knowledge.py "
+    "--reproduce and tests/test_reproductions.py)",
 }
 
 

@@ -158,3 +158,14 @@ def test_a_misspelled_fact_in_a_rule_condition_is_refused_with_the_rule_and_clos
     message = str(refused.value)
     assert f"pitfalls.yaml: entry {rule!r}" in message, message
     assert "'fact:wrld_size' names no fact a workload has; did you mean world_size?" in message, message
+
+
+def test_a_release_without_a_wheel_is_cited_by_its_source_distribution(knowledge_copy: Path) -> None:
+    """LMCache 0.3.0 is on the index as an sdist only: a wheel: source for it names an artifact that does not exist."""
+    lmcache = (knowledge_copy / "lmcache.yaml").read_text(encoding="utf-8")
+    assert "sdist:lmcache==0.3.0:lmcache/v1/config.py:44" in lmcache and "wheel:lmcache==0.3.0:" not in lmcache
+    (knowledge_copy / "lmcache.yaml").write_text(lmcache.replace("sdist:lmcache==0.3.0:", "wheel:lmcache==0.3.0:"))
+    with pytest.raises(
+        KnowledgeError, match=r"lmcache 0\.3\.0 has no wheel on the index; cite its source distribution"
+    ):
+        load_knowledge(str(knowledge_copy))

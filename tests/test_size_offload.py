@@ -633,13 +633,30 @@ def layout_of(tp: int = 1, pp: int = 1) -> _Parallel:
         ("0.25.1", 1, 8192),  # before max_in_flight_tokens: the bound adds max_num_batched_tokens
         ("0.25.1", 2, 8192),
         ("0.26.0", 1, 2 * 8192),  # async scheduling: 2 concurrent batches
-        ("0.28.0", 2, 2 * 8192),  # the V1 model runner runs PP batches (async scheduling off with PP)
+        ("0.28.0", 2, 2 * 8192),  # an MoE model: the V1 model runner runs PP batches (async scheduling off with PP)
         ("0.33.0", 1, 2 * 8192),
         ("0.33.0", 2, 3 * 8192),  # Model Runner V2: PP + 1
     ],
 )
 def test_in_flight_tokens_follow_the_release(knowledge: Knowledge, version: str, pp: int, in_flight: int) -> None:
     model = model_of(knowledge, "gpt-oss-20b", "gpu.h100-sxm", version)
+    tokens, formula = _in_flight_tokens(request_of(), model, layout_of(pp=pp), trail_for(knowledge))
+    assert tokens == in_flight
+    assert "8,192" in formula
+
+
+@pytest.mark.parametrize(
+    ("version", "pp", "in_flight"),
+    [
+        ("0.26.0", 2, 3 * 8192),  # a dense model: Model Runner V2 is its default from 0.26.0, PP + 1
+        ("0.28.0", 2, 3 * 8192),
+        ("0.28.0", 4, 5 * 8192),
+    ],
+)
+def test_dense_models_run_model_runner_v2_with_pp_before_0_29(
+    knowledge: Knowledge, version: str, pp: int, in_flight: int
+) -> None:
+    model = model_of(knowledge, "gemma-3-27b", "gpu.h100-sxm", version)
     tokens, formula = _in_flight_tokens(request_of(), model, layout_of(pp=pp), trail_for(knowledge))
     assert tokens == in_flight
     assert "8,192" in formula
@@ -1074,7 +1091,7 @@ def test_sizing_code_holds_no_release_citations() -> None:
 def test_engine_rule_values_are_ones_the_code_reads_and_cover_every_release(knowledge: Knowledge) -> None:
     readable: dict[str, Callable[[object], bool]] = {
         "engine.bounded-attention-holding": lambda v: v in ("max_num_batched_tokens", "max_in_flight_tokens"),
-        "engine.max-in-flight-tokens": lambda v: v in ("v1", "v2"),
+        "engine.max-in-flight-tokens": lambda v: v == "v2" or (isinstance(v, tuple) and all("For" in a for a in v)),
         "engine.null-block": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
         "engine.mamba-align-mode": lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 0),
         "engine.hybrid-prefix-caching-default": lambda v: v is None or isinstance(v, bool),

@@ -175,3 +175,47 @@ def test_an_architecture_needs_one_kind_of_linear_state() -> None:
 def test_the_models_listing_names_mamba2_layers(knowledge: Knowledge) -> None:
     row = next(line for line in known_models_text(knowledge).splitlines() if line.startswith("nemotron-h-8b "))
     assert "GQA + 24 Mamba2" in row
+
+
+def test_a_context_length_from_the_checkpoint_is_used_and_a_class_default_one_is_flagged(knowledge: Knowledge) -> None:
+    # Qwen3.5-35B-A3B's checkpoint says 262,144 (transformers' class default is 32,768); the layout values that
+    # are still class defaults are listed, the context length is not among them (issue 28).
+    entry = next(m for m in knowledge.models if m.id == "model.qwen3.5-35b-a3b")
+    assert entry.max_position_embeddings == 262_144 and "max_position_embeddings" not in entry.class_defaults
+    warned = [w for w in ask(knowledge, model="qwen3.5-35b-a3b").warnings if "config class's default" in w]
+    assert warned == []
+    defaulted = entry.model_copy(update={"class_defaults": (*entry.class_defaults, "max_position_embeddings")})
+    flagged = knowledge.model_copy(update={"models": tuple(defaulted if m is entry else m for m in knowledge.models)})
+    flagged.__dict__.pop("_model_index", None)  # the copy carries the original's index by name
+    warned = [w for w in ask(flagged, model="qwen3.5-35b-a3b").warnings if "config class's default" in w]
+    assert warned == [
+        "Qwen3.5 35B-A3B's max_position_embeddings 262,144 is its config class's default, not read from the "
+        "published checkpoint: give max_model_len for the length you serve."
+    ]
+    assert not [w for w in ask(flagged, model="qwen3.5-35b-a3b", max_model_len=8192).warnings if "class's" in w]
+
+
+def test_class_defaults_name_layout_values_only() -> None:
+    from pydantic import ValidationError
+
+    from vllm_caching_mcp.knowledge import ModelArch
+
+    with pytest.raises(ValidationError, match="class_defaults: hf_repo is not a layout value"):
+        ModelArch.model_validate(
+            {
+                "id": "model.x",
+                "name": "X",
+                "hf_repo": "o/x",
+                "architecture": "LlamaForCausalLM",
+                "num_layers": 2,
+                "num_attention_heads": 2,
+                "num_kv_heads": 2,
+                "head_dim": 64,
+                "params_total_b": 1.0,
+                "params_active_b": 1.0,
+                "max_position_embeddings": 4096,
+                "class_defaults": ["hf_repo"],
+                "sources": ["https://example.org/x"],
+                "verified_at": "2026-12-02",
+            }
+        )

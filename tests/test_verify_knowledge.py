@@ -685,3 +685,33 @@ def test_the_shipped_advisory_probes_cover_the_wheel_read_range_ends() -> None:
     if record is not None:
         status = {f.id: f.status for f in record.facts}
         assert all(status.get(i) == "verified" for i in ("CVE-2026-94627", "CVE-2026-107204", "CVE-2026-10813"))
+
+
+def test_an_advisory_flaw_read_before_its_range_is_checked_on_both_sides(knowledge: object) -> None:
+    """flaw_present_from: the vulnerable code is there in that release and not in the known release before it."""
+    from vllm_caching_mcp.knowledge import Knowledge
+
+    assert isinstance(knowledge, Knowledge)
+    plan_module = importlib.import_module("verifier.plan")
+    advisory = next(a for a in knowledge.advisories.advisories if a.id == "GHSA-8wr5-jm2h-8r4f")
+    releases = {"vllm": list(knowledge.release_versions("vllm"))}
+    checks = plan_module.advisory_plan(plan_module.AdvisoryFact(advisory), releases)
+    planned = {str(c.version): c.expected for c in checks}
+    newest = str(releases["vllm"][-1])
+    assert planned == {"0.16.0": False, "0.17.0": True, "0.23.0": True, "0.24.0": False, newest: False}
+
+
+def test_a_release_with_only_a_source_distribution_is_read_from_its_extracted_sdist(tmp_path: Path) -> None:
+    """LMCache 0.3.0 has no wheel: the verifier reads the tree check_sources.py extracts, DIR/lmcache-0.3.0-sdist."""
+    sdist = tmp_path / "lmcache-0.3.0-sdist"
+    (sdist / "lmcache" / "v1").mkdir(parents=True)
+    (sdist / "lmcache" / "v1" / "config.py").write_text("chunk_size: int = 256\n")
+    assert download.locate("lmcache", "0.3.0", [tmp_path]) == sdist
+    # A wheel, where there is one, is read first.
+    wheel = tmp_path / "lmcache-0.3.0-cp311-cp311-manylinux_2_28_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr("lmcache/v1/config.py", "chunk_size: int = 256\n")
+    assert download.locate("lmcache", "0.3.0", [tmp_path]) == wheel
+    source = importlib.import_module("verifier.source")
+    tree = source.SourceTree("lmcache", "0.3.0", sdist)
+    assert tree.paths == ["lmcache/v1/config.py"]

@@ -14,6 +14,7 @@ from vllm_caching_mcp.versions import Version, parse_version
 from .download import default_src, locate
 from .plan import AdvisoryFact
 from .report import counts, merge_status, render_report, status_yaml, write_report
+from .reproduce import rerun
 from .rewrite import apply_updates
 from .run import Verdict, verify
 from .schema_sample import sample
@@ -66,6 +67,11 @@ def _parser() -> argparse.ArgumentParser:
         help="also probe N random entries of engine_schema.yaml at their boundaries (wheels already present only)",
     )
     parser.add_argument("--seed", type=int, help="the sample's seed (default: the date), to repeat a run")
+    parser.add_argument(
+        "--reproduce",
+        action="store_true",
+        help="also re-run the failure reproductions pitfalls record (scripts/reproductions/) on this machine",
+    )
     return parser
 
 
@@ -169,6 +175,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.update:
         _update(args, knowledge, verdicts, newest)
     schema_failures = _schema_sample(args, knowledge, directories) if args.schema_sample else 0
+    differs = False
+    if args.reproduce:
+        for result in rerun(knowledge, REPO):
+            print(result.line())
+            differs = differs or result.status == "differs"
     if missing and counts(verdicts)["verified"] == 0:
         return 2
-    return 1 if counts(verdicts)["contradicted"] or schema_failures else 0
+    return 1 if counts(verdicts)["contradicted"] or schema_failures or differs else 0

@@ -105,12 +105,15 @@ def _expected(kind: str, value: Any) -> Any:
 
 def read_in_wheels(advisory: Advisory) -> bool:
     """Whether a range's end was read in the wheels (or has probes), so the verifier owes it a check."""
-    return any(r.probes or r.fix_basis == "derived" or r.unfixed_through for r in advisory.ranges)
+    return any(
+        r.probes or r.fix_basis == "derived" or r.unfixed_through or r.flaw_present_from for r in advisory.ranges
+    )
 
 
 def advisory_plan(fact: AdvisoryFact, releases: dict[str, list[Version]]) -> list[Check]:
-    """The vulnerable code is present in the last release a range covers and in ``unfixed_through``,
-    absent (unless ``absent_outside`` is false) in ``fixed_in`` and the newest release."""
+    """The vulnerable code is present in the last release a range covers, in ``unfixed_through`` and in
+    ``flaw_present_from``, absent (unless ``absent_outside`` is false) in ``fixed_in``, the newest release
+    and the known release before ``flaw_present_from``."""
     versions = releases.get(fact.component)
     if not versions:
         return []
@@ -123,6 +126,12 @@ def advisory_plan(fact: AdvisoryFact, releases: dict[str, list[Version]]) -> lis
             points[affected[-1]] = True
         if r.unfixed_through is not None and r.unfixed_through in versions:
             points[r.unfixed_through] = True
+        if r.flaw_present_from is not None:
+            # Read in the wheels, possibly before the releases the knowledge lists: its wheel is fetched the same way.
+            points[r.flaw_present_from] = True
+            before = [v for v in versions if v < r.flaw_present_from]
+            if before:
+                points.setdefault(before[-1], False)
         if r.fixed_in is not None:
             fixed = [v for v in versions if v >= r.fixed_in]
             for version in {fixed[0], fixed[-1]} if fixed else ():

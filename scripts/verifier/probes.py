@@ -37,7 +37,8 @@ def _spec_key(entry: Setting) -> str:
 def _cited_paths(entry: Gated, package: str) -> tuple[str, ...]:
     paths: list[str] = []
     for source in entry.sources:
-        match = re.match(rf"wheel:{package}==[^:]+:([^:]+)", source)
+        # A release without a wheel is cited by its source distribution, same package paths.
+        match = re.match(rf"(?:wheel|sdist):{package}==[^:]+:([^:]+)", source)
         if match and match.group(1).endswith(".py") and match.group(1) not in paths:
             paths.append(match.group(1))
     return tuple(paths)

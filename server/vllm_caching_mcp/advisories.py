@@ -111,9 +111,21 @@ def range_status(r: AffectedRange, version: Version) -> Status:
         return "fixed"
     if r.unfixed_through is not None and version <= r.unfixed_through and _past(spec, version):
         return "affected"
+    if flaw_before_range(r, version):
+        return "affected"
     if r.open_ended and _past(spec, version):
         return "not_established"
     return "not_affected"
+
+
+def flaw_before_range(r: AffectedRange, version: Version) -> bool:
+    """Whether ``version`` lies below the published range but at or after the release whose code already has
+    the flaw (``flaw_present_from``, read in the wheels)."""
+    if r.flaw_present_from is None or version < r.flaw_present_from:
+        return False
+    spec = parse_specifier(r.affected, field="affected")
+    lowers = [Version(s.version) for s in spec if s.operator in (">", ">=")]
+    return bool(lowers) and not contains(spec, version) and version < min(lowers)
 
 
 def _past(spec: Any, version: Version) -> bool:
@@ -125,6 +137,13 @@ def _past(spec: Any, version: Version) -> bool:
 def status_at(advisory: Advisory, version: Version) -> Status:
     """The worst status among the advisory's ranges: affected, not established, fixed, not affected."""
     return min((range_status(r, version) for r in advisory.ranges), key=_STATUS_ORDER.__getitem__)
+
+
+def flaw_present_before(advisory: Advisory, version: Version) -> Version | None:
+    """The release the code has the flaw from, when ``version`` is hit only below the published ranges."""
+    if any(contains(parse_specifier(r.affected, field="affected"), version) for r in advisory.ranges):
+        return None
+    return next((r.flaw_present_from for r in advisory.ranges if flaw_before_range(r, version)), None)
 
 
 def next_fix(advisory: Advisory, version: Version) -> Version | None:
@@ -143,6 +162,8 @@ class Finding:
     applies: Applies  # "yes" or "unknown"
     open_conditions: tuple[str, ...]
     fixed_in: Version | None
+    # Set when the release is hit only because its code has the flaw before the published range starts.
+    flaw_present_from: Version | None = None
 
     def line(self) -> str:
         a = self.advisory
@@ -154,6 +175,8 @@ class Finding:
             if self.status == "affected"
             else "later releases not established clear"
         )
+        if self.flaw_present_from is not None:
+            state += f"; below the published range, but the code has the flaw from {self.flaw_present_from}"
         when = "" if self.applies == "yes" else f"; applies only if: {a.applies}"
         return f"{ids} [{a.severity}] {a.title} ({state}){when}"
 
@@ -174,7 +197,8 @@ def affecting(
         applies, open_keys = applies_to(a.requires, facts)
         if applies == "no":
             continue
-        found.append(Finding(a, status, applies, open_keys, next_fix(a, version)))
+        earlier = flaw_present_before(a, version)
+        found.append(Finding(a, status, applies, open_keys, next_fix(a, version), earlier))
     return sorted(found, key=lambda f: (_SEVERITY_ORDER[f.advisory.severity], f.advisory.id))
 
 
@@ -357,9 +381,21 @@ def _curated(known: Advisory, live: Advisory) -> Advisory:
             "requires": known.requires,
             "applies": known.applies,
             "residual": known.residual,
-            "ranges": known.ranges if probed and unfixed_live else live.ranges,
+            "ranges": known.ranges if probed and unfixed_live else _with_code_reading(live.ranges, known.ranges),
             "sources": tuple(dict.fromkeys((*known.sources, *live.sources))),
         }
+    )
+
+
+def _with_code_reading(live: tuple[AffectedRange, ...], known: tuple[AffectedRange, ...]) -> tuple[AffectedRange, ...]:
+    """The live ranges, each with the ``flaw_present_from`` the snapshot read in the wheels for the range that
+    ends at the same fix (GitHub publishes only the advisory's own range)."""
+    earlier = {r.fixed_in: r.flaw_present_from for r in known if r.flaw_present_from is not None}
+    return tuple(
+        r.model_copy(update={"flaw_present_from": earlier[r.fixed_in]})
+        if r.fixed_in in earlier and r.flaw_present_from is None
+        else r
+        for r in live
     )
 
 

@@ -488,11 +488,24 @@ class OffloadShorthand(Sourced):
     when_env: ValueTest | None = None
 
 
+class Reproduction(Frozen):
+    """How a pitfall's failure mode was reproduced on a machine: a script `scripts/verify_knowledge.py
+    --reproduce` runs again, and the one line it prints when the failure happens."""
+
+    script: str = Field(pattern=r"^scripts/reproductions/[\w-]+\.py$")
+    args: tuple[str, ...] = ()
+    expect: str = Field(min_length=1, description="the outcome line the script prints, e.g. OSError(14, 'Bad address')")
+    needs: str = Field(min_length=1, description="what the machine needs for it to run (root or user namespaces, ...)")
+    recorded: dt.date
+
+
 class Pitfall(Sourced):
     """A configuration mistake worth warning about, for the releases in ``versions``.
 
     With ``when`` it is also a review rule: `review_deployment` reports it where the condition
     holds; ``heuristic`` says how the rule guesses when the configuration cannot say for sure.
+    ``failure`` says how the failure mode its ``why`` names is known: ``reproduced`` (with the
+    ``reproduction`` the verifier re-runs) or ``read_from_code`` (the wheel lines in ``sources``).
     """
 
     id: EntryId
@@ -508,6 +521,14 @@ class Pitfall(Sourced):
     related: tuple[EntryId, ...] = ()
     when: Condition | None = None
     heuristic: str | None = None
+    failure: Literal["reproduced", "read_from_code"] | None = None
+    reproduction: Reproduction | None = None
+
+    @model_validator(mode="after")
+    def _reproduced_has_its_reproduction(self) -> Pitfall:
+        if (self.failure == "reproduced") != (self.reproduction is not None):
+            raise ValueError("failure 'reproduced' and a reproduction go together")
+        return self
 
 
 BugState = Literal["open", "closed"]
@@ -556,6 +577,9 @@ class Bug(Sourced):
 class Release(Frozen):
     version: VersionText
     date: dt.date | None = None
+    # False: the release was published as a source distribution only (no wheel on the index), so a source
+    # that reads it is cited as sdist:PKG==VERSION:PATH, never wheel: (the loader holds that).
+    wheel: bool = True
 
 
 class ReleaseLine(Sourced):
@@ -835,6 +859,10 @@ class Mamba2State(Frozen):
 SsmStateDType = Literal["bfloat16", "float16", "float32"]
 
 
+# ModelArch fields that name or document the model rather than describe its layout.
+_NOT_LAYOUT = frozenset({"id", "name", "hf_repo", "aliases", "class_defaults", "note", "sources", "verified_at"})
+
+
 class ModelArch(Sourced):
     """A model's architecture, as KV-cache sizing needs it (owned by size_offload).
 
@@ -873,10 +901,19 @@ class ModelArch(Sourced):
     weights_dtype: Literal["bfloat16", "float16", "fp8", "mxfp4"] = "bfloat16"
     default_dtype: Literal["bfloat16", "float16", "float32"] = "bfloat16"
     max_position_embeddings: int = Field(gt=0)
+    # Values that are a config class's defaults (transformers' or vLLM's), not read from the published
+    # checkpoint: a checkpoint value, once read, replaces the default and leaves this list.
+    class_defaults: tuple[str, ...] = ()
     note: str | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> ModelArch:
+        layout = set(type(self).model_fields) - _NOT_LAYOUT
+        unknown = sorted(set(self.class_defaults) - layout)
+        if unknown:
+            raise ValueError(
+                f"class_defaults: {', '.join(unknown)} is not a layout value (one of {', '.join(sorted(layout))})"
+            )
         special = self.sliding_window_layers + self.chunked_local_layers + self.linear_attention_layers
         if special > self.num_layers:
             raise ValueError("sliding, chunked and linear layers add up to more than num_layers")
@@ -1281,6 +1318,8 @@ class AffectedRange(Frozen):
     ``probes`` (presence kinds) match the vulnerable code the fix removes: `scripts/verify_knowledge.py`
     expects them to hold in the last release ``affected`` covers and in ``unfixed_through`` and,
     unless ``absent_outside`` is false, to fail in ``fixed_in`` and the newest release.
+    ``flaw_present_from`` is the first release whose code, read in the wheels, already has the flaw when
+    that is earlier than the published range: the releases from it up to the range count as affected too.
     """
 
     affected: SpecifierText
@@ -1288,6 +1327,7 @@ class AffectedRange(Frozen):
     fix_basis: Literal["published", "derived"] = "published"
     open_ended: bool = False
     unfixed_through: VersionText | None = None
+    flaw_present_from: VersionText | None = None
     probes: tuple[Probe, ...] = ()
 
     @model_validator(mode="after")
@@ -1302,6 +1342,12 @@ class AffectedRange(Frozen):
                 raise ValueError("unfixed_through extends an open_ended range; this range ends at a fix")
             if self.fixed_in is not None and self.unfixed_through >= self.fixed_in:
                 raise ValueError(f"unfixed_through {self.unfixed_through} must come before fixed_in {self.fixed_in}")
+        if self.flaw_present_from is not None:
+            lowers = [Version(s.version) for s in spec if s.operator in (">", ">=")]
+            if versions.contains(spec, self.flaw_present_from) or not lowers or self.flaw_present_from > min(lowers):
+                raise ValueError(
+                    f"flaw_present_from {self.flaw_present_from} must come before the start of {self.affected!r}"
+                )
         if self.probes and self.fixed_in is None and self.unfixed_through is None:
             raise ValueError("probes check where a range ends: they need fixed_in or unfixed_through")
         if any(p.kind not in PRESENCE_PROBES for p in self.probes):
@@ -1355,10 +1401,15 @@ class Advisory(Sourced):
     def _identified_and_sourced(self) -> Advisory:
         if self.ghsa is None and self.cve is None:
             raise ValueError("an advisory needs a ghsa or a cve id")
-        probed = [r for r in self.ranges if r.fix_basis == "derived" or r.unfixed_through is not None]
-        if probed and not any(s.startswith(f"wheel:{self.package}==") for s in self.sources):
+        read = [
+            r
+            for r in self.ranges
+            if r.fix_basis == "derived" or r.unfixed_through is not None or r.flaw_present_from is not None
+        ]
+        if read and not any(s.startswith(f"wheel:{self.package}==") for s in self.sources):
             raise ValueError(
-                f"a derived fix or unfixed_through needs the wheel:{self.package}==... lines it was read from"
+                f"a derived fix, unfixed_through or flaw_present_from needs the wheel:{self.package}==... lines "
+                "it was read from"
             )
         return self
 
@@ -1395,7 +1446,11 @@ def _cross_check_advisories(k: Knowledge) -> list[str]:
             continue
         oldest = k.oldest(a.package)
         for r in a.ranges:
-            for field, value in (("fixed_in", r.fixed_in), ("unfixed_through", r.unfixed_through)):
+            for field, value in (
+                ("fixed_in", r.fixed_in),
+                ("unfixed_through", r.unfixed_through),
+                ("flaw_present_from", r.flaw_present_from),
+            ):
                 read_in_wheel = field == "unfixed_through" or r.fix_basis == "derived"
                 known_span = value is not None and value >= oldest
                 if value is not None and (read_in_wheel or known_span) and str(value) not in releases:
@@ -1846,6 +1901,23 @@ def load_knowledge(directory: str | None = None) -> Knowledge:
     return startup_cache.load_or_build("knowledge", inputs, Knowledge, lambda: _load_and_check(root))
 
 
+_WHEEL_SOURCE = re.compile(r"wheel:(?P<pkg>vllm|lmcache)==(?P<ver>[\w.]+):(?P<path>[\w./-]+)")
+
+
+def _wheel_sources_without_a_wheel(root: Path, k: Knowledge) -> list[str]:
+    """``wheel:`` sources naming a release that has no wheel (``wheel: false`` in releases.yaml)."""
+    sdist_only = {(line.package, str(r.version)) for line in k.releases.values() for r in line.releases if not r.wheel}
+    problems: list[str] = []
+    for name in FILES:
+        for m in _WHEEL_SOURCE.finditer((root / name).read_text(encoding="utf-8")) if sdist_only else ():
+            if (m["pkg"], m["ver"]) in sdist_only:
+                problems.append(
+                    f"{name}: {m.group(0)}: {m['pkg']} {m['ver']} has no wheel on the index; cite its source "
+                    f"distribution, sdist:{m['pkg']}=={m['ver']}:{m['path']}"
+                )
+    return problems
+
+
 def _cache_inputs(root: Path) -> list[bytes]:
     """Everything a loaded `Knowledge` depends on: the files, where they are, and the code that reads them."""
     code = [Path(__file__), Path(versions.__file__)]
@@ -1892,6 +1964,7 @@ def _load_and_check(root: Path) -> Knowledge:
     if "vllm" not in k.releases:
         raise KnowledgeError("knowledge/releases.yaml: the vllm release line is missing")
     problems = _cross_check(k) + _cross_check_recipes(k.recipes, k) + _cross_check_advisories(k)
+    problems += _wheel_sources_without_a_wheel(root, k)
     if problems:
         raise KnowledgeError("; ".join(problems))
     return k

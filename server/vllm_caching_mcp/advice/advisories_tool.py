@@ -19,9 +19,9 @@ import dataclasses
 import datetime as dt
 import re
 from collections.abc import Iterable, Sequence
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from .. import advisories
 from ..github import ConfigError, FailureReason
@@ -124,6 +124,19 @@ class AffectedRangeAnswer(BaseModel):
         description="published: as the advisory says; derived: read in the released wheels where it names none"
     )
     open_ended: bool = Field(description="the range stops at the newest release of its day, not at a fix")
+    flaw_present_from: str | None = Field(
+        default=None,
+        description="the first release whose code, read in the wheels, already has the flaw, where that is "
+        "before the published range (those releases count as affected); left out when not read",
+    )
+
+    @model_serializer(mode="wrap")
+    def _without_unread(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Most ranges were never read before their start: leaving the null out keeps long lists small.
+        data: dict[str, Any] = handler(self)
+        if data.get("flaw_present_from") is None:
+            data.pop("flaw_present_from", None)
+        return data
 
 
 class AdvisoryAnswer(BaseModel):
@@ -444,6 +457,9 @@ def judge(advisory: Advisory, version: Version | None, facts: advisories.Deploym
             "fixed": f"{version} has the fix (affected {ranges})",
             "not_affected": f"{version} is outside the affected range {ranges}",
         }[status]
+        earlier = advisories.flaw_present_before(advisory, version)
+        if earlier is not None:
+            hit = f"{version} is below the published range {ranges}, but its code has the flaw (from {earlier} on)"
         if status in ("fixed", "not_affected"):
             return _Judged("not_in_this_release", status, (), (), fixed_in, hit)
     if applies == "no":
@@ -484,7 +500,11 @@ def _answer(advisory: Advisory, judged: _Judged, stored: Advisory | None, knowle
         title=advisory.title,
         ranges=[
             AffectedRangeAnswer(
-                affected=r.affected, fixed_in=as_text(r.fixed_in), fix_basis=r.fix_basis, open_ended=r.open_ended
+                affected=r.affected,
+                fixed_in=as_text(r.fixed_in),
+                fix_basis=r.fix_basis,
+                open_ended=r.open_ended,
+                flaw_present_from=as_text(r.flaw_present_from),
             )
             for r in advisory.ranges
         ],

@@ -256,6 +256,9 @@ class AdvisoryNote(BaseModel):
         description="affected: the release is in the published range; not_established: past an open-ended range"
     )
     fixed_in: str | None = Field(description="the lowest release above this one with the fix, if known")
+    flaw_present_from: str | None = Field(
+        default=None, description="set when the release is below the published range but its code has the flaw"
+    )
     source: str = Field(description="the advisory page")
 
     def line(self) -> str:
@@ -264,6 +267,8 @@ class AdvisoryNote(BaseModel):
         fix = f"fixed in {self.fixed_in}" if self.fixed_in else "no fixed release known"
         if self.status == "not_established":
             fix = "later releases not established clear"
+        if self.flaw_present_from:
+            fix += f"; below the published range, but the code has the flaw from {self.flaw_present_from}"
         when = "applies" if self.applies_here == "yes" else "applies only if"
         return f"{ids} [{self.severity}] {fix}; {when}: {self.applies} {self.source}"
 
@@ -454,6 +459,7 @@ def _note(finding: advisories.Finding) -> AdvisoryNote:
         applies_here="yes" if finding.applies == "yes" else "unknown",
         status="affected" if finding.status == "affected" else "not_established",
         fixed_in=str(finding.fixed_in) if finding.fixed_in is not None else None,
+        flaw_present_from=str(finding.flaw_present_from) if finding.flaw_present_from is not None else None,
         source=source,
     )
 

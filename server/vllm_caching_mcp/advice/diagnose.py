@@ -812,9 +812,11 @@ def _host_memory_exhausted(case: _Case) -> Cause | None:
 
 
 # vLLM's own error when /dev/shm cannot hold a shared region (check_shm_free_space, 0.28.0 on),
-# and what a full /dev/shm looks like before that check (0.27.x dies of SIGBUS touching the pages).
+# and what a full /dev/shm looks like before that check: 0.27.x pre-faults the region with
+# madvise(MADV_POPULATE_WRITE), which fails with EFAULT (reproduced: scripts/reproductions/shm_prefault.py);
+# a write past the tmpfs elsewhere is ENOSPC or SIGBUS.
 _SHM_CHECK = r"Insufficient space in /dev/shm"
-_SHM_FULL = r"no space left on device|sigbus|bus error"
+_SHM_FULL = r"no space left on device|sigbus|bus error|\[errno 14\] bad address|oserror\(14, 'bad address'\)"
 
 
 # The review's rules on /dev/shm against the CPU tier and the workers' queues.

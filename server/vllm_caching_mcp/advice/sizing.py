@@ -633,6 +633,11 @@ def _architecture(request: SizeOffloadRequest, knowledge: Knowledge, trail: _Tra
         trail.use(entry.id)
         arch = from_knowledge(entry)
         label = entry.name
+        if "max_position_embeddings" in entry.class_defaults and request.max_model_len is None:
+            trail.warn(
+                f"{entry.name}'s max_position_embeddings {entry.max_position_embeddings:,} is its config class's "
+                "default, not read from the published checkpoint: give max_model_len for the length you serve."
+            )
     elif request.config_path is not None:
         arch = read_hf_config(request.config_path)
         label = arch.name
@@ -1179,11 +1184,24 @@ def _in_flight_tokens(request: SizeOffloadRequest, model: _Model, layout: _Paral
     pp = layout.pp
     if pp == 1:
         batches, why = 2, "2 (async scheduling)"
-    elif runner is not None and runner.value == "v2":
+    elif runner is not None and _runs_model_runner_v2(runner.value, model.arch):
         batches, why = pp + 1, f"PP + 1 = {pp + 1} (Model Runner V2, async scheduling)"
     else:
         batches, why = pp, f"PP = {pp} (the V1 model runner turns async scheduling off with PP)"
     return batches * batched, f"max_concurrent_batches {why} × max_num_batched_tokens {batched:,}"
+
+
+def _runs_model_runner_v2(value: object, arch: Architecture) -> bool:
+    """Whether the release's default model runner is V2 for this model: 'v2' for every model, or (a tuple of
+    architectures) for a model that is neither hybrid nor MoE and for the listed architectures."""
+    if not isinstance(value, tuple):
+        return value == "v2"
+    if arch.architecture is not None and arch.architecture in value:
+        return True
+    total, active = arch.params_total_b, arch.params_active_b
+    # vLLM asks the model class whether it is MoE; fewer active than total parameters says the same.
+    moe = total is not None and active is not None and active < total
+    return not moe and not arch.linear_attention_layers
 
 
 def _layer_specs(request: SizeOffloadRequest, model: _Model, layout: _Parallel, trail: _Trail) -> _LayerSpecs:
