@@ -48,6 +48,9 @@ class Architecture(BaseModel):
     # The model class (architectures[0]) vLLM's per-model config hooks key on: the reader fills it; left out of
     # the listed schema (its size is bounded, tests/test_compact_schema.py), accepted all the same.
     architecture: SkipJsonSchema[str | None] = Field(default=None, max_length=200)
+    # The checkpoint's tensor bytes (a Hub safetensors index's metadata.total_size): the weights side of the
+    # budget for a model read from the Hub. Unlisted like `architecture`.
+    checkpoint_bytes: SkipJsonSchema[int | None] = Field(default=None, gt=0, lt=2**50)
     params_total_b: ParamsB | None = Field(default=None, description="billions")
     params_active_b: ParamsB | None = Field(default=None, description="billions used per token")
     weights_dtype: WeightsDType = "bfloat16"
@@ -85,7 +88,9 @@ class Architecture(BaseModel):
 
 
 def from_knowledge(entry: ModelArch) -> Architecture:
-    fields = {name: getattr(entry, name) for name in Architecture.model_fields if name != "name"}
+    fields = {
+        name: getattr(entry, name) for name in Architecture.model_fields if name not in ("name", "checkpoint_bytes")
+    }
     return Architecture(name=entry.name, **fields)
 
 

@@ -70,6 +70,7 @@ from .common import (
     cite,
     resolve_version,
 )
+from .hub_model import architecture_from_hub, is_repo_id
 from .model_config import Architecture, from_knowledge, read_hf_config, sparse_attention_refusal
 
 GIB = 1 << 30
@@ -258,6 +259,9 @@ def _caveats(text: str) -> list[str]:
 class SizeOffloadResult(Result):
     version_context: VersionContext
     model: str
+    model_source: str | None = Field(
+        default=None, description="a model named by Hub id: the repository, commit and whether the Hub or the cache"
+    )
     gpu: str
     tensor_parallel_size: int
     pipeline_parallel_size: int
@@ -299,6 +303,7 @@ class SizeOffloadResult(Result):
         v = self.version_context
         lines = [
             f"{self.model} on {self.world_size}× {self.gpu}, vLLM {v.version}" + (" (assumed)" if v.assumed else ""),
+            *([self.model_source] if self.model_source else []),
             f"KV per token: {self.kv_bytes_per_token_per_rank:,} B per rank, {self.kv_bytes_per_token_total:,} B total "
             f"(KV heads per rank {self.kv_heads_per_rank}, block {self.block_size})",
         ]
@@ -451,6 +456,7 @@ class _Trail:
     citations: list[Citation] = field(default_factory=list)
     formulas: list[FormulaNote] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    source: str | None = None  # where the model's layout was read, when it was read from outside the knowledge
 
     def use(self, entry_id: str) -> Sourced:
         entry = self.knowledge.by_id[entry_id]
@@ -617,7 +623,12 @@ def _validate_mamba2_parallel(s: Mamba2State, tp: int) -> None:
 
 def _architecture(request: SizeOffloadRequest, knowledge: Knowledge, trail: _Trail) -> tuple[Architecture, str]:
     """The model's attention layout and the name to show for it."""
-    if request.model is not None:
+    if request.model is not None and knowledge.find_model(request.model) is None and is_repo_id(request.model):
+        found = architecture_from_hub(request.model)  # any other model, by its Hub id
+        trail.source = f"config read from {found.source}"
+        arch = found.arch.model_copy(update={"checkpoint_bytes": found.weights_bytes})
+        label = request.model
+    elif request.model is not None:
         entry = _find_model(knowledge, request.model)
         if entry.index_topk is not None:  # the config reader refuses the same layout (config_path)
             raise AdviceError("model", sparse_attention_refusal(entry.name, entry.index_topk))
@@ -632,12 +643,14 @@ def _architecture(request: SizeOffloadRequest, knowledge: Knowledge, trail: _Tra
         arch = request.architecture
         label = arch.name
     if request.params_total_b is not None:
-        arch = arch.model_copy(update={"params_total_b": request.params_total_b})
+        arch = arch.model_copy(update={"params_total_b": request.params_total_b, "checkpoint_bytes": None})
     if arch.default_dtype == "float32":
         trail.note(
             "model dtype", "float32 config.json → bfloat16 (--dtype auto)", "bfloat16", "engine.auto-dtype-float32"
         )
-        arch = arch.model_copy(update={"default_dtype": "bfloat16"})
+        # float32 tensors are loaded as bfloat16: half the bytes the checkpoint stores
+        halved = arch.checkpoint_bytes // 2 if arch.checkpoint_bytes else None
+        arch = arch.model_copy(update={"default_dtype": "bfloat16", "checkpoint_bytes": halved})
     return arch, label
 
 
@@ -1350,6 +1363,12 @@ def _gpu_budget(
     if request.weights_gib_per_gpu is not None:
         weights_gib = request.weights_gib_per_gpu
         weights_basis = "given"
+    elif arch.checkpoint_bytes is not None:
+        weights_gib = arch.checkpoint_bytes / world / GIB
+        weights_basis = (
+            f"the checkpoint's {arch.checkpoint_bytes:,} B (safetensors index total_size, in the served dtype) / "
+            f"(TP×PP {world}) (an ESTIMATE of the split: a few replicated tensors are left out)"
+        )
     elif arch.params_total_b is not None:
         weights_gib = arch.params_total_b * 1e9 * _WEIGHT_BYTES[arch.weights_dtype] / world / GIB
         weights_basis = (
@@ -1974,6 +1993,7 @@ def size_offload(request: SizeOffloadRequest, knowledge: Knowledge) -> SizeOfflo
     return SizeOffloadResult(
         version_context=context,
         model=model_label,
+        model_source=trail.source,
         gpu=gpu.name,
         tensor_parallel_size=layout.tp,
         pipeline_parallel_size=layout.pp,
