@@ -255,3 +255,9 @@ def test_a_wrong_hf_endpoint_names_the_variable(knowledge: Knowledge, monkeypatc
     monkeypatch.setenv("HF_ENDPOINT", "ftp://mirror.example.com")
     with pytest.raises(ToolInputError, match="model: cannot ask the Hub: HF_ENDPOINT"):
         run_tool("size_offload", {"model": "acme/x", "weights_gib_per_gpu": 1})
+
+
+def test_a_hub_model_the_reader_refuses_is_refused_for_the_model_field(hub: FakeHub, knowledge: Knowledge) -> None:
+    hub.add("google/gemma-4-31b-it", {"config.json": json.loads((CONFIGS / "gemma-4-31b" / "config.json").read_text())})
+    with pytest.raises(AdviceError, match=r"^model: google/gemma-4-31b-it: Gemma 4: its global"):
+        ask(knowledge, model="google/gemma-4-31b-it", weights_gib_per_gpu=30)
