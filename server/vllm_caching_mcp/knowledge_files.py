@@ -26,6 +26,7 @@ FILE_NAMES: tuple[str, ...] = (
     "engine.yaml",
     "cli_inventory.yaml",
     "name_inventory.yaml",
+    "model_registry.yaml",
     "recipes.yaml",
     "advisories.yaml",
 )

@@ -91,6 +91,8 @@ def architecture_from_hub(repo: str) -> HubModel:
     except AdviceError as exc:
         message = str(exc).removeprefix(f"{exc.field}: ")
         raise AdviceError("model", f"{repo}: {message}") from None
+    if raw.get(_FROM_PARAMS):  # vLLM builds a params.json config itself, not through AutoConfig (mistral.py:89)
+        arch = arch.model_copy(update={"model_type": None})
     return HubModel(arch=arch, source=source, weights_bytes=weights)
 
 
@@ -178,4 +180,8 @@ def mistral_params_to_hf(params: dict[str, Any], hf: dict[str, Any]) -> dict[str
     config.setdefault("model_type", "transformer")
     for key, value in hf.items():  # mistral.py:86-87: the HF config fills what params.json lacks
         config.setdefault(key, value)
+    config[_FROM_PARAMS] = True
     return config
+
+
+_FROM_PARAMS = "_vllm_caching_from_params_json"  # marks a config made from params.json (no reader reads it)

@@ -48,6 +48,11 @@ class Architecture(BaseModel):
     # The model class (architectures[0]) vLLM's per-model config hooks key on: the reader fills it; left out of
     # the listed schema (its size is bounded, tests/test_compact_schema.py), accepted all the same.
     architecture: SkipJsonSchema[str | None] = Field(default=None, max_length=200)
+    # config.json's model_type and the remote-code classes its auto_map names (AutoConfig, AutoModel*): what
+    # decides whether vLLM can load the config and build the model at all (advice/engine_registry.py).
+    model_type: SkipJsonSchema[str | None] = Field(default=None, max_length=200)
+    remote_config: SkipJsonSchema[bool] = False
+    remote_model: SkipJsonSchema[bool] = False
     # The checkpoint's tensor bytes (a Hub safetensors index's metadata.total_size): the weights side of the
     # budget for a model read from the Hub. Unlisted like `architecture`.
     checkpoint_bytes: SkipJsonSchema[int | None] = Field(default=None, gt=0, lt=2**50)
@@ -87,10 +92,12 @@ class Architecture(BaseModel):
         return self.head_dim
 
 
+# Architecture fields a knowledge entry does not have: what only a config read from disk or the Hub gives.
+_NOT_IN_KNOWLEDGE = ("name", "checkpoint_bytes", "model_type", "remote_config", "remote_model")
+
+
 def from_knowledge(entry: ModelArch) -> Architecture:
-    fields = {
-        name: getattr(entry, name) for name in Architecture.model_fields if name not in ("name", "checkpoint_bytes")
-    }
+    fields = {name: getattr(entry, name) for name in Architecture.model_fields if name not in _NOT_IN_KNOWLEDGE}
     return Architecture(name=entry.name, **fields)
 
 
@@ -431,6 +438,7 @@ def architecture_from_hf_config(raw: dict[str, Any], *, name: str) -> Architectu
         "max_position_embeddings": _positive_int(cfg, "max_position_embeddings"),
         "architecture": _architecture_name(cfg),
         "ssm_state_dtype": _declared_ssm_dtype(cfg),
+        **_loading_fields(raw),
     }
     if cfg.get("kv_lora_rank"):
         fields.update(_mla_fields(cfg, name))
@@ -510,6 +518,18 @@ def _built(fields: dict[str, Any]) -> Architecture:
 
 
 # ---------------------------------------------------------------------------- Mamba2 hybrids and state dtypes
+
+
+def _loading_fields(raw: dict[str, Any]) -> dict[str, Any]:
+    """The top-level model_type and whether auto_map names a remote config class or model class."""
+    model_type = raw.get("model_type")
+    auto_map = raw.get("auto_map")
+    keys = [k for k in auto_map if isinstance(k, str)] if isinstance(auto_map, dict) else []
+    return {
+        "model_type": model_type if isinstance(model_type, str) and 0 < len(model_type) <= 200 else None,
+        "remote_config": any(k.startswith("AutoConfig") for k in keys),
+        "remote_model": any(k.startswith("AutoModel") for k in keys),
+    }
 
 
 def _architecture_name(cfg: dict[str, Any]) -> str | None:

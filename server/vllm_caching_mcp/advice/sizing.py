@@ -70,6 +70,7 @@ from .common import (
     cite,
     resolve_version,
 )
+from .engine_registry import registry_verdict
 from .hub_model import architecture_from_hub, is_repo_id
 from .model_config import Architecture, from_knowledge, read_hf_config, sparse_attention_refusal
 
@@ -621,8 +622,25 @@ def _validate_mamba2_parallel(s: Mamba2State, tp: int) -> None:
 # ---------------------------------------------------------------------------- the model and the layout
 
 
-def _architecture(request: SizeOffloadRequest, knowledge: Knowledge, trail: _Trail) -> tuple[Architecture, str]:
-    """The model's attention layout and the name to show for it."""
+def _architecture(
+    request: SizeOffloadRequest, knowledge: Knowledge, version: Version, trail: _Trail
+) -> tuple[Architecture, str]:
+    """The model's attention layout and the name to show for it; a layout read from a config is refused where
+    the release cannot load or build it."""
+    arch, label = _read_architecture(request, knowledge, trail)
+    if request.model is None or knowledge.find_model(request.model) is None:
+        verdict = registry_verdict(knowledge.model_registry, arch, version)
+        field = (
+            "config_path" if request.config_path is not None else "architecture" if request.model is None else "model"
+        )
+        if verdict.refusal is not None:
+            raise AdviceError(field, f"{label}: {verdict.refusal}")
+        if verdict.note is not None:
+            trail.warn(verdict.note)
+    return arch, label
+
+
+def _read_architecture(request: SizeOffloadRequest, knowledge: Knowledge, trail: _Trail) -> tuple[Architecture, str]:
     if request.model is not None and knowledge.find_model(request.model) is None and is_repo_id(request.model):
         found = architecture_from_hub(request.model)  # any other model, by its Hub id
         trail.source = f"config read from {found.source}"
@@ -1972,7 +1990,7 @@ def size_offload(request: SizeOffloadRequest, knowledge: Knowledge) -> SizeOfflo
     _check_request(request)
     version, context = resolve_version(knowledge, request.version)
     trail = _Trail(knowledge)
-    arch, model_label = _architecture(request, knowledge, trail)
+    arch, model_label = _architecture(request, knowledge, version, trail)
     gpu = _find_gpu(knowledge, request.gpu)
     trail.use(gpu.id)
     layout = _parallel_layout(request, arch)
