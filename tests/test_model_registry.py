@@ -21,7 +21,7 @@ from vllm_caching_mcp.knowledge import Knowledge
 from vllm_caching_mcp.versions import Version
 
 sys.path.insert(0, str(REPO / "scripts"))
-import build_model_registry  # noqa: E402
+import build_model_registry
 
 CONFIGS = REPO / "tests" / "data" / "engine" / "configs"
 
