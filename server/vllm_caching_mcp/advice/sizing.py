@@ -263,6 +263,10 @@ class SizeOffloadResult(Result):
     model_source: str | None = Field(
         default=None, description="a model named by Hub id: the repository, commit and whether the Hub or the cache"
     )
+    kv_figures_basis: str = Field(
+        description="how sure the KV figures are: verified against the engine for this architecture and release, "
+        "or an estimate from the generic reader and what it does not model"
+    )
     gpu: str
     tensor_parallel_size: int
     pipeline_parallel_size: int
@@ -305,6 +309,7 @@ class SizeOffloadResult(Result):
         lines = [
             f"{self.model} on {self.world_size}× {self.gpu}, vLLM {v.version}" + (" (assumed)" if v.assumed else ""),
             *([self.model_source] if self.model_source else []),
+            f"KV figures: {self.kv_figures_basis}",
             f"KV per token: {self.kv_bytes_per_token_per_rank:,} B per rank, {self.kv_bytes_per_token_total:,} B total "
             f"(KV heads per rank {self.kv_heads_per_rank}, block {self.block_size})",
         ]
@@ -2012,6 +2017,7 @@ def size_offload(request: SizeOffloadRequest, knowledge: Knowledge) -> SizeOfflo
         version_context=context,
         model=model_label,
         model_source=trail.source,
+        kv_figures_basis=_kv_figures_basis(arch, gpu, layout, version, trail),
         gpu=gpu.name,
         tensor_parallel_size=layout.tp,
         pipeline_parallel_size=layout.pp,
@@ -2041,6 +2047,32 @@ def size_offload(request: SizeOffloadRequest, knowledge: Knowledge) -> SizeOfflo
         formulas=trail.formulas,
         warnings=trail.warnings,
         citations=trail.citations,
+    )
+
+
+# The cells of the recorded engine matrix (scripts/engine_oracle/oracle.py MATRIX_TP, MATRIX_GPUS; tests/
+# test_figures_basis.py checks them against the golden files): a request outside them is of a recorded
+# architecture, not itself a recorded cell.
+_RECORDED_TP = (1, 2, 8)
+_RECORDED_GPUS = ("gpu.h100-sxm", "gpu.b200", "gpu.a100-80gb-sxm")
+
+
+def _kv_figures_basis(arch: Architecture, gpu: Gpu, layout: _Parallel, version: Version, trail: _Trail) -> str:
+    """Whether the engine's own planner was run on this model class at this release (rule
+    engine.recorded-architectures), or the figures are the generic reader's."""
+    found = trail.knowledge.engine.rule("engine.recorded-architectures").value_at(version)
+    recorded = found.value if found is not None and isinstance(found.value, tuple) else ()
+    name = arch.architecture
+    if name is not None and name in recorded:
+        trail.rule("engine.recorded-architectures")
+        basis = f"verified against the engine for {name} at {version}"
+        if layout.tp not in _RECORDED_TP or gpu.id not in _RECORDED_GPUS or layout.pp > 1:
+            basis += " (recorded at TP 1, 2 and 8 on H100, B200 and A100; this layout is not itself a recorded cell)"
+        return basis
+    which = f"{name} has no engine recording at {version}" if name is not None else "no model class is named"
+    return (
+        f"estimate from the generic reader ({which}); not modelled: any per-layer head size, KV-head count or "
+        "state its model class gives layers beyond config.json's shared keys"
     )
 
 
