@@ -722,7 +722,7 @@ class ModelRegistry(Sourced):
     """The architectures each vLLM release resolves, those it refuses by name, vLLM's own config model types,
     and the transformers each release installs."""
 
-    releases_read: tuple[VersionText, ...] = Field(min_length=1)
+    releases_read: tuple[VersionText, ...]  # empty: nothing read, nothing refused
     architectures: tuple[RegistryName, ...]
     config_types: tuple[RegistryName, ...]
     refused: tuple[RefusedArchitecture, ...]
