@@ -7,8 +7,9 @@ a token, 404 with one, as the Hub hides private repositories), ``GatedRepo`` (40
 403 with one lacking access), ``EntryNotFound`` (404). A repository may be ``renamed_to`` another
 (a 307 to the new name, as the Hub redirects a moved repository), and a file may be ``on_cdn``: a
 302 to a second stand-in on another port, as the Hub sends large files from its CDN, which records
-the headers it receives. Tests queue scripted replies (5xx, slow, dripped) in front of any request
-and read back every request each server received.
+the headers it receives. Both answer a ``Range`` request with 206 and the bytes asked for. Tests
+queue scripted replies (5xx, slow, dripped) in front of any request and read back every request each
+server received.
 """
 
 from __future__ import annotations
@@ -87,7 +88,7 @@ class FakeHub:
                 repo, _, name = unquote(self.path.lstrip("/")).partition("/-/")
                 found = hub.repos.get(repo)
                 body = found.files.get(name) if found else None
-                send_reply(self, Reply(200, body) if body is not None else Reply(404, b"{}"))
+                send_reply(self, _ranged(body, self.headers) if body is not None else Reply(404, b"{}"))
 
         self.server = serve(Handler)
         self.cdn = serve(CdnHandler)
@@ -124,7 +125,19 @@ class FakeHub:
             return _error(404, "EntryNotFound")
         if name in repo.on_cdn:
             return Reply(302, b"", {"Location": f"{self.cdn_url}/{repo_id}/-/{name}"})
-        return Reply(200, repo.files[name], {"X-Repo-Commit": repo.sha, "Content-Type": "application/json"})
+        reply = _ranged(repo.files[name], headers)
+        reply.headers.update({"X-Repo-Commit": repo.sha})
+        return reply
+
+
+def _ranged(body: bytes, headers: Any) -> Reply:
+    """The whole file, or the bytes a ``Range: bytes=A-B`` header asks for (206), as the Hub and its CDN serve."""
+    asked = headers.get("Range") or ""
+    if not asked.startswith("bytes="):
+        return Reply(200, body, {"Content-Type": "application/json"})
+    first, _, last = asked.removeprefix("bytes=").partition("-")
+    start, end = int(first), min(int(last), len(body) - 1)
+    return Reply(206, body[start : end + 1], {"Content-Range": f"bytes {start}-{end}/{len(body)}"})
 
 
 def _error(status: int, code: str) -> Reply:

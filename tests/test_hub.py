@@ -10,6 +10,7 @@ answer by Hub id can be checked against the same config read from disk.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -97,7 +98,7 @@ def test_the_weights_come_from_the_safetensors_index(hub: FakeHub, knowledge: Kn
 
 
 def test_without_an_index_the_weights_must_be_given(hub: FakeHub, knowledge: Knowledge) -> None:
-    hub.add("acme/no-index", {"config.json": published("qwen3-32b"), "model.safetensors": b""})
+    hub.add("acme/no-index", {"config.json": published("qwen3-32b"), "pytorch_model.bin": b""})
     with pytest.raises(AdviceError, match="weights_gib_per_gpu"):
         ask(knowledge, model="acme/no-index")
     assert ask(knowledge, model="acme/no-index", params_total_b=32.8).weights_gib_per_gpu > 60
@@ -261,3 +262,51 @@ def test_a_hub_model_the_reader_refuses_is_refused_for_the_model_field(hub: Fake
     hub.add("google/gemma-4-31b-it", {"config.json": json.loads((CONFIGS / "gemma-4-31b" / "config.json").read_text())})
     with pytest.raises(AdviceError, match=r"^model: google/gemma-4-31b-it: Gemma 4: its global"):
         ask(knowledge, model="google/gemma-4-31b-it", weights_gib_per_gpu=30)
+
+
+def safetensors_file(tensors: dict[str, tuple[str, list[int]]]) -> bytes:
+    """A .safetensors file: the 8-byte header length, the JSON header, then the tensor bytes (zeros)."""
+    sizes = {"BF16": 2, "F32": 4, "F8_E4M3": 1}
+    header: dict[str, Any] = {"__metadata__": {"format": "pt"}}
+    offset = 0
+    for name, (dtype, shape) in tensors.items():
+        size = sizes[dtype] * math.prod(shape)
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + size]}
+        offset += size
+    text = json.dumps(header).encode()
+    return len(text).to_bytes(8, "little") + text + bytes(offset)
+
+
+def test_a_single_safetensors_file_gives_the_weights_from_its_header(hub: FakeHub, knowledge: Knowledge) -> None:
+    """Two range requests to the CDN (the file is large there): the header, never the tensors, and no token."""
+    tensors = {"model.embed_tokens.weight": ("BF16", [1024, 64]), "lm_head.weight": ("F32", [1024, 64])}
+    hub.add(
+        "acme/small",
+        {"config.json": published("qwen3-32b"), "model.safetensors": safetensors_file(tensors)},
+        on_cdn=frozenset({"model.safetensors"}),
+    )
+    answer = ask(knowledge, model="acme/small")
+    assert answer.weights_gib_per_gpu == pytest.approx((1024 * 64 * 2 + 1024 * 64 * 4) / GIB, abs=1e-3)
+    assert [r.headers["range"] for r in hub.cdn_requests] == ["bytes=0-7", f"bytes=8-{8 + hub_header_length(hub) - 1}"]
+
+
+def hub_header_length(hub: FakeHub) -> int:
+    return int.from_bytes(hub.repos["acme/small"].files["model.safetensors"][:8], "little")
+
+
+def test_a_safetensors_header_that_is_not_one_is_a_clear_error(hub: FakeHub, knowledge: Knowledge) -> None:
+    hub.add("acme/junk", {"config.json": published("qwen3-32b"), "model.safetensors": b"\xff" * 64})
+    with pytest.raises(AdviceError, match=r"cannot read its model.safetensors header: .*safetensors header would be"):
+        ask(knowledge, model="acme/junk")
+
+
+def test_a_hub_that_echoes_the_token_gets_it_into_no_answer_or_cache_file(
+    hub: FakeHub, knowledge: Knowledge, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    echoed = {**published("qwen3-32b"), "_name_or_path": TOKEN, "note": f"Bearer {TOKEN}"}
+    hub.add("acme/echo", {"config.json": echoed})
+    answer = ask(knowledge, model="acme/echo", weights_gib_per_gpu=60)
+    assert TOKEN not in answer.model_dump_json() and TOKEN not in answer.summary()
+    cached = [p.read_text() for p in (tmp_path / "cache").rglob("*.json")]
+    assert cached and not any(TOKEN in text for text in cached)

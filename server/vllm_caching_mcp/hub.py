@@ -303,6 +303,47 @@ class HubClient(RetryingClient):
         self.cache.put(key, CacheEntry(body, commit, time.time()))
         return HubFile(body, url, "hub", 0.0)
 
+    def safetensors_bytes(self, url: str, deadline: Deadline) -> HubFile:
+        """The tensor bytes of the .safetensors file at ``url``, from its header alone: two range requests (the
+        8-byte little-endian header length, then the JSON header), never the tensors. The header's largest
+        data_offsets end is the bytes every tensor takes. Cached like a JSON file, as {"total_size": N}."""
+        key = DiskCache.key("GET safetensors-header", url)
+        entry = self.cache.get(key)
+        if entry is not None and entry.age() < self.settings.cache_ttl:
+            return HubFile(entry.body, url, "cache", entry.age())
+        try:
+            length = int.from_bytes(self._range(url, 0, 7, deadline), "little")
+            if not 2 <= length <= self.settings.max_body_bytes:
+                raise self._fail("bad_response", f"the safetensors header would be {length} bytes")
+            header = load_json(self._range(url, 8, 8 + length - 1, deadline))
+        except HubError as exc:
+            if entry is not None and (exc.reason in NETWORK_DOWN or exc.reason in _UNREACHABLE):
+                return HubFile(entry.body, url, "cache", entry.age(), exc.detail)
+            raise
+        except ValueError as exc:
+            raise self._fail("bad_response", f"the safetensors header is {exc}") from None
+        ends = [
+            t["data_offsets"][1]
+            for name, t in (header.items() if isinstance(header, dict) else ())
+            if name != "__metadata__"
+            and isinstance(t, dict)
+            and isinstance(t.get("data_offsets"), list)
+            and len(t["data_offsets"]) == 2
+            and isinstance(t["data_offsets"][1], int)
+        ]
+        if not ends or max(ends) <= 0:
+            raise self._fail("bad_response", "the safetensors header lists no tensor with data_offsets")
+        body = {"total_size": max(ends)}
+        self.cache.put(key, CacheEntry(body, None, time.time()))
+        return HubFile(body, url, "hub", 0.0)
+
+    def _range(self, url: str, first: int, last: int, deadline: Deadline) -> bytes:
+        headers = {**self._headers(), "Range": f"bytes={first}-{last}"}
+        response = self._request("GET", url, deadline, headers=headers)
+        if response.status != 206 or len(response.body) != last - first + 1:
+            raise self._fail("bad_response", f"{self.service} did not answer the range request with those bytes")
+        return response.body
+
     def listing(self, repo: str, deadline: Deadline, revision: str = DEFAULT_REVISION) -> RepoListing:
         """The repository's commit and file names (``/api/models/{repo}/revision/{revision}``)."""
         url = f"{self.settings.endpoint}/api/models/{repo}/revision/{urllib.parse.quote(revision, safe='')}"

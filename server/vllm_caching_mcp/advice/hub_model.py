@@ -10,8 +10,9 @@ the repository's ``config.json`` filling the keys it lacks (config.py:492-501, m
 
 The weights side comes from ``model.safetensors.index.json`` where the repository has one: its
 ``metadata.total_size`` is the bytes of every tensor as stored, which vLLM loads and splits over
-the ranks; without an index the parameter count is not known from the Hub, and the answer asks
-for ``weights_gib_per_gpu`` or ``params_total_b``.
+the ranks; a repository with a single ``model.safetensors`` gives the same from that file's header
+(two range requests, never the tensors). Without either the bytes are not known from the Hub, and the
+answer asks for ``weights_gib_per_gpu`` or ``params_total_b``.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from .model_config import Architecture, architecture_from_hf_config
 
 HUB_DEADLINE_SECONDS = 20.0  # the whole look-up; a worker's wall-clock bound is far longer
 INDEX_FILE = "model.safetensors.index.json"
+SINGLE_FILE = "model.safetensors"
 client_factory: Callable[[], HubClient] = HubClient.from_env
 
 __all__ = ["HubModel", "architecture_from_hub", "is_repo_id"]
@@ -129,7 +131,14 @@ def _weights_bytes(
     client: HubClient, repo: str, revision: str, names: set[str], deadline: Deadline, fetched: list[HubFile]
 ) -> int | None:
     if INDEX_FILE not in names:
-        return None
+        if SINGLE_FILE not in names:
+            return None
+        try:  # one file, no index: its header says the bytes (what huggingface_hub's get_safetensors_metadata reads)
+            found = client.safetensors_bytes(client.file_url(repo, SINGLE_FILE, revision), deadline)
+        except HubError as exc:
+            raise _fail(repo, exc, f"{SINGLE_FILE} header") from None
+        fetched.append(found)
+        return int(found.body["total_size"])
     index = _get(client, repo, revision, INDEX_FILE, deadline, fetched)
     metadata = index.get("metadata")
     total = metadata.get("total_size") if isinstance(metadata, dict) else None
