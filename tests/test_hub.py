@@ -19,6 +19,7 @@ import pytest
 
 from conftest import size_offload_of
 from hub_standin import FakeHub
+from proxy_standin import FakeProxy
 from standin_http import Reply
 from vllm_caching_mcp.advice import hub_model
 from vllm_caching_mcp.advice.common import AdviceError
@@ -310,3 +311,13 @@ def test_a_hub_that_echoes_the_token_gets_it_into_no_answer_or_cache_file(
     assert TOKEN not in answer.model_dump_json() and TOKEN not in answer.summary()
     cached = [p.read_text() for p in (tmp_path / "cache").rglob("*.json")]
     assert cached and not any(TOKEN in text for text in cached)
+
+
+def test_the_sites_proxy_carries_every_hub_request(
+    hub: FakeHub, knowledge: Knowledge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with FakeProxy() as proxy:
+        monkeypatch.setenv("HTTP_PROXY", proxy.address)
+        ask(knowledge, tensor_parallel_size=2)
+    assert [s.target for s in proxy.seen] == [hub.url + r.path for r in hub.requests]
+    assert len(proxy.seen) == 3
