@@ -321,3 +321,10 @@ def test_the_sites_proxy_carries_every_hub_request(
         ask(knowledge, tensor_parallel_size=2)
     assert [s.target for s in proxy.seen] == [hub.url + r.path for r in hub.requests]
     assert len(proxy.seen) == 3
+
+
+def test_a_misspelt_known_model_gets_the_knowledge_suggestions(hub: FakeHub, knowledge: Knowledge) -> None:
+    known = next(m for m in knowledge.models if m.hf_repo.startswith("meta-llama/"))
+    misspelt = known.hf_repo[:-1] + "x"
+    with pytest.raises(AdviceError, match=rf"no such model repository.*Did you mean: .*{known.id}"):
+        ask(knowledge, model=misspelt)

@@ -31,7 +31,7 @@ INDEX_FILE = "model.safetensors.index.json"
 SINGLE_FILE = "model.safetensors"
 client_factory: Callable[[], HubClient] = HubClient.from_env
 
-__all__ = ["HubModel", "architecture_from_hub", "is_repo_id"]
+__all__ = ["HubModel", "RepoNotFound", "architecture_from_hub", "is_repo_id"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,7 +61,13 @@ def _from_where(client: HubClient, files: list[HubFile], listing: RepoListing) -
     return f"from the on-disk cache, fetched {_age(max(ages))} ago{why}"
 
 
+class RepoNotFound(AdviceError):
+    """The Hub has no repository of that id (or shows it to no one without access)."""
+
+
 def _fail(repo: str, exc: HubError, what: str) -> AdviceError:
+    if exc.reason == "not_found" and what == "file list":
+        return RepoNotFound("model", f"{repo}: {exc.detail}. Check the id (owner/name, as on the model's page).")
     hint = {
         "not_found": " Check the id (owner/name, as on the model's page).",
         "offline_requested": f" Nothing for {repo} is cached yet: run once with the Hub reachable.",

@@ -71,7 +71,7 @@ from .common import (
     resolve_version,
 )
 from .engine_registry import registry_verdict
-from .hub_model import architecture_from_hub, is_repo_id
+from .hub_model import RepoNotFound, architecture_from_hub, is_repo_id
 from .model_config import Architecture, from_knowledge, read_hf_config, sparse_attention_refusal
 
 GIB = 1 << 30
@@ -370,13 +370,17 @@ class SizeOffloadResult(Result):
 # ---------------------------------------------------------------------------- lookups
 
 
+def _suggestions(knowledge: Knowledge, text: str) -> str:
+    close = difflib.get_close_matches(model_key(text), knowledge.model_spellings(), n=4, cutoff=0.5)
+    suggestions = dict.fromkeys(m.id for c in close if (m := knowledge.find_model(c)) is not None)
+    return f" Did you mean: {', '.join(suggestions)}?" if suggestions else ""
+
+
 def _find_model(knowledge: Knowledge, text: str) -> ModelArch:
     model = knowledge.find_model(text)
     if model is not None:
         return model
-    close = difflib.get_close_matches(model_key(text), knowledge.model_spellings(), n=4, cutoff=0.5)
-    suggestions = dict.fromkeys(m.id for c in close if (m := knowledge.find_model(c)) is not None)
-    hint = f" Did you mean: {', '.join(suggestions)}?" if suggestions else ""
+    hint = _suggestions(knowledge, text)
     known = ", ".join(m.id.split(".", 1)[-1] for m in knowledge.models)
     raise AdviceError("model", f"no model called {text!r} in the knowledge.{hint} Known: {known}.")
 
@@ -647,7 +651,12 @@ def _architecture(
 
 def _read_architecture(request: SizeOffloadRequest, knowledge: Knowledge, trail: _Trail) -> tuple[Architecture, str]:
     if request.model is not None and knowledge.find_model(request.model) is None and is_repo_id(request.model):
-        found = architecture_from_hub(request.model)  # any other model, by its Hub id
+        try:
+            found = architecture_from_hub(request.model)  # any other model, by its Hub id
+        except RepoNotFound as exc:  # a misspelt known model is likelier than a missing repository
+            raise AdviceError(
+                "model", str(exc).removeprefix("model: ") + _suggestions(knowledge, request.model)
+            ) from None
         trail.source = f"config read from {found.source}"
         arch = found.arch.model_copy(update={"checkpoint_bytes": found.weights_bytes})
         label = request.model
