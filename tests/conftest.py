@@ -43,6 +43,12 @@ os.environ.pop("VLLM_CACHING_MCP_CACHE_DIR", None)
 for _name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "SSL_CERT_FILE", "SSL_CERT_DIR"):
     os.environ.pop(_name, None)
     os.environ.pop(_name.lower(), None)
+# No test asks the real Hugging Face Hub, nor sends a token the machine has: a model named by Hub id goes to a
+# closed loopback port unless a test points HF_ENDPOINT at its stand-in (tests/hub_standin.py).
+os.environ["HF_ENDPOINT"] = "http://127.0.0.1:9"
+os.environ["HF_HOME"] = os.path.join(_CACHE, "huggingface")
+for _name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_TOKEN_PATH", "HF_HUB_OFFLINE"):
+    os.environ.pop(_name, None)
 
 
 @pytest.fixture(scope="session")

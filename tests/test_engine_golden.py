@@ -551,6 +551,36 @@ def _cell_row(version: str, cell: dict[str, Any]) -> str:
     return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
 
 
+def _architectures_covered(by_version: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """Cells per model class (config.json architectures[0]) and release: what knowledge/engine.yaml's
+    engine.recorded-architectures lets size_offload call verified."""
+    versions = sorted(by_version, key=lambda v: tuple(int(p) for p in v.split(".")))
+    counts: dict[str, dict[str, int]] = {}
+    models: dict[str, set[str]] = {}
+    for version in versions:
+        for cell in by_version[version]:
+            arch = json.loads((REPO / cell["inputs"]["config"]).read_text())["architectures"][0]
+            counts.setdefault(arch, {}).setdefault(version, 0)
+            counts[arch][version] += 1
+            models.setdefault(arch, set()).add(cell["inputs"]["model"])
+    return [
+        "",
+        "## Architectures covered",
+        "",
+        "Cells recorded per model class and release; size_offload calls its KV figures verified against the engine",
+        "for these classes at these releases only (rule engine.recorded-architectures).",
+        "",
+        "| architecture | configs | " + " | ".join(versions) + " |",
+        "|---|---|" + "---|" * len(versions),
+        *(
+            f"| {arch} | {', '.join(sorted(models[arch]))} | "
+            + " | ".join(str(counts[arch].get(v, "—")) for v in versions)
+            + " |"
+            for arch in sorted(counts)
+        ),
+    ]
+
+
 def agreement_report() -> str:
     by_version: dict[str, list[dict[str, Any]]] = {}
     for version, cell in RECORDS:
@@ -586,6 +616,7 @@ def agreement_report() -> str:
             "|---|---|---|---|---|---|---|---|---|",
             *(_cell_row(version, c) for c in cells),
         ]
+    lines += _architectures_covered(by_version)
     # Cells a release cannot run offline, by model and reason: {(model, why): {release: count}}.
     not_recorded: dict[tuple[str, str], dict[str, int]] = {}
     for golden in GOLDEN.values():

@@ -52,7 +52,9 @@ Component = Literal["vllm", "lmcache", "nixl", "mooncake", "sglang"]
 Evidence = Literal["wheel", "primary", "reference"]
 
 _SOURCE_PATTERNS = (
-    re.compile(r"^wheel:(vllm|lmcache)==\d+(\.\d+)+(\.post\d+)?:[\w./-]+\.(py|txt|json|cfg|toml|in)(:\d+(-\d+)?)?$"),
+    re.compile(
+        r"^wheel:(vllm|lmcache|transformers)==\d+(\.\d+)+(\.post\d+)?:[\w./-]+\.(py|txt|json|cfg|toml|in)(:\d+(-\d+)?)?$"
+    ),
     # The release's source distribution: what the wheel leaves out (examples, tests, docs).
     re.compile(
         r"^sdist:(vllm|lmcache)==\d+(\.\d+)+(\.post\d+)?:[\w./-]+(\.(py|sh|md|txt|json|toml|yaml|yml)|/Dockerfile)"
@@ -457,7 +459,8 @@ class Condition(Frozen):
     entry_deprecated: EntryId | None = Field(default=None, description="the entry is deprecated in the release")
     start_problem: bool | None = Field(default=None, description="the command as written never starts the server")
     engine_schema: Literal["refused", "ignored"] | None = Field(
-        default=None, description="a transfer/events config field or extra-config key the release refuses or never reads"
+        default=None,
+        description="a transfer/events config field or extra-config key the release refuses or never reads",
     )
     flag_value_vanished: bool | None = Field(
         default=None, description="each value-taking option whose value expands to nothing (argparse stops)"
@@ -831,6 +834,72 @@ class EngineSchema(Sourced):
     lmcache_aliases: tuple[SchemaEntry, ...]
     lmcache_unknown_key: tuple[SchemaEntry, ...]
     lmcache_adapter_extra_config: tuple[SchemaEntry, ...]  # keys LMCache's vLLM adapter reads
+
+
+# --- model registry (knowledge/model_registry.yaml; built by scripts/build_model_registry.py) ---
+
+
+class RegistryName(Frozen):
+    """An architecture (or a model type) over a run of releases read: the first that has it and the first that
+    no longer does."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_][\w.-]*$", max_length=200)
+    introduced: VersionText | None = None
+    removed: VersionText | None = None
+
+    def at(self, version: Version) -> bool:
+        return (self.introduced is None or version >= self.introduced) and (
+            self.removed is None or version < self.removed
+        )
+
+
+class RefusedArchitecture(Frozen):
+    """An architecture vLLM names in its refusal: supported 'until X.Y.Z', or served by a 'plugin URL'."""
+
+    name: str = Field(max_length=200)
+    why: str = Field(pattern=r"^(until \d+\.\d+\.\d+|plugin https://\S+)$")
+
+
+class TransformersRead(Frozen):
+    """What one transformers release knows: the model types AutoConfig loads, the model classes it exports."""
+
+    for_vllm: VersionText
+    model_types: frozenset[str]
+    model_classes: frozenset[str]
+
+
+class ModelRegistry(Sourced):
+    """The architectures each vLLM release resolves, those it refuses by name, vLLM's own config model types,
+    and the transformers each release installs."""
+
+    releases_read: tuple[VersionText, ...]  # empty: nothing read, nothing refused
+    architectures: tuple[RegistryName, ...]
+    config_types: tuple[RegistryName, ...]
+    refused: tuple[RefusedArchitecture, ...]
+    transformers: dict[str, TransformersRead]
+
+    @functools.cached_property
+    def _by_name(self) -> dict[str, tuple[RegistryName, ...]]:
+        index: dict[str, list[RegistryName]] = {}
+        for entry in self.architectures:
+            index.setdefault(entry.name, []).append(entry)
+        return {k: tuple(v) for k, v in index.items()}
+
+    def was_read(self, version: Version) -> bool:
+        return version in self.releases_read
+
+    def serves(self, architecture: str, version: Version) -> bool:
+        """Whether the release's ModelRegistry resolves ``architecture`` (only for a release read)."""
+        return any(e.at(version) for e in self._by_name.get(architecture, ()))
+
+    def has_own_config(self, model_type: str, version: Version) -> bool:
+        return any(e.name == model_type and e.at(version) for e in self.config_types)
+
+    def refusal(self, architecture: str) -> RefusedArchitecture | None:
+        return next((r for r in self.refused if r.name == architecture), None)
+
+    def transformers_for(self, version: Version) -> tuple[str, TransformersRead] | None:
+        return next(((k, t) for k, t in self.transformers.items() if t.for_vllm == version), None)
 
 
 class LinearAttentionState(Frozen):
@@ -1604,6 +1673,7 @@ FILES: dict[str, type[Frozen]] = {
     "name_inventory.yaml": NameInventory,
     "engine_schema.yaml": EngineSchema,
     "ports.yaml": _PortsFile,
+    "model_registry.yaml": ModelRegistry,
     "recipes.yaml": Recipes,
     "advisories.yaml": AdvisorySnapshot,
 }
@@ -1629,6 +1699,7 @@ class Knowledge(Frozen):
     name_inventory: NameInventory
     engine_schema: EngineSchema
     port_layouts: tuple[PortLayout, ...]
+    model_registry: ModelRegistry
     recipes: Recipes
     advisories: AdvisorySnapshot
     engine: EngineRules
@@ -1954,6 +2025,7 @@ def _load_and_check(root: Path) -> Knowledge:
             name_inventory=cast(NameInventory, parts["name_inventory.yaml"]),
             engine_schema=cast(EngineSchema, parts["engine_schema.yaml"]),
             port_layouts=parts["ports.yaml"].layouts,  # type: ignore[attr-defined]
+            model_registry=cast(ModelRegistry, parts["model_registry.yaml"]),
             recipes=cast(Recipes, parts["recipes.yaml"]),
             advisories=cast(AdvisorySnapshot, parts["advisories.yaml"]),
             engine=cast(EngineRules, parts["engine.yaml"]),

@@ -28,6 +28,7 @@ FILE_NAMES: tuple[str, ...] = (
     "name_inventory.yaml",
     "engine_schema.yaml",
     "ports.yaml",
+    "model_registry.yaml",
     "recipes.yaml",
     "advisories.yaml",
 )

@@ -48,6 +48,14 @@ class Architecture(BaseModel):
     # The model class (architectures[0]) vLLM's per-model config hooks key on: the reader fills it; left out of
     # the listed schema (its size is bounded, tests/test_compact_schema.py), accepted all the same.
     architecture: SkipJsonSchema[str | None] = Field(default=None, max_length=200)
+    # config.json's model_type and the remote-code classes its auto_map names (AutoConfig, AutoModel*): what
+    # decides whether vLLM can load the config and build the model at all (advice/engine_registry.py).
+    model_type: SkipJsonSchema[str | None] = Field(default=None, max_length=200)
+    remote_config: SkipJsonSchema[bool] = False
+    remote_model: SkipJsonSchema[bool] = False
+    # The checkpoint's tensor bytes (a Hub safetensors index's metadata.total_size): the weights side of the
+    # budget for a model read from the Hub. Unlisted like `architecture`.
+    checkpoint_bytes: SkipJsonSchema[int | None] = Field(default=None, gt=0, lt=2**50)
     params_total_b: ParamsB | None = Field(default=None, description="billions")
     params_active_b: ParamsB | None = Field(default=None, description="billions used per token")
     weights_dtype: WeightsDType = "bfloat16"
@@ -84,8 +92,12 @@ class Architecture(BaseModel):
         return self.head_dim
 
 
+# Architecture fields a knowledge entry does not have: what only a config read from disk or the Hub gives.
+_NOT_IN_KNOWLEDGE = ("name", "checkpoint_bytes", "model_type", "remote_config", "remote_model")
+
+
 def from_knowledge(entry: ModelArch) -> Architecture:
-    fields = {name: getattr(entry, name) for name in Architecture.model_fields if name != "name"}
+    fields = {name: getattr(entry, name) for name in Architecture.model_fields if name not in _NOT_IN_KNOWLEDGE}
     return Architecture(name=entry.name, **fields)
 
 
@@ -317,14 +329,99 @@ def _mla_fields(cfg: dict[str, Any], name: str) -> dict[str, Any]:
     return fields
 
 
+# Layouts whose attention layers differ in head size, KV heads or kind in ways `Architecture` (one head size and
+# KV-head count for every attention layer) cannot hold: the config key that gives each away, and what vLLM
+# 0.33.0 builds from it. Figures for them would be wrong with full confidence, so the reader refuses them.
+_PER_LAYER_GEOMETRY = (
+    (
+        "global_head_dim",
+        "Gemma 4: its global (full-attention) layers have their own head size and KV heads (global_head_dim, "
+        "num_global_key_value_heads), which vLLM reads per layer "
+        "(wheel:vllm==0.33.0:vllm/model_executor/models/gemma4.py:577-580)",
+    ),
+    (
+        "num_global_key_value_heads",
+        "Gemma 4: its global layers have their own KV-head count, which vLLM reads per layer "
+        "(wheel:vllm==0.33.0:vllm/model_executor/models/gemma4.py:577-580)",
+    ),
+    (
+        "hybrid_layer_pattern",
+        "MiMo-V2: its sliding-window layers (hybrid_layer_pattern 1) have their own heads, KV heads and K/V head "
+        "sizes (swa_num_key_value_heads, swa_head_dim, swa_v_head_dim) "
+        "(wheel:vllm==0.33.0:vllm/model_executor/models/mimo_v2.py:403-438)",
+    ),
+    (
+        "full_attn_idxs",
+        "LFM2: only its full_attention layers keep KV; the others are short-convolution layers with a conv "
+        "state per sequence (wheel:vllm==0.33.0:vllm/model_executor/models/lfm2.py:433-438), a state "
+        "size_offload does not model",
+    ),
+)
+
+
+def _per_layer_geometry_refusal(cfg: dict[str, Any]) -> str | None:
+    types = cfg.get("layer_types")
+    if isinstance(types, list) and "conv" in types:
+        return _PER_LAYER_GEOMETRY[3][1]
+    return next((why for key, why in _PER_LAYER_GEOMETRY if cfg.get(key) is not None), None)
+
+
+def _decilm_attention(cfg: dict[str, Any], layers: int, heads: int) -> tuple[int, int] | None:
+    """DeciLM / Nemotron-NAS block_configs: (attention layers, KV heads), or None for another layout.
+
+    vLLM builds attention only in blocks whose attention is not no_op, with num_attention_heads //
+    n_heads_in_group KV heads each (wheel:vllm==0.33.0:vllm/model_executor/models/nemotron_nas.py:133-160;
+    vllm/config/model.py:1748-1750 counts those layers; model_arch_config_convertor.py:535-542 the KV heads)."""
+    blocks = cfg.get("block_configs")
+    if blocks is None:
+        return None
+    if not isinstance(blocks, list) or len(blocks) != layers:
+        raise AdviceError("config_path", f"config.json's block_configs must list one block per layer ({layers})")
+    groups: list[int] = []
+    for block in blocks:
+        attention = block.get("attention") if isinstance(block, dict) else None
+        if not isinstance(attention, dict):
+            raise AdviceError("config_path", "each of config.json's block_configs needs an attention object")
+        if attention.get("no_op") is True:
+            continue
+        group = attention.get("n_heads_in_group")
+        if isinstance(group, bool) or not isinstance(group, int) or group <= 0 or heads % group:
+            raise AdviceError(
+                "config_path",
+                "a block_configs attention block that is not no_op needs n_heads_in_group, a divisor of "
+                f"num_attention_heads ({heads}): vLLM builds its attention with heads // n_heads_in_group KV heads",
+            )
+        groups.append(group)
+    if not groups:
+        raise AdviceError("config_path", "config.json's block_configs have no attention block: nothing keeps KV")
+    if len(set(groups)) > 1:
+        raise AdviceError(
+            "config_path",
+            f"config.json's attention blocks have different n_heads_in_group ({sorted(set(groups))}): vLLM gives "
+            "each layer its own KV-head count, and size_offload models one for every attention layer",
+        )
+    return len(groups), heads // groups[0]
+
+
 def architecture_from_hf_config(raw: dict[str, Any], *, name: str) -> Architecture:
     """Read the keys vLLM reads from a Hugging Face config.json (decoder part only)."""
     cfg = _with_transformers_defaults(_text_config(raw), raw)
+    refused = _per_layer_geometry_refusal(cfg)
+    if refused is not None:
+        raise AdviceError(
+            "config_path",
+            f"{refused}. size_offload sizes one head size and KV-head count for every attention layer, so its "
+            "figures for this model would be wrong; it gives none. Read the KV cache size from vLLM's start-up "
+            "log ('GPU KV cache size: N tokens')",
+        )
     layers = _positive_int(cfg, "num_hidden_layers")
     heads = _positive_int(cfg, "num_attention_heads")
     if layers is None or heads is None:
         raise AdviceError("config_path", "config.json has no num_hidden_layers / num_attention_heads")
     kv_heads = _positive_int(cfg, "num_key_value_heads") or heads
+    decilm = _decilm_attention(cfg, layers, heads)
+    if decilm is not None:  # attention-free (no_op) blocks hold no KV: left out of num_layers
+        layers, kv_heads = decilm
     head_dim = _positive_int(cfg, "head_dim")
     if head_dim is None:
         hidden = _positive_int(cfg, "hidden_size")
@@ -341,6 +438,7 @@ def architecture_from_hf_config(raw: dict[str, Any], *, name: str) -> Architectu
         "max_position_embeddings": _positive_int(cfg, "max_position_embeddings"),
         "architecture": _architecture_name(cfg),
         "ssm_state_dtype": _declared_ssm_dtype(cfg),
+        **_loading_fields(raw),
     }
     if cfg.get("kv_lora_rank"):
         fields.update(_mla_fields(cfg, name))
@@ -420,6 +518,18 @@ def _built(fields: dict[str, Any]) -> Architecture:
 
 
 # ---------------------------------------------------------------------------- Mamba2 hybrids and state dtypes
+
+
+def _loading_fields(raw: dict[str, Any]) -> dict[str, Any]:
+    """The top-level model_type and whether auto_map names a remote config class or model class."""
+    model_type = raw.get("model_type")
+    auto_map = raw.get("auto_map")
+    keys = [k for k in auto_map if isinstance(k, str)] if isinstance(auto_map, dict) else []
+    return {
+        "model_type": model_type if isinstance(model_type, str) and 0 < len(model_type) <= 200 else None,
+        "remote_config": any(k.startswith("AutoConfig") for k in keys),
+        "remote_model": any(k.startswith("AutoModel") for k in keys),
+    }
 
 
 def _architecture_name(cfg: dict[str, Any]) -> str | None:

@@ -70,6 +70,8 @@ from .common import (
     cite,
     resolve_version,
 )
+from .engine_registry import registry_verdict
+from .hub_model import RepoNotFound, architecture_from_hub, is_repo_id
 from .model_config import Architecture, from_knowledge, read_hf_config, sparse_attention_refusal
 
 GIB = 1 << 30
@@ -258,6 +260,13 @@ def _caveats(text: str) -> list[str]:
 class SizeOffloadResult(Result):
     version_context: VersionContext
     model: str
+    model_source: str | None = Field(
+        default=None, description="a model named by Hub id: the repository, commit and whether the Hub or the cache"
+    )
+    kv_figures_basis: str = Field(
+        description="how sure the KV figures are: verified against the engine for this architecture and release, "
+        "or an estimate from the generic reader and what it does not model"
+    )
     gpu: str
     tensor_parallel_size: int
     pipeline_parallel_size: int
@@ -308,6 +317,8 @@ class SizeOffloadResult(Result):
         v = self.version_context
         lines = [
             f"{self.model} on {self.world_size}× {self.gpu}, vLLM {v.version}" + (" (assumed)" if v.assumed else ""),
+            *([self.model_source] if self.model_source else []),
+            f"KV figures: {self.kv_figures_basis}",
             f"KV per token: {self.kv_bytes_per_token_per_rank:,} B per rank, {self.kv_bytes_per_token_total:,} B total "
             f"(KV heads per rank {self.kv_heads_per_rank}, block {self.block_size})",
         ]
@@ -368,13 +379,17 @@ class SizeOffloadResult(Result):
 # ---------------------------------------------------------------------------- lookups
 
 
+def _suggestions(knowledge: Knowledge, text: str) -> str:
+    close = difflib.get_close_matches(model_key(text), knowledge.model_spellings(), n=4, cutoff=0.5)
+    suggestions = dict.fromkeys(m.id for c in close if (m := knowledge.find_model(c)) is not None)
+    return f" Did you mean: {', '.join(suggestions)}?" if suggestions else ""
+
+
 def _find_model(knowledge: Knowledge, text: str) -> ModelArch:
     model = knowledge.find_model(text)
     if model is not None:
         return model
-    close = difflib.get_close_matches(model_key(text), knowledge.model_spellings(), n=4, cutoff=0.5)
-    suggestions = dict.fromkeys(m.id for c in close if (m := knowledge.find_model(c)) is not None)
-    hint = f" Did you mean: {', '.join(suggestions)}?" if suggestions else ""
+    hint = _suggestions(knowledge, text)
     known = ", ".join(m.id.split(".", 1)[-1] for m in knowledge.models)
     raise AdviceError("model", f"no model called {text!r} in the knowledge.{hint} Known: {known}.")
 
@@ -460,6 +475,7 @@ class _Trail:
     citations: list[Citation] = field(default_factory=list)
     formulas: list[FormulaNote] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    source: str | None = None  # where the model's layout was read, when it was read from outside the knowledge
 
     def use(self, entry_id: str) -> Sourced:
         entry = self.knowledge.by_id[entry_id]
@@ -624,9 +640,36 @@ def _validate_mamba2_parallel(s: Mamba2State, tp: int) -> None:
 # ---------------------------------------------------------------------------- the model and the layout
 
 
-def _architecture(request: SizeOffloadRequest, knowledge: Knowledge, trail: _Trail) -> tuple[Architecture, str]:
-    """The model's attention layout and the name to show for it."""
-    if request.model is not None:
+def _architecture(
+    request: SizeOffloadRequest, knowledge: Knowledge, version: Version, trail: _Trail
+) -> tuple[Architecture, str]:
+    """The model's attention layout and the name to show for it; a layout read from a config is refused where
+    the release cannot load or build it."""
+    arch, label = _read_architecture(request, knowledge, trail)
+    if request.model is None or knowledge.find_model(request.model) is None:
+        verdict = registry_verdict(knowledge.model_registry, arch, version)
+        field = (
+            "config_path" if request.config_path is not None else "architecture" if request.model is None else "model"
+        )
+        if verdict.refusal is not None:
+            raise AdviceError(field, f"{label}: {verdict.refusal}")
+        if verdict.note is not None:
+            trail.warn(verdict.note)
+    return arch, label
+
+
+def _read_architecture(request: SizeOffloadRequest, knowledge: Knowledge, trail: _Trail) -> tuple[Architecture, str]:
+    if request.model is not None and knowledge.find_model(request.model) is None and is_repo_id(request.model):
+        try:
+            found = architecture_from_hub(request.model)  # any other model, by its Hub id
+        except RepoNotFound as exc:  # a misspelt known model is likelier than a missing repository
+            raise AdviceError(
+                "model", str(exc).removeprefix("model: ") + _suggestions(knowledge, request.model)
+            ) from None
+        trail.source = f"config read from {found.source}"
+        arch = found.arch.model_copy(update={"checkpoint_bytes": found.weights_bytes})
+        label = request.model
+    elif request.model is not None:
         entry = _find_model(knowledge, request.model)
         if entry.index_topk is not None:  # the config reader refuses the same layout (config_path)
             raise AdviceError("model", sparse_attention_refusal(entry.name, entry.index_topk))
@@ -646,12 +689,14 @@ def _architecture(request: SizeOffloadRequest, knowledge: Knowledge, trail: _Tra
         arch = request.architecture
         label = arch.name
     if request.params_total_b is not None:
-        arch = arch.model_copy(update={"params_total_b": request.params_total_b})
+        arch = arch.model_copy(update={"params_total_b": request.params_total_b, "checkpoint_bytes": None})
     if arch.default_dtype == "float32":
         trail.note(
             "model dtype", "float32 config.json → bfloat16 (--dtype auto)", "bfloat16", "engine.auto-dtype-float32"
         )
-        arch = arch.model_copy(update={"default_dtype": "bfloat16"})
+        # float32 tensors are loaded as bfloat16: half the bytes the checkpoint stores
+        halved = arch.checkpoint_bytes // 2 if arch.checkpoint_bytes else None
+        arch = arch.model_copy(update={"default_dtype": "bfloat16", "checkpoint_bytes": halved})
     return arch, label
 
 
@@ -1419,6 +1464,12 @@ def _gpu_budget(
     if request.weights_gib_per_gpu is not None:
         weights_gib = request.weights_gib_per_gpu
         weights_basis = "given"
+    elif arch.checkpoint_bytes is not None:
+        weights_gib = arch.checkpoint_bytes / world / GIB
+        weights_basis = (
+            f"the checkpoint's {arch.checkpoint_bytes:,} B (safetensors index total_size, in the served dtype) / "
+            f"(TP×PP {world}) (an ESTIMATE of the split: a few replicated tensors are left out)"
+        )
     elif arch.params_total_b is not None:
         weights_gib = arch.params_total_b * 1e9 * _WEIGHT_BYTES[arch.weights_dtype] / world / GIB
         weights_basis = (
@@ -2030,7 +2081,7 @@ def size_offload(request: SizeOffloadRequest, knowledge: Knowledge) -> SizeOfflo
     _check_request(request)
     version, context = resolve_version(knowledge, request.version)
     trail = _Trail(knowledge)
-    arch, model_label = _architecture(request, knowledge, trail)
+    arch, model_label = _architecture(request, knowledge, version, trail)
     gpu = _find_gpu(knowledge, request.gpu)
     trail.use(gpu.id)
     layout = _parallel_layout(request, arch)
@@ -2051,6 +2102,8 @@ def size_offload(request: SizeOffloadRequest, knowledge: Knowledge) -> SizeOfflo
     result = SizeOffloadResult(
         version_context=context,
         model=model_label,
+        model_source=trail.source,
+        kv_figures_basis=_kv_figures_basis(arch, gpu, layout, version, trail),
         gpu=gpu.name,
         tensor_parallel_size=layout.tp,
         pipeline_parallel_size=layout.pp,
@@ -2103,6 +2156,32 @@ def _figures(
         if host_left is None or request.host_ram_gib is None
         else request.host_ram_gib - host_left,
         capacity=tier.capacity or Capacity(specs=specs, num_gpu_blocks=pool.num_blocks),
+    )
+
+
+# The cells of the recorded engine matrix (scripts/engine_oracle/oracle.py MATRIX_TP, MATRIX_GPUS; tests/
+# test_figures_basis.py checks them against the golden files): a request outside them is of a recorded
+# architecture, not itself a recorded cell.
+_RECORDED_TP = (1, 2, 8)
+_RECORDED_GPUS = ("gpu.h100-sxm", "gpu.b200", "gpu.a100-80gb-sxm")
+
+
+def _kv_figures_basis(arch: Architecture, gpu: Gpu, layout: _Parallel, version: Version, trail: _Trail) -> str:
+    """Whether the engine's own planner was run on this model class at this release (rule
+    engine.recorded-architectures), or the figures are the generic reader's."""
+    found = trail.knowledge.engine.rule("engine.recorded-architectures").value_at(version)
+    recorded = found.value if found is not None and isinstance(found.value, tuple) else ()
+    name = arch.architecture
+    if name is not None and name in recorded:
+        trail.rule("engine.recorded-architectures")
+        basis = f"verified against the engine for {name} at {version}"
+        if layout.tp not in _RECORDED_TP or gpu.id not in _RECORDED_GPUS or layout.pp > 1:
+            basis += " (recorded at TP 1, 2 and 8 on H100, B200 and A100; this layout is not itself a recorded cell)"
+        return basis
+    which = f"{name} has no engine recording at {version}" if name is not None else "no model class is named"
+    return (
+        f"estimate from the generic reader ({which}); not modelled: any per-layer head size, KV-head count or "
+        "state its model class gives layers beyond config.json's shared keys"
     )
 
 
