@@ -53,8 +53,14 @@ P2P_ALL = (
     "LMCACHE_P2P_HOST=10.0.0.5 LMCACHE_ENABLE_ASYNC_LOADING=True"
 )
 
+
 # rule id -> (version, failing command, passing command, request extras). The commands differ in the
 # one thing the rule is about; the comment says why each fails.
+def _nixl(**fields: Any) -> str:
+    config = {"kv_connector": "NixlConnector", "kv_role": "kv_both", **fields}
+    return "--kv-transfer-config '" + json.dumps(config, separators=(",", ":")) + "'"
+
+
 RULE_CASES: dict[str, tuple[str, str, str, dict[str, Any]]] = {
     # weights offload is not KV offload
     "pitfall.cpu-offload-gb-is-weights": ("0.33.0", f"vllm serve {M} --cpu-offload-gb 10", f"vllm serve {M}", {}),
@@ -283,6 +289,20 @@ RULE_CASES: dict[str, tuple[str, str, str, dict[str, Any]]] = {
         f"MAX_LEN=8192; vllm serve {M} --max-model-len $MAX_LEN --enforce-eager",
         {},
     ),
+    # kv_buffer_size left KVTransferConfig in 0.32.0, whose fields are closed from 0.16.0
+    "pitfall.transfer-config-field-refused": (
+        "0.33.0",
+        f"vllm serve {M} " + _nixl(kv_buffer_size=5e9),
+        f"vllm serve {M} " + _nixl(),
+        {},
+    ),
+    # NixlConnector reads no eviction_policy: OffloadingConnector's key does nothing there
+    "pitfall.transfer-config-key-ignored": (
+        "0.33.0",
+        f"vllm serve {M} " + _nixl(kv_connector_extra_config={"eviction_policy": "lru"}),
+        f"vllm serve {M} " + _nixl(kv_connector_extra_config={"backends": ["UCX"]}),
+        {},
+    ),
 }
 # Checked against a small fake CLI inventory in test_unknown_flag_suggests_the_closest_option.
 # A memory request is only written in a manifest: test_pinned_memory_against_the_pod_request_and_limit.
@@ -306,7 +326,7 @@ def fired(result: ReviewResult) -> set[str]:
 def test_every_rule_has_a_passing_and_a_failing_example(knowledge: Knowledge) -> None:
     rule_ids = {r.id for r in list_rules(knowledge)}
     assert rule_ids == set(RULE_CASES) | SEPARATELY_TESTED
-    assert len(rule_ids) == 39
+    assert len(rule_ids) == 41
 
 
 @pytest.mark.parametrize("rule_id", sorted(RULE_CASES))
@@ -1271,3 +1291,38 @@ def test_allow_empty_is_a_field_of_the_request_not_of_the_command_line() -> None
     served = {"name": "s.sh", "text": f"vllm serve {M} --kv-offloading-size 1"}
     reviewed = run_tool("review_deployment", {"documents": [workflow, served], "allow_empty": True})
     assert isinstance(reviewed, ReviewResult) and [w.file for w in reviewed.workloads] == ["s.sh"]
+
+
+def test_a_transfer_config_field_is_judged_by_the_release_that_reads_it(knowledge: Knowledge) -> None:
+    # kv_buffer_size: a field through 0.31.0, refused from 0.32.0 (the class forbids unknown fields from 0.16.0);
+    # a misspelt field before 0.16.0 is dropped silently: a warning, not an error
+    line = f"vllm serve {M} " + _nixl(kv_buffer_size=5e9)
+    assert "pitfall.transfer-config-field-refused" not in fired(review(knowledge, line, version="0.31.0"))
+    refused = review(knowledge, line, version="0.32.0")
+    finding = next(f for f in refused.findings if f.rule_id == "pitfall.transfer-config-field-refused")
+    assert "removed in 0.32.0" in finding.message and "Unexpected keyword argument" in finding.message
+    assert finding.premises[0] == "feature.kv-transfer-config-forbids-unknown-fields"
+    misspelt = line.replace("kv_buffer_size", "kv_rol")
+    old = fired(review(knowledge, misspelt, version="0.15.1"))
+    assert "pitfall.transfer-config-key-ignored" in old and "pitfall.transfer-config-field-refused" not in old
+
+
+def test_each_multiconnector_child_is_checked_as_its_own_transfer_config(knowledge: Knowledge) -> None:
+    config = {
+        "kv_connector": "MultiConnector",
+        "kv_role": "kv_both",
+        "kv_connector_extra_config": {
+            "connectors": [
+                {"kv_connector": "NixlConnector", "kv_role": "kv_both", "kv_rank": 0},
+                {
+                    "kv_connector": "OffloadingConnector",
+                    "kv_role": "kv_both",
+                    "kv_connector_extra_config": {"cpu_bytes_to_use": 1 << 30},
+                },
+            ]
+        },
+    }
+    result = review(knowledge, f"vllm serve {M} --kv-transfer-config '{json.dumps(config)}'", version="0.33.0")
+    refused = [f for f in result.findings if f.rule_id == "pitfall.transfer-config-field-refused"]
+    assert len(refused) == 1 and "kv_rank" in refused[0].message, result.summary()
+    assert "pitfall.transfer-config-key-ignored" not in fired(result)
