@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from vllm_caching_mcp.advice.deployment import Deployment, Document, Effective, Workload, parse_documents, resolve
-from vllm_caching_mcp.advice.review import ReviewResult
-from vllm_caching_mcp.knowledge import load_knowledge
+from vllm_caching_mcp.advice.review import ReviewRequest, ReviewResult, review_deployment
+from vllm_caching_mcp.knowledge import Knowledge, load_knowledge
 from vllm_caching_mcp.tools import run_tool
 from vllm_caching_mcp.versions import parse_version
 
@@ -39,9 +39,16 @@ def effective(*documents: tuple[str, str], version: str = "0.20.2") -> Effective
     return resolve(workload, deployment, KNOWLEDGE, parse_version(version), "stated")
 
 
-def review(*documents: tuple[str, str], **request: Any) -> ReviewResult:
-    """The review tool's answer (every finding at its own place unless ``detail`` says otherwise)."""
-    arguments = {"documents": [{"name": n, "text": t} for n, t in documents], "detail": "full", **request}
+def review(*documents: str | tuple[str, str], knowledge: Knowledge | None = None, **request: Any) -> ReviewResult:
+    """The review tool's answer (every finding at its own place unless ``detail`` says otherwise).
+
+    A document is ``(name, text)``, or a text alone, named ``serve0.sh``, ``serve1.sh``, ... by its
+    place; ``knowledge`` reviews against other knowledge than the shipped one (a test's edited copy).
+    """
+    named = [d if isinstance(d, tuple) else (f"serve{i}.sh", d) for i, d in enumerate(documents)]
+    arguments = {"documents": [{"name": n, "text": t} for n, t in named], "detail": "full", **request}
+    if knowledge is not None:
+        return review_deployment(ReviewRequest.model_validate(arguments), knowledge)
     result = run_tool("review_deployment", arguments)
     assert isinstance(result, ReviewResult)
     return result

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 import yaml
 
+from reading import review
 from vllm_caching_mcp.advice.review import ReviewResult
-from vllm_caching_mcp.tools import run_tool
 
 CORPUS = Path(__file__).parent / "data" / "deployments"
 EXPECTATIONS = sorted(CORPUS.glob("*.expect.yaml"))
@@ -33,18 +33,15 @@ def reviewed_file(expect_path: Path, expect: dict[str, Any]) -> Path:
     return found
 
 
-def review(expect_path: Path) -> tuple[dict[str, Any], ReviewResult]:
+def reviewed(expect_path: Path) -> tuple[dict[str, Any], ReviewResult]:
+    """The expectation and the review (judged on every finding) of the files it names."""
     expect = yaml.safe_load(expect_path.read_text(encoding="utf-8"))
     main = reviewed_file(expect_path, expect)
-    documents = [{"name": main.name, "text": main.read_text(encoding="utf-8")}]
+    documents = [(main.name, main.read_text(encoding="utf-8"))]
     for name, file in (expect.get("with") or {}).items():
-        documents.append({"name": name, "text": (CORPUS / file).read_text(encoding="utf-8")})
-    arguments: dict[str, Any] = {"documents": documents, "detail": "full"}  # judged on every finding
-    if "version" in expect:
-        arguments["version"] = expect["version"]
-    result = run_tool("review_deployment", arguments)
-    assert isinstance(result, ReviewResult)
-    return expect, result
+        documents.append((name, (CORPUS / file).read_text(encoding="utf-8")))
+    stated = {"version": expect["version"]} if "version" in expect else {}
+    return expect, review(*documents, **stated)
 
 
 def test_the_corpus_has_at_least_thirty_files() -> None:
@@ -57,7 +54,7 @@ def found_at(result: ReviewResult, rule: str, line: int | None) -> bool:
 
 @pytest.mark.parametrize("expect_path", EXPECTATIONS, ids=lambda p: p.name.removesuffix(".expect.yaml"))
 def test_the_review_finds_what_the_corpus_expects(expect_path: Path) -> None:
-    expect, result = review(expect_path)
+    expect, result = reviewed(expect_path)
     shown = [(f.rule_id, f.location.line) for f in result.findings if not f.rule_id.startswith("advisory.")]
     pending: list[str] = []
 

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
+from reading import review
 from vllm_caching_mcp.advice.common import AdviceError
 from vllm_caching_mcp.advice.deployment import Document, parse_documents, resolve
 from vllm_caching_mcp.advice.deployment.flags import SWITCHES
@@ -314,11 +315,6 @@ SEPARATELY_TESTED = {
 }
 
 
-def review(knowledge: Knowledge, *texts: str, version: str | None = None, **extra: Any) -> ReviewResult:
-    docs = [Document(name=f"serve{i}.sh", text=t) for i, t in enumerate(texts)]
-    return review_deployment(ReviewRequest(detail="full", documents=docs, version=version, **extra), knowledge)
-
-
 def fired(result: ReviewResult) -> set[str]:
     return {f.rule_id for f in result.findings}
 
@@ -332,9 +328,9 @@ def test_every_rule_has_a_passing_and_a_failing_example(knowledge: Knowledge) ->
 @pytest.mark.parametrize("rule_id", sorted(RULE_CASES))
 def test_rule_fires_on_the_failing_example_only(knowledge: Knowledge, rule_id: str) -> None:
     version, failing, passing, extra = RULE_CASES[rule_id]
-    bad = review(knowledge, failing, version=version, **extra)
+    bad = review(failing, version=version, **extra)
     assert rule_id in fired(bad), bad.summary()
-    good = review(knowledge, passing, version=version, **extra)
+    good = review(passing, version=version, **extra)
     assert rule_id not in fired(good), good.summary()
     finding = next(f for f in bad.findings if f.rule_id == rule_id)
     assert finding.location.file == "serve0.sh" and finding.location.line == 1
@@ -382,14 +378,14 @@ def test_the_pd_proxy_is_judged_by_the_connector_and_release(
 def test_version_gate_keeps_a_rule_quiet_outside_its_releases(knowledge: Knowledge) -> None:
     # The lmcache backend only means the separate LMCache server from 0.23.0.
     cmd = f"vllm serve {M} --kv-offloading-backend lmcache --kv-offloading-size 50"
-    assert "pitfall.lmcache-backend-means-mp-server" not in fired(review(knowledge, cmd, version="0.22.1"))
+    assert "pitfall.lmcache-backend-means-mp-server" not in fired(review(cmd, version="0.22.1"))
     # OffloadingConnector supports HMA from 0.21.0: the shorthand no longer needs the flag there.
     native = f"vllm serve {M} --kv-offloading-backend native --kv-offloading-size 100"
-    assert "pitfall.hma-flag-missing-with-shorthand" not in fired(review(knowledge, native, version="0.21.0"))
+    assert "pitfall.hma-flag-missing-with-shorthand" not in fired(review(native, version="0.21.0"))
 
 
 def test_rules_that_need_an_input_say_which(knowledge: Knowledge) -> None:
-    result = review(knowledge, f"vllm serve {M} --kv-offloading-size 400 --enforce-eager", version="0.33.0")
+    result = review(f"vllm serve {M} --kv-offloading-size 400 --enforce-eager", version="0.33.0")
     needs = {n.rule_id: n.needs for n in result.not_checked}
     assert needs["pitfall.offload-exceeds-host-ram"] == ["host.ram_gib"]
     assert needs["pitfall.enforce-eager-on-datacenter-gpu"] == ["host.gpu (or a nvidia.com/gpu.product node selector)"]
@@ -400,13 +396,13 @@ def test_rules_that_need_an_input_say_which(knowledge: Knowledge) -> None:
 def test_hash_seed_must_agree_across_instances(knowledge: Knowledge) -> None:
     a = f"PYTHONHASHSEED=0 vllm serve {M} {TIERING_FS}"
     b = f"PYTHONHASHSEED=1 vllm serve {M} {TIERING_FS}"
-    result = review(knowledge, a, b, version="0.25.0")
+    result = review(a, b, version="0.25.0")
     assert [f.workload for f in result.findings if f.rule_id == "pitfall.shared-tier-without-hash-seed"] == [
         "vllm #1",
         "vllm #1",
     ]
     assert "differs between workloads" in result.findings[0].message
-    assert "pitfall.shared-tier-without-hash-seed" not in fired(review(knowledge, a, a, version="0.25.0"))
+    assert "pitfall.shared-tier-without-hash-seed" not in fired(review(a, a, version="0.25.0"))
 
 
 def test_unknown_flag_suggests_the_closest_option(knowledge_copy: Path) -> None:
@@ -424,7 +420,7 @@ def test_unknown_flag_suggests_the_closest_option(knowledge_copy: Path) -> None:
     (knowledge_copy / "cli_inventory.yaml").write_text(yaml.safe_dump(inventory))
     k = load_knowledge(str(knowledge_copy))
     cmd = f"vllm serve {M} --kv-ofloading-size 10 --tensor_parallel_size 2 --no-enable-prefix-caching --swap-space 4"
-    result = review(k, cmd, version="0.22.1")
+    result = review(cmd, version="0.22.1", knowledge=k)
     unknown = [f for f in result.findings if f.rule_id == "pitfall.unknown-flag"]
     # --tensor_parallel_size (underscores) and --no-enable-prefix-caching are accepted; --swap-space is
     # reported by pitfall.flag-not-in-release with its removal release instead.
@@ -437,28 +433,28 @@ def test_unknown_flag_suggests_the_closest_option(knowledge_copy: Path) -> None:
     bare = knowledge_copy.parent / "bare-knowledge"
     shutil.copytree(knowledge_copy, bare)
     (bare / "cli_inventory.yaml").write_text(yaml.safe_dump({**inventory, "flags": []}))
-    empty = review(load_knowledge(str(bare)), cmd, version="0.22.1")
+    empty = review(cmd, version="0.22.1", knowledge=load_knowledge(str(bare)))
     assert any(n.rule_id == "pitfall.unknown-flag" for n in empty.not_checked)
     assert "pitfall.unknown-flag" not in fired(empty)
 
 
 def test_disabled_rules_are_skipped_and_unknown_ids_rejected(knowledge: Knowledge) -> None:
     cmd = f"vllm serve {M} --cpu-offload-gb 10"
-    result = review(knowledge, cmd, disabled_rules=["pitfall.cpu-offload-gb-is-weights"])
+    result = review(cmd, disabled_rules=["pitfall.cpu-offload-gb-is-weights"])
     assert "pitfall.cpu-offload-gb-is-weights" not in fired(result)
-    with pytest.raises(AdviceError, match=r"^disabled_rules: .*Did you mean pitfall.cpu-offload-gb-is-weights"):
-        review(knowledge, cmd, disabled_rules=["pitfall.cpu-offload-gb"])
+    with pytest.raises(ToolInputError, match=r"^disabled_rules: .*Did you mean pitfall.cpu-offload-gb-is-weights"):
+        review(cmd, disabled_rules=["pitfall.cpu-offload-gb"])
 
 
 def test_bad_input_names_the_field(knowledge: Knowledge) -> None:
-    with pytest.raises(AdviceError, match=r"^documents: no vLLM server found"):
-        review(knowledge, "echo hello")
+    with pytest.raises(ToolInputError, match=r"^documents: no vLLM server found"):
+        review("echo hello")
     with pytest.raises(AdviceError, match=r"^documents\[0\]\.text: "):
         review_deployment(ReviewRequest(detail="full", documents=[Document(name="x.yaml", text="a: [b")]), knowledge)
-    with pytest.raises(AdviceError, match=r"^version: "):
-        review(knowledge, f"vllm serve {M}", version="latest")
-    with pytest.raises(AdviceError, match=r"^host\.gpu: 'TPU v5' is not a GPU"):
-        review(knowledge, f"vllm serve {M}", host={"gpu": "TPU v5"})
+    with pytest.raises(ToolInputError, match=r"^version: "):
+        review(f"vllm serve {M}", version="latest")
+    with pytest.raises(ToolInputError, match=r"^host\.gpu: 'TPU v5' is not a GPU"):
+        review(f"vllm serve {M}", host={"gpu": "TPU v5"})
 
 
 # ------------------------------------------------------------------------------------ parsing
@@ -480,17 +476,17 @@ def test_flags_with_equals_space_negation_dotted_json_and_env(knowledge: Knowled
         ("--kv-transfer-config.kv_connector", "OffloadingConnector", 4),
     ]
     assert [(e.name, e.value) for e in w.env] == [("PYTHONHASHSEED", "0"), ("VLLM_USE_SIMPLE_KV_OFFLOAD", "1")]
-    result = review(knowledge, text, version="0.33.0")
+    result = review(text, version="0.33.0")
     assert result.workloads[0].connectors == ["OffloadingConnector"]
     assert result.workloads[0].facts["max_model_len"] == 32_000  # k is decimal in vLLM's parser
 
 
 def test_native_shorthand_picks_the_simple_connector_when_the_env_says_so(knowledge: Knowledge) -> None:
     cmd = f"vllm serve {M} --kv-offloading-size 100"
-    assert review(knowledge, cmd, version="0.33.0").workloads[0].connectors == ["OffloadingConnector"]
-    simple = review(knowledge, "VLLM_USE_SIMPLE_KV_OFFLOAD=1 " + cmd, version="0.33.0")
+    assert review(cmd, version="0.33.0").workloads[0].connectors == ["OffloadingConnector"]
+    simple = review("VLLM_USE_SIMPLE_KV_OFFLOAD=1 " + cmd, version="0.33.0")
     assert simple.workloads[0].connectors == ["SimpleCPUOffloadConnector"]
-    assert review(knowledge, "VLLM_USE_SIMPLE_KV_OFFLOAD=1 " + cmd, version="0.18.1").workloads[0].connectors == [
+    assert review("VLLM_USE_SIMPLE_KV_OFFLOAD=1 " + cmd, version="0.18.1").workloads[0].connectors == [
         "OffloadingConnector"
     ]
 
@@ -508,11 +504,11 @@ def test_shell_tokens_keep_their_lines() -> None:
 
 def test_image_tag_decides_the_version_and_says_so(knowledge: Knowledge) -> None:
     cmd = "docker run --gpus all vllm/vllm-openai:v0.22.1-cu130 --model m --kv-offloading-size 10"
-    result = review(knowledge, cmd, version="0.30.0")
+    result = review(cmd, version="0.30.0")
     w = result.workloads[0]
     assert (w.vllm_version, w.version_source) == ("0.22.1", "image-tag")
     assert any("image tag says vLLM 0.22.1, not the stated 0.30.0" in n for n in result.notes)
-    other = review(knowledge, "docker run lmcache/vllm-openai:v0.3.9 --model m")
+    other = review("docker run lmcache/vllm-openai:v0.3.9 --model m")
     assert (other.workloads[0].vllm_version, other.workloads[0].version_source) == ("0.33.0", "assumed-newest")
 
 
@@ -534,9 +530,8 @@ REVIEWED_HERE = (
 )
 
 
-def review_file(knowledge: Knowledge, name: str, **extra: Any) -> ReviewResult:
-    doc = Document(name=name, text=(DATA / name).read_text())
-    return review_deployment(ReviewRequest(detail="full", documents=[doc], **extra), knowledge)
+def data_file(name: str) -> tuple[str, str]:
+    return name, (DATA / name).read_text()
 
 
 def brief(result: ReviewResult) -> list[tuple[str, int | None, str | None]]:
@@ -549,9 +544,7 @@ def is_advisory(rule_id: str) -> bool:
 
 
 def test_vllm_serve_script_on_0_20_2(knowledge: Knowledge) -> None:
-    result = review_file(
-        knowledge, "serve-llama70b-h100.sh", version="0.20.2", host={"ram_gib": 256, "gpu": "H100 SXM"}
-    )
+    result = review(data_file("serve-llama70b-h100.sh"), version="0.20.2", host={"ram_gib": 256, "gpu": "H100 SXM"})
     # 400 GiB native tier > 0.8 x 256 = 204.8 GiB; 0.20.2 shorthand without the HMA flag fails at start-up.
     # 400 / TP 4 = 100 GiB a rank is more than one H100's 74.5 GiB, so no per-rank warning.
     assert brief(result) == [
@@ -561,7 +554,7 @@ def test_vllm_serve_script_on_0_20_2(knowledge: Knowledge) -> None:
 
 
 def test_api_server_module_on_0_28(knowledge: Knowledge) -> None:
-    result = review_file(knowledge, "api-server-fp8.sh", version="0.28.0", host={"ram_gib": 1024})
+    result = review(data_file("api-server-fp8.sh"), version="0.28.0", host={"ram_gib": 1024})
     # --cpu-offload-gb 80 per GPU x TP 8 = 640 GiB pinned, within 0.8 x 1024 = 819.2 GiB.
     assert brief(result) == [
         ("pitfall.calculate-kv-scales-removed", 7, None),
@@ -571,7 +564,7 @@ def test_api_server_module_on_0_28(knowledge: Knowledge) -> None:
 
 
 def test_docker_run_with_lmcache_backend(knowledge: Knowledge) -> None:
-    result = review_file(knowledge, "docker-run-lmcache.sh")
+    result = review(data_file("docker-run-lmcache.sh"))
     assert result.workloads[0].vllm_version == "0.21.0"
     assert result.workloads[0].env_by_reference == ["HF_TOKEN"]
     # 20 GiB x TP 2 = 40 GiB in the environment against 80 GiB on the flag; Qwen3-Next is hybrid.
@@ -583,13 +576,13 @@ def test_docker_run_with_lmcache_backend(knowledge: Knowledge) -> None:
 
 
 def test_docker_compose_with_a_removed_connector(knowledge: Knowledge) -> None:
-    result = review_file(knowledge, "docker-compose.yaml")
+    result = review(data_file("docker-compose.yaml"))
     assert [w.name for w in result.workloads] == ["service vllm-prefill"]
     assert brief(result) == [("pitfall.p2p-nccl-removed", 12, "services.vllm-prefill.command[5]")]
 
 
 def test_kubernetes_nixl_prefill_decode(knowledge: Knowledge) -> None:
-    result = review_file(knowledge, "k8s-nixl-pd.yaml")
+    result = review(data_file("k8s-nixl-pd.yaml"))
     assert [w.gpu for w in result.workloads] == ["gpu.h100-sxm", "gpu.h100-sxm"]
     # TP 4 on 0.27.0 in pods that mount no /dev/shm: the workers' queues do not fit its 64 MiB.
     assert brief(result) == [
@@ -606,7 +599,7 @@ def test_kubernetes_nixl_prefill_decode(knowledge: Knowledge) -> None:
 
 
 def test_leaderworkerset_with_lmcache_config_map(knowledge: Knowledge) -> None:
-    result = review_file(knowledge, "lws-lmcache-p2p.yaml", host={"ram_gib": 512})
+    result = review(data_file("lws-lmcache-p2p.yaml"), host={"ram_gib": 512})
     (w,) = result.workloads
     assert w.name == "LeaderWorkerSet/vllm-dsv3 leaderTemplate container vllm-leader"
     # LMCache 40 GiB a rank x TP 8 x PP 2 = 640 GiB over 2 hosts = 320 GiB a host <= 0.8 x 512 = 409.6.
@@ -620,7 +613,7 @@ def test_leaderworkerset_with_lmcache_config_map(knowledge: Knowledge) -> None:
 
 
 def test_tiered_fs_deployment(knowledge: Knowledge) -> None:
-    result = review_file(knowledge, "tiered-fs-deployment.yaml")
+    result = review(data_file("tiered-fs-deployment.yaml"))
     assert result.workloads[0].tiers == ["fs"]
     assert result.workloads[0].facts["offload_tier_gib"] == 200  # 214748364800 bytes / 2^30
     path = "spec.template.spec.containers[0].args[2]"
@@ -631,7 +624,7 @@ def test_tiered_fs_deployment(knowledge: Knowledge) -> None:
 
 
 def test_production_stack_helm_values(knowledge: Knowledge) -> None:
-    result = review_file(knowledge, "production-stack-values.yaml")
+    result = review(data_file("production-stack-values.yaml"))
     (w,) = result.workloads
     assert (w.model, w.vllm_version, w.connectors) == (
         "meta-llama/Llama-3.1-8B-Instruct",
@@ -643,7 +636,7 @@ def test_production_stack_helm_values(knowledge: Knowledge) -> None:
 
 
 def test_lmcache_config_alone(knowledge: Knowledge) -> None:
-    result = review_file(knowledge, "lmcache-config.yaml")
+    result = review(data_file("lmcache-config.yaml"))
     assert brief(result) == [
         ("pitfall.lmcache-local-cpu-false", 3, "local_cpu"),
         ("pitfall.lmcache-async-loading-with-disk", 7, "enable_async_loading"),
@@ -654,14 +647,14 @@ def test_lmcache_config_alone(knowledge: Knowledge) -> None:
 
 
 def test_exit_code_gates_on_severity(knowledge: Knowledge) -> None:
-    result = review_file(knowledge, "k8s-nixl-pd.yaml")  # errors and a warning
+    result = review(data_file("k8s-nixl-pd.yaml"))  # errors and a warning
     assert [exit_code(result, level) for level in ("error", "warning", "info", "never")] == [1, 1, 1, 0]
-    warning_only = review(knowledge, f"vllm serve {M} --kv-cache-dtype fp8")
+    warning_only = review(f"vllm serve {M} --kv-cache-dtype fp8")
     assert [exit_code(warning_only, level) for level in ("error", "warning")] == [0, 1]
 
 
 def test_sarif_has_the_structure_code_scanning_needs(knowledge: Knowledge) -> None:
-    result = review_file(knowledge, "k8s-nixl-pd.yaml")
+    result = review(data_file("k8s-nixl-pd.yaml"))
     sarif = json.loads(json.dumps(to_sarif(result, knowledge)))
     assert sarif["version"] == "2.1.0"
     (run,) = sarif["runs"]
@@ -688,11 +681,11 @@ def test_sarif_validates_against_the_published_schema(knowledge: Knowledge) -> N
     jsonschema = pytest.importorskip("jsonschema")
     schema = json.loads(schema_file.read_text())
     for name in ("k8s-nixl-pd.yaml", "docker-compose.yaml", "lmcache-config.yaml"):
-        jsonschema.validate(to_sarif(review_file(knowledge, name), knowledge), schema)
+        jsonschema.validate(to_sarif(review(data_file(name)), knowledge), schema)
 
 
 def test_summary_reads_like_a_linter(knowledge: Knowledge) -> None:
-    text = review_file(knowledge, "docker-compose.yaml").summary()
+    text = review(data_file("docker-compose.yaml")).summary()
     assert "service vllm-prefill (docker-compose.yaml): vLLM 0.24.0 (from the image tag); P2pNcclConnector" in text
     assert "error   pitfall.p2p-nccl-removed  docker-compose.yaml:12 (services.vllm-prefill.command[5])" in text
 
@@ -800,7 +793,7 @@ def _transfer(connector: str, **extra: Any) -> str:
 
 
 def _facts(knowledge: Knowledge, command: str, version: str = "0.33.0") -> dict[str, float]:
-    return review(knowledge, command, version=version).workloads[0].facts
+    return review(command, version=version).workloads[0].facts
 
 
 def test_each_connector_reads_its_own_tier_size_keys(knowledge: Knowledge) -> None:
@@ -827,7 +820,7 @@ def test_a_multi_connector_with_two_cpu_tiers_takes_both_from_host_memory(knowle
         {"kv_connector": "OffloadingConnector", "kv_connector_extra_config": {"cpu_bytes_to_use": 200 * 2**30}},
     ]
     command = f"LMCACHE_MAX_LOCAL_CPU_SIZE=20 vllm serve {M} -tp 2 {_transfer('MultiConnector', connectors=children)}"
-    result = review(knowledge, command, version="0.33.0", host={"ram_gib": 256})
+    result = review(command, version="0.33.0", host={"ram_gib": 256})
     # 20 GiB a rank x TP 2 for LMCache, plus OffloadingConnector's 200 GiB: 240 > 0.8 x 256 = 204.8.
     assert result.workloads[0].facts["host_offload_gib"] == 240
     assert "pitfall.offload-exceeds-host-ram" in fired(result)
@@ -839,7 +832,7 @@ def test_tier_sizes_and_wrapped_connectors_are_read_as_the_knowledge_says(knowle
         {"kv_connector": "OffloadingConnector", "kv_connector_extra_config": {"cpu_bytes_to_use": 64 * 2**30}},
     ]
     command = f"vllm serve {M} {_transfer('MultiConnector', connectors=nixl_and_offload)}"
-    full = review(knowledge, command).workloads[0]
+    full = review(command).workloads[0]
     assert (full.connectors, full.facts["offload_tier_gib"]) == (
         ["MultiConnector", "NixlConnector", "OffloadingConnector"],
         64,
@@ -850,7 +843,7 @@ def test_tier_sizes_and_wrapped_connectors_are_read_as_the_knowledge_says(knowle
         else c
         for c in knowledge.connectors
     )
-    bare = review(knowledge.model_copy(update={"connectors": unsized}), command).workloads[0]
+    bare = review(command, knowledge=knowledge.model_copy(update={"connectors": unsized})).workloads[0]
     assert (bare.connectors, "offload_tier_gib" in bare.facts) == (["MultiConnector"], False)
 
 
@@ -884,7 +877,7 @@ def test_a_tier_too_large_for_the_host_points_at_where_its_size_is_written(knowl
 def test_a_list_given_as_something_else_is_left_out_with_a_note(
     knowledge: Knowledge, extra: dict[str, Any], note: str
 ) -> None:
-    result = review(knowledge, f"vllm serve {M} {_transfer('MultiConnector', **extra)}")
+    result = review(f"vllm serve {M} {_transfer('MultiConnector', **extra)}")
     assert result.workloads[0].connectors == ["MultiConnector"]
     assert any(note in n for n in result.notes), result.notes
 
@@ -950,7 +943,7 @@ LMCACHE_MP = """--kv-transfer-config '{"kv_connector":"LMCacheMPConnector","kv_r
 def test_prefix_caching_off_is_reported_only_where_it_bites(
     knowledge: Knowledge, version: str, connector: str, fires: str | None
 ) -> None:
-    result = review(knowledge, f"vllm serve {M} {connector} --no-enable-prefix-caching", version=version)
+    result = review(f"vllm serve {M} {connector} --no-enable-prefix-caching", version=version)
     prefix_rules = {r for r in fired(result) if r.startswith("pitfall.prefix-caching")}
     assert prefix_rules == ({fires} if fires else set()), result.summary()
     severities = {f.severity for f in result.findings if f.rule_id == "pitfall.prefix-caching-off-without-connector"}
@@ -975,7 +968,7 @@ def test_a_tier_type_the_release_does_not_register(knowledge: Knowledge, version
         '{"kv_connector":"OffloadingConnector","kv_role":"kv_both","kv_connector_extra_config":'
         '{"spec_name":"TieringOffloadingSpec","cpu_bytes_to_use":1073741824,"secondary_tiers":[' + tier + "]}}"
     )
-    result = review(knowledge, f"vllm serve {M} --kv-transfer-config '{config}'", version=version)
+    result = review(f"vllm serve {M} --kv-transfer-config '{config}'", version=version)
     assert ("pitfall.tier-type-not-registered" in fired(result)) is fires, result.summary()
     if fires:
         finding = next(f for f in result.findings if f.rule_id == "pitfall.tier-type-not-registered")
@@ -995,7 +988,7 @@ def test_a_tier_type_the_release_does_not_register(knowledge: Knowledge, version
     ],
 )
 def test_world_size_over_the_visible_gpus(knowledge: Knowledge, command: str, version: str, fires: bool) -> None:
-    result = review(knowledge, command, version=version)
+    result = review(command, version=version)
     assert ("pitfall.world-size-over-visible-gpus" in fired(result)) is fires, result.summary()
 
 
@@ -1010,13 +1003,13 @@ def test_world_size_over_the_visible_gpus(knowledge: Knowledge, command: str, ve
     ],
 )
 def test_lmcache_sharing_without_a_hash_seed(knowledge: Knowledge, env: str, connector: str, fires: bool) -> None:
-    result = review(knowledge, f"{env} vllm serve {M} {connector}", version="0.33.0")
+    result = review(f"{env} vllm serve {M} {connector}", version="0.33.0")
     assert ("pitfall.lmcache-sharing-without-hash-seed" in fired(result)) is fires, result.summary()
 
 
 def test_lmcache_sharing_with_differing_hash_seeds(knowledge: Knowledge) -> None:
     one = f"PYTHONHASHSEED=0 LMCACHE_REMOTE_URL=lm://cache:65432 vllm serve {M} {LMCACHE_V1}"
-    result = review(knowledge, one, one.replace("PYTHONHASHSEED=0", "PYTHONHASHSEED=1"), version="0.33.0")
+    result = review(one, one.replace("PYTHONHASHSEED=0", "PYTHONHASHSEED=1"), version="0.33.0")
     assert "pitfall.lmcache-sharing-without-hash-seed" in fired(result)
 
 
@@ -1036,8 +1029,10 @@ def test_unknown_flag_follows_argparse_abbreviations(knowledge_copy: Path) -> No
     (knowledge_copy / "cli_inventory.yaml").write_text(yaml.safe_dump(inventory))
     k = load_knowledge(str(knowledge_copy))
     # an unambiguous prefix is the option, as vLLM's parser (argparse, allow_abbrev on) reads it
-    assert "pitfall.unknown-flag" not in fired(review(k, f"vllm serve {M} --max-num-seq 8 --max-model 4096"))
-    ambiguous = [f for f in review(k, f"vllm serve {M} --max-num 8").findings if f.rule_id == "pitfall.unknown-flag"]
+    assert "pitfall.unknown-flag" not in fired(review(f"vllm serve {M} --max-num-seq 8 --max-model 4096", knowledge=k))
+    ambiguous = [
+        f for f in review(f"vllm serve {M} --max-num 8", knowledge=k).findings if f.rule_id == "pitfall.unknown-flag"
+    ]
     assert [f.message.split(": ", 1)[1] for f in ambiguous] == [
         f"--max-num is ambiguous in vLLM {k.newest()}: it could be --max-num-batched-tokens, --max-num-seqs; "
         "write the option in full"
@@ -1071,7 +1066,7 @@ def test_a_premise_that_does_not_resolve_fails_the_load(knowledge_copy: Path) ->
 
 
 def test_a_finding_carries_the_reason_and_its_premises(knowledge: Knowledge) -> None:
-    result = review(knowledge, RULE_CASES["pitfall.prefix-caching-disabled"][1], version="0.33.0")
+    result = review(RULE_CASES["pitfall.prefix-caching-disabled"][1], version="0.33.0")
     finding = next(f for f in result.findings if f.rule_id == "pitfall.prefix-caching-disabled")
     assert "Detected prefix caching disabled" in finding.why
     assert "feature.simple-offload-needs-prefix-caching" in finding.premises and finding.sources
@@ -1096,10 +1091,6 @@ def _pod(args: str, resources: str = "", volumes: str = "", tag: str = "v0.33.0"
     )
 
 
-def review_manifest(knowledge: Knowledge, text: str) -> ReviewResult:
-    return review_deployment(ReviewRequest(detail="full", documents=[Document(name="vllm.yaml", text=text)]), knowledge)
-
-
 TIER_100 = f"--model, {M}, --kv-offloading-size, '100'"
 SHM_200 = "{medium: Memory, sizeLimit: 200Gi}"
 
@@ -1116,7 +1107,7 @@ def test_pinned_memory_against_the_pod_request_and_limit(
     knowledge: Knowledge, request_gib: int, limit_gib: int, expected: set[str]
 ) -> None:
     resources = f"        resources: {{requests: {{memory: {request_gib}Gi}}, limits: {{memory: {limit_gib}Gi}}}}\n"
-    result = review_manifest(knowledge, _pod(TIER_100, resources, SHM_200))
+    result = review(("vllm.yaml", _pod(TIER_100, resources, SHM_200)))
     pinned = {"pitfall.pinned-memory-over-pod-request", "pitfall.pinned-memory-over-pod-limit"}
     assert fired(result) & pinned == expected, result.summary()
     for finding in result.findings:
@@ -1139,7 +1130,7 @@ def test_pinned_memory_against_the_pod_request_and_limit(
 def test_the_cpu_tier_against_the_pods_dev_shm(
     knowledge: Knowledge, volumes: str, resources: str, host_ipc: bool, fires: bool
 ) -> None:
-    result = review_manifest(knowledge, _pod(TIER_100, resources, volumes, host_ipc=host_ipc))
+    result = review(("vllm.yaml", _pod(TIER_100, resources, volumes, host_ipc=host_ipc)))
     assert ("pitfall.offload-tier-over-shm" in fired(result)) is fires, result.summary()
 
 
@@ -1150,12 +1141,11 @@ def test_the_shm_rules_follow_the_release_that_put_the_tier_there(knowledge: Kno
         ("v0.28.0", {"pitfall.offload-tier-over-shm"}),
     ]:
         shm_rules = {"pitfall.offload-tier-over-shm", "pitfall.offload-tier-over-shm-unchecked"}
-        result = review_manifest(knowledge, _pod(TIER_100, tag=tag))
+        result = review(("vllm.yaml", _pod(TIER_100, tag=tag)))
         assert fired(result) & shm_rules == expected, (tag, result.summary())
     # SimpleCPUOffloadConnector (VLLM_USE_SIMPLE_KV_OFFLOAD) keeps no tier in /dev/shm
     simple = review(
-        knowledge,
-        f"docker run -e VLLM_USE_SIMPLE_KV_OFFLOAD=1 vllm/vllm-openai:v0.33.0 --model {M} --kv-offloading-size 100",
+        f"docker run -e VLLM_USE_SIMPLE_KV_OFFLOAD=1 vllm/vllm-openai:v0.33.0 --model {M} --kv-offloading-size 100"
     )
     assert "pitfall.offload-tier-over-shm" not in fired(simple), simple.summary()
 
@@ -1167,9 +1157,9 @@ def test_compose_shm_size_ipc_and_mem_limit_are_read(knowledge: Knowledge) -> No
             f"    command: [--model, {M}, --kv-offloading-size, '100']\n{extra}"
         )
 
-    assert "pitfall.offload-tier-over-shm" in fired(review(knowledge, compose("")))
-    assert "pitfall.offload-tier-over-shm" not in fired(review(knowledge, compose("    shm_size: 200g\n")))
-    assert "pitfall.offload-tier-over-shm" not in fired(review(knowledge, compose("    ipc: host\n")))
+    assert "pitfall.offload-tier-over-shm" in fired(review(compose("")))
+    assert "pitfall.offload-tier-over-shm" not in fired(review(compose("    shm_size: 200g\n")))
+    assert "pitfall.offload-tier-over-shm" not in fired(review(compose("    ipc: host\n")))
     (w,) = parse_documents(
         [Document(name="c.yaml", text=compose("    mem_limit: 64g\n    shm_size: 8g\n"))], knowledge
     ).workloads
@@ -1188,15 +1178,13 @@ def test_docker_memory_is_in_binary_units(knowledge: Knowledge) -> None:
 )
 def test_world_size_against_the_nvidia_gpu_resource(knowledge: Knowledge, gpus: str, fires: bool) -> None:
     resources = f"        resources: {{limits: {{nvidia.com/gpu: {gpus}}}}}\n"
-    result = review_manifest(knowledge, _pod(f"--model, {M}, -tp, '4'", resources, SHM_200))
+    result = review(("vllm.yaml", _pod(f"--model, {M}, -tp, '4'", resources, SHM_200)))
     assert ("pitfall.world-size-over-visible-gpus" in fired(result)) is fires, result.summary()
 
 
 def test_world_size_against_docker_gpus(knowledge: Knowledge) -> None:
     def run(gpus: str) -> set[str]:
-        return fired(
-            review(knowledge, f"docker run --ipc=host --gpus {gpus} vllm/vllm-openai:v0.33.0 --model {M} -tp 4")
-        )
+        return fired(review(f"docker run --ipc=host --gpus {gpus} vllm/vllm-openai:v0.33.0 --model {M} -tp 4"))
 
     assert "pitfall.world-size-over-visible-gpus" in run("'\"device=0,1\"'")
     assert "pitfall.world-size-over-visible-gpus" in run("2")
@@ -1220,14 +1208,14 @@ def test_the_nodes_dev_shm_mounted_as_a_host_path_is_not_judged_as_the_64_mib_de
         "        args:", "        volumeMounts: [{name: shm, mountPath: /dev/shm}]\n        args:"
     )
     host_path += "      volumes: [{name: shm, hostPath: {path: /dev/shm, type: Directory}}]\n"
-    assert "pitfall.shm-too-small-for-workers" in fired(review_manifest(knowledge, default))
-    assert "pitfall.shm-too-small-for-workers" not in fired(review_manifest(knowledge, host_path))
+    assert "pitfall.shm-too-small-for-workers" in fired(review(("vllm.yaml", default)))
+    assert "pitfall.shm-too-small-for-workers" not in fired(review(("vllm.yaml", host_path)))
 
 
 def test_a_gpu_count_written_as_a_string_quantity_is_read(knowledge: Knowledge) -> None:
     # Kubernetes quantities are strings as often as numbers: nvidia.com/gpu: "2" is two GPUs.
     resources = '        resources: {limits: {nvidia.com/gpu: "2"}}\n'
-    result = review_manifest(knowledge, _pod(f"--model, {M}, --tensor-parallel-size, '4'", resources, SHM_200))
+    result = review(("vllm.yaml", _pod(f"--model, {M}, --tensor-parallel-size, '4'", resources, SHM_200)))
     assert "pitfall.world-size-over-visible-gpus" in fired(result), result.summary()
     assert not any("nvidia.com/gpu" in note for note in result.notes)
 
@@ -1257,7 +1245,7 @@ def test_a_server_that_never_starts_is_an_error(knowledge: Knowledge) -> None:
 
 def test_an_option_left_without_its_value_fires_once_per_option(knowledge: Knowledge) -> None:
     text = f'A=""; B=""\nvllm serve {M} --max-model-len $A \\\n  --max-num-seq $B --enforce-eager'
-    result = review(knowledge, text, version="0.33.0")
+    result = review(text, version="0.33.0")
     found = [f for f in result.findings if f.rule_id == "pitfall.option-value-empty"]
     assert [(f.location.line, f.message.split(": ", 1)[1].split(":")[0]) for f in found] == [
         (2, "--max-model-len"),
@@ -1270,7 +1258,7 @@ def test_an_empty_expansion_after_a_switch_or_an_empty_word_is_not_a_missing_val
     # a switch takes no value, so nothing is missing; an empty word ("$E") is an argument (some options'
     # types read it as None), which this rule does not judge
     for text in (f'E=""; vllm serve {M} --enforce-eager $E --max-num-seqs 8', f'E=""; vllm serve {M} --api-key "$E"'):
-        assert "pitfall.option-value-empty" not in fired(review(knowledge, text, version="0.33.0")), text
+        assert "pitfall.option-value-empty" not in fired(review(text, version="0.33.0")), text
 
 
 def test_allow_empty_is_a_field_of_the_request_not_of_the_command_line() -> None:
@@ -1297,13 +1285,13 @@ def test_a_transfer_config_field_is_judged_by_the_release_that_reads_it(knowledg
     # kv_buffer_size: a field through 0.31.0, refused from 0.32.0 (the class forbids unknown fields from 0.16.0);
     # a misspelt field before 0.16.0 is dropped silently: a warning, not an error
     line = f"vllm serve {M} " + _nixl(kv_buffer_size=5e9)
-    assert "pitfall.transfer-config-field-refused" not in fired(review(knowledge, line, version="0.31.0"))
-    refused = review(knowledge, line, version="0.32.0")
+    assert "pitfall.transfer-config-field-refused" not in fired(review(line, version="0.31.0"))
+    refused = review(line, version="0.32.0")
     finding = next(f for f in refused.findings if f.rule_id == "pitfall.transfer-config-field-refused")
     assert "removed in 0.32.0" in finding.message and "Unexpected keyword argument" in finding.message
     assert finding.premises[0] == "feature.kv-transfer-config-forbids-unknown-fields"
     misspelt = line.replace("kv_buffer_size", "kv_rol")
-    old = fired(review(knowledge, misspelt, version="0.15.1"))
+    old = fired(review(misspelt, version="0.15.1"))
     assert "pitfall.transfer-config-key-ignored" in old and "pitfall.transfer-config-field-refused" not in old
 
 
@@ -1322,7 +1310,7 @@ def test_each_multiconnector_child_is_checked_as_its_own_transfer_config(knowled
             ]
         },
     }
-    result = review(knowledge, f"vllm serve {M} --kv-transfer-config '{json.dumps(config)}'", version="0.33.0")
+    result = review(f"vllm serve {M} --kv-transfer-config '{json.dumps(config)}'", version="0.33.0")
     refused = [f for f in result.findings if f.rule_id == "pitfall.transfer-config-field-refused"]
     assert len(refused) == 1 and "kv_rank" in refused[0].message, result.summary()
     assert "pitfall.transfer-config-key-ignored" not in fired(result)

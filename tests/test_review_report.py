@@ -12,34 +12,26 @@ from __future__ import annotations
 import shutil
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Any
 
 import pytest
 from markdown_it import MarkdownIt
 
 import browser
 from conftest import REPO, run_in_process
+from reading import review
 from vllm_caching_mcp import cli
 from vllm_caching_mcp.advice.review import ReviewResult
 from vllm_caching_mcp.reports.review_report import md, to_html, to_markdown
 from vllm_caching_mcp.safe_text import one_line
-from vllm_caching_mcp.tools import run_tool
 
 HOSTILE_NAME = "a|b <img src=x onerror=alert(1)> [l](e) *y* `z`.sh"
 SERVE = (REPO / "examples" / "serve.sh").read_text(encoding="utf-8")
 
 
-def review(documents: list[tuple[str, str]], **more: Any) -> ReviewResult:
-    arguments = {"documents": [{"name": n, "text": t} for n, t in documents], "detail": "full", **more}
-    result = run_tool("review_deployment", arguments)
-    assert isinstance(result, ReviewResult)
-    return result
-
-
 @pytest.fixture(scope="module")
 def result() -> ReviewResult:
     deploy = (REPO / "examples" / "deploy.yaml").read_text(encoding="utf-8")
-    return review([("serve.sh", SERVE), ("deploy.yaml", deploy), (HOSTILE_NAME, SERVE)])
+    return review(("serve.sh", SERVE), ("deploy.yaml", deploy), (HOSTILE_NAME, SERVE))
 
 
 class _Tags(HTMLParser):
@@ -162,7 +154,7 @@ def test_the_html_page_matches_its_golden(dark: bool, tmp_path: Path) -> None:
 
 def golden_shot(dark: bool, out: Path) -> Path:
     """The page of the example script's review, as the top 800 × 700 px of a browser window."""
-    return browser.screenshot(to_html(review([("serve.sh", SERVE)])), ".html", out, 800, 700, dark=dark)
+    return browser.screenshot(to_html(review(("serve.sh", SERVE))), ".html", out, 800, 700, dark=dark)
 
 
 if __name__ == "__main__":  # python tests/test_review_report.py: new goldens after a deliberate change

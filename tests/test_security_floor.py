@@ -14,16 +14,16 @@ from typing import Any
 
 import pytest
 
+from reading import review
 from registry_standin import FakeRegistry, vllm_openai_config
 from vllm_caching_mcp import advisories
 from vllm_caching_mcp.advice import image
 from vllm_caching_mcp.advice.backend import ChooseBackendRequest, choose_backend
 from vllm_caching_mcp.advice.check_version import CheckVersionRequest, check_version
 from vllm_caching_mcp.advice.common import SecurityCheck
-from vllm_caching_mcp.advice.deployment import Document
 from vllm_caching_mcp.advice.image import InspectImageRequest, inspect_image
 from vllm_caching_mcp.advice.render import RenderConfigRequest, render_config
-from vllm_caching_mcp.advice.review import ReviewRequest, ReviewResult, review_deployment, to_sarif
+from vllm_caching_mcp.advice.review import ReviewResult, to_sarif
 from vllm_caching_mcp.knowledge import Knowledge
 from vllm_caching_mcp.registry import RegistryClient, RegistrySettings
 from vllm_caching_mcp.versions import Version
@@ -119,12 +119,6 @@ def test_check_version_compares_and_reports_lmcache(knowledge: Knowledge, floor_
 # --- review_deployment --------------------------------------------------------------------------------
 
 
-def review(knowledge: Knowledge, text: str, **extra: Any) -> ReviewResult:
-    return review_deployment(
-        ReviewRequest(detail="full", documents=[Document(name="serve.sh", text=text)], **extra), knowledge
-    )
-
-
 def advisory_findings(result: ReviewResult) -> dict[str, str]:
     return {
         f.rule_id.removeprefix("advisory."): f.severity for f in result.findings if f.rule_id.startswith("advisory.")
@@ -132,7 +126,7 @@ def advisory_findings(result: ReviewResult) -> dict[str, str]:
 
 
 def test_review_of_an_old_image_has_an_error_per_serious_advisory(knowledge: Knowledge, floor_release: str) -> None:
-    result = review(knowledge, f"docker run --gpus all vllm/vllm-openai:v{OLD} --model m")
+    result = review(f"docker run --gpus all vllm/vllm-openai:v{OLD} --model m")
     found = advisory_findings(result)
     expected = serious(check_version(CheckVersionRequest(name="--kv-transfer-config", version=OLD), knowledge).security)
     assert expected and all(found.get(i) == "error" for i in expected), result.summary()
@@ -147,7 +141,7 @@ def test_review_of_an_old_image_has_an_error_per_serious_advisory(knowledge: Kno
 
 
 def test_review_sarif_carries_the_cve_and_ghsa_ids(knowledge: Knowledge) -> None:
-    result = review(knowledge, "vllm serve m --api-key secret-key", version=BEFORE_KEY_FIX)
+    result = review("vllm serve m --api-key secret-key", version=BEFORE_KEY_FIX)
     assert advisory_findings(result).get(API_KEY_BYPASS) == "error"
     sarif = json.loads(json.dumps(to_sarif(result, knowledge)))
     (run,) = sarif["runs"]
@@ -165,27 +159,22 @@ def test_review_sarif_carries_the_cve_and_ghsa_ids(knowledge: Knowledge) -> None
 
 
 def test_an_advisory_whose_condition_the_deployment_does_not_meet_gives_no_finding(knowledge: Knowledge) -> None:
-    result = review(knowledge, "vllm serve m", version=BEFORE_KEY_FIX)
+    result = review("vllm serve m", version=BEFORE_KEY_FIX)
     assert API_KEY_BYPASS not in advisory_findings(result)
     assert f"advisory.{API_KEY_BYPASS}" not in {n.rule_id for n in result.not_checked}
-    by_env = review(knowledge, "VLLM_API_KEY=k vllm serve m", version=BEFORE_KEY_FIX)
+    by_env = review("VLLM_API_KEY=k vllm serve m", version=BEFORE_KEY_FIX)
     assert advisory_findings(by_env).get(API_KEY_BYPASS) == "error"
-    skipped = review(
-        knowledge,
-        "vllm serve m --api-key k",
-        version=BEFORE_KEY_FIX,
-        disabled_rules=[f"advisory.{API_KEY_BYPASS}"],
-    )
+    skipped = review("vllm serve m --api-key k", version=BEFORE_KEY_FIX, disabled_rules=[f"advisory.{API_KEY_BYPASS}"])
     assert API_KEY_BYPASS not in advisory_findings(skipped)
 
 
 def test_review_at_the_floor_has_no_serious_advisory_finding(knowledge: Knowledge, floor_release: str) -> None:
-    result = review(knowledge, f"docker run vllm/vllm-openai:v{floor_release} --model m --api-key k")
+    result = review(f"docker run vllm/vllm-openai:v{floor_release} --model m --api-key k")
     assert "error" not in advisory_findings(result).values(), result.summary()
 
 
 def test_review_without_a_known_release_checks_no_advisory_and_says_so(knowledge: Knowledge) -> None:
-    result = review(knowledge, "vllm serve m --api-key k")
+    result = review("vllm serve m --api-key k")
     assert advisory_findings(result) == {} and result.workloads[0].security_floor is None
     assert not any(n.rule_id.startswith("advisory.") for n in result.not_checked)
     assert any(
@@ -195,7 +184,7 @@ def test_review_without_a_known_release_checks_no_advisory_and_says_so(knowledge
 
 def test_review_asks_for_what_would_settle_an_open_condition(knowledge: Knowledge) -> None:
     # a multimodal condition cannot be read from the command line: not checked, with what would settle it
-    result = review(knowledge, "vllm serve m", version=OLD)
+    result = review("vllm serve m", version=OLD)
     needs = {n.rule_id: n.needs for n in result.not_checked if n.rule_id.startswith("advisory.")}
     assert any("takes" in need for items in needs.values() for need in items), needs
 
@@ -292,7 +281,7 @@ def test_an_advisory_of_the_p2p_tier_needs_a_p2p_tier(knowledge: Knowledge) -> N
     p2p = ',"secondary_tiers":[{"type":"p2p"}]'
 
     def advisory_ids(extra: str) -> set[str]:
-        result = review(knowledge, f"vllm serve m --kv-transfer-config '{config % extra}'", version="0.29.0")
+        result = review(f"vllm serve m --kv-transfer-config '{config % extra}'", version="0.29.0")
         return set(advisory_findings(result))
 
     rule = "CVE-2026-94624"

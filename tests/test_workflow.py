@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
+from reading import review
 from vllm_caching_mcp.advice.backend import ChooseBackendResult
 from vllm_caching_mcp.advice.render import RenderConfigResult
-from vllm_caching_mcp.advice.review import ReviewResult
 from vllm_caching_mcp.advice.sizing import SizeOffloadResult
 from vllm_caching_mcp.knowledge import Backend
 from vllm_caching_mcp.tools import ToolInputError, run_tool
@@ -28,11 +28,8 @@ def render(**arguments: Any) -> RenderConfigResult:
     return result
 
 
-def review(rendered: RenderConfigResult, version: str, **host: Any) -> ReviewResult:
-    documents = [{"name": f.name, "text": f.content} for f in rendered.files]
-    result = run_tool("review_deployment", {"documents": documents, "version": version, "host": host or None})
-    assert isinstance(result, ReviewResult)
-    return result
+def files_of(rendered: RenderConfigResult) -> list[tuple[str, str]]:
+    return [(f.name, f.content) for f in rendered.files]
 
 
 @pytest.mark.parametrize("version", ["0.20.2", "0.22.1", "0.26.0", "0.33.0"])
@@ -55,7 +52,7 @@ def test_every_rendered_config_passes_review(version: str, backend: str, output:
         # A backend the release lacks is refused with the release that brings it, never rendered.
         assert backend == "native_tiering" and "first ships in" in str(exc)
         return
-    findings = review(rendered, version, ram_gib=1024, gpu="H100").findings
+    findings = review(*files_of(rendered), version=version, host={"ram_gib": 1024, "gpu": "H100"}).findings
     # Security advisories are about the release, not the rendered configuration (render warns of them itself).
     findings = [f for f in findings if not f.rule_id.startswith("advisory.")]
     assert [(f.rule_id, f.message) for f in findings if f.severity != "info"] == []
@@ -88,7 +85,7 @@ def test_size_then_render_then_review_on_an_8xh200_node() -> None:
             format=output,
         )
         assert "--kv-offloading-size" in rendered.files[-1].content
-        findings = review(rendered, "0.33.0", ram_gib=2048, gpu="H200").findings
+        findings = review(*files_of(rendered), version="0.33.0", host={"ram_gib": 2048, "gpu": "H200"}).findings
         assert [f for f in findings if not f.rule_id.startswith("advisory.")] == []
 
 
@@ -106,4 +103,8 @@ def test_choose_then_render_uses_the_chosen_backend() -> None:
     text = rendered.files[-1].content
     # 0.22.x registers the filesystem tier as fs_python; fs arrives in 0.23.0.
     assert '"type":"fs_python"' in text and "TieringOffloadingSpec" in text
-    assert [f for f in review(rendered, "0.22.1", ram_gib=1024).findings if not f.rule_id.startswith("advisory.")] == []
+    assert [
+        f
+        for f in review(*files_of(rendered), version="0.22.1", host={"ram_gib": 1024}).findings
+        if not f.rule_id.startswith("advisory.")
+    ] == []

@@ -316,8 +316,9 @@ def _engine_schema(verdict: str, asked: Asked) -> Outcome:
     found: list[Problem] = []
     if e.transfer_config is not None:
         found += check_kv_transfer_config(e.transfer_config, ctx.version, ctx.knowledge)
-        children = e.transfer_config.get("kv_connector_extra_config", {})
-        for child in children.get("connectors", []) if isinstance(children, dict) else []:
+        extra = e.transfer_config.get("kv_connector_extra_config")
+        children = extra.get("connectors") if isinstance(extra, dict) else None
+        for child in children if isinstance(children, list) else []:  # not a list: resolve notes it
             if isinstance(child, dict):
                 found += check_kv_transfer_config(child, ctx.version, ctx.knowledge)
     events = e.flags.get("--kv-events-config")
