@@ -1314,3 +1314,14 @@ def test_each_multiconnector_child_is_checked_as_its_own_transfer_config(knowled
     refused = [f for f in result.findings if f.rule_id == "pitfall.transfer-config-field-refused"]
     assert len(refused) == 1 and "kv_rank" in refused[0].message, result.summary()
     assert "pitfall.transfer-config-key-ignored" not in fired(result)
+
+
+def test_a_release_older_than_the_knowledge_is_not_judged_as_another(knowledge: Knowledge) -> None:
+    # --swap-space left in 0.12.0; vLLM 0.10.0 takes it, so calling it removed there would be wrong
+    line = "docker run --gpus all vllm/vllm-openai:v0.10.0 --model m --swap-space 16 --kv-offloading-sise 1"
+    result = review(line)
+    assert not [f for f in result.findings if not f.rule_id.startswith("advisory.")], result.summary()
+    assert any("older than 0.11.0" in n and "not judged" in n for n in result.notes), result.notes
+    assert any(f.rule_id.startswith("advisory.") for f in result.findings)  # advisories still apply
+    newer = review(line.replace("v0.10.0", "v0.33.0"))
+    assert {"pitfall.unknown-flag", "pitfall.flag-not-in-release"} & fired(newer), newer.summary()

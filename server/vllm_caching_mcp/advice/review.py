@@ -189,7 +189,13 @@ def _resolve_workloads(
             notes.append(
                 f"{workload.name}: the image tag says vLLM {version}, not the stated {stated}; reviewed for {version}"
             )
-        if tag is not None and version not in knowledge.release_versions():
+        if tag is not None and version < knowledge.oldest():
+            notes.append(
+                f"{workload.name}: vLLM {version} from the image tag is older than {knowledge.oldest()}, the oldest "
+                "release the knowledge covers: its configuration is not judged (only advisories, whose ranges are "
+                "published, are checked)"
+            )
+        elif tag is not None and version not in knowledge.release_versions():
             notes.append(f"{workload.name}: vLLM {version} from the image tag is not a release the knowledge covers")
         effective = resolve(workload, deployment, knowledge, version, source, host.gpu)
         notes += effective.notes
@@ -230,6 +236,8 @@ def _rule_findings(
     found_at: dict[_FindingKey, Finding] = {}
     for workload, effective in zip(deployment.workloads, effectives, strict=True):
         version = Version(effective.version)
+        if version < knowledge.oldest():  # judged as another release, a flag or key would be called wrong
+            continue
         ctx = Context(
             effective=effective,
             others=[o for o in effectives if o is not effective],
