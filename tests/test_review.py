@@ -1325,3 +1325,18 @@ def test_a_release_older_than_the_knowledge_is_not_judged_as_another(knowledge: 
     assert any(f.rule_id.startswith("advisory.") for f in result.findings)  # advisories still apply
     newer = review(line.replace("v0.10.0", "v0.33.0"))
     assert {"pitfall.unknown-flag", "pitfall.flag-not-in-release"} & fired(newer), newer.summary()
+
+
+def test_local_cpu_off_is_no_hang_where_lmcache_builds_no_cpu_backend(knowledge: Knowledge) -> None:
+    # LMCache creates its CPU backend only when not enable_pd or local_cpu, and with a size above 0
+    # (lmcache/v1/storage_backend/__init__.py): the documented P/D config has nothing that can fill
+    serve = "LMCACHE_CONFIG_FILE=lm.yaml vllm serve m " + _transfer("LMCacheConnectorV1")
+    for config, fires in [
+        ("local_cpu: false\nmax_local_cpu_size: 0\nenable_pd: true\npd_role: sender\n", False),
+        ("local_cpu: false\nenable_pd: true\n", False),
+        ("local_cpu: false\nmax_local_cpu_size: 0\n", False),
+        ("local_cpu: false\nmax_local_cpu_size: 5\n", True),
+        ("local_cpu: false\n", True),  # the default size is above 0
+    ]:
+        result = review(("serve.sh", serve), ("lm.yaml", config), version="0.33.0")
+        assert ("pitfall.lmcache-local-cpu-false" in fired(result)) is fires, config
