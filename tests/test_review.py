@@ -1340,3 +1340,11 @@ def test_local_cpu_off_is_no_hang_where_lmcache_builds_no_cpu_backend(knowledge:
     ]:
         result = review(("serve.sh", serve), ("lm.yaml", config), version="0.33.0")
         assert ("pitfall.lmcache-local-cpu-false" in fired(result)) is fires, config
+
+
+def test_fp8_e5m2_needs_no_kv_scales(knowledge: Knowledge) -> None:
+    # vLLM warns of a 1.0 scale only when "e5m2" is not in the cache dtype (quantization/kv_cache.py)
+    rule = "pitfall.fp8-kv-without-scales"
+    assert rule not in fired(review(f"vllm serve {M} --kv-cache-dtype fp8_e5m2", version="0.33.0"))
+    for dtype in ("fp8", "fp8_e4m3"):
+        assert rule in fired(review(f"vllm serve {M} --kv-cache-dtype {dtype}", version="0.33.0")), dtype
