@@ -1348,3 +1348,14 @@ def test_fp8_e5m2_needs_no_kv_scales(knowledge: Knowledge) -> None:
     assert rule not in fired(review(f"vllm serve {M} --kv-cache-dtype fp8_e5m2", version="0.33.0"))
     for dtype in ("fp8", "fp8_e4m3"):
         assert rule in fired(review(f"vllm serve {M} --kv-cache-dtype {dtype}", version="0.33.0")), dtype
+
+
+def test_a_build_derived_from_the_official_image_gives_its_release_with_a_note(knowledge: Knowledge) -> None:
+    image = "registry.example.com/aibrix/vllm-openai-aibrix-kvcache:v0.22.1-20251022"
+    result = review(f"docker run --gpus all {image} --model {M}")
+    assert [w.vllm_version for w in result.workloads] == ["0.22.1"]
+    assert any("derived from vllm/vllm-openai" in n for n in result.notes), result.notes
+    # LMCache's image tags are LMCache's releases, and other vendors' names say nothing of vLLM's
+    for other in ("lmcache/vllm-openai:v0.3.5", "nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.4.0"):
+        workload = review(f"docker run --gpus all {other} --model {M}").workloads[0]
+        assert workload.version_source == "assumed-newest", other

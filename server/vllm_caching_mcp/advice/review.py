@@ -43,6 +43,7 @@ from .deployment import (
     Effective,
     NothingToReview,
     Workload,
+    derived_image,
     find_gpu,
     image_version,
     parse_documents,
@@ -188,6 +189,11 @@ def _resolve_workloads(
         if tag is not None and not context.assumed and version != stated:
             notes.append(
                 f"{workload.name}: the image tag says vLLM {version}, not the stated {stated}; reviewed for {version}"
+            )
+        if tag is not None and derived_image(workload.image):
+            notes.append(
+                f"{workload.name}: vLLM {version} read from the tag of {workload.image}, a build derived from "
+                "vllm/vllm-openai whose tag leads with the release it was built from; give version if it is not"
             )
         if tag is not None and version < knowledge.oldest():
             notes.append(

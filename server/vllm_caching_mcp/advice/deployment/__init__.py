@@ -31,7 +31,7 @@ This package exports what the rest of the server uses; everything else is import
 
 from .bounds import MAX_DOCUMENTS_TEXT
 from .flags import flag_bool, normalize_flag, parse_number
-from .images import image_version
+from .images import derived_image, image_version
 from .model import (
     Deployment,
     Document,
@@ -62,6 +62,7 @@ __all__ = [
     "ProxyUse",
     "UnreadLaunch",
     "Workload",
+    "derived_image",
     "find_gpu",
     "flag_bool",
     "image_version",

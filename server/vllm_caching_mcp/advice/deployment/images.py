@@ -11,6 +11,11 @@ from .model import Workload
 # The official image names its vLLM release in the tag (v0.22.1, v0.22.1-cu130); other images
 # (lmcache/vllm-openai, private builds) tag their own versions, so only this repository counts.
 _OFFICIAL_IMAGE = re.compile(r"(^|/)vllm/vllm-openai(-[a-z0-9]+)?:v?(?P<version>\d+\.\d+\.\d+(\.post\d+)?)(-[\w.]+)?$")
+# A build derived from it that keeps its name and leads its tag with the release it was built from
+# (aibrix/vllm-openai-aibrix-kvcache:v0.10.2-20251022); lmcache/vllm-openai, whose tags are LMCache's, is not.
+_DERIVED_IMAGE = re.compile(
+    r"(^|/)(?P<repo>[\w.-]+)/[\w.-]*vllm-openai[\w.-]*:v?(?P<version>\d+\.\d+\.\d+(\.post\d+)?)(-[\w.]+)?$"
+)
 
 
 # lmcache/vllm-openai is built on vLLM's nightly or its latest release when the image is built, and
@@ -48,7 +53,15 @@ def image_notes(workloads: list[Workload]) -> list[str]:
 
 
 def image_version(image: str | None) -> str | None:
+    """The vLLM release an image's tag names: the official image's, or a derived build's (see derived_image)."""
     if not image:
         return None
-    m = _OFFICIAL_IMAGE.search(image.strip())
-    return m.group("version") if m else None
+    m = _OFFICIAL_IMAGE.search(image.strip()) or _DERIVED_IMAGE.search(image.strip())
+    if m is None or m.groupdict().get("repo") == "lmcache":
+        return None
+    return m.group("version")
+
+
+def derived_image(image: str | None) -> bool:
+    """Whether the release was read from a build derived from vllm/vllm-openai, not from the official image."""
+    return bool(image) and image_version(image) is not None and _OFFICIAL_IMAGE.search((image or "").strip()) is None
