@@ -96,8 +96,10 @@ class _Server(MCPServer):
     Unknown tool names are protocol errors rather than tool results. The listing is built once:
     the SDK would otherwise re-validate every tool's schemas (~4 ms) on each `tools/list`.
 
-    With ``workers``, the offline tools run in those worker processes under their CPU budget;
-    without (a server built in-process, as tests and the CLI's comparisons do), on a thread.
+    With ``workers``, the offline tools run in those worker processes under their CPU budget, and
+    their calls go there without the SDK's check (see _offline_fields): such a tool is never
+    registered here. Without (a server built in-process, as tests and the CLI's comparisons do),
+    every tool runs on a thread.
     """
 
     def __init__(
@@ -140,9 +142,9 @@ class _Server(MCPServer):
 
     def _warm(self) -> None:
         try:
-            # With workers the tools run there, loaded by their zygote: here a tool registers at its first
-            # call (~50 ms once), and the knowledge loads for a network tool's: ~16 MiB and ~0.5 s of CPU
-            # less at every start-up, in a process tree that already holds them once.
+            # With workers the offline tools run there, loaded by their zygote, and are not registered
+            # here; a network tool registers at its first call, and the knowledge loads for it: ~16 MiB
+            # and ~0.5 s of CPU less at every start-up, in a process tree that already holds them once.
             if self.workers is None:
                 self.load()
         except Exception:  # a tool that cannot load reports it on its own call
