@@ -137,3 +137,64 @@ def test_a_server_built_not_to_defer_loads_everything_despite_the_cache(
     anyio.run(mcp_server.build_server().list_tools)
     server = mcp_server.build_server(defer=False)
     assert isinstance(server, mcp_server._Server) and server._registered == set(TOOL_NAMES)
+
+
+_WORKER_PROBE = (
+    "import asyncio, json, sys, vllm_caching_mcp.mcp_server as m\n"
+    "from vllm_caching_mcp.tool_workers import ToolWorkers, WorkerSettings\n"
+    "from mcp.server.mcpserver.exceptions import ToolError\n"
+    "workers = ToolWorkers(WorkerSettings(cpu_seconds=60), size=1)\n"
+    "s = m.build_server(workers=workers)\n"
+    "async def calls():\n"
+    "    await s.list_tools()\n"
+    "    answers = []\n"
+    "    for arguments in json.loads(sys.argv[1]):\n"
+    "        try:\n"
+    "            answers.append(sorted((await s.call_tool('check_version', arguments)).structured_content)[:2])\n"
+    "        except ToolError as exc:\n"
+    "            answers.append(str(exc))\n"
+    "    return answers\n"
+    "try:\n"
+    "    answers = asyncio.run(calls())\n"
+    "finally:\n"
+    "    workers.close()\n"
+    f"print(json.dumps({{'answers': answers, 'loaded': sorted(n for n in {_DEFERRED!r} if n in sys.modules),"
+    " 'pydantic_models_built': 'vllm_caching_mcp.advice.check_version' in sys.modules}))\n"
+)
+
+
+def test_with_workers_an_offline_call_is_checked_by_the_worker_and_no_tool_loads_here(tmp_path: Path) -> None:
+    """The server sends an offline call to a worker without importing the tool: an unknown argument and a
+    bad value are refused in the one line the CLI prints, and a JSON list sent as a string is read as the
+    SDK reads it."""
+    from vllm_caching_mcp.tools import ToolInputError, run_tool
+
+    env = {**os.environ, "VLLM_CACHING_MCP_CACHE_DIR": str(tmp_path)}
+    _start(tmp_path)  # stores the listing
+    calls = [
+        {"name": "--kv-offloading-size", "version": "0.22.1"},
+        {"name": "--kv-offloading-size", "version": "0.22.1", "vllm_version": "0.22.1"},
+        {"name": "--kv-offloading-size", "version": 12},
+    ]
+    expected: list[Any] = [sorted(run_tool("check_version", calls[0]).model_dump(mode="json"))[:2]]
+    for arguments in calls[1:]:
+        with pytest.raises(ToolInputError) as refused:
+            run_tool("check_version", arguments)
+        expected.append(str(refused.value))
+    out = subprocess.run(
+        [sys.executable, "-c", _WORKER_PROBE, json.dumps(calls)], capture_output=True, text=True, env=env
+    )
+    assert out.returncode == 0, out.stderr
+    probe = json.loads(out.stdout)
+    assert probe["answers"] == expected
+    assert expected[1].startswith("arguments: check_version takes no argument 'vllm_version' (vllm_version is now")
+    assert probe["loaded"] == [] and not probe["pydantic_models_built"]
+
+
+def test_a_json_list_sent_as_a_string_is_parsed_for_a_worker_as_the_sdk_parses_it() -> None:
+    from vllm_caching_mcp.tools import json_strings_parsed
+
+    given = {"documents": '[{"name": "a.yaml", "text": "x: 1"}]', "version": '"0.22.1"', "detail": "null"}
+    parsed = json_strings_parsed("review_deployment", {k: v for k, v in given.items() if k != "detail"})
+    assert parsed["documents"] == [{"name": "a.yaml", "text": "x: 1"}]
+    assert parsed["version"] == '"0.22.1"'  # JSON holding a string stays the string it was sent as

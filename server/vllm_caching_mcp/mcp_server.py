@@ -48,9 +48,11 @@ from .mcp_tools import (
     client_of,
     compacted,
     current_caller,
+    tool_result,
 )
 from .prompts import add_prompts
-from .reports.mcp_pictures import add_picture_resources, note_client
+from .redact import redact, redact_value
+from .reports.mcp_pictures import add_picture_resources, links, note_client
 from .safe_text import one_line
 from .server_options import ServerOptions, argument_parser, restrict_config_paths, server_options
 from .tool_workers import ToolWorkers
@@ -94,8 +96,10 @@ class _Server(MCPServer):
     Unknown tool names are protocol errors rather than tool results. The listing is built once:
     the SDK would otherwise re-validate every tool's schemas (~4 ms) on each `tools/list`.
 
-    With ``workers``, the offline tools run in those worker processes under their CPU budget;
-    without (a server built in-process, as tests and the CLI's comparisons do), on a thread.
+    With ``workers``, the offline tools run in those worker processes under their CPU budget, and
+    their calls go there without the SDK's check (see _offline_fields): such a tool is never
+    registered here. Without (a server built in-process, as tests and the CLI's comparisons do),
+    every tool runs on a thread.
     """
 
     def __init__(
@@ -119,7 +123,7 @@ class _Server(MCPServer):
             return
         with self._registering:
             if name not in self._registered:
-                add_tool(self, tool_spec(name), self.workers)
+                add_tool(self, tool_spec(name))
                 self._registered.add(name)
 
     def register_all(self) -> None:
@@ -138,9 +142,9 @@ class _Server(MCPServer):
 
     def _warm(self) -> None:
         try:
-            # With workers the tools run there, loaded by their zygote: here a tool registers at its first
-            # call (~50 ms once), and the knowledge loads for a network tool's: ~16 MiB and ~0.5 s of CPU
-            # less at every start-up, in a process tree that already holds them once.
+            # With workers the offline tools run there, loaded by their zygote, and are not registered
+            # here; a network tool registers at its first call, and the knowledge loads for it: ~16 MiB
+            # and ~0.5 s of CPU less at every start-up, in a process tree that already holds them once.
             if self.workers is None:
                 self.load()
         except Exception:  # a tool that cannot load reports it on its own call
@@ -169,16 +173,52 @@ class _Server(MCPServer):
             self._warm_up.start()
         return list(self._listed)
 
+    def _offline_fields(self, name: str) -> list[str] | None:
+        """The arguments offline tool ``name`` takes, in order, when its calls go straight to a worker; else None.
+
+        Such a call is not checked by the SDK: its check needs the tool's request model and the SDK's
+        argument model built from it (~0.5 s of CPU and ~11 MiB for all tools, in a process that never
+        runs a tool), and the worker checks the arguments against the request model anyway (run_tool),
+        reporting a failure in the same one line. With the cached listing, the names come from it.
+        """
+        if self.workers is None:
+            return None
+        if self._listed is None:
+            spec = tool_spec(name)  # loaded already (load): no listing without it
+            return None if spec.open_world else list(spec.request.model_fields)
+        tool = next(tool for tool in self._listed if tool.name == name)
+        if tool.annotations is None or tool.annotations.open_world_hint is not False:
+            return None
+        return list(tool.input_schema.get("properties", {}))
+
+    async def _in_worker(self, name: str, arguments: dict[str, Any]) -> CallToolResult:
+        assert self.workers is not None
+        try:
+            answer = await self.workers.call(name, arguments, current_caller.get())
+        except (ToolInputError, tool_workers.CallStopped, tool_workers.CallBusy) as exc:
+            raise ToolError(one_line(redact(str(exc)))) from None
+        except MCPError:
+            raise
+        except Exception as exc:  # as the SDK reports a tool's crash: logged, and the caller told only that
+            raise UnexpectedToolError(f"Error executing tool {name}") from exc
+        # The worker holds none of the secrets this process registered (see redact).
+        return tool_result(redact(answer.summary), redact_value(answer.structured), links(name, arguments))
+
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
         if name not in TOOL_NAMES:
             raise MCPError(INVALID_PARAMS, f"Unknown tool: {name}")
-        self.register(name)
+        fields = self._offline_fields(name)
+        if fields is None:
+            self.register(name)
         caller = current_caller.set(client_of(context))
         apps = note_client(context)
         try:
-            check_argument_names(name, arguments)  # the SDK would drop an argument the tool does not take
+            # The SDK would drop an argument the tool does not take.
+            check_argument_names(name, arguments, fields)
+            if fields is not None:
+                return await self._in_worker(name, arguments)
             return await super().call_tool(name, arguments, context)
         except ToolInputError as exc:
             raise ToolError(one_line(str(exc))) from None

@@ -22,12 +22,10 @@ from mcp_types import CallToolResult, ResourceLink, TextContent, ToolAnnotations
 from mcp_types import Tool as MCPTool
 from pydantic import Field, ValidationError
 
-from . import tool_workers
 from .compact_schema import compact, outline
-from .redact import redact, redact_value
+from .redact import redact
 from .reports.mcp_pictures import links
 from .safe_text import one_line, printable
-from .tool_workers import ToolWorkers
 from .tools import ToolInputError, describe_validation_error, run_tool, tool_spec
 
 if TYPE_CHECKING:  # the tools' models are imported on first use
@@ -66,28 +64,22 @@ def as_the_cli_says_it(error: ToolError) -> ToolError:
 WARM_UP_DELAY_S = 0.2
 
 
-def tool_function(spec: ToolSpec, workers: ToolWorkers | None) -> Any:
-    """A function whose signature is the request model's fields, for the SDK to derive the schema from."""
-    tool: Any
-    if workers is not None and not spec.open_world:
-        # Offline tools are CPU work on caller-sized input: in a worker process, off the event loop,
-        # where a call past its CPU budget can be stopped.
-        async def tool(**arguments: Any) -> CallToolResult:
-            try:
-                answer = await workers.call(spec.name, arguments, current_caller.get())
-            except (ToolInputError, tool_workers.CallStopped, tool_workers.CallBusy) as exc:
-                raise ToolError(one_line(redact(str(exc)))) from None
-            # The worker holds none of the secrets this process registered (see redact).
-            return tool_result(redact(answer.summary), redact_value(answer.structured), links(spec.name, arguments))
-    else:
-        # Network tools block on I/O: the SDK runs a plain function on a worker thread, as it does
-        # every tool of a server built without worker processes.
-        def tool(**arguments: Any) -> CallToolResult:
-            try:
-                result = run_tool(spec.name, arguments)
-            except ToolInputError as exc:
-                raise ToolError(one_line(str(exc))) from None
-            return tool_result(result.summary(), result.model_dump(mode="json"), links(spec.name, arguments))
+def tool_function(spec: ToolSpec) -> Any:
+    """A function whose signature is the request model's fields, for the SDK to derive the schema from.
+
+    It runs the tool in this process: a server with worker processes sends an offline tool's calls to
+    them without the SDK (mcp_server._Server.call_tool), and only a network tool's come here. Those
+    block on I/O: the SDK runs a plain function on a worker thread.
+    """
+
+    def run(**arguments: Any) -> CallToolResult:
+        try:
+            result = run_tool(spec.name, arguments)
+        except ToolInputError as exc:
+            raise ToolError(one_line(str(exc))) from None
+        return tool_result(result.summary(), result.model_dump(mode="json"), links(spec.name, arguments))
+
+    tool: Any = run
 
     parameters = []
     for field_name, field in spec.request.model_fields.items():
@@ -123,9 +115,9 @@ def tool_result(summary: str, structured: dict[str, Any], linked: list[ResourceL
     return CallToolResult(content=[text, *linked], structured_content=structured)
 
 
-def add_tool(server: MCPServer, spec: ToolSpec, workers: ToolWorkers | None) -> None:
+def add_tool(server: MCPServer, spec: ToolSpec) -> None:
     server.add_tool(
-        tool_function(spec, workers),
+        tool_function(spec),
         name=spec.name,
         title=spec.title,
         description=spec.description,

@@ -138,10 +138,10 @@ def _copy_config_policy(settings: WorkerSettings) -> None:
 
 
 def _answer(name: str, arguments: dict[str, Any]) -> tuple[Any, ...]:
-    from .tools import run_tool
+    from .tools import json_strings_parsed, run_tool
 
     try:
-        result = run_tool(name, arguments)
+        result = run_tool(name, json_strings_parsed(name, arguments))
         return ("answer", result.summary(), result.model_dump(mode="json"))
     except ToolInputError as exc:
         return ("refused", str(exc))

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import functools
 import importlib
-from collections.abc import Mapping
+import json
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -80,9 +81,13 @@ _PYDANTIC_PREFIXES = ("Value error, ", "Assertion failed, ")
 _SHOWN_NAME_LENGTH = 60
 
 
-def check_argument_names(name: str, arguments: Mapping[str, Any]) -> None:
-    """Raise ToolInputError naming each argument tool ``name`` does not take: none is dropped unsaid."""
-    fields = tool_spec(name).request.model_fields
+def check_argument_names(name: str, arguments: Mapping[str, Any], fields: Collection[str] | None = None) -> None:
+    """Raise ToolInputError naming each argument tool ``name`` does not take: none is dropped unsaid.
+
+    ``fields``: the names the tool takes, in order, when known without importing the tool (the
+    server reads them from its cached listing); else the request model's."""
+    if fields is None:
+        fields = list(tool_spec(name).request.model_fields)
     unknown = [key for key in arguments if key not in fields]
     if unknown:
         shown = ", ".join(
@@ -94,6 +99,26 @@ def check_argument_names(name: str, arguments: Mapping[str, Any]) -> None:
         renamed = [f"{old} is now {new}" for old, new in _RENAMED.items() if old in unknown and new in fields]
         hint = f" ({'; '.join(renamed)})" if renamed else ""
         raise ToolInputError(f"arguments: {name} takes no {noun} {shown}{hint}; it takes {', '.join(fields)}")
+
+
+def json_strings_parsed(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """``arguments`` with a JSON list or object given as a string parsed, as the MCP SDK does before it checks
+    a tool's arguments (clients send `["a"]` as a string): for each field that is not a plain ``str``, a string
+    holding JSON other than a string or number is replaced by what it parses to. A call that reaches a worker
+    without the SDK's check (mcp_server) is so read exactly as one that went through it."""
+    fields = tool_spec(name).request.model_fields
+    parsed = dict(arguments)
+    for key, value in arguments.items():
+        field = fields.get(key)
+        if field is None or field.annotation is str or not isinstance(value, str):
+            continue
+        try:
+            value = json.loads(value)
+        except (ValueError, RecursionError):
+            continue  # left for validation to accept or reject
+        if not isinstance(value, str | int | float):
+            parsed[key] = value
+    return parsed
 
 
 # Argument names earlier releases of this server took, and what they are called now.
