@@ -25,7 +25,13 @@ knowledge/releases.yaml with neither are skipped and recorded as not read. Per r
   ``LMCacheEngineConfig.from_file`` with the dataclass's annotations; the names of ``_CONFIG_ALIASES``
   and ``_DEPRECATED_CONFIGS``; and what LMCache does with an alias and with an unknown key, decided by
   running that release's own ``_resolve_config_aliases`` on each one (the one function, compiled from
-  the release's source with its tables and a logger that records what it warns).
+  the release's source with its tables and a logger that records what it warns);
+- the ``LMCACHE_*`` environment names read outside that table, in every file of both packages (vLLM's
+  in-tree LMCache adapter reads some): each string literal that is a whole ``LMCACHE_X`` name, and as a
+  prefix (``access: prefix``) each literal or f-string head ``LMCACHE_X_`` (a table of its own, such as
+  the cache controller's ``LMCACHE_CONTROLLER_*``). A literal counts whatever the code does with it, so a
+  name is only ever missing when no code of the release spells it; the bare ``LMCACHE_`` head is the key
+  table's own reader (``get_env_name``) and is not recorded.
 
 Output is compact: one entry per name and run of consecutive releases read that have it
 (``introduced``/``removed`` as in name_inventory.yaml); an attribute that changes inside a run is a
@@ -40,6 +46,7 @@ import ast
 import hashlib
 import itertools
 import logging
+import re
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -471,6 +478,7 @@ def lmcache_keys(tree: Tree, problems: list[str]) -> dict[str, dict[str, Any]]:
         }  # fmt: skip
     found["unknown"] = {"kind": "unknown", "name": "(a key LMCache does not have)", **behaviour[UNKNOWN_PROBE]}
     found.update(_adapter_reads(tree))
+    found.update(env_reads(tree))
     return found
 
 
@@ -491,6 +499,42 @@ def _adapter_reads(tree: Tree) -> dict[str, dict[str, Any]]:
                     "source": tree.cite(relative, line),
                 }  # fmt: skip
     return found
+
+
+ENV_NAME = re.compile(r"^LMCACHE_[A-Z0-9_]*[A-Z0-9]$")
+ENV_PREFIX = re.compile(r"^LMCACHE_[A-Z0-9_]*_$")
+ENV_HEAD = re.compile(r"^LMCACHE_[A-Z0-9_]+$")
+
+
+def env_reads(tree: Tree) -> dict[str, dict[str, Any]]:
+    """Every ``LMCACHE_*`` name (or ``LMCACHE_X_`` prefix) a file of the release spells (module docstring)."""
+    found: dict[str, dict[str, Any]] = {}
+    for path in sorted((tree.root / tree.package).rglob("*.py")):
+        if "LMCACHE_" not in path.read_text(encoding="utf-8", errors="replace"):
+            continue
+        relative = path.relative_to(tree.root).as_posix()
+        module = tree.parse(relative)
+        for head, access, line in _env_literals(module) if module else ():
+            found.setdefault(
+                f"env:{head}",
+                {"kind": "env", "name": head, "access": access, "source": tree.cite(relative, line)},
+            )
+    return found
+
+
+def _env_literals(module: ast.Module) -> Iterator[tuple[str, str, int]]:
+    inside = {id(v) for n in ast.walk(module) if isinstance(n, ast.JoinedStr) for v in n.values}
+    for node in ast.walk(module):
+        if isinstance(node, ast.JoinedStr) and node.values:
+            head = node.values[0]
+            text = head.value if isinstance(head, ast.Constant) and isinstance(head.value, str) else ""
+            if ENV_HEAD.match(text):  # f"LMCACHE_X_{...}": any name under it (not a message that starts so)
+                yield text, "prefix", node.lineno
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in inside:
+            if ENV_NAME.match(node.value):
+                yield node.value, "name", node.lineno
+            elif ENV_PREFIX.match(node.value) and node.value != "LMCACHE_":
+                yield node.value, "prefix", node.lineno
 
 
 def _literal_table(tree: ast.Module, name: str) -> dict[str, str]:
@@ -704,6 +748,7 @@ def render(vllm: list[dict[str, Any]], lmcache: list[dict[str, Any]], read: dict
         ("lmcache_aliases", [e for e in lmcache if e["kind"] == "alias"]),
         ("lmcache_unknown_key", [e for e in lmcache if e["kind"] == "unknown"]),
         ("lmcache_adapter_extra_config", [e for e in lmcache if e["kind"] == "adapter"]),
+        ("lmcache_env", [e for e in lmcache + vllm if e["kind"] == "env"]),
     )
     for title, entries in sections:
         lines.append(f"{title}:" + ("" if entries else " []"))
@@ -723,7 +768,7 @@ def build(
         for cls_name in CONFIGS:
             if cls_name in found:
                 found[cls_name]["name"] = cls_name
-        vllm_found[tree.version] = found | extra_config_keys(tree, problems)
+        vllm_found[tree.version] = found | extra_config_keys(tree, problems) | env_reads(tree)
     lmcache_found = {tree.version: lmcache_keys(tree, problems) for tree in read["lmcache"]}
     return runs(vllm_found), runs(lmcache_found), read
 

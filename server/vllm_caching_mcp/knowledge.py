@@ -462,6 +462,9 @@ class Condition(Frozen):
         default=None,
         description="a transfer/events config field or extra-config key the release refuses or never reads",
     )
+    lmcache_schema: Literal["refused", "ignored"] | None = Field(
+        default=None, description="an LMCache config key or LMCACHE_* variable its release refuses or never reads"
+    )
     flag_value_vanished: bool | None = Field(
         default=None, description="each value-taking option whose value expands to nothing (argparse stops)"
     )
@@ -834,6 +837,8 @@ class EngineSchema(Sourced):
     lmcache_aliases: tuple[SchemaEntry, ...]
     lmcache_unknown_key: tuple[SchemaEntry, ...]
     lmcache_adapter_extra_config: tuple[SchemaEntry, ...]  # keys LMCache's vLLM adapter reads
+    # LMCACHE_* names code of either package spells outside the key table (access: name, or prefix)
+    lmcache_env: tuple[SchemaEntry, ...] = ()
 
 
 # --- model registry (knowledge/model_registry.yaml; built by scripts/build_model_registry.py) ---

@@ -546,3 +546,59 @@ def _unknown_field_sentence(schema: EngineSchema, config: str, name: str, versio
             f"(pydantic: '{name}: Unexpected keyword argument')."
         )
     return f"Set in {version}, pydantic drops it silently: {config} ignores unknown fields there."
+
+
+# --- LMCACHE_* environment variables ----------------------------------------------------------
+
+
+def _env_reader(schema: EngineSchema, name: str, lm: Version, vllm: Version | None) -> SchemaEntry | None:
+    """The code of either package that spells ``name`` outside the key table (a whole name or its prefix)."""
+    for entry in schema.lmcache_env:
+        release = lm if entry.package == "lmcache" else vllm
+        if release is None or not entry.holds_at(release):
+            continue
+        spelt = entry.name or ""
+        if name == spelt or (entry.at("access", release) == "prefix" and name.startswith(spelt)):
+            return entry
+    return None
+
+
+def check_lmcache_env(
+    names: Iterable[str],
+    lmcache_version: Version | str,
+    knowledge: Knowledge,
+    vllm_version: Version | str | None = None,
+) -> list[Problem]:
+    """``LMCACHE_*`` environment variables no code of the release reads, and old key names it maps or drops.
+
+    LMCache reads each key of its table (and each alias) from ``LMCACHE_<KEY>``; any other variable is read only
+    where some code spells it (``lmcache_env``: LMCache's own files, and vLLM's in-tree adapter when
+    ``vllm_version`` is given). A variable nothing reads gets no message from LMCache: it is never looked at."""
+    schema, release = knowledge.engine_schema, _version(lmcache_version)
+    vllm = _version(vllm_version) if vllm_version is not None else None
+    problems: list[Problem] = []
+    for name in names:
+        if not name.startswith(LMCACHE_ENV_PREFIX) or name != name.upper():
+            continue
+        key = lmcache_key_name(name)
+        known, runs = _runs((e for e in schema.lmcache_keys if e.name == key), release)
+        if known is not None or _env_reader(schema, name, release, vllm) is not None:
+            continue
+        alias, _ = _runs((e for e in schema.lmcache_aliases if e.name == key), release)
+        if alias is not None:
+            problems.append(_alias_problem(name, alias, release))
+            continue
+        hint = _lifetime_hint(runs, release)
+        was = f" ({key} was a config key: {hint})" if hint else ""
+        also = f" nor vLLM {vllm}" if vllm is not None else ""
+        problems.append(
+            Problem(
+                severity="warning",
+                key=name,
+                message=f"No code of LMCache {release}{also} reads the environment variable {name}{was}: LMCache "
+                f"reads its config keys as {LMCACHE_ENV_PREFIX}<KEY> and {key} is none of them, so the setting "
+                "does nothing.",
+                sources=[*(e.source for e in runs[-1:]), schema.sources[-1]],
+            )
+        )
+    return problems
