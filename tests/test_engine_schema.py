@@ -477,6 +477,24 @@ def test_an_lmcache_variable_is_unread_only_when_no_code_of_the_release_spells_i
     assert engine_schema.check_lmcache_env(["NOT_LMCACHE", "lmcache_chunk_size"], "0.5.6", knowledge) == []
 
 
+def test_an_lmcache_file_value_the_converter_refuses_raises_up_to_0_3_11_and_becomes_none_after(
+    knowledge: Knowledge,
+) -> None:
+    items = [("chunk_size", "abc"), ("max_local_cpu_size", "5GB"), ("chunk_size", "512"), ("max_local_cpu_size", "5")]
+    (old,) = [p for p in engine_schema.check_lmcache_values(items, "0.3.9", knowledge) if p.key == "chunk_size"]
+    assert old.severity == "error" and old.engine_message == "ValueError: invalid literal for int() with base 10: 'abc'"
+    new = {p.key: p for p in engine_schema.check_lmcache_values(items, "0.5.6", knowledge)}
+    assert set(new) == {"chunk_size", "max_local_cpu_size"} and {p.severity for p in new.values()} == {"warning"}
+    assert new["chunk_size"].engine_message == (
+        "Failed to convert value for chunk_size='abc': invalid literal for int() with base 10: 'abc'"
+    )
+    assert "sets chunk_size to None, not its default 256" in new["chunk_size"].message
+    # a YAML float for an int key: int(5.0) is 5, as LMCache's loader gets it; a bool is an int to Python
+    assert engine_schema.check_lmcache_values([("chunk_size", "5.0"), ("chunk_size", "true")], "0.5.6", knowledge) == []
+    # local_cpu's converter is LMCache's own _to_bool, which is not reproduced here: never judged
+    assert engine_schema.check_lmcache_values([("local_cpu", "maybe")], "0.5.6", knowledge) == []
+
+
 # --- check_version ------------------------------------------------------------------------------
 
 

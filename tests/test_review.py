@@ -319,6 +319,7 @@ SEPARATELY_TESTED = {
     "pitfall.unknown-flag",
     "pitfall.pinned-memory-over-pod-request",
     "pitfall.server-does-not-start",
+    "pitfall.lmcache-value-refused",  # a config file's value: test_an_lmcache_value_its_converter_refuses
 }
 
 
@@ -329,7 +330,7 @@ def fired(result: ReviewResult) -> set[str]:
 def test_every_rule_has_a_passing_and_a_failing_example(knowledge: Knowledge) -> None:
     rule_ids = {r.id for r in list_rules(knowledge)}
     assert rule_ids == set(RULE_CASES) | SEPARATELY_TESTED
-    assert len(rule_ids) == 42
+    assert len(rule_ids) == 43
 
 
 @pytest.mark.parametrize("rule_id", sorted(RULE_CASES))
@@ -673,6 +674,26 @@ def test_an_lmcache_config_written_for_0_3_is_judged_by_the_lmcache_release_it_r
     assert "pitfall.lmcache-key-ignored" not in fired(review(config, image))
     newer = review(config, image.replace("v0.3.3", "v0.4.1"))
     assert any("LMCache 0.4.1 (the image's tag)" in f.message for f in newer.findings)
+
+
+def test_an_lmcache_value_its_converter_refuses(knowledge: Knowledge) -> None:
+    config = ("lmcache.yaml", "chunk_size: abc\nlocal_cpu: true\nmax_local_cpu_size: 5\n")
+    transfer = """--kv-transfer-config '{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}'"""
+    old = review(config, f"docker run lmcache/vllm-openai:v0.3.9 {M} {transfer}")
+    (refused,) = [f for f in old.findings if f.rule_id == "pitfall.lmcache-value-refused"]
+    assert refused.severity == "error" and (refused.location.file, refused.location.path) == (
+        "lmcache.yaml",
+        "chunk_size",
+    )
+    assert "invalid literal for int() with base 10: 'abc'" in refused.message and "LMCache 0.3.9" in refused.message
+    new = review(config, f"vllm serve {M} {transfer}")
+    assert "pitfall.lmcache-value-refused" not in fired(new)
+    (ignored,) = [f for f in new.findings if f.rule_id == "pitfall.lmcache-key-ignored"]
+    assert "sets chunk_size to None" in ignored.message and ignored.severity == "warning"
+    assert not fired(review(("lmcache.yaml", "chunk_size: 512\n"), f"vllm serve {M} {transfer}")) & {
+        "pitfall.lmcache-value-refused",
+        "pitfall.lmcache-key-ignored",
+    }
 
 
 # ------------------------------------------------------------------------- outputs for CI

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import ast
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal, Union
 
+import yaml
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from ..knowledge import EngineSchema, Knowledge, SchemaEntry, normalize_name
@@ -599,6 +600,62 @@ def check_lmcache_env(
                 f"reads its config keys as {LMCACHE_ENV_PREFIX}<KEY> and {key} is none of them, so the setting "
                 "does nothing.",
                 sources=[*(e.source for e in runs[-1:]), schema.sources[-1]],
+            )
+        )
+    return problems
+
+
+# --- values of LMCache config file keys -------------------------------------------------------
+
+_CONVERTERS: dict[str, Callable[[Any], Any]] = {"int": int, "float": float}
+
+
+def check_lmcache_values(
+    items: Iterable[tuple[str, str]], lmcache_version: Version | str, knowledge: Knowledge
+) -> list[Problem]:
+    """Values of an LMCache config file (key, the YAML scalar as written) that the key's converter refuses.
+
+    The converters checked are the builtins the key table names (``int``, ``float``), run here on the value
+    as YAML loads it, as LMCache's file loader does; what a refusal does is the release's own behaviour
+    (``lmcache_bad_value``): the ValueError ends the load (error), or the key is set to None with a warning."""
+    schema, release = knowledge.engine_schema, _version(lmcache_version)
+    behaviour, _ = _runs(schema.lmcache_bad_value, release)
+    effect = behaviour.at("effect", release) if behaviour else None
+    if behaviour is None or effect not in ("raises", "set to None"):
+        return []
+    problems: list[Problem] = []
+    for key, text in items:
+        entry, _ = _runs((e for e in schema.lmcache_keys if e.name == key), release)
+        converter = _CONVERTERS.get(entry.at("converter", release) or "") if entry else None
+        if entry is None or converter is None:
+            continue
+        try:
+            value = yaml.safe_load(text)
+        except yaml.YAMLError:
+            continue
+        if value is None or isinstance(value, bool):  # None skips the converter; int(True) is 1
+            continue
+        try:
+            converter(value)
+            continue
+        except (TypeError, ValueError) as exc:
+            error = str(exc)
+        said = (behaviour.at("message", release) or "{error}").replace("{key}", key)
+        said = said.replace("'{value}'", repr(value)).replace("{value}", str(value)).replace("{error}", error)
+        raises = effect == "raises"
+        problems.append(
+            Problem(
+                severity="error" if raises else "warning",
+                key=key,
+                message=f"{key} is {entry.at('type', release)} in LMCache {release}; {value!r} is refused by its "
+                f"converter {entry.at('converter', release)}(): "
+                + (
+                    "the ValueError ends loading the config, so the LMCache connector fails at start-up."
+                    if raises
+                    else f"LMCache warns and sets {key} to None, not its default {entry.at('default', release)}."
+                ),
+                engine_message=f"ValueError: {said}" if raises else said,
+                sources=[entry.source, behaviour.source],
             )
         )
     return problems

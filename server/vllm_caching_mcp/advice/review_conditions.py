@@ -38,7 +38,13 @@ from .deployment import (
     parse_number,
 )
 from .deployment.images import lmcache_image_version
-from .engine_schema import Problem, check_kv_transfer_config, check_lmcache_env, check_lmcache_keys
+from .engine_schema import (
+    Problem,
+    check_kv_transfer_config,
+    check_lmcache_env,
+    check_lmcache_keys,
+    check_lmcache_values,
+)
 from .review_models import GIB, HostFacts
 
 
@@ -340,8 +346,9 @@ def _engine_schema(verdict: str, asked: Asked) -> Outcome:
 
 def _lmcache_schema(verdict: str, asked: Asked) -> Outcome:
     """Each key of the workload's LMCache config files and each LMCACHE_* variable it sets that its LMCache
-    release drops, maps with a warning, or never reads; the release is the image tag's (lmcache/vllm-openai:vX),
-    else the newest the schema covers, said in each finding."""
+    release drops, maps with a warning, or never reads, and each file value the key's converter refuses
+    ("refused" where that ends the load, else "ignored": set to None); the release is the image tag's
+    (lmcache/vllm-openai:vX), else the newest the schema covers, said in each finding."""
     ctx, e = asked.ctx, asked.ctx.effective
     schema = ctx.knowledge.engine_schema
     read = [str(v) for v in schema.releases_read.get("lmcache", ())]
@@ -364,6 +371,12 @@ def _lmcache_schema(verdict: str, asked: Asked) -> Outcome:
     ]
     problems += [
         (p, u) for u in uses if u not in from_files for p in check_lmcache_env([u.name], release, ctx.knowledge, vllm)
+    ]
+    problems += [
+        (p, u)
+        for u in from_files
+        if u.value is not None
+        for p in check_lmcache_values([(_lmcache_file_key(u) or "", u.value)], release, ctx.knowledge)
     ]
     wanted = "error" if verdict == "refused" else "warning"
     items = [
