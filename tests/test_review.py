@@ -669,6 +669,9 @@ def test_an_lmcache_config_written_for_0_3_is_judged_by_the_lmcache_release_it_r
     assert all("assumed LMCache 0.5.6, the newest covered" in f.message for f in found)
     assert "use pd_role" in found[1].message and "Unknown configuration key: nixl_role" in found[1].message
     assert "LMCACHE_CHUNKSIZE" in found[3].message and found[3].severity == "warning"
+    # no LMCache connector: a leftover LMCACHE_* variable is read by nothing and harmless
+    plain = review(f"LMCACHE_USE_EXPERIMENTAL=True LMCACHE_CHUNKSIZE=1 vllm serve {M}")
+    assert "pitfall.lmcache-key-ignored" not in fired(plain)
     # the image tag names LMCache 0.3.3, where those keys are read
     image = f"docker run lmcache/vllm-openai:v0.3.3 {M} {transfer}"
     assert "pitfall.lmcache-key-ignored" not in fired(review(config, image))

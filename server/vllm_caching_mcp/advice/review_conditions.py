@@ -366,6 +366,10 @@ def _lmcache_schema(verdict: str, asked: Asked) -> Outcome:
         if u.name.startswith("LMCACHE_") and not (u.location.path or "").endswith("lmcacheConfig.enabled")
     ]
     from_files = [u for u in uses if _lmcache_file_key(u) is not None]
+    # A variable is LMCache's business only where the server runs LMCache: elsewhere it is read by nothing in
+    # any release, and a leftover LMCACHE_* line in a plain vLLM manifest is harmless.
+    runs_lmcache = any(c.name.startswith("LMCache") for c in e.connectors) or e.offload_backend == "lmcache"
+    uses = uses if runs_lmcache else from_files
     problems = [
         (p, u) for u in from_files for p in check_lmcache_keys([_lmcache_file_key(u) or ""], release, ctx.knowledge)
     ]
