@@ -25,7 +25,15 @@ knowledge/releases.yaml with neither are skipped and recorded as not read. Per r
   ``LMCacheEngineConfig.from_file`` with the dataclass's annotations; the names of ``_CONFIG_ALIASES``
   and ``_DEPRECATED_CONFIGS``; and what LMCache does with an alias and with an unknown key, decided by
   running that release's own ``_resolve_config_aliases`` on each one (the one function, compiled from
-  the release's source with its tables and a logger that records what it warns).
+  the release's source with its tables and a logger that records what it warns); a key's converter where it
+  is ``int`` or ``float``, and what loading a config file does with a value the converter refuses
+  (``_bad_value_behaviour``);
+- the ``LMCACHE_*`` environment names read outside that table, in every file of both packages (vLLM's
+  in-tree LMCache adapter reads some): each string literal that is a whole ``LMCACHE_X`` name, and as a
+  prefix (``access: prefix``) each literal or f-string head ``LMCACHE_X_`` (a table of its own, such as
+  the cache controller's ``LMCACHE_CONTROLLER_*``). A literal counts whatever the code does with it, so a
+  name is only ever missing when no code of the release spells it; the bare ``LMCACHE_`` head is the key
+  table's own reader (``get_env_name``) and is not recorded.
 
 Output is compact: one entry per name and run of consecutive releases read that have it
 (``introduced``/``removed`` as in name_inventory.yaml); an attribute that changes inside a run is a
@@ -40,6 +48,7 @@ import ast
 import hashlib
 import itertools
 import logging
+import re
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -63,6 +72,7 @@ LMCACHE_CONFIG = "lmcache/v1/config.py"
 LMCACHE_CONFIG_BASE = "lmcache/v1/config_base.py"
 LMCACHE_ADAPTER = "lmcache/integration/vllm"
 UNKNOWN_PROBE = "no_such_key_probe"
+BUILTIN_CONVERTERS = ("int", "float")  # the converters whose refusals the checker can reproduce exactly
 
 
 class ExtractionError(Exception):
@@ -456,6 +466,9 @@ def lmcache_keys(tree: Tree, problems: list[str]) -> dict[str, dict[str, Any]]:
                 "default": default_text(fields.get("default"), {}),
                 "source": tree.cite(LMCACHE_CONFIG, key_node.lineno),  # type: ignore[union-attr]
             }  # fmt: skip
+            converter = fields.get("env_converter")
+            if isinstance(converter, ast.Name) and converter.id in BUILTIN_CONVERTERS:
+                found[key]["converter"] = converter.id
     else:
         found.update(_from_file_keys(tree, config))
     if not found:
@@ -470,7 +483,11 @@ def lmcache_keys(tree: Tree, problems: list[str]) -> dict[str, dict[str, Any]]:
             **behaviour.get(name, {"effect": "unknown"}), "source": tree.cite(LMCACHE_CONFIG, line),
         }  # fmt: skip
     found["unknown"] = {"kind": "unknown", "name": "(a key LMCache does not have)", **behaviour[UNKNOWN_PROBE]}
+    if table is not None:
+        found["bad_value"] = {"kind": "bad_value", "name": "(a config file value its converter refuses)",
+                              **_bad_value_behaviour(tree, problems)}  # fmt: skip
     found.update(_adapter_reads(tree))
+    found.update(env_reads(tree))
     return found
 
 
@@ -491,6 +508,42 @@ def _adapter_reads(tree: Tree) -> dict[str, dict[str, Any]]:
                     "source": tree.cite(relative, line),
                 }  # fmt: skip
     return found
+
+
+ENV_NAME = re.compile(r"^LMCACHE_[A-Z0-9_]*[A-Z0-9]$")
+ENV_PREFIX = re.compile(r"^LMCACHE_[A-Z0-9_]*_$")
+ENV_HEAD = re.compile(r"^LMCACHE_[A-Z0-9_]+$")
+
+
+def env_reads(tree: Tree) -> dict[str, dict[str, Any]]:
+    """Every ``LMCACHE_*`` name (or ``LMCACHE_X_`` prefix) a file of the release spells (module docstring)."""
+    found: dict[str, dict[str, Any]] = {}
+    for path in sorted((tree.root / tree.package).rglob("*.py")):
+        if "LMCACHE_" not in path.read_text(encoding="utf-8", errors="replace"):
+            continue
+        relative = path.relative_to(tree.root).as_posix()
+        module = tree.parse(relative)
+        for head, access, line in _env_literals(module) if module else ():
+            found.setdefault(
+                f"env:{head}",
+                {"kind": "env", "name": head, "access": access, "source": tree.cite(relative, line)},
+            )
+    return found
+
+
+def _env_literals(module: ast.Module) -> Iterator[tuple[str, str, int]]:
+    inside = {id(v) for n in ast.walk(module) if isinstance(n, ast.JoinedStr) for v in n.values}
+    for node in ast.walk(module):
+        if isinstance(node, ast.JoinedStr) and node.values:
+            head = node.values[0]
+            text = head.value if isinstance(head, ast.Constant) and isinstance(head.value, str) else ""
+            if ENV_HEAD.match(text):  # f"LMCACHE_X_{...}": any name under it (not a message that starts so)
+                yield text, "prefix", node.lineno
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in inside:
+            if ENV_NAME.match(node.value):
+                yield node.value, "name", node.lineno
+            elif ENV_PREFIX.match(node.value) and node.value != "LMCACHE_":
+                yield node.value, "prefix", node.lineno
 
 
 def _literal_table(tree: ast.Module, name: str) -> dict[str, str]:
@@ -546,6 +599,49 @@ class _Recorder(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         self.messages.append(record.getMessage())
+
+
+def _function(tree: Tree, name: str) -> tuple[ast.FunctionDef, str] | None:
+    for relative in (LMCACHE_CONFIG_BASE, LMCACHE_CONFIG):
+        module = tree.parse(relative)
+        for node in ast.walk(module) if module else ():
+            if isinstance(node, ast.FunctionDef) and node.name == name:
+                return node, tree.cite(relative, node.lineno)
+    return None
+
+
+def _bad_value_behaviour(tree: Tree, problems: list[str]) -> dict[str, Any]:
+    """What loading a config file does with a value the key's converter refuses (``int("abc")``): where the file
+    loader passes values through ``_apply_env_converter_safely``, that function is run on a refusing converter and
+    what it returns and warns is recorded; where it calls ``config["env_converter"](value)`` outside any ``try``,
+    the ValueError ends the load (``raises``); any other shape is ``unknown``."""
+    loader = _function(tree, "_from_file") or _function(tree, "from_file")
+    if loader is None:
+        return {"effect": "unknown", "source": tree.cite(LMCACHE_CONFIG, 1)}
+    calls = [n for n in ast.walk(loader[0]) if isinstance(n, ast.Call)]
+    if any(getattr(c.func, "id", None) == "_apply_env_converter_safely" for c in calls):
+        safe = _function(tree, "_apply_env_converter_safely")
+        if safe is None:
+            return {"effect": "unknown", "source": loader[1]}
+        logger = logging.getLogger(f"engine_schema.convert.{tree.version}")
+        logger.propagate, logger.handlers = False, [recorder := _Recorder()]
+        namespace: dict[str, Any] = {"logger": logger, "json": __import__("json")}
+        try:
+            exec(compile(ast.Module([safe[0]], []), safe[1], "exec"), namespace)  # the release's own function
+
+            def refuse(value: Any) -> Any:
+                raise ValueError("{error}")
+
+            result = namespace["_apply_env_converter_safely"]({"{key}": {"env_converter": refuse}}, "{key}", "{value}")
+        except Exception as exc:  # a shape this script does not know: say so, do not guess
+            problems.append(f"lmcache {tree.version}: _apply_env_converter_safely does not run alone ({exc})")
+            return {"effect": "unknown", "source": safe[1]}
+        effect = "set to None" if result is None else f"kept as {result!r}"
+        return {"effect": effect, "message": recorder.messages[0] if recorder.messages else None, "source": safe[1]}
+    direct = any(isinstance(c.func, ast.Subscript) and _string(c.func.slice) == "env_converter" for c in calls)
+    if direct and not any(isinstance(n, ast.Try) for n in ast.walk(loader[0])):
+        return {"effect": "raises", "message": "{error}", "source": loader[1]}
+    return {"effect": "unknown", "source": loader[1]}
 
 
 def _alias_behaviour(
@@ -626,7 +722,7 @@ def trees(src_dir: Path, releases_file: Path, package: str, problems: list[str])
     return found
 
 
-VARYING = ("type", "default", "unknown_fields", "access", "effect", "message", "maps_to", "hands_to")
+VARYING = ("type", "default", "converter", "unknown_fields", "access", "effect", "message", "maps_to", "hands_to")
 
 
 def runs(per_release: dict[str, dict[str, dict[str, Any]]]) -> list[dict[str, Any]]:
@@ -703,7 +799,9 @@ def render(vllm: list[dict[str, Any]], lmcache: list[dict[str, Any]], read: dict
         ("lmcache_keys", [e for e in lmcache if e["kind"] == "key"]),
         ("lmcache_aliases", [e for e in lmcache if e["kind"] == "alias"]),
         ("lmcache_unknown_key", [e for e in lmcache if e["kind"] == "unknown"]),
+        ("lmcache_bad_value", [e for e in lmcache if e["kind"] == "bad_value"]),
         ("lmcache_adapter_extra_config", [e for e in lmcache if e["kind"] == "adapter"]),
+        ("lmcache_env", [e for e in lmcache + vllm if e["kind"] == "env"]),
     )
     for title, entries in sections:
         lines.append(f"{title}:" + ("" if entries else " []"))
@@ -723,7 +821,7 @@ def build(
         for cls_name in CONFIGS:
             if cls_name in found:
                 found[cls_name]["name"] = cls_name
-        vllm_found[tree.version] = found | extra_config_keys(tree, problems)
+        vllm_found[tree.version] = found | extra_config_keys(tree, problems) | env_reads(tree)
     lmcache_found = {tree.version: lmcache_keys(tree, problems) for tree in read["lmcache"]}
     return runs(vllm_found), runs(lmcache_found), read
 

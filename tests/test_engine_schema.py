@@ -153,6 +153,18 @@ def _write(root: Path, files: dict[str, str]) -> None:
         (root / path).write_text(text, encoding="utf-8")
 
 
+# LMCACHE_* names read outside the key table: a whole name, a prefix, an f-string head, and spellings that are
+# none (the table reader's bare prefix, a message that starts like a name, a name inside an f-string)
+LMCACHE_ENV = """\
+import os
+level = os.getenv("LMCACHE_LOG_LEVEL", "INFO")
+PREFIX = "LMCACHE_CONTROLLER_"
+def name(key): return f"LMCACHE_{key.upper()}"
+def ec(key): return f"LMCACHE_EC_{key}"
+def said(path): return f"LMCACHE_CONFIG_FILE: {path}"
+"""
+
+
 def _fixture(tmp: Path) -> tuple[Path, Path]:
     src = tmp / "src"
     common = {"vllm/config/kv_events.py": KV_EVENTS, "vllm/distributed/kv_transfer/kv_connector/factory.py": FACTORY}
@@ -168,7 +180,11 @@ def _fixture(tmp: Path) -> tuple[Path, Path]:
          f"{V1}/lmcache_connector.py": LMCACHE_CONNECTOR},
     )  # fmt: skip
     _write(src / "lmcache-0.1.0-sdist", {"lmcache/v1/config.py": LMCACHE_OLD})  # published without a wheel
-    _write(src / "lmcache-0.2.0", {"lmcache/v1/config.py": LMCACHE_NEW, "lmcache/integration/vllm/adapter.py": ADAPTER})
+    _write(
+        src / "lmcache-0.2.0",
+        {"lmcache/v1/config.py": LMCACHE_NEW, "lmcache/integration/vllm/adapter.py": ADAPTER,
+         "lmcache/logging.py": LMCACHE_ENV},
+    )  # fmt: skip
     releases = {
         "lines": [
             {"package": "vllm", "releases": [{"version": v} for v in ("0.1.0", "0.2.0")]},
@@ -233,6 +249,19 @@ def test_the_generator_reads_fields_extra_keys_lmcache_keys_and_what_lmcache_doe
     assert lmcache_connector.at("hands_to", Version("0.2.0")) == "lmcache"
     adapter = {e.key: e for e in schema.lmcache_adapter_extra_config}
     assert adapter["skip_last_n_tokens"].default == "0" and adapter["lmcache.*"].access == "prefix"
+
+
+def test_the_generator_reads_the_lmcache_variables_code_spells_outside_the_key_table(tmp_path: Path) -> None:
+    ran, text = _generate(tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    env = {(e.name, e.access): e for e in EngineSchema.model_validate(yaml.safe_load(text)).lmcache_env}
+    assert set(env) == {
+        ("LMCACHE_LOG_LEVEL", "name"),
+        ("LMCACHE_CONTROLLER_", "prefix"),
+        ("LMCACHE_EC_", "prefix"),
+    }
+    assert str(env["LMCACHE_LOG_LEVEL", "name"].introduced) == "0.2.0"
+    assert env["LMCACHE_LOG_LEVEL", "name"].source == "wheel:lmcache==0.2.0:lmcache/logging.py:2"
 
 
 def test_the_generator_output_on_the_fixture_is_the_recorded_one(tmp_path: Path) -> None:
@@ -423,6 +452,47 @@ def test_lmcache_drops_old_pd_names_in_0_5_and_reads_them_in_0_3_3(knowledge: Kn
     assert "never reads it" in unread.message and unread.engine_message is None
     (mapped,) = engine_schema.check_lmcache_keys(["external_backends"], "0.5.6", knowledge)
     assert "maps it to storage_plugins" in mapped.message
+
+
+def test_an_lmcache_variable_is_unread_only_when_no_code_of_the_release_spells_it(knowledge: Knowledge) -> None:
+    names = [
+        "LMCACHE_CHUNK_SIZE",  # the key table's chunk_size
+        "LMCACHE_CONFIG_FILE",  # read by the config loader, outside the table
+        "LMCACHE_LOG_LEVEL",
+        "LMCACHE_CONTROLLER_PULL_URL",  # the cache controller's own table, read under its prefix
+        "LMCACHE_USE_UPSTREAM_MP",  # read by vLLM's in-tree adapter from 0.22.0, not by LMCache
+        "LMCACHE_CHUNKSIZE",
+        "LMCACHE_NIXL_ROLE",  # an alias LMCache 0.5.6 drops
+    ]
+    problems = {p.key: p for p in engine_schema.check_lmcache_env(names, "0.5.6", knowledge, "0.33.0")}
+    assert set(problems) == {"LMCACHE_CHUNKSIZE", "LMCACHE_NIXL_ROLE"}
+    assert "No code of LMCache 0.5.6 nor vLLM 0.33.0 reads" in problems["LMCACHE_CHUNKSIZE"].message
+    assert problems["LMCACHE_NIXL_ROLE"].instead == "pd_role"
+    without_vllm = {p.key for p in engine_schema.check_lmcache_env(names, "0.5.6", knowledge)}
+    assert "LMCACHE_USE_UPSTREAM_MP" in without_vllm
+    # LMCACHE_USE_EXPERIMENTAL: read by LMCache up to 0.3.11
+    assert engine_schema.check_lmcache_env(["LMCACHE_USE_EXPERIMENTAL"], "0.3.9", knowledge) == []
+    (gone,) = engine_schema.check_lmcache_env(["LMCACHE_USE_EXPERIMENTAL"], "0.5.6", knowledge)
+    assert gone.severity == "warning"
+    assert engine_schema.check_lmcache_env(["NOT_LMCACHE", "lmcache_chunk_size"], "0.5.6", knowledge) == []
+
+
+def test_an_lmcache_file_value_the_converter_refuses_raises_up_to_0_3_11_and_becomes_none_after(
+    knowledge: Knowledge,
+) -> None:
+    items = [("chunk_size", "abc"), ("max_local_cpu_size", "5GB"), ("chunk_size", "512"), ("max_local_cpu_size", "5")]
+    (old,) = [p for p in engine_schema.check_lmcache_values(items, "0.3.9", knowledge) if p.key == "chunk_size"]
+    assert old.severity == "error" and old.engine_message == "ValueError: invalid literal for int() with base 10: 'abc'"
+    new = {p.key: p for p in engine_schema.check_lmcache_values(items, "0.5.6", knowledge)}
+    assert set(new) == {"chunk_size", "max_local_cpu_size"} and {p.severity for p in new.values()} == {"warning"}
+    assert new["chunk_size"].engine_message == (
+        "Failed to convert value for chunk_size='abc': invalid literal for int() with base 10: 'abc'"
+    )
+    assert "sets chunk_size to None, not its default 256" in new["chunk_size"].message
+    # a YAML float for an int key: int(5.0) is 5, as LMCache's loader gets it; a bool is an int to Python
+    assert engine_schema.check_lmcache_values([("chunk_size", "5.0"), ("chunk_size", "true")], "0.5.6", knowledge) == []
+    # local_cpu's converter is LMCache's own _to_bool, which is not reproduced here: never judged
+    assert engine_schema.check_lmcache_values([("local_cpu", "maybe")], "0.5.6", knowledge) == []
 
 
 # --- check_version ------------------------------------------------------------------------------

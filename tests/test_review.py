@@ -297,6 +297,13 @@ RULE_CASES: dict[str, tuple[str, str, str, dict[str, Any]]] = {
         f"vllm serve {M} " + _nixl(),
         {},
     ),
+    # LMCache reads chunk_size as LMCACHE_CHUNK_SIZE; no code of it spells LMCACHE_CHUNKSIZE
+    "pitfall.lmcache-key-ignored": (
+        "0.33.0",
+        f"LMCACHE_CHUNKSIZE=256 vllm serve {M} {LMCACHE_V1}",
+        f"LMCACHE_CHUNK_SIZE=256 vllm serve {M} {LMCACHE_V1}",
+        {},
+    ),
     # NixlConnector reads no eviction_policy: OffloadingConnector's key does nothing there
     "pitfall.transfer-config-key-ignored": (
         "0.33.0",
@@ -312,6 +319,7 @@ SEPARATELY_TESTED = {
     "pitfall.unknown-flag",
     "pitfall.pinned-memory-over-pod-request",
     "pitfall.server-does-not-start",
+    "pitfall.lmcache-value-refused",  # a config file's value: test_an_lmcache_value_its_converter_refuses
 }
 
 
@@ -322,7 +330,7 @@ def fired(result: ReviewResult) -> set[str]:
 def test_every_rule_has_a_passing_and_a_failing_example(knowledge: Knowledge) -> None:
     rule_ids = {r.id for r in list_rules(knowledge)}
     assert rule_ids == set(RULE_CASES) | SEPARATELY_TESTED
-    assert len(rule_ids) == 41
+    assert len(rule_ids) == 43
 
 
 @pytest.mark.parametrize("rule_id", sorted(RULE_CASES))
@@ -641,6 +649,54 @@ def test_lmcache_config_alone(knowledge: Knowledge) -> None:
         ("pitfall.lmcache-local-cpu-false", 3, "local_cpu"),
         ("pitfall.lmcache-async-loading-with-disk", 7, "enable_async_loading"),
     ]
+
+
+def test_an_lmcache_config_written_for_0_3_is_judged_by_the_lmcache_release_it_runs(knowledge: Knowledge) -> None:
+    # enable_nixl / nixl_role / nixl_peer_host: keys up to 0.3.6; LMCache 0.5.6 drops them as unknown keys
+    config = ("lmcache.yaml", "chunk_size: 256\nenable_nixl: true\nnixl_role: sender\nnixl_peer_host: 10.0.0.2\n")
+    transfer = """--kv-transfer-config '{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_producer"}'"""
+    served = (
+        f"LMCACHE_CONFIG_FILE=/c/lmcache.yaml LMCACHE_LOG_LEVEL=DEBUG LMCACHE_CHUNKSIZE=1 vllm serve {M} {transfer}"
+    )
+    result = review(config, served)
+    found = [f for f in result.findings if f.rule_id == "pitfall.lmcache-key-ignored"]
+    assert [(f.location.file, f.location.path) for f in found] == [
+        ("lmcache.yaml", "enable_nixl"),
+        ("lmcache.yaml", "nixl_role"),
+        ("lmcache.yaml", "nixl_peer_host"),
+        ("serve1.sh", None),
+    ], result.summary()
+    assert all("assumed LMCache 0.5.6, the newest covered" in f.message for f in found)
+    assert "use pd_role" in found[1].message and "Unknown configuration key: nixl_role" in found[1].message
+    assert "LMCACHE_CHUNKSIZE" in found[3].message and found[3].severity == "warning"
+    # no LMCache connector: a leftover LMCACHE_* variable is read by nothing and harmless
+    plain = review(f"LMCACHE_USE_EXPERIMENTAL=True LMCACHE_CHUNKSIZE=1 vllm serve {M}")
+    assert "pitfall.lmcache-key-ignored" not in fired(plain)
+    # the image tag names LMCache 0.3.3, where those keys are read
+    image = f"docker run lmcache/vllm-openai:v0.3.3 {M} {transfer}"
+    assert "pitfall.lmcache-key-ignored" not in fired(review(config, image))
+    newer = review(config, image.replace("v0.3.3", "v0.4.1"))
+    assert any("LMCache 0.4.1 (the image's tag)" in f.message for f in newer.findings)
+
+
+def test_an_lmcache_value_its_converter_refuses(knowledge: Knowledge) -> None:
+    config = ("lmcache.yaml", "chunk_size: abc\nlocal_cpu: true\nmax_local_cpu_size: 5\n")
+    transfer = """--kv-transfer-config '{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}'"""
+    old = review(config, f"docker run lmcache/vllm-openai:v0.3.9 {M} {transfer}")
+    (refused,) = [f for f in old.findings if f.rule_id == "pitfall.lmcache-value-refused"]
+    assert refused.severity == "error" and (refused.location.file, refused.location.path) == (
+        "lmcache.yaml",
+        "chunk_size",
+    )
+    assert "invalid literal for int() with base 10: 'abc'" in refused.message and "LMCache 0.3.9" in refused.message
+    new = review(config, f"vllm serve {M} {transfer}")
+    assert "pitfall.lmcache-value-refused" not in fired(new)
+    (ignored,) = [f for f in new.findings if f.rule_id == "pitfall.lmcache-key-ignored"]
+    assert "sets chunk_size to None" in ignored.message and ignored.severity == "warning"
+    assert not fired(review(("lmcache.yaml", "chunk_size: 512\n"), f"vllm serve {M} {transfer}")) & {
+        "pitfall.lmcache-value-refused",
+        "pitfall.lmcache-key-ignored",
+    }
 
 
 # ------------------------------------------------------------------------- outputs for CI

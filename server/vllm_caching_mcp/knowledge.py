@@ -462,6 +462,9 @@ class Condition(Frozen):
         default=None,
         description="a transfer/events config field or extra-config key the release refuses or never reads",
     )
+    lmcache_schema: Literal["refused", "ignored"] | None = Field(
+        default=None, description="an LMCache config key or LMCACHE_* variable its release refuses or never reads"
+    )
     flag_value_vanished: bool | None = Field(
         default=None, description="each value-taking option whose value expands to nothing (argparse stops)"
     )
@@ -792,6 +795,7 @@ class SchemaEntry(Frozen):
     removed: VersionText | None = None
     type: Varying = None
     default: Varying = None
+    converter: Varying = None  # LMCache keys: the env_converter where it is int or float
     unknown_fields: Varying = None  # configs: forbid or ignore
     access: Varying = None  # extra_config: get, index (required) or in
     effect: Varying = None  # LMCache aliases and the unknown key: what _resolve_config_aliases does
@@ -833,7 +837,10 @@ class EngineSchema(Sourced):
     lmcache_keys: tuple[SchemaEntry, ...]
     lmcache_aliases: tuple[SchemaEntry, ...]
     lmcache_unknown_key: tuple[SchemaEntry, ...]
+    lmcache_bad_value: tuple[SchemaEntry, ...] = ()  # what loading a file does with a value the converter refuses
     lmcache_adapter_extra_config: tuple[SchemaEntry, ...]  # keys LMCache's vLLM adapter reads
+    # LMCACHE_* names code of either package spells outside the key table (access: name, or prefix)
+    lmcache_env: tuple[SchemaEntry, ...] = ()
 
 
 # --- model registry (knowledge/model_registry.yaml; built by scripts/build_model_registry.py) ---

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import ast
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal, Union
 
+import yaml
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from ..knowledge import EngineSchema, Knowledge, SchemaEntry, normalize_name
@@ -546,3 +547,115 @@ def _unknown_field_sentence(schema: EngineSchema, config: str, name: str, versio
             f"(pydantic: '{name}: Unexpected keyword argument')."
         )
     return f"Set in {version}, pydantic drops it silently: {config} ignores unknown fields there."
+
+
+# --- LMCACHE_* environment variables ----------------------------------------------------------
+
+
+def _env_reader(schema: EngineSchema, name: str, lm: Version, vllm: Version | None) -> SchemaEntry | None:
+    """The code of either package that spells ``name`` outside the key table (a whole name or its prefix)."""
+    for entry in schema.lmcache_env:
+        release = lm if entry.package == "lmcache" else vllm
+        if release is None or not entry.holds_at(release):
+            continue
+        spelt = entry.name or ""
+        if name == spelt or (entry.at("access", release) == "prefix" and name.startswith(spelt)):
+            return entry
+    return None
+
+
+def check_lmcache_env(
+    names: Iterable[str],
+    lmcache_version: Version | str,
+    knowledge: Knowledge,
+    vllm_version: Version | str | None = None,
+) -> list[Problem]:
+    """``LMCACHE_*`` environment variables no code of the release reads, and old key names it maps or drops.
+
+    LMCache reads each key of its table (and each alias) from ``LMCACHE_<KEY>``; any other variable is read only
+    where some code spells it (``lmcache_env``: LMCache's own files, and vLLM's in-tree adapter when
+    ``vllm_version`` is given). A variable nothing reads gets no message from LMCache: it is never looked at."""
+    schema, release = knowledge.engine_schema, _version(lmcache_version)
+    vllm = _version(vllm_version) if vllm_version is not None else None
+    problems: list[Problem] = []
+    for name in names:
+        if not name.startswith(LMCACHE_ENV_PREFIX) or name != name.upper():
+            continue
+        key = lmcache_key_name(name)
+        known, runs = _runs((e for e in schema.lmcache_keys if e.name == key), release)
+        if known is not None or _env_reader(schema, name, release, vllm) is not None:
+            continue
+        alias, _ = _runs((e for e in schema.lmcache_aliases if e.name == key), release)
+        if alias is not None:
+            problems.append(_alias_problem(name, alias, release))
+            continue
+        hint = _lifetime_hint(runs, release)
+        was = f" ({key} was a config key: {hint})" if hint else ""
+        also = f" nor vLLM {vllm}" if vllm is not None else ""
+        problems.append(
+            Problem(
+                severity="warning",
+                key=name,
+                message=f"No code of LMCache {release}{also} reads the environment variable {name}{was}: LMCache "
+                f"reads its config keys as {LMCACHE_ENV_PREFIX}<KEY> and {key} is none of them, so the setting "
+                "does nothing.",
+                sources=[*(e.source for e in runs[-1:]), schema.sources[-1]],
+            )
+        )
+    return problems
+
+
+# --- values of LMCache config file keys -------------------------------------------------------
+
+_CONVERTERS: dict[str, Callable[[Any], Any]] = {"int": int, "float": float}
+
+
+def check_lmcache_values(
+    items: Iterable[tuple[str, str]], lmcache_version: Version | str, knowledge: Knowledge
+) -> list[Problem]:
+    """Values of an LMCache config file (key, the YAML scalar as written) that the key's converter refuses.
+
+    The converters checked are the builtins the key table names (``int``, ``float``), run here on the value
+    as YAML loads it, as LMCache's file loader does; what a refusal does is the release's own behaviour
+    (``lmcache_bad_value``): the ValueError ends the load (error), or the key is set to None with a warning."""
+    schema, release = knowledge.engine_schema, _version(lmcache_version)
+    behaviour, _ = _runs(schema.lmcache_bad_value, release)
+    effect = behaviour.at("effect", release) if behaviour else None
+    if behaviour is None or effect not in ("raises", "set to None"):
+        return []
+    problems: list[Problem] = []
+    for key, text in items:
+        entry, _ = _runs((e for e in schema.lmcache_keys if e.name == key), release)
+        converter = _CONVERTERS.get(entry.at("converter", release) or "") if entry else None
+        if entry is None or converter is None:
+            continue
+        try:
+            value = yaml.safe_load(text)
+        except yaml.YAMLError:
+            continue
+        if value is None or isinstance(value, bool):  # None skips the converter; int(True) is 1
+            continue
+        try:
+            converter(value)
+            continue
+        except (TypeError, ValueError) as exc:
+            error = str(exc)
+        said = (behaviour.at("message", release) or "{error}").replace("{key}", key)
+        said = said.replace("'{value}'", repr(value)).replace("{value}", str(value)).replace("{error}", error)
+        raises = effect == "raises"
+        problems.append(
+            Problem(
+                severity="error" if raises else "warning",
+                key=key,
+                message=f"{key} is {entry.at('type', release)} in LMCache {release}; {value!r} is refused by its "
+                f"converter {entry.at('converter', release)}(): "
+                + (
+                    "the ValueError ends loading the config, so the LMCache connector fails at start-up."
+                    if raises
+                    else f"LMCache warns and sets {key} to None, not its default {entry.at('default', release)}."
+                ),
+                engine_message=f"ValueError: {said}" if raises else said,
+                sources=[entry.source, behaviour.source],
+            )
+        )
+    return problems

@@ -37,7 +37,14 @@ from .deployment import (
     normalize_flag,
     parse_number,
 )
-from .engine_schema import Problem, check_kv_transfer_config
+from .deployment.images import lmcache_image_version
+from .engine_schema import (
+    Problem,
+    check_kv_transfer_config,
+    check_lmcache_env,
+    check_lmcache_keys,
+    check_lmcache_values,
+)
 from .review_models import GIB, HostFacts
 
 
@@ -337,6 +344,59 @@ def _engine_schema(verdict: str, asked: Asked) -> Outcome:
     return Outcome(bool(items), items=items)
 
 
+def _lmcache_schema(verdict: str, asked: Asked) -> Outcome:
+    """Each key of the workload's LMCache config files and each LMCACHE_* variable it sets that its LMCache
+    release drops, maps with a warning, or never reads, and each file value the key's converter refuses
+    ("refused" where that ends the load, else "ignored": set to None); the release is the image tag's
+    (lmcache/vllm-openai:vX), else the newest the schema covers, said in each finding."""
+    ctx, e = asked.ctx, asked.ctx.effective
+    schema = ctx.knowledge.engine_schema
+    read = [str(v) for v in schema.releases_read.get("lmcache", ())]
+    tagged = lmcache_image_version(e.image)
+    release = tagged or (read[-1] if read else None)
+    if release is None or release not in read:
+        return Outcome(None, missing=[f"the engine schema of LMCache {release} (knowledge/engine_schema.yaml)"])
+    said = f"LMCache {release} (the image's tag)" if tagged else f"assumed LMCache {release}, the newest covered"
+    vllm = ctx.version if str(ctx.version) in {str(v) for v in schema.releases_read.get("vllm", ())} else None
+    # A chart's own on-switch (production-stack's lmcacheConfig.enabled) writes the variables of the chart's
+    # release, such as LMCACHE_USE_EXPERIMENTAL: nothing the user wrote, so nothing to fix here.
+    uses = [
+        u
+        for u in e.env.values()
+        if u.name.startswith("LMCACHE_") and not (u.location.path or "").endswith("lmcacheConfig.enabled")
+    ]
+    from_files = [u for u in uses if _lmcache_file_key(u) is not None]
+    # A variable is LMCache's business only where the server runs LMCache: elsewhere it is read by nothing in
+    # any release, and a leftover LMCACHE_* line in a plain vLLM manifest is harmless.
+    runs_lmcache = any(c.name.startswith("LMCache") for c in e.connectors) or e.offload_backend == "lmcache"
+    uses = uses if runs_lmcache else from_files
+    problems = [
+        (p, u) for u in from_files for p in check_lmcache_keys([_lmcache_file_key(u) or ""], release, ctx.knowledge)
+    ]
+    problems += [
+        (p, u) for u in uses if u not in from_files for p in check_lmcache_env([u.name], release, ctx.knowledge, vllm)
+    ]
+    problems += [
+        (p, u)
+        for u in from_files
+        if u.value is not None
+        for p in check_lmcache_values([(_lmcache_file_key(u) or "", u.value)], release, ctx.knowledge)
+    ]
+    wanted = "error" if verdict == "refused" else "warning"
+    items = [
+        Evidence(f"{_problem_text(p).replace('vLLM says', 'LMCache says')} ({said})", u.location)
+        for p, u in problems
+        if p.severity == wanted
+    ]
+    return Outcome(bool(items), items=items)
+
+
+def _lmcache_file_key(use: EnvUse) -> str | None:
+    """The key of an LMCache config file an entry was read from (the reader names it by its YAML path), else None."""
+    path = use.location.path
+    return path if path is not None and use.name == "LMCACHE_" + path.upper() else None
+
+
 def _json_object(value: object) -> dict[str, Any] | None:
     if not isinstance(value, str):
         return None
@@ -423,6 +483,7 @@ EVALUATORS: dict[str, Callable[[Any, Asked], Outcome]] = {
     "entry_deprecated": lambda entry_id, asked: _entry_deprecated(entry_id, asked.ctx),
     "start_problem": _start_problem,
     "engine_schema": _engine_schema,
+    "lmcache_schema": _lmcache_schema,
     "flag_value_vanished": _flag_value_vanished,
 }
 

@@ -52,6 +52,12 @@ def image_notes(workloads: list[Workload]) -> list[str]:
     return list(notes.values())
 
 
+def lmcache_image_version(image: str | None) -> str | None:
+    """The LMCache release an lmcache/vllm-openai:vX.Y.Z tag names (its tags are LMCache's versions)."""
+    m = _LMCACHE_IMAGE.search(image.strip()) if image else None
+    return m.group("version") if m else None
+
+
 def image_version(image: str | None) -> str | None:
     """The vLLM release an image's tag names: the official image's, or a derived build's (see derived_image)."""
     if not image:
