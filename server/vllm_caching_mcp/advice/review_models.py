@@ -41,9 +41,13 @@ class HostFacts(BaseModel):
     )
 
 
+# The most documents one review takes; CI reviews more in batches (vllm_caching_mcp.review_batches).
+MAX_REVIEW_DOCUMENTS = 50
+
+
 class ReviewRequest(BaseModel):
     documents: Documents = Field(
-        max_length=50,
+        max_length=MAX_REVIEW_DOCUMENTS,
         description="shell, compose, Kubernetes, Helm values or LMCache YAML",
     )
     version: str | None = Field(
