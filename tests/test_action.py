@@ -303,6 +303,7 @@ def test_no_base_reviews_every_matching_tracked_file(act: Any) -> None:
         ({"fail-on": "sometimes"}, "argument --fail-on: invalid choice: 'sometimes'"),
         ({"paths": "!**/*.md"}, "paths: give at least one glob to include"),
         ({"version": "latest"}, "version: 'latest' is not a release version"),
+        ({"ignore-unfixed": "yes"}, "ignore-unfixed: give true or false, not 'yes'"),
     ],
 )
 def test_bad_inputs_fail_with_a_line_naming_them(act: Any, given: dict[str, str], message: str) -> None:
@@ -397,3 +398,14 @@ def test_batches_keep_a_directory_together_and_stay_within_one_review() -> None:
     big = {"x/1.yaml": 4_000_000, "x/2.yaml": 4_000_000, "x/3.yaml": 900_000}
     assert batches(list(big), big) == [["x/1.yaml"], ["x/2.yaml", "x/3.yaml"]]
     assert batches([], {}) == []
+
+
+def test_ignore_unfixed_leaves_advisories_no_release_fixes_out_of_the_gate(act: Any, sample_repo: SampleRepo) -> None:
+    base = sample_repo.head
+    commit(sample_repo.path, {"deploy/plain.sh": "vllm serve meta-llama/Llama-3.1-8B-Instruct\n"}, "plain")
+    gated = act(**{"base-ref": base, "fail-on": "warning", "version": "0.33.0"})
+    assert gated.status == 1 and gated.action_output("warnings") != "0", gated.log  # GHSA-98f3: no fix known
+    ignored = act(**{"base-ref": base, "fail-on": "warning", "version": "0.33.0", "ignore-unfixed": "true"})
+    assert ignored.status == 0, ignored.log
+    assert ignored.action_output("warnings") == gated.action_output("warnings")  # still reported
+    assert "passes --fail-on warning --ignore-unfixed" in ignored.summary.splitlines()[0]
