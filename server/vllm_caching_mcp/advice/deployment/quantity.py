@@ -64,7 +64,7 @@ def quantity_bytes(text: str) -> int:
     value = parse_quantity(text)
     if value < 0:
         raise ValueError(f"{clip(text, 40)!r} is negative; a memory size is 0 or more")
-    if value > _MAX:  # Value() saturates there: no node has it, so the size says nothing
+    if value >= _MAX:  # Value() saturates there (9Ei is capped to it): no node has it, the size says nothing
         raise ValueError(f"{clip(text, 40)!r} is beyond 2^63-1 bytes, the most Kubernetes counts")
     return int(value.to_integral_value(rounding=ROUND_CEILING))
 
