@@ -303,6 +303,7 @@ def test_no_base_reviews_every_matching_tracked_file(act: Any) -> None:
         ({"fail-on": "sometimes"}, "argument --fail-on: invalid choice: 'sometimes'"),
         ({"paths": "!**/*.md"}, "paths: give at least one glob to include"),
         ({"version": "latest"}, "version: 'latest' is not a release version"),
+        ({"ignore-unfixed": "yes"}, "ignore-unfixed: give true or false, not 'yes'"),
     ],
 )
 def test_bad_inputs_fail_with_a_line_naming_them(act: Any, given: dict[str, str], message: str) -> None:
@@ -357,3 +358,54 @@ def test_file_names_cannot_forge_workflow_commands(act: Any, sample_repo: Sample
     listed = lines[stop : lines.index(f"::{token}::")]  # commands resume after the listing
     assert not any(line.startswith(("::error::all clear", "::add-mask::")) for line in lines)
     assert "  deploy/a\\x0a::error::all clear.sh" in listed and "  deploy/::add-mask::secret.sh" in listed
+
+
+def test_any_number_of_changed_files_is_reviewed_in_batches(act: Any, sample_repo: SampleRepo) -> None:
+    """120 changed manifests: more than one review takes (50), so three batches; one SARIF run, one summary."""
+    base = sample_repo.head
+    manifest = (DEPLOYMENTS / "k8s-nixl-pd.yaml").read_text()
+    many = {f"fleet/team-{i % 2}/svc-{i:03}.yaml": manifest for i in range(120)}  # 60 per directory
+    commit(sample_repo.path, dict(many), "a fleet")
+    run = act(**{"base-ref": base})
+    assert run.outputs["select"]["count"] == "120", run.log
+    assert "Batch 3 of 3: " in run.log and "Batch 4 of" not in run.log, run.log
+    sarif = json.loads(Path(run.action_output("sarif-file")).read_text(encoding="utf-8"))
+    assert len(sarif["runs"]) == 1  # code scanning takes one run per tool and category
+    results = results_of(run)
+    assert uris(results) == set(many)  # every batch's findings, at their files
+    rules = sarif["runs"][0]["tool"]["driver"]["rules"]
+    assert all(rules[r["ruleIndex"]]["id"] == r["ruleId"] for r in results)
+    assert run.action_output("errors") == str(sum(r["level"] == "error" for r in results))
+    assert run.status == 1 and "a finding at or above 'error'" in run.log
+    first = run.summary.splitlines()[0]
+    assert first.startswith("❌ **vllm-caching review of 120 files in 3 batches: "), run.summary
+    assert all(f"#### {name}" in run.summary for name in many)
+    assert [f"### Batch {n} of 3" in run.summary for n in (1, 2, 3)] == [True] * 3
+
+
+def test_batches_keep_a_directory_together_and_stay_within_one_review() -> None:
+    from vllm_caching_mcp.review_batches import batches
+
+    paths = [f"a/{i}.yaml" for i in range(30)] + [f"b/{i}.yaml" for i in range(30)] + [f"c/{i}.yaml" for i in range(70)]
+    sizes = dict.fromkeys(paths, 10)
+    done = batches(paths, sizes)
+    assert sorted(p for batch in done for p in batch) == sorted(paths)
+    assert all(len(batch) <= 50 for batch in done)
+    assert {p.split("/")[0] for p in done[0]} == {"a"}  # b did not fit beside a: it starts its own batch
+    # c is bigger than any batch: it is split where the limit falls, filling b's batch first
+    assert [len(b) for b in done] == [30, 50, 50] and done[1][:30] == sorted(p for p in paths if p[0] == "b")
+    # The text limit too: three files of 4 MB do not go into one review of at most 5,000,000 characters.
+    big = {"x/1.yaml": 4_000_000, "x/2.yaml": 4_000_000, "x/3.yaml": 900_000}
+    assert batches(list(big), big) == [["x/1.yaml"], ["x/2.yaml", "x/3.yaml"]]
+    assert batches([], {}) == []
+
+
+def test_ignore_unfixed_leaves_advisories_no_release_fixes_out_of_the_gate(act: Any, sample_repo: SampleRepo) -> None:
+    base = sample_repo.head
+    commit(sample_repo.path, {"deploy/plain.sh": "vllm serve meta-llama/Llama-3.1-8B-Instruct\n"}, "plain")
+    gated = act(**{"base-ref": base, "fail-on": "warning", "version": "0.33.0"})
+    assert gated.status == 1 and gated.action_output("warnings") != "0", gated.log  # GHSA-98f3: no fix known
+    ignored = act(**{"base-ref": base, "fail-on": "warning", "version": "0.33.0", "ignore-unfixed": "true"})
+    assert ignored.status == 0, ignored.log
+    assert ignored.action_output("warnings") == gated.action_output("warnings")  # still reported
+    assert "passes --fail-on warning --ignore-unfixed" in ignored.summary.splitlines()[0]

@@ -313,8 +313,12 @@ OUT_OF_RANGE = {
         f"vllm serve m --kv-transfer-config '{TIERING % ('9' * 5000)}'",
         r"--kv-transfer-config is not valid JSON \(Exceeds the limit \(4300 digits\)",
     ),
-    "memory 400 digits": ("deploy.yaml", manifest(memory=HUGE), r"memory limit '9+…' is not a quantity"),
-    "memory 1.2.3": ("deploy.yaml", manifest(memory="1.2.3"), r"memory limit '1\.2\.3' is not a quantity"),
+    "memory 400 digits": ("deploy.yaml", manifest(memory=HUGE), r"memory '9+…' is beyond 2\^63-1 bytes"),
+    "memory 1.2.3": (
+        "deploy.yaml",
+        manifest(memory="1.2.3"),
+        r"resources.limits.memory '1\.2\.3' is not a Kubernetes quantity",
+    ),
     "replicas 400 digits": (
         "deploy.yaml",
         manifest(spec=f"replicas: {HUGE}"),

@@ -277,6 +277,11 @@ def _add_review_parser(sub: Any) -> None:
     review.add_argument("--disable", action="append", default=[], metavar="RULE", help="skip a rule (repeatable)")
     review.add_argument("--format", choices=["text", "json", "sarif", *REVIEW_FORMATS], default="text")
     review.add_argument("--fail-on", choices=["error", "warning", "info", "never"], default="error")
+    review.add_argument(
+        "--ignore-unfixed",
+        action="store_true",
+        help="leave advisory findings that no vLLM release fixes out of --fail-on (they are still reported)",
+    )
     review.add_argument("--list-rules", action="store_true", help="list the rules and exit")
     _add_allow_empty_option(review)
 
@@ -311,10 +316,10 @@ def _review(args: argparse.Namespace) -> int:
     elif args.format == "json":
         print(json_printable(result.model_dump_json(indent=2)))
     elif args.format in REVIEW_FORMATS:
-        print(review_report(result, args.format, args.fail_on), end="")
+        print(review_report(result, args.format, args.fail_on, args.ignore_unfixed), end="")
     else:
         print(printable(result.summary()))
-    return exit_code(result, args.fail_on)
+    return exit_code(result, args.fail_on, ignore_unfixed=args.ignore_unfixed)
 
 
 # -- files picked by name (CI, pre-commit): nothing to review is a clean review ------------------

@@ -21,9 +21,9 @@ from .deployment import (
     Workload,
     parse_number,
 )
-from .review_models import Finding, NotChecked, Severity
+from .review_models import UNFIXED_ADVISORY_FIX, Finding, NotChecked, Severity
 
-ADVISORY_RULE = "advisory."
+ADVISORY_RULE = "advisory."  # review_models.unfixed knows it too
 
 
 ADVISORY_SEVERITY: dict[str, Severity] = {
@@ -139,7 +139,7 @@ def advisory_findings(
                 else "."
             )
         else:
-            fix = "No fixed vLLM release is known: keep what the advisory describes out of untrusted callers' reach."
+            fix = UNFIXED_ADVISORY_FIX
         found.append(
             Finding(
                 rule_id=rule_id,

@@ -41,9 +41,13 @@ class HostFacts(BaseModel):
     )
 
 
+# The most documents one review takes; CI reviews more in batches (vllm_caching_mcp.review_batches).
+MAX_REVIEW_DOCUMENTS = 50
+
+
 class ReviewRequest(BaseModel):
     documents: Documents = Field(
-        max_length=50,
+        max_length=MAX_REVIEW_DOCUMENTS,
         description="shell, compose, Kubernetes, Helm values or LMCache YAML",
     )
     version: str | None = Field(
@@ -204,9 +208,23 @@ class ReviewResult(Result):
         return join_lines(lines)
 
 
-def exit_code(result: ReviewResult, fail_on: FailOn = "error") -> int:
+# The fix of an advisory finding that no vLLM release fixes (review_advisories writes it): the mark by
+# which a gate can leave such findings out, as scanners' --ignore-unfixed does.
+UNFIXED_ADVISORY_FIX = (
+    "No fixed vLLM release is known: keep what the advisory describes out of untrusted callers' reach."
+)
+
+
+def unfixed(finding: Finding) -> bool:
+    """An advisory finding that no upgrade fixes: what its user can do is the mitigation, not a release."""
+    return finding.rule_id.startswith("advisory.") and finding.fix == UNFIXED_ADVISORY_FIX
+
+
+def exit_code(result: ReviewResult, fail_on: FailOn = "error", *, ignore_unfixed: bool = False) -> int:
     """1 when a finding is at or above ``fail_on`` (error > warning > info) or a document that starts vLLM
-    could not be read, else 0; 'never' always 0."""
+    could not be read, else 0; 'never' always 0. ``ignore_unfixed`` leaves out advisory findings that no
+    release fixes, so that a gate fails only on what its user can act on; they are still reported."""
     if fail_on == "never":
         return 0
-    return int(bool(result.not_reviewed) or any(RANK[f.severity] >= RANK[fail_on] for f in result.findings))
+    gated = [f for f in result.findings if not (ignore_unfixed and unfixed(f))]
+    return int(bool(result.not_reviewed) or any(RANK[f.severity] >= RANK[fail_on] for f in gated))

@@ -53,7 +53,9 @@ def write_plot(args: argparse.Namespace, result: Result) -> None:
         raise ToolInputError(f"--plot: cannot write {path!r} ({exc.strerror or type(exc).__name__})") from None
 
 
-def review_report(result: ReviewResult, fmt: str, fail_on: FailOn) -> str:
+def review_report(result: ReviewResult, fmt: str, fail_on: FailOn, ignore_unfixed: bool = False) -> str:
     from .review_report import to_html, to_markdown
 
-    return to_markdown(result, fail_on) if fmt == "markdown" else to_html(result, fail_on)
+    if fmt == "markdown":
+        return to_markdown(result, fail_on, ignore_unfixed)
+    return to_html(result, fail_on, ignore_unfixed)

@@ -52,7 +52,7 @@ class Report:
     notes: list[str]
 
 
-def build_report(result: ReviewResult, fail_on: FailOn = "error") -> Report:
+def build_report(result: ReviewResult, fail_on: FailOn = "error", ignore_unfixed: bool = False) -> Report:
     """The review's findings grouped by file, in the order the review gives them (most severe first)."""
     sections: dict[str, FileSection] = {}
     for unread in result.not_reviewed:
@@ -78,8 +78,8 @@ def build_report(result: ReviewResult, fail_on: FailOn = "error") -> Report:
     if left_out:
         notes.append(f"{left_out} entries were left out of the answer to keep it short (detail: full lists them)")
     return Report(
-        summary=_summary(result, fail_on, len(reviewed) or len(sections)),
-        passed=exit_code(result, fail_on) == 0,
+        summary=_summary(result, fail_on, len(reviewed) or len(sections), ignore_unfixed),
+        passed=exit_code(result, fail_on, ignore_unfixed=ignore_unfixed) == 0,
         files=list(sections.values()),
         clean_files=clean,
         not_checked=[f"{n.rule_id} ({n.workload}) needs {', '.join(n.needs)}" for n in result.not_checked],
@@ -94,13 +94,15 @@ def _also_at(occurrences: int, places: list[str]) -> str:
     return " (also at " + ", ".join(places) + (f" and {more} more" if more else "") + ")"
 
 
-def _summary(result: ReviewResult, fail_on: FailOn, files: int) -> str:
+def _summary(result: ReviewResult, fail_on: FailOn, files: int, ignore_unfixed: bool) -> str:
     counts = {s: sum(f.occurrences for f in result.findings if f.severity == s) for s in _SEVERITIES}
     versions = sorted({w.vllm_version for w in result.workloads}) or [result.version_context.version]
     words = [_count(counts["error"], "error"), _count(counts["warning"], "warning"), f"{counts['info']} info"]
     unread = f", {len(result.not_reviewed)} not reviewed" if result.not_reviewed else ""
-    gate = "passes" if exit_code(result, fail_on) == 0 else "fails"
+    gate = "passes" if exit_code(result, fail_on, ignore_unfixed=ignore_unfixed) == 0 else "fails"
     gate_text = "no gate (--fail-on never)" if fail_on == "never" else f"{gate} --fail-on {fail_on}"
+    if ignore_unfixed and fail_on != "never":
+        gate_text += " --ignore-unfixed"
     return (
         f"vllm-caching review: {', '.join(words)}{unread} in {_count(files, 'file')} "
         f"({_count(len(result.workloads), 'workload')}, vLLM {', '.join(versions)}); {gate_text}"
@@ -145,13 +147,13 @@ _html = Environment(
 _html.filters["one_line"] = one_line
 
 
-def to_markdown(result: ReviewResult, fail_on: FailOn = "error") -> str:
-    report = build_report(result, fail_on)
+def to_markdown(result: ReviewResult, fail_on: FailOn = "error", ignore_unfixed: bool = False) -> str:
+    report = build_report(result, fail_on, ignore_unfixed)
     return _markdown.get_template("review.md.j2").render(report=report, icon=_ICON, passed_icon=_passed(report))
 
 
-def to_html(result: ReviewResult, fail_on: FailOn = "error") -> str:
-    report = build_report(result, fail_on)
+def to_html(result: ReviewResult, fail_on: FailOn = "error", ignore_unfixed: bool = False) -> str:
+    report = build_report(result, fail_on, ignore_unfixed)
     return _html.get_template("review.html.j2").render(report=report)
 
 

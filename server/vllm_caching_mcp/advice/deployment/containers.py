@@ -3,12 +3,11 @@ and its memory and count values."""
 
 from __future__ import annotations
 
-import re
-
 from ..common import AdviceError, readable_number
 from .bounds import MAX_ARGUMENTS, clip
 from .launch import SHELLS, Launch, is_vllm_image, split_script, vllm_args
 from .model import GIB, Document, Location, Workload
+from .quantity import DOCKER_FORM, docker_bytes, parse_quantity, quantity_bytes
 from .shell import Shell, ShellRun, tokenize_shell
 from .yaml_nodes import Located, node_location, text_of
 
@@ -73,28 +72,21 @@ def started_as_written(workload: Workload, launch: Launch, notes: list[str]) -> 
         notes.append(f"{workload.name} does not start: {launch.problem}")
 
 
-def _memory_gib(text: str) -> float | None:
-    m = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([KMGTP]i?|[kmgtp]|[KMGTP]B?)?\s*", text)
-    if not m:
-        return None
-    number = float(m.group(1))
-    unit = (m.group(2) or "").rstrip("B")
-    binary = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50}
-    decimal = {"k": 1e3, "K": 1e3, "M": 1e6, "m": 1e6, "G": 1e9, "g": 1e9, "T": 1e12, "t": 1e12, "P": 1e15}
-    factor = binary.get(unit) or decimal.get(unit) or 1
-    return readable_number(number * factor / GIB)
-
-
 def whole_number(
     doc: Document, item: Located | None, what: str, low: int, high: int, notes: list[str], *, quantity: bool = False
 ) -> int | None:
     """An integer field such as replicas; None, with a note, when it is not a whole number from low to high.
-    A resource ``quantity`` may also be written as a string ("8"), as Kubernetes quantities often are."""
+    A resource ``quantity`` may also be a Kubernetes quantity string ("8", "1e1"), as extended resources are."""
     if item is None:
         return None
     value = item.value
-    if quantity and isinstance(value, str) and value.strip().isdigit():
-        value = int(value.strip())
+    if quantity and isinstance(value, str):
+        try:
+            amount = parse_quantity(value)
+        except ValueError:
+            pass  # noted below as not a whole number
+        else:
+            value = int(amount) if amount == amount.to_integral_value() else value
     if isinstance(value, int) and not isinstance(value, bool) and low <= value <= high:
         return value
     shown = clip(text_of(item), 40)
@@ -104,14 +96,26 @@ def whole_number(
     return None
 
 
-def memory_limit(doc: Document, item: Located | None, notes: list[str]) -> float | None:
+def memory_limit(doc: Document, item: Located | None, notes: list[str], what: str = "memory") -> float | None:
+    """A Kubernetes memory quantity (resources, an emptyDir sizeLimit) in GiB, read as Kubernetes reads it;
+    None, with a note naming the field and its value, when Kubernetes would refuse it."""
     if item is None:
         return None
-    gib = _memory_gib(text_of(item))
+    try:
+        return readable_number(quantity_bytes(text_of(item)) / GIB)
+    except ValueError as problem:
+        notes.append(f"{node_location(doc, item)}: {what} {problem}; it is not used")
+        return None
+
+
+def docker_size(doc: Document, item: Located | None, what: str, notes: list[str]) -> float | None:
+    """A Docker size in a compose file (mem_limit, shm_size) in GiB; None, with a note, when Docker refuses it."""
+    if item is None:
+        return None
+    gib = docker_bytes_gib(text_of(item))
     if gib is None:
-        shown = clip(text_of(item), 40)
         notes.append(
-            f"{node_location(doc, item)}: memory limit {shown!r} is not a quantity such as 64Gi; it is not used"
+            f"{node_location(doc, item)}: {what} {clip(text_of(item), 40)!r} is not {DOCKER_FORM}; it is not used"
         )
     return gib
 
@@ -133,7 +137,8 @@ def docker_resources(workload: Workload, options: dict[str, str | None]) -> None
 
 
 def docker_bytes_gib(text: str) -> float | None:
-    """A Docker size (--shm-size, compose shm_size): Docker's units are binary, 8g is 8 GiB."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([bkmgBKMG]?)[bB]?\s*", text)
-    unit = {"": "", "b": "", "k": "Ki", "m": "Mi", "g": "Gi"}[m[2].lower()] if m else None
-    return _memory_gib(m[1] + unit) if m and unit is not None else None
+    """A Docker size (--memory, --shm-size, compose mem_limit and shm_size): Docker's units, 8g is 8 GiB."""
+    try:
+        return readable_number(docker_bytes(text.strip()) / GIB)
+    except ValueError:
+        return None

@@ -5,9 +5,8 @@ from __future__ import annotations
 import re
 
 from ..containers import (
-    docker_bytes_gib,
+    docker_size,
     launch_from_argv,
-    memory_limit,
     script_words,
     started_as_written,
     words_from_list,
@@ -19,14 +18,13 @@ from ..yaml_nodes import Located, node_location, text_of
 from .base import Reading, mappings
 
 
-def _compose_resources(service: Located, workload: Workload) -> None:
-    """A compose service's shm_size, mem_limit and ipc, as docker run's --shm-size, --memory and --ipc."""
-    memory = service.get("mem_limit")
-    if memory is not None:  # Docker's binary units (64g is 64 GiB) over the Kubernetes reading
-        workload.memory_limit_gib = docker_bytes_gib(text_of(memory)) or workload.memory_limit_gib
+def _compose_resources(doc: Document, service: Located, workload: Workload, notes: list[str]) -> None:
+    """A compose service's shm_size, mem_limit and ipc, as docker run's --shm-size, --memory and --ipc:
+    Docker's sizes (64g is 64 GiB), not Kubernetes quantities."""
+    workload.memory_limit_gib = docker_size(doc, service.get("mem_limit"), "mem_limit", notes)
     shm = service.get("shm_size")
     if shm is not None:
-        workload.shm_mounted, workload.shm_gib = True, docker_bytes_gib(text_of(shm))
+        workload.shm_mounted, workload.shm_gib = True, docker_size(doc, shm, "shm_size", notes)
     ipc = service.get("ipc")
     workload.host_ipc = ipc is not None and text_of(ipc) == "host"
 
@@ -130,7 +128,6 @@ def _parse_compose(doc: Document, root: Located, deployment: Deployment, dotenv:
                         name=key, value=None, reference="the host environment", location=node_location(doc, item)
                     )
                 )
-        memory = service.get("mem_limit")
         workload = Workload(
             name=f"service {name}",
             file=doc.name,
@@ -138,10 +135,9 @@ def _parse_compose(doc: Document, root: Located, deployment: Deployment, dotenv:
             image=image,
             image_location=node_location(doc, image_item) if image_item is not None else None,
             env=env + script_env,
-            memory_limit_gib=memory_limit(doc, memory, deployment.notes),
             location=Location(file=doc.name, line=service.line, path=service.path),
         )
-        _compose_resources(service, workload)
+        _compose_resources(doc, service, workload, deployment.notes)
         command = service.get("command")
         if found.problem and command is not None and isinstance(command.value, str):
             found.problem += " (compose splits a command: string into words: write command: as a list of one item)"

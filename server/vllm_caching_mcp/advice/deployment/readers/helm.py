@@ -199,15 +199,18 @@ def _stack_lmcache(
 def _stack_resources(doc: Document, spec: Located, workload: Workload, notes: list[str]) -> None:
     """requestMemory, limitMemory, requestGPU and the /dev/shm the template mounts for tensorParallelSize."""
     if spec.get("requestMemory") is not None:
-        workload.memory_request_gib = memory_limit(doc, spec.get("requestMemory"), notes)
+        workload.memory_request_gib = memory_limit(doc, spec.get("requestMemory"), notes, "requestMemory")
     if spec.get("limitMemory") is not None:
-        workload.memory_limit_gib = memory_limit(doc, spec.get("limitMemory"), notes)
+        workload.memory_limit_gib = memory_limit(doc, spec.get("limitMemory"), notes, "limitMemory")
     if spec.get("requestGPU") is not None:
         workload.gpu_count = whole_number(doc, spec.get("requestGPU"), "requestGPU", 0, 1_000, notes, quantity=True)
     config = spec.get("vllmConfig")
     if config is not None and config.get("tensorParallelSize") is not None:
         shm = spec.get("shmSize")
-        workload.shm_mounted, workload.shm_gib = True, memory_limit(doc, shm, notes) if shm is not None else 20.0
+        workload.shm_mounted, workload.shm_gib = (
+            True,
+            memory_limit(doc, shm, notes, "shmSize") if shm is not None else 20.0,
+        )
 
 
 def _example_chart_values(doc: Document, root: Located, image_values: Located) -> Workload | None:

@@ -157,7 +157,7 @@ def _parse_kubernetes(
                 memory = None
                 if limits is not None and limits.get("limits") is not None:
                     mem = limits.get("limits").get("memory")
-                    memory = memory_limit(doc, mem, deployment.notes)
+                    memory = memory_limit(doc, mem, deployment.notes, "resources.limits.memory")
                 cname = text_of(container.get("name")) if container.get("name") else "?"
                 label = f"{kind}/{name}" + (f" {part}" if part else "") + f" container {cname}"
                 workload = Workload(
@@ -245,7 +245,7 @@ def _pod_resources(doc: Document, workload: Workload, pod_spec: Located, contain
         if given is None:
             continue
         if part == "requests" and given.get("memory") is not None:
-            workload.memory_request_gib = memory_limit(doc, given.get("memory"), notes)
+            workload.memory_request_gib = memory_limit(doc, given.get("memory"), notes, "resources.requests.memory")
         gpus = given.get("nvidia.com/gpu")
         if gpus is not None:
             workload.gpu_count = whole_number(doc, gpus, "nvidia.com/gpu", 0, 1_000, notes, quantity=True)
@@ -264,7 +264,9 @@ def _pod_resources(doc: Document, workload: Workload, pod_spec: Located, contain
         if empty_dir.get("medium") is not None and text_of(empty_dir.get("medium")) == "Memory":
             workload.shm_mounted = True
             size = empty_dir.get("sizeLimit")
-            workload.shm_gib = memory_limit(doc, size, notes) if size is not None else workload.memory_limit_gib
+            workload.shm_gib = (
+                memory_limit(doc, size, notes, "emptyDir.sizeLimit") if size is not None else workload.memory_limit_gib
+            )
 
 
 class KubernetesReader:
