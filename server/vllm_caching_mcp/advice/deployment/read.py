@@ -60,8 +60,9 @@ def _read_document(
         deployment.notes.append(f"{doc.name}: no vLLM server found in it")
 
 
-# `vllm serve` (quoted, escaped or split by a line continuation as the shell allows) or a vLLM entry point.
-_LAUNCH_MARKER = re.compile(r"""\bvllm['",\\\s$]{1,8}serve\b|\bvllm\.entrypoints\.""")
+# `vllm serve` (quoted, escaped or split by a line continuation as the shell allows), a vLLM entry point
+# or Dynamo's vLLM worker.
+_LAUNCH_MARKER = re.compile(r"""\bvllm['",\\\s$]{1,8}serve\b|\bvllm\.entrypoints\.|\bdynamo\.vllm\b""")
 
 
 # Commands that find, stop, print or log a process by its command line: `pkill -f "vllm serve"` in a
