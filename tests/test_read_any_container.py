@@ -126,6 +126,6 @@ spec:
         env: [{name: VLLM_ADDITIONAL_ARGS, value: "--enforce-eager"}]
 """
     decode, prefill = workloads(("llmisvc.yaml", manifest))[0]
-    assert flags(decode)["--max-model-len"] == "4096" and flags(decode)["--port"] == "8000"
+    assert flags(decode)["--max-model-len"] == "4096" and flags(decode)["--port"] == "8001"
     assert '"NixlConnector"' in str(flags(decode)["--kv-transfer-config"]) and decode.replicas == 2
     assert decode.gpu_count == 1 and prefill.replicas == 1 and "--enforce-eager" in flags(prefill)

@@ -4,7 +4,10 @@
 
 from __future__ import annotations
 
+import pytest
+
 from reading import flags, workloads
+from vllm_caching_mcp.advice.deployment.read import NothingToReview
 
 VALUES = """
 multinode: false
@@ -61,3 +64,14 @@ prefill:
     [decode], _ = workloads(("values.yaml", values))
     assert flags(decode)["--model"] == "/model-cache/llama/8b" and flags(decode)["--port"] == "8000"
     assert flags(decode)["--data-parallel-size"] == "4" and flags(decode)["--data-parallel-size-local"] == "2"
+
+
+def test_the_inference_simulator_is_no_vllm_server() -> None:
+    values = """
+modelArtifacts: {uri: "hf://random/model", name: random/model}
+decode:
+  containers:
+  - {name: vllm, image: "ghcr.io/llm-d/llm-d-inference-sim:v0.3.0", modelCommand: imageDefault}
+"""
+    with pytest.raises(NothingToReview):
+        workloads(("values.yaml", values))

@@ -185,8 +185,9 @@ def _parse_kubernetes(
                     doc, argv, image, overridden=bool(command), variables=variables, notes=deployment.notes
                 )
                 cname = text_of(container.get("name")) if container.get("name") else "?"
-                if found is None and kind == "LLMInferenceService" and cname == "main":
-                    found = _kserve_launch(doc, env, argv)
+                if found is None and kind in _KSERVE_KINDS and cname == "main":
+                    decode_of_pd = part in ("template", "worker") and obj.get("spec").get("prefill") is not None
+                    found = _kserve_launch(doc, env, [] if command else argv, "8001" if decode_of_pd else "8000")
                 if found is None and not command and _only_vllm_args(argv, image, cname):
                     found = Launch(args=argv)
                 if found is None:
@@ -229,15 +230,17 @@ def _only_vllm_args(argv: list[tuple[str, Location]], image: str | None, name: s
 # The launch KServe's LLMInferenceService template (config-llm-template, config-llm-prefill-template of
 # kserve/kserve) makes in its `main` container: `eval "exec vllm serve /mnt/models --served-model-name …
 # --port 8000 … ${VLLM_ADDITIONAL_ARGS} $@"`, so the variable's words, shell-parsed, are vLLM arguments,
-# and the container's args after them.
-_KSERVE_TEMPLATE = ("/mnt/models", "--port", "8000")
+# and the container's args after them. The decode pods of a P/D service (config-llm-decode-template) run
+# vLLM on port 8001, behind the routing sidecar on 8000.
+_KSERVE_KINDS = {"LLMInferenceService", "LLMInferenceServiceConfig"}
 
 
-def _kserve_launch(doc: Document, env: list[EnvUse], argv: list[tuple[str, Location]]) -> Launch | None:
+def _kserve_launch(doc: Document, env: list[EnvUse], argv: list[tuple[str, Location]], port: str) -> Launch | None:
     extra = next((use for use in env if use.name == "VLLM_ADDITIONAL_ARGS"), None)
     where = extra.location if extra is not None else Location(file=doc.name, line=None)
     template = [
-        (word, Location(file=doc.name, line=None, path="(KServe's vllm serve template)")) for word in _KSERVE_TEMPLATE
+        (word, Location(file=doc.name, line=None, path="(KServe's vllm serve template)"))
+        for word in ("/mnt/models", "--port", port)
     ]
     words: list[tuple[str, Location]] = []
     if extra is not None and extra.value:

@@ -24,6 +24,11 @@ _ROLES = ("decode", "prefill")
 _MODEL_COMMANDS = ("custom", "vllmServe", "imageDefault")
 
 
+# llm-d's inference simulator, which the chart's helpers treat as no accelerator workload: it answers
+# the vLLM API without running vLLM.
+_SIMULATOR = "llm-d-inference-sim"
+
+
 def _number(item: Located | None, default: int) -> int:
     value = item.value if item is not None else None
     if isinstance(value, str) and value.strip().isdigit():
@@ -141,10 +146,12 @@ def _read_values(doc: Document, root: Located, reading: Reading) -> bool:
         parallel = _parallelism(section)
         replicas = whole_number(doc, section.get("replicas"), f"{role}.replicas", 0, 1_000_000, deployment.notes)
         for container in section.each("containers"):
+            image_item = container.get("image")
+            if image_item is not None and _SIMULATOR in text_of(image_item):
+                continue
             found = _launch(doc, root, role, container, parallel)
             if found is None:
                 continue
-            image_item = container.get("image")
             cname = text_of(container.get("name")) if container.get("name") is not None else "vllm"
             where = Location(file=doc.name, line=container.line, path=container.path or None)
             workload = Workload(
@@ -166,7 +173,7 @@ def _read_values(doc: Document, root: Located, reading: Reading) -> bool:
                     workload.memory_limit_gib = memory_limit(doc, memory, deployment.notes)
                 if memory is not None and part == "requests":
                     workload.memory_request_gib = memory_limit(doc, memory, deployment.notes)
-            if _accelerator(root) == "nvidia" and "llm-d-inference-sim" not in (workload.image or ""):
+            if _accelerator(root) == "nvidia":
                 workload.gpu_count = parallel["dataLocal"] * parallel["tensor"]
             started_as_written(workload, found, deployment.notes)
             read_args(workload, found.args, found.unresolved, found.emptied)
