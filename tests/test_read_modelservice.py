@@ -44,6 +44,8 @@ def test_each_role_is_a_workload_with_the_charts_arguments() -> None:
     assert flags(decode)["--port"] == "8200" and flags(decode)["--tensor-parallel-size"] == "2"
     assert "--kv-transfer-config" in flags(decode) and decode.memory_limit_gib == 64
     assert {e.name: e.value for e in decode.env}["TP_SIZE"] == "2"
+    # the flag the chart writes is placed where its value is written (parallelism.tensor)
+    assert {f.name: f.location.line for f in decode.flags}["--tensor-parallel-size"] == 11
     assert flags(prefill)["--port"] == "8000" and flags(prefill)["--enforce-eager"] is True
     assert "prefill" in prefill.name and prefill.gpu_count == 1
 

@@ -110,21 +110,39 @@ def _launch(doc: Document, root: Located, role: str, container: Located, paralle
         return launch_from_argv(doc, argv, image, overridden=given is not None) if argv else None
     if command not in _MODEL_COMMANDS:
         return None
-    where = Location(file=doc.name, line=container.line, path=f"(the chart's {command} command)")
+    # Each word the chart writes is placed at the value it comes from (parallelism.tensor, the model's
+    # uri), so a finding on it points at the line to change; the container when the value is a default.
+    here = Location(file=doc.name, line=container.line, path=f"(the chart's {command} command)")
+    artifacts = root.get("modelArtifacts")
+    given = _parallelism_given(root, role)
     model = _model_argument(root)
-    written = [*(["--model"] if command == "imageDefault" else []), *([model] if model else [])]
-    written += ["--port", _port(root, role)]
+    written: list[tuple[str, Location]] = []
+    uri = artifacts.get("uri") if artifacts is not None else None
+    at_uri = node_location(doc, uri) if uri is not None else here
+    if command == "imageDefault":
+        written.append(("--model", at_uri))
+    if model:
+        written.append((model, at_uri))
+    written += [("--port", here), (_port(root, role), here)]
     for flag, key in (
         ("--tensor-parallel-size", "tensor"),
         ("--data-parallel-size", "data"),
         ("--data-parallel-size-local", "dataLocal"),
     ):
         if parallel[key] > 1:
-            written += [flag, str(parallel[key])]
-    artifacts = root.get("modelArtifacts")
+            source = given.get(key) if given is not None else None
+            at = node_location(doc, source) if source is not None else here
+            written += [(flag, at), (str(parallel[key]), at)]
     if artifacts is not None and artifacts.get("name") is not None:
-        written += ["--served-model-name", text_of(artifacts.get("name"))]
-    return Launch(args=[(word, where) for word in written] + args)
+        at = node_location(doc, artifacts.get("name"))
+        written += [("--served-model-name", at), (text_of(artifacts.get("name")), at)]
+    return Launch(args=written + args)
+
+
+def _parallelism_given(root: Located, role: str) -> Located | None:
+    """The role's ``parallelism`` mapping, as written."""
+    section = root.get(role)
+    return section.get("parallelism") if section is not None else None
 
 
 def _accelerator(root: Located) -> str:
