@@ -146,7 +146,12 @@ def container_facts(
         facts["container_memory_request_gib"] = workload.memory_request_gib
     if workload.shm_gib is not None and not workload.host_ipc:
         facts["shm_gib"] = workload.shm_gib
-    elif not (workload.host_ipc or workload.shm_mounted or workload.source in ("command-line", "lmcache-config")):
+    elif not (
+        workload.host_ipc
+        or workload.shm_mounted
+        or workload.pod_elsewhere
+        or workload.source in ("command-line", "lmcache-config")
+    ):
         facts["shm_gib"] = DEFAULT_SHM_GIB
     in_shm = knowledge.by_id.get("feature.native-cpu-tier-in-shm")
     if isinstance(in_shm, Gated) and in_shm.exists_in(version):

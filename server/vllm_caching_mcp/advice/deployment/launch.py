@@ -12,6 +12,57 @@ from .model import EnvUse, Location
 _SERVE_MODULE = "vllm.entrypoints.openai.api_server"
 
 
+# Dynamo's vLLM worker (`python3 -m dynamo.vllm`, components/backends/vllm of ai-dynamo/dynamo) parses
+# vLLM's engine arguments (AsyncEngineArgs.add_cli_args) beside these options of its own, which vLLM
+# never sees: they are left out of the vLLM arguments. The value each takes: 1 one word, 0 none, -1
+# the words up to the next option (`--connector nixl lmcache`).
+_DYNAMO_OPTIONS = {
+    "--is-prefill-worker": 0, "--is-decode-worker": 0, "--migration-limit": 1, "--connector": -1,
+    "--custom-jinja-template": 1, "--multimodal-processor": 0, "--multimodal-encode-worker": 0,
+    "--multimodal-worker": 0, "--multimodal-decode-worker": 0, "--multimodal-encode-prefill-worker": 0,
+    "--enable-multimodal": 0, "--mm-prompt-template": 1, "--store-kv": 1, "--request-plane": 1,
+    "--use-vllm-tokenizer": 0, "--dump-config-to": 1, "--disaggregation-mode": 1, "--endpoint": 1,
+}  # fmt: skip
+
+
+# Options only vLLM's server takes: arguments that start with one (after at most a model) are vLLM's
+# even where no `vllm serve` is written (a kustomize patch that sets only a container's args).
+VLLM_OPTIONS = {
+    "--model", "--kv-transfer-config", "--tensor-parallel-size", "--pipeline-parallel-size",
+    "--data-parallel-size", "--gpu-memory-utilization", "--max-model-len", "--served-model-name",
+    "--enable-prefix-caching", "--no-enable-prefix-caching", "--kv-cache-dtype", "--max-num-seqs",
+    "--max-num-batched-tokens", "--enforce-eager", "--block-size", "--kv-offloading-size",
+    "--kv-offloading-backend", "--enable-expert-parallel", "--distributed-executor-backend",
+    "--swap-space", "--cpu-offload-gb", "--kv-events-config",
+}  # fmt: skip
+
+
+def starts_with_vllm_options(texts: list[str]) -> bool:
+    """Whether these arguments start (after at most one model) with an option only vLLM takes."""
+    for word in texts[:2]:
+        if word.startswith("-"):
+            return word.split("=", 1)[0].replace("_", "-") in VLLM_OPTIONS
+    return False
+
+
+def _without_dynamo_options(words: list[tuple[str, Location]]) -> list[tuple[str, Location]]:
+    kept: list[tuple[str, Location]] = []
+    skip = 0
+    for word, where in words:
+        if skip == -1 and not word.startswith("-"):
+            continue
+        if skip > 0:
+            skip -= 1
+            continue
+        name, eq, _ = word.partition("=")
+        if name.startswith("--dyn-") or name in _DYNAMO_OPTIONS:
+            skip = 0 if eq else _DYNAMO_OPTIONS.get(name, 1)
+            continue
+        skip = 0
+        kept.append((word, where))
+    return kept
+
+
 SHELLS = {"sh", "bash", "/bin/sh", "/bin/bash", "/usr/bin/bash", "/usr/bin/env"}
 
 
@@ -47,8 +98,12 @@ def vllm_args(words: list[tuple[str, Location]]) -> list[tuple[str, Location]] |
         base = w.rsplit("/", 1)[-1]
         if base == "vllm" and i + 1 < len(texts) and texts[i + 1] == "serve":
             return words[i + 2 :]
-        if base.startswith("python") and i + 2 < len(texts) and texts[i + 1] == "-m" and texts[i + 2] == _SERVE_MODULE:
-            return words[i + 3 :]
+        if base.startswith("python") and i + 2 < len(texts) and texts[i + 1] == "-m":
+            module = texts[i + 2]
+            if module == _SERVE_MODULE or module.startswith("vllm.entrypoints."):
+                return words[i + 3 :]
+            if module == "dynamo.vllm":
+                return _without_dynamo_options(words[i + 3 :])
     return None
 
 

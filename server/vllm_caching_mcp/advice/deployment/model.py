@@ -123,6 +123,11 @@ class Workload(BaseModel):
         default=None, description="size of /dev/shm when the files set it (a memory emptyDir, --shm-size)"
     )
     host_ipc: bool = Field(default=False, description="the host's IPC namespace (hostIPC, --ipc=host)")
+    pod_elsewhere: bool = Field(
+        default=False,
+        description="the pod around the container is built elsewhere (a patch with no image, an operator's custom "
+        "resource): its /dev/shm is not known from these files",
+    )
     shm_mounted: bool = Field(
         default=False,
         description="the files give /dev/shm a size of their own (a memory emptyDir, --shm-size, shm_size); with "

@@ -13,7 +13,7 @@ from .kustomize import Overlay, Patcher, read_builds
 from .launch import WRAPPERS
 from .lmcache_config import LMCACHE_KEYS
 from .model import Deployment, Document, Location, ProxyUse, UnreadLaunch, Workload
-from .readers import compose, helm, kubernetes, lmcache
+from .readers import compose, helm, kubernetes, lmcache, modelservice
 from .readers import shell as shell_text
 from .readers.base import Reader, Reading, mappings
 from .readers.compose import read_dotenv
@@ -22,7 +22,14 @@ from .yaml_nodes import load_yaml
 
 # The input shapes, asked in this order: the first that claims a document reads it, so a document that
 # has two shapes is read as the earlier. The shell reader, last, claims what no YAML reader does.
-READERS: tuple[Reader, ...] = (kubernetes.READER, compose.READER, helm.READER, lmcache.READER, shell_text.READER)
+READERS: tuple[Reader, ...] = (
+    kubernetes.READER,
+    compose.READER,
+    helm.READER,
+    modelservice.READER,
+    lmcache.READER,
+    shell_text.READER,
+)
 
 
 def _read_document(
@@ -60,8 +67,9 @@ def _read_document(
         deployment.notes.append(f"{doc.name}: no vLLM server found in it")
 
 
-# `vllm serve` (quoted, escaped or split by a line continuation as the shell allows) or a vLLM entry point.
-_LAUNCH_MARKER = re.compile(r"""\bvllm['",\\\s$]{1,8}serve\b|\bvllm\.entrypoints\.""")
+# `vllm serve` (quoted, escaped or split by a line continuation as the shell allows), a vLLM entry point
+# or Dynamo's vLLM worker.
+_LAUNCH_MARKER = re.compile(r"""\bvllm['",\\\s$]{1,8}serve\b|\bvllm\.entrypoints\.|\bdynamo\.vllm\b""")
 
 
 # Commands that find, stop, print or log a process by its command line: `pkill -f "vllm serve"` in a

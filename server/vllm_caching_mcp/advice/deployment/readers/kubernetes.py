@@ -1,5 +1,7 @@
 """Kubernetes manifests: Deployment, StatefulSet, DaemonSet, ReplicaSet, Job, Pod, LeaderWorkerSet
-(and the ConfigMaps their containers read)."""
+(and the ConfigMaps their containers read), and any other object that holds pod specs (RayService,
+KServe LLMInferenceService, Dynamo DynamoGraphDeployment, custom resources): a container there whose
+command or arguments start vLLM is a vLLM workload."""
 
 from __future__ import annotations
 
@@ -9,9 +11,10 @@ import re
 from ..bounds import Totals
 from ..containers import launch_from_argv, memory_limit, script_words, started_as_written, whole_number, words_from_list
 from ..flags import read_args
+from ..launch import Launch, is_vllm_image, starts_with_vllm_options
 from ..lmcache_config import maybe_lmcache_config
 from ..model import Deployment, Document, EnvUse, Location, Workload
-from ..shell import Shell
+from ..shell import Shell, tokenize_shell
 from ..yaml_nodes import Located, node_location, text_of
 from .base import Reading, mappings
 
@@ -81,16 +84,24 @@ def _gpu_label(pod_spec: Located) -> str | None:
     return None
 
 
-def _pod_specs(doc: Document, obj: Located, notes: list[str]) -> list[tuple[Located, str, int | None, int]]:
-    """(pod spec, part, replicas, hosts per engine) of a workload object."""
+_PodSpec = tuple[Located, str, int | None, int, list[Located]]
+
+
+def _pod_specs(doc: Document, obj: Located, notes: list[str]) -> list[_PodSpec]:
+    """(pod spec, part, replicas, hosts per engine, containers) of a workload object; of any other
+    object (a custom resource: RayService, KServe, Dynamo, AIBrix), every pod spec in it."""
     kind = text_of(obj.get("kind"))
     spec = obj.get("spec")
     if spec is None:
         return []
+    if kind not in _WORKLOAD_KINDS:
+        found: list[_PodSpec] = []
+        _pod_specs_within(doc, spec, None, notes, found)
+        return found
     count = whole_number(doc, spec.get("replicas"), "replicas", 0, 1_000_000, notes)
     if kind == "Pod":
-        return [(spec, "", 1, 1)]
-    found: list[tuple[Located, str, int | None, int]] = []
+        return [(spec, "", 1, 1, spec.each("containers"))]
+    found = []
     if kind == "LeaderWorkerSet":
         template = spec.get("leaderWorkerTemplate")
         size = template.get("size") if template is not None else None
@@ -99,13 +110,38 @@ def _pod_specs(doc: Document, obj: Located, notes: list[str]) -> list[tuple[Loca
             part_template = template.get(part) if template is not None else None
             pod = part_template.get("spec") if part_template is not None else None
             if pod is not None:
-                found.append((pod, part, count, nodes))
+                found.append((pod, part, count, nodes, pod.each("containers")))
         return found
     template = spec.get("template")
     pod = template.get("spec") if template is not None else None
-    if kind in _WORKLOAD_KINDS and pod is not None:
-        found.append((pod, "", count, 1))
+    if pod is not None:
+        found.append((pod, "", count, 1, pod.each("containers")))
     return found
+
+
+def _pod_specs_within(
+    doc: Document, node: Located, replicas: int | None, notes: list[str], found: list[_PodSpec]
+) -> None:
+    """Every mapping under ``node`` with a ``containers`` list (a pod spec, wherever a custom resource puts
+    one) or a ``mainContainer`` (Dynamo's extraPodSpec), with the replicas of the nearest mapping above
+    that sets them."""
+    if isinstance(node.value, list):
+        for item in node.value:
+            _pod_specs_within(doc, item, replicas, notes, found)
+        return
+    if not isinstance(node.value, dict):
+        return
+    if isinstance(node.get("replicas") and node.get("replicas").value, int):
+        replicas = whole_number(doc, node.get("replicas"), "replicas", 0, 1_000_000, notes)
+    containers = [c for c in node.each("containers") if isinstance(c.value, dict)]
+    main = node.get("mainContainer")
+    if main is not None and isinstance(main.value, dict):
+        containers.append(main)
+    if containers:
+        found.append((node, node.path.removeprefix("spec."), replicas, 1, containers))
+    for key, child in node.value.items():
+        if key not in ("containers", "mainContainer", "initContainers"):
+            _pod_specs_within(doc, child, replicas, notes, found)
 
 
 def _parse_kubernetes(
@@ -129,10 +165,9 @@ def _parse_kubernetes(
         name = text_of(meta.get("name")) if meta is not None and meta.get("name") is not None else "?"
         if kind == "Service":
             deployment.services.append(name)
-        for pod_spec, part, replicas, nodes in _pod_specs(doc, obj, deployment.notes):
+        for pod_spec, part, replicas, nodes, containers in _pod_specs(doc, obj, deployment.notes):
             gpu = _gpu_label(pod_spec)
-            containers = pod_spec.get("containers")
-            for container in containers.items() if containers else []:
+            for container in containers:
                 image_item = container.get("image")
                 image = text_of(image_item) if image_item is not None else None
                 command = container.get("command").items() if container.get("command") else []
@@ -149,6 +184,12 @@ def _parse_kubernetes(
                 found = launch_from_argv(
                     doc, argv, image, overridden=bool(command), variables=variables, notes=deployment.notes
                 )
+                cname = text_of(container.get("name")) if container.get("name") else "?"
+                if found is None and kind in _KSERVE_KINDS and cname == "main":
+                    decode_of_pd = part in ("template", "worker") and obj.get("spec").get("prefill") is not None
+                    found = _kserve_launch(doc, env, [] if command else argv, "8001" if decode_of_pd else "8000")
+                if found is None and not command and _only_vllm_args(argv, image, cname):
+                    found = Launch(args=argv)
                 if found is None:
                     continue
                 args, script_env = found.args, found.env
@@ -158,7 +199,6 @@ def _parse_kubernetes(
                 if limits is not None and limits.get("limits") is not None:
                     mem = limits.get("limits").get("memory")
                     memory = memory_limit(doc, mem, deployment.notes, "resources.limits.memory")
-                cname = text_of(container.get("name")) if container.get("name") else "?"
                 label = f"{kind}/{name}" + (f" {part}" if part else "") + f" container {cname}"
                 workload = Workload(
                     name=label,
@@ -172,11 +212,44 @@ def _parse_kubernetes(
                     replicas=replicas,
                     nodes=nodes,
                     location=Location(file=doc.name, line=container.line, path=container.path or None),
+                    # a patch without an image, or a pod an operator builds: /dev/shm is set where the pod is
+                    pod_elsewhere=image is None or kind not in _WORKLOAD_KINDS,
                 )
                 _pod_resources(doc, workload, pod_spec, container, deployment.notes)
                 started_as_written(workload, found, deployment.notes)
                 read_args(workload, args, variables.unresolved | found.unresolved, found.emptied)
                 deployment.workloads.append(workload)
+
+
+def _only_vllm_args(argv: list[tuple[str, Location]], image: str | None, name: str) -> bool:
+    """Arguments alone that start with vLLM's options, in a container that names no image (a kustomize
+    patch of one whose base the files may not hold) or whose image or name says vllm: the image's
+    entrypoint is the vLLM server."""
+    named = image is None or is_vllm_image(image) or is_vllm_image(name)
+    return named and starts_with_vllm_options([word for word, _ in argv])
+
+
+# The launch KServe's LLMInferenceService template (config-llm-template, config-llm-prefill-template of
+# kserve/kserve) makes in its `main` container: `eval "exec vllm serve /mnt/models --served-model-name …
+# --port 8000 … ${VLLM_ADDITIONAL_ARGS} $@"`, so the variable's words, shell-parsed, are vLLM arguments,
+# and the container's args after them. The decode pods of a P/D service (config-llm-decode-template) run
+# vLLM on port 8001, behind the routing sidecar on 8000.
+_KSERVE_KINDS = {"LLMInferenceService", "LLMInferenceServiceConfig"}
+
+
+def _kserve_launch(doc: Document, env: list[EnvUse], argv: list[tuple[str, Location]], port: str) -> Launch | None:
+    extra = next((use for use in env if use.name == "VLLM_ADDITIONAL_ARGS"), None)
+    where = extra.location if extra is not None else Location(file=doc.name, line=None)
+    template = [
+        (word, Location(file=doc.name, line=None, path="(KServe's vllm serve template)"))
+        for word in ("/mnt/models", "--port", port)
+    ]
+    words: list[tuple[str, Location]] = []
+    if extra is not None and extra.value:
+        words = [(t.text, where) for t in tokenize_shell(extra.value) if not t.separator]
+    if extra is None and not argv:
+        return None
+    return Launch(args=template + words + argv)
 
 
 def _lws_env(part: str, size: int, container: Located) -> list[EnvUse]:
