@@ -1415,3 +1415,17 @@ def test_a_build_derived_from_the_official_image_gives_its_release_with_a_note(k
     for other in ("lmcache/vllm-openai:v0.3.5", "nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.4.0"):
         workload = review(f"docker run --gpus all {other} --model {M}").workloads[0]
         assert workload.version_source == "assumed-newest", other
+
+
+def test_a_dated_lmcache_nightly_image_is_judged_as_the_lmcache_release_of_its_day(knowledge: Knowledge) -> None:
+    # enable_nixl was an LMCache key until 0.3.7 (2025-09-29); 0.3.0 is dated 2025-05-28
+    def run(tag: str) -> list[str]:
+        image = f"lmcache/vllm-openai:{tag}"
+        line = f"docker run -e LMCACHE_ENABLE_NIXL=True {image} --model {M} {_transfer('LMCacheConnectorV1')}"
+        result = review(line, version="0.33.0")
+        return [f.message for f in result.findings if f.rule_id == "pitfall.lmcache-key-ignored"]
+
+    assert run("2025-05-27-v1") == []  # before any release the knowledge covers: not judged
+    assert run("2025-08-01") == []  # LMCache 0.3.2's day: the key was read
+    [late] = run("2025-12-01")
+    assert "LMCACHE_ENABLE_NIXL" in late and "build date 2025-12-01" in late

@@ -4,6 +4,7 @@ settle it, and the evidence for each (rules are data: `when:` in knowledge/pitfa
 
 from __future__ import annotations
 
+import datetime as dt
 import difflib
 import itertools
 import json
@@ -37,7 +38,7 @@ from .deployment import (
     normalize_flag,
     parse_number,
 )
-from .deployment.images import lmcache_image_version
+from .deployment.images import lmcache_image_date, lmcache_image_version
 from .engine_schema import (
     Problem,
     check_kv_transfer_config,
@@ -344,6 +345,12 @@ def _engine_schema(verdict: str, asked: Asked) -> Outcome:
     return Outcome(bool(items), items=items)
 
 
+def _lmcache_release_by(day: dt.date, knowledge: Knowledge) -> str | None:
+    """The newest LMCache release published on or before ``day`` (a nightly image of that day holds its code)."""
+    published = [r for r in knowledge.releases["lmcache"].releases if r.date is not None and r.date <= day]
+    return str(published[-1].version) if published else None
+
+
 def _lmcache_schema(verdict: str, asked: Asked) -> Outcome:
     """Each key of the workload's LMCache config files and each LMCACHE_* variable it sets that its LMCache
     release drops, maps with a warning, or never reads, and each file value the key's converter refuses
@@ -353,10 +360,22 @@ def _lmcache_schema(verdict: str, asked: Asked) -> Outcome:
     schema = ctx.knowledge.engine_schema
     read = [str(v) for v in schema.releases_read.get("lmcache", ())]
     tagged = lmcache_image_version(e.image)
-    release = tagged or (read[-1] if read else None)
+    built = lmcache_image_date(e.image)
+    by_date = _lmcache_release_by(built, ctx.knowledge) if built is not None and tagged is None else None
+    if built is not None and tagged is None and by_date is None:
+        return Outcome(
+            None, missing=[f"an LMCache release the knowledge covers (the image was built {built}, before it)"]
+        )
+    release = tagged or by_date or (read[-1] if read else None)
     if release is None or release not in read:
         return Outcome(None, missing=[f"the engine schema of LMCache {release} (knowledge/engine_schema.yaml)"])
-    said = f"LMCache {release} (the image's tag)" if tagged else f"assumed LMCache {release}, the newest covered"
+    said = (
+        f"LMCache {release} (the image's tag)"
+        if tagged
+        else f"LMCache {release}, the newest release by the image's build date {built}"
+        if by_date
+        else f"assumed LMCache {release}, the newest covered"
+    )
     vllm = ctx.version if str(ctx.version) in {str(v) for v in schema.releases_read.get("vllm", ())} else None
     # A chart's own on-switch (production-stack's lmcacheConfig.enabled) writes the variables of the chart's
     # release, such as LMCACHE_USE_EXPERIMENTAL: nothing the user wrote, so nothing to fix here.

@@ -3,6 +3,7 @@ others."""
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 
 from .bounds import clip
@@ -50,6 +51,21 @@ def image_notes(workloads: list[Workload]) -> list[str]:
                 "reviewed for the stated version, else the newest known: give version to review the one it runs"
             )
     return list(notes.values())
+
+
+# Its nightly builds are tagged with their date (lmcache/vllm-openai:2025-05-27-v1).
+_LMCACHE_DATED_IMAGE = re.compile(r"(^|/)lmcache/vllm-openai:(?P<date>\d{4}-\d{2}-\d{2})(-[\w.]+)?$")
+
+
+def lmcache_image_date(image: str | None) -> dt.date | None:
+    """The build date an lmcache/vllm-openai nightly tag names (its code is LMCache's of that day)."""
+    m = _LMCACHE_DATED_IMAGE.search(image.strip()) if image else None
+    if m is None:
+        return None
+    try:
+        return dt.date.fromisoformat(m["date"])
+    except ValueError:
+        return None
 
 
 def lmcache_image_version(image: str | None) -> str | None:
