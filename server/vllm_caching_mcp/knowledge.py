@@ -839,6 +839,11 @@ class EngineSchema(Sourced):
     lmcache_unknown_key: tuple[SchemaEntry, ...]
     lmcache_bad_value: tuple[SchemaEntry, ...] = ()  # what loading a file does with a value the converter refuses
     lmcache_adapter_extra_config: tuple[SchemaEntry, ...]  # keys LMCache's vLLM adapter reads
+
+    def was_read(self, package: Literal["vllm", "lmcache"], version: Version) -> bool:
+        """Whether the release's wheel was read into the schema (else nothing can be said of its names)."""
+        return version in self.releases_read.get(package, ())
+
     # LMCACHE_* names code of either package spells outside the key table (access: name, or prefix)
     lmcache_env: tuple[SchemaEntry, ...] = ()
 

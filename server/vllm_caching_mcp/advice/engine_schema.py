@@ -16,6 +16,7 @@ its source. Two uses:
 from __future__ import annotations
 
 import ast
+import functools
 import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal, Union
@@ -198,11 +199,11 @@ def _value_problems(entry: SchemaEntry, key: str, value: Any, version: Version, 
     """A value the field's type refuses, decided by pydantic (the validator vLLM runs on the flag's JSON) for
     the annotations this module can rebuild (scalars, ``Literal``, ``X | None``, ``dict[str, Any]``)."""
     annotation = entry.at("type", version) or ""
-    python_type = _python_type(annotation)
-    if python_type is None:
+    adapter = _adapter(annotation)
+    if adapter is None:
         return []
     try:
-        TypeAdapter(python_type).validate_json(json.dumps(value))
+        adapter.validate_json(json.dumps(value))
     except ValidationError as exc:
         error = exc.errors()[0]
         return [
@@ -222,6 +223,14 @@ def _value_problems(entry: SchemaEntry, key: str, value: Any, version: Version, 
 
 
 _SCALARS: dict[str, Any] = {"int": int, "float": float, "bool": bool, "str": str, "None": type(None)}
+
+
+@functools.cache
+def _adapter(annotation: str) -> TypeAdapter[Any] | None:
+    """pydantic's validator for an annotation's text, built once: a review checks the same few fields for
+    every workload, and building a TypeAdapter costs far more than validating with it."""
+    python_type = _python_type(annotation)
+    return None if python_type is None else TypeAdapter(python_type)
 
 
 def _python_type(annotation: str) -> Any:

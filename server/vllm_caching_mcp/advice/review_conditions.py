@@ -319,7 +319,7 @@ def _engine_schema(verdict: str, asked: Asked) -> Outcome:
     a MultiConnector's children are KVTransferConfigs of their own (vLLM builds one from each)."""
     ctx, e = asked.ctx, asked.ctx.effective
     schema = ctx.knowledge.engine_schema
-    if str(ctx.version) not in {str(v) for v in schema.releases_read.get("vllm", ())}:
+    if not schema.was_read("vllm", ctx.version):
         return Outcome(None, missing=[f"the engine schema of vLLM {ctx.version} (knowledge/engine_schema.yaml)"])
     found: list[Problem] = []
     if e.transfer_config is not None:
@@ -376,7 +376,7 @@ def _lmcache_schema(verdict: str, asked: Asked) -> Outcome:
         if by_date
         else f"assumed LMCache {release}, the newest covered"
     )
-    vllm = ctx.version if str(ctx.version) in {str(v) for v in schema.releases_read.get("vllm", ())} else None
+    vllm = ctx.version if schema.was_read("vllm", ctx.version) else None
     # A chart's own on-switch (production-stack's lmcacheConfig.enabled) writes the variables of the chart's
     # release, such as LMCACHE_USE_EXPERIMENTAL: nothing the user wrote, so nothing to fix here.
     uses = [
