@@ -78,6 +78,9 @@ class Shared:
     found: dict[str, str | None] = field(default_factory=dict)
     skipped: int = 0
     env_values: dict[str, tuple[list[tuple[Effective, EnvUse | None]], set[str | None]]] = field(default_factory=dict)
+    # Each workload's transfer/events config checked once for both engine_schema rules (keyed by the
+    # Effective's id: every one lives as long as the review).
+    schema_problems: dict[int, list[tuple[Problem, Location | None]]] = field(default_factory=dict)
 
     def closest(self, name: str, accepted: AbstractSet[str]) -> str | None:
         if name in self.found:
@@ -317,29 +320,17 @@ def _engine_schema(verdict: str, asked: Asked) -> Outcome:
     """Each --kv-transfer-config / --kv-events-config field and extra-config key the release refuses
     ("refused": vLLM stops at start-up) or never reads ("ignored"), from the schema read in the wheels;
     a MultiConnector's children are KVTransferConfigs of their own (vLLM builds one from each)."""
-    ctx, e = asked.ctx, asked.ctx.effective
-    schema = ctx.knowledge.engine_schema
-    if not schema.was_read("vllm", ctx.version):
+    ctx = asked.ctx
+    if not ctx.knowledge.engine_schema.was_read("vllm", ctx.version):
         return Outcome(None, missing=[f"the engine schema of vLLM {ctx.version} (knowledge/engine_schema.yaml)"])
-    found: list[Problem] = []
-    if e.transfer_config is not None:
-        found += check_kv_transfer_config(e.transfer_config, ctx.version, ctx.knowledge)
-        extra = e.transfer_config.get("kv_connector_extra_config")
-        children = extra.get("connectors") if isinstance(extra, dict) else None
-        for child in children if isinstance(children, list) else []:  # not a list: resolve notes it
-            if isinstance(child, dict):
-                found += check_kv_transfer_config(child, ctx.version, ctx.knowledge)
-    events = e.flags.get("--kv-events-config")
-    parsed = _json_object(events.value) if events is not None else None
-    if parsed is not None:
-        found += check_kv_transfer_config(parsed, ctx.version, ctx.knowledge, config_class="KVEventsConfig")
+    key = id(ctx.effective)
+    if key not in ctx.shared.schema_problems:
+        ctx.shared.schema_problems[key] = _transfer_schema_problems(ctx)
     wanted = "error" if verdict == "refused" else "warning"
     # An unregistered connector is the connector rules' finding; its keys are not checked here.
     items = [
-        Evidence(
-            _problem_text(p), events.location if events is not None and p.key in (parsed or {}) else e.transfer_location
-        )
-        for p in found
+        Evidence(_problem_text(p), where)
+        for p, where in ctx.shared.schema_problems[key]
         if p.severity == wanted and p.key != "kv_connector"
     ]
     return Outcome(bool(items), items=items)
@@ -414,6 +405,26 @@ def _lmcache_file_key(use: EnvUse) -> str | None:
     """The key of an LMCache config file an entry was read from (the reader names it by its YAML path), else None."""
     path = use.location.path
     return path if path is not None and use.name == "LMCACHE_" + path.upper() else None
+
+
+def _transfer_schema_problems(ctx: Context) -> list[tuple[Problem, Location | None]]:
+    """What the release's schema says of the workload's transfer config (and its MultiConnector children)
+    and its events config, each with where it was written."""
+    e = ctx.effective
+    found: list[tuple[Problem, Location | None]] = []
+    if e.transfer_config is not None:
+        configs = [e.transfer_config]
+        extra = e.transfer_config.get("kv_connector_extra_config")
+        children = extra.get("connectors") if isinstance(extra, dict) else None
+        configs += [c for c in children if isinstance(c, dict)] if isinstance(children, list) else []
+        for config in configs:  # children not a list: resolve notes it
+            found += [(p, e.transfer_location) for p in check_kv_transfer_config(config, ctx.version, ctx.knowledge)]
+    events = e.flags.get("--kv-events-config")
+    parsed = _json_object(events.value) if events is not None else None
+    if events is not None and parsed is not None:
+        checked = check_kv_transfer_config(parsed, ctx.version, ctx.knowledge, config_class="KVEventsConfig")
+        found += [(p, events.location) for p in checked]
+    return found
 
 
 def _json_object(value: object) -> dict[str, Any] | None:
