@@ -12,6 +12,7 @@ import importlib.util
 import json
 import os
 import sys
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
@@ -202,6 +203,8 @@ class RawHost(BaseHTTPRequestHandler):
     """raw.githubusercontent.com's shape: /{owner}/{repo}/{commit}/{path}, 404 for anything else."""
 
     def do_GET(self) -> None:
+        if self.path.startswith("/slow/"):
+            time.sleep(1.0)  # past the test's --timeout: the answer comes too late
         body = RAW_FILES.get(unquote(self.path))
         self.send_response(200 if body is not None else 404)
         payload = body if body is not None else b"404: Not Found"
@@ -260,6 +263,17 @@ def test_the_fetcher_reports_a_host_that_does_not_answer(tmp_path: Path) -> None
     assert ran.returncode == 1
     [line] = ran.stderr.splitlines()
     assert line.startswith("fetch_real_deployments: x.yaml: http://127.0.0.1:9/owner/repo/abc/x.yaml: ConnectError")
+
+
+def test_the_fetcher_gives_up_on_a_slow_host_and_says_after_how_long(tmp_path: Path, raw_host: str) -> None:
+    expectations = tmp_path / "EXPECTATIONS.yaml"
+    source = {"repository": "slow/repo", "path": "x.yaml", "commit": "abc"}
+    expectations.write_text(yaml.safe_dump({"files": {"x.yaml": {"source": source}}}))
+    options = ("--expectations", str(expectations), "--base-url", raw_host, "--timeout", "0.2")
+    ran = run_in_process(fetch.main, "--corpus", str(tmp_path / "c"), *options)
+    assert ran.returncode == 1
+    url = f"{raw_host}/slow/repo/abc/x.yaml"
+    assert ran.stderr == f"fetch_real_deployments: x.yaml: no answer from {url} within 0.2 s\n"
 
 
 @pytest.mark.parametrize(
