@@ -254,6 +254,7 @@ def _rule_findings(
             proxies=deployment.proxies,
             shared=shared,
             start_problem=workload.start_problem,
+            hygiene=workload.hygiene,
         )
         for rule in all_rules:
             if rule.id in request.disabled_rules or not in_range(rule.versions, version):

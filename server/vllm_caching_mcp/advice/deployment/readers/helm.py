@@ -238,6 +238,7 @@ def _example_chart_values(doc: Document, root: Located, image_values: Located) -
                     name=text_of(item.get("name")), value=text_of(item.get("value")), location=node_location(doc, item)
                 )
             )
+    workload.hygiene += found.hygiene
     read_args(workload, found.args, found.unresolved, found.emptied)
     return workload
 
