@@ -225,12 +225,18 @@ _K8S_REFERENCE = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 
 
 def container_hygiene(
-    doc: Document, container: Located, defined_first: list[str] | None, *, vllm: bool
+    doc: Document,
+    container: Located,
+    defined_first: list[str] | None,
+    *,
+    vllm: bool,
+    evaluated: frozenset[str] = frozenset(),
 ) -> list[HygieneIssue]:
     """A Kubernetes container's env values Kubernetes does not expand, env names listed twice, a floating
     image; for the vLLM container (``vllm``) its liveness probe too (its image is checked with the
-    workload's). ``defined_first``: the variables set before its env[] (None: not known)."""
-    issues = env_expansion_issues(doc, container, defined_first) + duplicate_env_issues(doc, container)
+    workload's). ``defined_first``: the variables set before its env[] (None: not known); ``evaluated``: the
+    variables a shell of the pod evaluates (its references are the shell's to expand)."""
+    issues = env_expansion_issues(doc, container, defined_first, evaluated) + duplicate_env_issues(doc, container)
     if vllm:
         probe = liveness_issue(doc, container)
         return issues + ([probe] if probe is not None else [])
@@ -240,7 +246,9 @@ def container_hygiene(
     return issues + ([found] if found is not None else [])
 
 
-def env_expansion_issues(doc: Document, container: Located, defined_first: list[str] | None) -> list[HygieneIssue]:
+def env_expansion_issues(
+    doc: Document, container: Located, defined_first: list[str] | None, evaluated: frozenset[str] = frozenset()
+) -> list[HygieneIssue]:
     """env[].value text Kubernetes passes as written: ``$VAR`` and ``${VAR}`` (it expands only ``$(VAR)``),
     and ``$(VAR)`` of a variable not defined earlier in the container's env (when ``defined_first`` is known)."""
     issues = []
@@ -248,7 +256,7 @@ def env_expansion_issues(doc: Document, container: Located, defined_first: list[
     for item in container.each("env"):
         name = text_of(item.get("name")) if item.get("name") is not None else ""
         value_item = item.get("value")
-        if value_item is not None and isinstance(value_item.value, str):
+        if value_item is not None and isinstance(value_item.value, str) and name not in evaluated:
             value = value_item.value
             without = _K8S_REFERENCE.sub("", value)
             shell_style = [m.group() for m in _SHELL_REFERENCE.finditer(without)]
@@ -299,10 +307,10 @@ def duplicate_env_issues(doc: Document, container: Located) -> list[HygieneIssue
     return issues
 
 
-# How long vLLM may take before it answers a probe: loading the weights (a download on first start),
-# compiling and capturing CUDA graphs take minutes for a large model; five minutes is the least we take
-# a liveness probe without a startup probe to leave it.
-MIN_START_SECONDS = 300
+# How long vLLM may take before it answers a probe: an 8B model read from a local disk takes one to three
+# minutes with torch.compile and CUDA graph capture, a larger one or a first download longer; four
+# minutes is the least we take a liveness probe without a startup probe to leave it.
+MIN_START_SECONDS = 240
 
 
 def _seconds(probe: Located, key: str, default: int) -> int | None:

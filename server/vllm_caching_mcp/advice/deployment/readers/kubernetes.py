@@ -220,7 +220,11 @@ def _parse_kubernetes(
                     pod_elsewhere=image is None or kind not in _WORKLOAD_KINDS,
                 )
                 _pod_resources(doc, workload, pod_spec, container, deployment.notes)
-                workload.hygiene += container_hygiene(doc, container, _defined_first(kind, env, notes), vllm=True)
+                evaluated = frozenset(
+                    {"VLLM_ADDITIONAL_ARGS"} if kind in _KSERVE_KINDS else ()
+                )  # its template evals it
+                defined = _defined_first(kind, env, notes)
+                workload.hygiene += container_hygiene(doc, container, defined, vllm=True, evaluated=evaluated)
                 workload.claims = pod_claims(doc, pod_spec)
                 served.add(id(container))
                 started_as_written(workload, found, deployment.notes)
