@@ -477,3 +477,42 @@ def test_the_readers_keep_what_they_found_on_the_workload() -> None:
         "rwo-claim-shared",
     }
     assert [c.claim for c in workload.claims] == ["model-cache"]
+
+
+def test_a_compose_value_from_the_env_file_beside_it_is_not_written_in_the_compose_file() -> None:
+    compose = "services:\n  vllm:\n    image: vllm/vllm-openai:v0.33.0\n    command: [--model, Qwen/Qwen3-8B]\n"
+    compose += "    environment:\n      HF_TOKEN: ${HF_TOKEN}\n"
+    assert hits(review(("compose.yaml", compose), (".env", f"HF_TOKEN={HF}\n"))) == []
+    assert hits(review(("compose.yaml", compose.replace("${HF_TOKEN}", HF)))) == [("pitfall.secret-in-plain-text", 6)]
+
+
+def test_production_stack_secrets_in_the_values() -> None:
+    """The chart makes a Secret of a string hf_token or vllmApiKey; a mapping names an existing one."""
+    values = STACK.replace("    pvcStorage: 100Gi\n", f"    hf_token: {HF}\n").replace("tag: latest", "tag: 0.1.9")
+    values = values.replace("servingEngineSpec:\n", f"servingEngineSpec:\n  vllmApiKey: {KEY}\n")
+    assert hits(review(("values.yaml", values))) == [
+        ("pitfall.secret-in-plain-text", 2),
+        ("pitfall.secret-in-plain-text", 10),
+    ]
+    referenced = values.replace(f"hf_token: {HF}", "hf_token: {secretName: hf, secretKey: token}")
+    assert hits(review(("values.yaml", referenced.replace(f"vllmApiKey: {KEY}", "vllmApiKey: <key>")))) == []
+
+
+def test_llm_d_modelservice_container_env() -> None:
+    values = """\
+modelArtifacts:
+  name: Qwen/Qwen3-8B
+  uri: hf://Qwen/Qwen3-8B
+decode:
+  replicas: 1
+  containers:
+    - name: vllm
+      image: ghcr.io/llm-d/llm-d-cuda:v0.4.0
+      modelCommand: vllmServe
+      env:
+        - name: UCX_TLS
+          value: ${UCX_TLS},cuda_ipc
+        - name: VLLM_NIXL_SIDE_CHANNEL_HOST
+          valueFrom: {fieldRef: {fieldPath: status.podIP}}
+"""
+    assert hits(review(("values.yaml", values))) == [("pitfall.env-value-not-expanded", 12)]

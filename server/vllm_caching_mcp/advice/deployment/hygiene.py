@@ -84,6 +84,8 @@ def secret_issues(workload: Workload) -> list[HygieneIssue]:
                 )
             )
     for use in workload.env:
+        if use.reference is not None:
+            continue  # set from elsewhere (a compose .env file): not written here
         if use.value is not None and written_secret(use.value, _SECRET_NAME.search(use.name) is not None):
             found.append(
                 HygieneIssue(
@@ -93,6 +95,20 @@ def secret_issues(workload: Workload) -> list[HygieneIssue]:
                 )
             )
     return found
+
+
+def values_secret_issue(doc: Document, item: Located | None, key: str) -> HygieneIssue | None:
+    """A Helm value a chart turns into a Secret, written in the values file as a literal (not a reference
+    to an existing Secret, which the charts take as a mapping)."""
+    if item is None or not isinstance(item.value, str) or not written_secret(item.value, True):
+        return None
+    return HygieneIssue(
+        check="secret-in-plain-text",
+        text=f"{key} is {_shown(item.value)} in the values file: the chart stores it in a Secret, but the values "
+        "file (and the release's stored values) holds it in plain text; name an existing Secret "
+        "({secretName, secretKey})",
+        location=node_location(doc, item),
+    )
 
 
 # --- image tags ----------------------------------------------------------------------------------

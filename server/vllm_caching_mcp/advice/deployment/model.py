@@ -96,7 +96,10 @@ class FlagUse(BaseModel):
 class EnvUse(BaseModel):
     name: str
     value: str | None = Field(description="the literal value; null when set by reference (valueFrom, $(VAR), -e NAME)")
-    reference: str | None = Field(default=None, description="what the value comes from when it is not a literal")
+    reference: str | None = Field(
+        default=None,
+        description="what the value comes from when it is not a literal (or the .env a literal came from)",
+    )
     location: Location
 
 

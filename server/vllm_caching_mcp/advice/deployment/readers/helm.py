@@ -8,7 +8,7 @@ from typing import Any
 
 from ..containers import launch_from_argv, memory_limit, whole_number, words_from_list
 from ..flags import parse_number, read_args
-from ..hygiene import image_issue, liveness_issue
+from ..hygiene import image_issue, liveness_issue, values_secret_issue
 from ..model import ClaimSpec, ClaimUse, Deployment, Document, EnvUse, Location, Workload
 from ..yaml_nodes import Located, node_location, text_of
 from .base import Reading, mappings
@@ -58,9 +58,13 @@ def _parse_helm_values(doc: Document, root: Located, deployment: Deployment) -> 
     stack = root.get("servingEngineSpec")
     if stack is not None and stack.get("modelSpec") is not None:
         cache_server = root.get("cacheserverSpec")
+        api_key = values_secret_issue(doc, stack.get("vllmApiKey"), "servingEngineSpec.vllmApiKey")
         for spec in stack.get("modelSpec").items():
             engine = _stack_model_spec(doc, spec, cache_server, deployment.notes)
             _stack_claim(doc, spec, engine, deployment)
+            # the chart makes a Secret of a string hf_token / vllmApiKey: the values file still holds it
+            token = values_secret_issue(doc, spec.get("hf_token"), "hf_token")
+            engine.hygiene += [issue for issue in (api_key, token) if issue is not None]
             deployment.workloads.append(engine)
         _stack_images(doc, root, deployment)
         return True
