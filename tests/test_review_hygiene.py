@@ -516,3 +516,13 @@ decode:
           valueFrom: {fieldRef: {fieldPath: status.podIP}}
 """
     assert hits(review(("values.yaml", values))) == [("pitfall.env-value-not-expanded", 12)]
+
+
+def test_a_configmap_in_envfrom_defines_the_names_before_env() -> None:
+    config = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: paths}\ndata: {CACHE_ROOT: /cache}\n---\n"
+    text = CLEAN.replace("          env:\n", "          envFrom: [{configMapRef: {name: paths}}]\n          env:\n", 1)
+    text = text.replace("value: $(HF_HOME)/hub", "value: $(CACHE_ROOT)/hub")
+    assert hits(review(("qwen.yaml", config + text))) == []
+    assert hits(review(("qwen.yaml", config + text.replace("$(CACHE_ROOT)", "$(CACHE_DIR)")))) == [
+        ("pitfall.env-value-not-expanded", line_of(config + text, "$(CACHE_ROOT)/hub"))
+    ]

@@ -223,7 +223,7 @@ def _parse_kubernetes(
                 evaluated = frozenset(
                     {"VLLM_ADDITIONAL_ARGS"} if kind in _KSERVE_KINDS else ()
                 )  # its template evals it
-                defined = _defined_first(kind, env, notes)
+                defined = _defined_first(kind, container, config_maps)
                 workload.hygiene += container_hygiene(doc, container, defined, vllm=True, evaluated=evaluated)
                 workload.claims = pod_claims(doc, pod_spec)
                 served.add(id(container))
@@ -234,14 +234,19 @@ def _parse_kubernetes(
             deployment.hygiene += _beside_vllm(doc, kind, pods, served, config_maps)
 
 
-def _defined_first(kind: str, env: list[EnvUse], notes: list[str]) -> list[str] | None:
-    """Names a container's env[] may refer to with $(VAR) before its own entries: what envFrom and the
-    LeaderWorkerSet controller set; None when an envFrom source is not in the input (not certain)."""
-    if notes:
-        return None
-    return [u.name for u in env if kind == "LeaderWorkerSet" and u.name.startswith("LWS_")] + [
-        u.name for u in env if u.location.path is not None and ".data." in f".{u.location.path}"
-    ]
+def _defined_first(kind: str, container: Located, config_maps: dict[str, Located]) -> list[str] | None:
+    """Names a container's env[] may refer to with $(VAR) before its own entries: what its envFrom
+    ConfigMaps and the LeaderWorkerSet controller set; None when an envFrom source is not in the input."""
+    names = ["LWS_GROUP_SIZE", "LWS_LEADER_ADDRESS", "LWS_WORKER_INDEX"] if kind == "LeaderWorkerSet" else []
+    for source in container.each("envFrom"):
+        ref = source.get("configMapRef")
+        cm = config_maps.get(text_of(ref.get("name"))) if ref is not None and ref.get("name") is not None else None
+        data = cm.get("data") if cm is not None else None
+        if data is None or not isinstance(data.value, dict):
+            return None  # a Secret or a ConfigMap the files do not hold: its names are not known
+        prefix = text_of(source.get("prefix")) if source.get("prefix") is not None else ""
+        names += [prefix + key for key in data.value]
+    return names
 
 
 def _beside_vllm(
@@ -254,8 +259,7 @@ def _beside_vllm(
         for container in [*containers, *pod_spec.each("initContainers")]:
             if id(container) in served or not isinstance(container.value, dict):
                 continue
-            env, notes = _k8s_env(doc, container, config_maps, "")
-            issues += container_hygiene(doc, container, _defined_first(kind, env, notes), vllm=False)
+            issues += container_hygiene(doc, container, _defined_first(kind, container, config_maps), vllm=False)
     return issues
 
 
