@@ -190,6 +190,8 @@ def test_the_same_deployment_written_well_gets_none() -> None:
         ("hf_xxxxxxxxxxxxxxxx", True, False),
         ("changeme", True, False),
         ("YOUR_HF_TOKEN_HERE", True, False),
+        ("hf_token", True, False),
+        ("my-api-key", True, False),
         ("$(HF_TOKEN)", True, False),
         ("${HF_TOKEN}", True, False),
         ("EMPTY", True, False),
@@ -329,6 +331,8 @@ def test_installs_after_the_launch_are_not_before_it() -> None:
         ([("uv", False), ("pip", False), ("install", False), ("vllm", False)], ["install-at-start"]),
         ([("apt-get", False), ("install", False), ("-y", False), ("curl=7.88.1-10", False)], []),
         ([("pip", False), ("install", False), ("-e", False), (".", False)], []),
+        ([("pip", False), ("install", False), (".", False)], []),
+        ([("apt-get", False), ("install", False), ("$PACKAGES", False)], []),
         ([("echo", False), ("install", False), ("vllm", False)], []),
     ],
 )

@@ -45,6 +45,11 @@ def _placeholder(value: str) -> bool:
         or text.lower() in _PLACEHOLDER_VALUE
         or len(set(text.lower())) <= 2  # xxx, ****, 0000, x-x
         or re.fullmatch(r"[\d.]+", text) is not None
+        # words that name what belongs there: hf_token, my-api-key, SECRET_KEY
+        or (
+            re.fullmatch(r"[A-Za-z_.-]+", text) is not None
+            and re.search(r"token|key|secret|passw", text, re.I) is not None
+        )
     )
 
 
@@ -183,7 +188,8 @@ def _pinned(spec: str, installer: str) -> bool:
         return "=" in spec
     if re.search(r"===?", spec) and not re.search(r"[<>!~]=|[<>]", spec):
         return True
-    return "@" in spec or "://" in spec or "/" in spec or spec.endswith((".whl", ".tar.gz"))  # a URL, a file
+    local = spec.startswith((".", "/", "~")) or spec.endswith((".whl", ".tar.gz"))  # a source tree or a file
+    return local or "@" in spec or "://" in spec or "/" in spec
 
 
 def install_issues(words: list[tuple[str, bool]], location: Location) -> list[HygieneIssue]:
@@ -200,6 +206,8 @@ def install_issues(words: list[tuple[str, bool]], location: Location) -> list[Hy
         if skip:
             skip = False
             continue
+        if "$" in text or "`" in text:
+            continue  # a package list the shell expands: not known here
         if text.startswith("-"):
             skip = text in _INSTALL_VALUE_OPTIONS
             if text in ("-r", "--requirement", "-e", "--editable"):
