@@ -530,3 +530,9 @@ def test_a_configmap_in_envfrom_defines_the_names_before_env() -> None:
     assert hits(review(("qwen.yaml", config + text.replace("$(CACHE_ROOT)", "$(CACHE_DIR)")))) == [
         ("pitfall.env-value-not-expanded", line_of(config + text, "$(CACHE_ROOT)/hub"))
     ]
+
+
+def test_a_short_weak_key_is_reported_but_not_masked_everywhere() -> None:
+    result = review("docker run vllm/vllm-openai:v0.33.0 --model Qwen/Qwen3-8B --api-key vllm")
+    assert [rule for rule, _ in hits(result)] == ["pitfall.secret-in-plain-text"]
+    assert result.workloads[0].image == "vllm/vllm-openai:v0.33.0"

@@ -64,10 +64,15 @@ def written_secret(value: str | None, named_secret: bool) -> bool:
     return named_secret
 
 
+# A shorter literal is not masked in other text: masking a weak key such as "vllm" would mangle every image name.
+_REDACTED_LENGTH = 12
+
+
 def _shown(value: str) -> str:
     """What a finding says of a secret: its kind and length, never its characters."""
     keyed = _KEY_PREFIX.match(value.strip())
-    redact.register(value, transient=True)  # any other text that carries it leaves the process masked
+    if len(value) >= _REDACTED_LENGTH:
+        redact.register(value, transient=True)  # any other text that carries it leaves the process masked
     kind = f"a {keyed.group().removesuffix(keyed['rest'])}… key" if keyed else "a literal value"
     return f"{kind} of {len(value)} characters"
 
