@@ -280,6 +280,20 @@ class Feature(Gated):
 HmaSupport = Literal["yes", "no", "conditional"]
 
 
+# Deployment-hygiene checks the readers make where a workload is written (advice/deployment/hygiene.py):
+# what a senior reviewer flags in any deployment, whatever its KV-cache configuration.
+HygieneCheck = Literal[
+    "secret-in-plain-text",
+    "install-at-start",
+    "install-pin-redirected",
+    "floating-image-tag",
+    "env-not-expanded",
+    "duplicate-key",
+    "liveness-kills-model-load",
+    "rwo-claim-shared",
+]
+
+
 class TierSize(Sourced):
     """One place a connector's CPU tier size is written, in what unit, and for how many ranks.
 
@@ -467,6 +481,9 @@ class Condition(Frozen):
     )
     flag_value_vanished: bool | None = Field(
         default=None, description="each value-taking option whose value expands to nothing (argparse stops)"
+    )
+    hygiene: HygieneCheck | None = Field(
+        default=None, description="each deployment-hygiene problem of this kind the readers found around the workload"
     )
 
     @model_validator(mode="after")

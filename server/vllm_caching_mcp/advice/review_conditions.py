@@ -31,6 +31,7 @@ from .deployment import (
     Effective,
     EnvUse,
     FlagUse,
+    HygieneIssue,
     Location,
     PerKnowledge,
     ProxyUse,
@@ -104,6 +105,7 @@ class Context:
     proxies: list[ProxyUse] = field(default_factory=list)
     shared: Shared = field(default_factory=Shared)
     start_problem: str | None = None  # why the workload's command never starts the server (Workload.start_problem)
+    hygiene: list[HygieneIssue] = field(default_factory=list)  # what the readers found around it (Workload.hygiene)
 
 
 def _env_text(use: Any) -> str:
@@ -449,6 +451,23 @@ def _start_problem(wanted: bool, asked: Asked) -> Outcome:
     return Outcome((problem is not None) is wanted, [Evidence(problem)] if problem else [])
 
 
+def _hygiene(check: str, asked: Asked) -> Outcome:
+    """Each problem of this kind the readers found around the workload; a floating vLLM image says the
+    release the review took instead."""
+    ctx = asked.ctx
+    found = [issue for issue in ctx.hygiene if issue.check == check]
+    items = [Evidence(issue.text + (_assumed_release(ctx) if issue.release else ""), issue.location) for issue in found]
+    return Outcome(bool(items), items=items)
+
+
+def _assumed_release(ctx: Context) -> str:
+    source = ctx.effective.version_source
+    if source == "image-tag":
+        return f"; reviewed as vLLM {ctx.version}, the release its tag names today"
+    taken = "the newest the review covers" if source == "assumed-newest" else "the version given"
+    return f"; reviewed as vLLM {ctx.version}, {taken}: a release tag or a digest makes the review exact"
+
+
 def _value_options(knowledge: Knowledge) -> frozenset[str]:
     """Options that take a value: switches (the inventory's, and the knowledge's boolean flags) do not,
     so a word expanding to nothing after one is harmless."""
@@ -515,6 +534,7 @@ EVALUATORS: dict[str, Callable[[Any, Asked], Outcome]] = {
     "engine_schema": _engine_schema,
     "lmcache_schema": _lmcache_schema,
     "flag_value_vanished": _flag_value_vanished,
+    "hygiene": _hygiene,
 }
 
 

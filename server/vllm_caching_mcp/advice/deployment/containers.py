@@ -67,6 +67,7 @@ def launch_from_argv(
 
 
 def started_as_written(workload: Workload, launch: Launch, notes: list[str]) -> None:
+    workload.hygiene += launch.hygiene
     if launch.problem is not None:
         workload.start_problem = launch.problem
         notes.append(f"{workload.name} does not start: {launch.problem}")

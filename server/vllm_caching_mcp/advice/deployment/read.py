@@ -8,6 +8,7 @@ import re
 from ...knowledge import Knowledge
 from ..common import AdviceError
 from .bounds import Totals, clip, reading_document
+from .hygiene import duplicate_key_issues, finish
 from .images import image_notes
 from .kustomize import Overlay, Patcher, read_builds
 from .launch import WRAPPERS
@@ -18,7 +19,7 @@ from .readers import shell as shell_text
 from .readers.base import Reader, Reading, mappings
 from .readers.compose import read_dotenv
 from .shell import ASSIGNMENT, split_commands, tokenize_shell
-from .yaml_nodes import load_yaml
+from .yaml_nodes import DuplicateKey, load_yaml
 
 # The input shapes, asked in this order: the first that claims a document reads it, so a document that
 # has two shapes is read as the earlier. The shell reader, last, claims what no YAML reader does.
@@ -47,8 +48,9 @@ def _read_document(
     # Everything is tried as YAML first: shell text reads as one plain scalar (or, for a `{ …; }`
     # group, as a flow mapping no reader claims).
     yaml_named = doc.name.lower().endswith((".yaml", ".yml"))
+    duplicates: list[DuplicateKey] = []
     try:
-        roots = load_yaml(doc.name, doc.text, totals)
+        roots = load_yaml(doc.name, doc.text, totals, duplicates=duplicates)
     except AdviceError:
         if yaml_named:
             raise
@@ -59,6 +61,8 @@ def _read_document(
     reading = Reading(deployment, totals, lmcache_keys, dotenv or {})
     before = len(deployment.workloads)
     reader = next((r for r in READERS if r.claims(doc, roots, reading) and r.read(doc, roots, reading)), None)
+    if reader is None or reader.yaml:
+        deployment.hygiene += duplicate_key_issues(doc.name, duplicates)
     if reader is None:  # only a YAML-named file: the shell reader claims every other
         deployment.notes.append(
             f"{doc.name}: a YAML file that is no manifest, compose file, Helm values or LMCache config"
@@ -132,6 +136,7 @@ def parse_documents(documents: list[Document], knowledge: Knowledge) -> Deployme
         if len(deployment.workloads) == read_before and (unread := _unread_launch(doc)) is not None:
             deployment.unread.append(unread)
     deployment.notes += builds.unapplied()
+    finish(deployment)
     deployment.notes += [f"value not known: {u}" for w in deployment.workloads for u in w.unresolved]
     deployment.notes += image_notes(deployment.workloads)
     if not deployment.workloads and not deployment.lmcache_configs and not deployment.unread:

@@ -11,8 +11,9 @@ from typing import NamedTuple
 
 from ..common import AdviceError
 from .bounds import MAX_ARGUMENTS, MAX_EXPANDED_CHARS, MAX_VALUE_CHARS, clip
+from .hygiene import install_issues
 from .launch import SHELLS, WRAPPERS, Launch, docker_run, may_start_vllm, vllm_args
-from .model import Document, EnvUse, Location
+from .model import Document, EnvUse, HygieneIssue, Location
 
 
 @dataclass(slots=True)
@@ -445,6 +446,11 @@ def _without_redirections(command: list[Token]) -> list[Token]:
     return kept
 
 
+def _redirects(token: Token) -> bool:
+    """Whether the shell takes a ``>`` or ``<`` inside this word as a redirection (it is not quoted)."""
+    return any(not quoted and not expansion and ("<" in text or ">" in text) for text, quoted, expansion in token.parts)
+
+
 _DECLARATIONS = {"export", "declare", "typeset", "local", "readonly"}
 
 
@@ -459,6 +465,7 @@ class ShellRun:
         # a script of many exports and other commands then builds no EnvUse for each command.
         self.exported: list[tuple[str, str, Token, str | None]] = []
         self.notes: list[str] = []
+        self.installs: list[HygieneIssue] = []  # what the installs run so far do wrong
 
     def at(self, token: Token) -> Location:
         return Location(file=self.doc.name, line=token.line, path=self.path)
@@ -518,6 +525,9 @@ class ShellRun:
                 command = command[1:]
             if not command:
                 continue
+            if any(t.text in ("install", "add") for t in command):
+                words = [(t.text, _redirects(t)) for t in command]
+                self.installs += install_issues(words, self.at(command[0]))
             if command[0].text in _DECLARATIONS:
                 self.declare(command)
                 continue
@@ -564,6 +574,7 @@ class ShellRun:
             inner = ShellRun(
                 Document(name=self.doc.name, text=texts[2]), self.path, Shell(inherited, self.shell.unresolved)
             )
+            inner.installs = list(self.installs)
             for launch in inner.launches(fields[2][1].line or 1):
                 launch.env = self.env_of(self.exported + assigned) + launch.env
                 yield launch
@@ -584,6 +595,7 @@ class ShellRun:
         launch.location = words[0][1]
         launch.unresolved = {f.text: f.unresolved for f, _ in fields if f.unresolved is not None}
         launch.emptied = {id(words[i][1]) for i in emptied}
+        launch.hygiene = list(self.installs)
         yield launch
 
 

@@ -11,9 +11,10 @@ import re
 from ..bounds import Totals
 from ..containers import launch_from_argv, memory_limit, script_words, started_as_written, whole_number, words_from_list
 from ..flags import read_args
+from ..hygiene import claim_spec, container_hygiene, pod_claims
 from ..launch import Launch, is_vllm_image, starts_with_vllm_options
 from ..lmcache_config import maybe_lmcache_config
-from ..model import Deployment, Document, EnvUse, Location, Workload
+from ..model import Deployment, Document, EnvUse, HygieneIssue, Location, Workload
 from ..shell import Shell, tokenize_shell
 from ..yaml_nodes import Located, node_location, text_of
 from .base import Reading, mappings
@@ -159,13 +160,16 @@ def _parse_kubernetes(
         for key, item in (cm.get("data").value if cm.get("data") is not None else {}).items():
             if key.endswith((".yaml", ".yml")) and isinstance(item.value, str):
                 maybe_lmcache_config(doc.name, item.value, deployment, totals, item.line + 1, lmcache_keys, key)
+    deployment.claims += [c for c in (claim_spec(doc, o) for o in objects) if c is not None]
     for obj in objects:
         kind = text_of(obj.get("kind")) if obj.get("kind") else ""
         meta = obj.get("metadata")
         name = text_of(meta.get("name")) if meta is not None and meta.get("name") is not None else "?"
         if kind == "Service":
             deployment.services.append(name)
-        for pod_spec, part, replicas, nodes, containers in _pod_specs(doc, obj, deployment.notes):
+        served: set[int] = set()  # ids of the containers that run vLLM
+        pods = _pod_specs(doc, obj, deployment.notes)
+        for pod_spec, part, replicas, nodes, containers in pods:
             gpu = _gpu_label(pod_spec)
             for container in containers:
                 image_item = container.get("image")
@@ -216,9 +220,47 @@ def _parse_kubernetes(
                     pod_elsewhere=image is None or kind not in _WORKLOAD_KINDS,
                 )
                 _pod_resources(doc, workload, pod_spec, container, deployment.notes)
+                evaluated = frozenset(
+                    {"VLLM_ADDITIONAL_ARGS"} if kind in _KSERVE_KINDS else ()
+                )  # its template evals it
+                defined = _defined_first(kind, container, config_maps)
+                workload.hygiene += container_hygiene(doc, container, defined, vllm=True, evaluated=evaluated)
+                workload.claims = pod_claims(doc, pod_spec)
+                served.add(id(container))
                 started_as_written(workload, found, deployment.notes)
                 read_args(workload, args, variables.unresolved | found.unresolved, found.emptied)
                 deployment.workloads.append(workload)
+        if served:
+            deployment.hygiene += _beside_vllm(doc, kind, pods, served, config_maps)
+
+
+def _defined_first(kind: str, container: Located, config_maps: dict[str, Located]) -> list[str] | None:
+    """Names a container's env[] may refer to with $(VAR) before its own entries: what its envFrom
+    ConfigMaps and the LeaderWorkerSet controller set; None when an envFrom source is not in the input."""
+    names = ["LWS_GROUP_SIZE", "LWS_LEADER_ADDRESS", "LWS_WORKER_INDEX"] if kind == "LeaderWorkerSet" else []
+    for source in container.each("envFrom"):
+        ref = source.get("configMapRef")
+        cm = config_maps.get(text_of(ref.get("name"))) if ref is not None and ref.get("name") is not None else None
+        data = cm.get("data") if cm is not None else None
+        if data is None or not isinstance(data.value, dict):
+            return None  # a Secret or a ConfigMap the files do not hold: its names are not known
+        prefix = text_of(source.get("prefix")) if source.get("prefix") is not None else ""
+        names += [prefix + key for key in data.value]
+    return names
+
+
+def _beside_vllm(
+    doc: Document, kind: str, pods: list[_PodSpec], served: set[int], config_maps: dict[str, Located]
+) -> list[HygieneIssue]:
+    """The hygiene of the other containers of an object that runs vLLM (sidecars, init containers, the
+    worker pods of a LeaderWorkerSet): their env values and images."""
+    issues = []
+    for pod_spec, _, _, _, containers in pods:
+        for container in [*containers, *pod_spec.each("initContainers")]:
+            if id(container) in served or not isinstance(container.value, dict):
+                continue
+            issues += container_hygiene(doc, container, _defined_first(kind, container, config_maps), vllm=False)
+    return issues
 
 
 def _only_vllm_args(argv: list[tuple[str, Location]], image: str | None, name: str) -> bool:

@@ -23,6 +23,7 @@ def _read_shell_document(doc: Document, deployment: Deployment, totals: Totals) 
             location=launch.location or Location(file=doc.name, line=1),
         )
         docker_resources(workload, launch.options)
+        workload.hygiene += launch.hygiene
         read_args(workload, launch.args, launch.unresolved, launch.emptied)
         if launch.image is not None and launch.image[0] in launch.unresolved:
             workload.unresolved.append(
