@@ -13,16 +13,17 @@ from .kustomize import Overlay, Patcher, read_builds
 from .launch import WRAPPERS
 from .lmcache_config import LMCACHE_KEYS
 from .model import Deployment, Document, Location, ProxyUse, UnreadLaunch, Workload
-from .readers import compose, helm, kubernetes, lmcache, modelservice
+from .readers import compose, helm, kubernetes, lmcache, modelservice, ray_serve
 from .readers import shell as shell_text
 from .readers.base import Reader, Reading, mappings
 from .readers.compose import read_dotenv
 from .shell import ASSIGNMENT, split_commands, tokenize_shell
-from .yaml_nodes import load_yaml
+from .yaml_nodes import Located, load_yaml
 
 # The input shapes, asked in this order: the first that claims a document reads it, so a document that
 # has two shapes is read as the earlier. The shell reader, last, claims what no YAML reader does.
 READERS: tuple[Reader, ...] = (
+    ray_serve.READER,  # partial: a RayService's Services and ConfigMaps go on to the manifest reader
     kubernetes.READER,
     compose.READER,
     helm.READER,
@@ -58,13 +59,29 @@ def _read_document(
         Patcher(totals, deployment.notes).apply(doc, found, build)
     reading = Reading(deployment, totals, lmcache_keys, dotenv or {})
     before = len(deployment.workloads)
-    reader = next((r for r in READERS if r.claims(doc, roots, reading) and r.read(doc, roots, reading)), None)
+    reader = _read_with_readers(doc, roots, reading)
     if reader is None:  # only a YAML-named file: the shell reader claims every other
         deployment.notes.append(
             f"{doc.name}: a YAML file that is no manifest, compose file, Helm values or LMCache config"
         )
     if (reader is None or reader.yaml) and len(deployment.workloads) == before and not deployment.lmcache_configs:
         deployment.notes.append(f"{doc.name}: no vLLM server found in it")
+
+
+def _read_with_readers(doc: Document, roots: list[Located], reading: Reading) -> Reader | None:
+    """The first reader that claims and reads the document; after a partial one, the readers after it are
+    asked for the YAML documents it did not take (the Services and ConfigMaps beside a custom resource)."""
+    first: Reader | None = None
+    for reader in READERS:
+        if not (reader.claims(doc, roots, reading) and reader.read(doc, roots, reading)):
+            continue
+        first = first or reader
+        if not reader.partial:
+            break
+        roots = [root for root in roots if id(root) not in reading.taken]
+        if not mappings(roots):
+            break
+    return first
 
 
 # `vllm serve` (quoted, escaped or split by a line continuation as the shell allows), a vLLM entry point
