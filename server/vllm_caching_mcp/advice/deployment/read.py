@@ -13,7 +13,7 @@ from .kustomize import Overlay, Patcher, read_builds
 from .launch import WRAPPERS
 from .lmcache_config import LMCACHE_KEYS
 from .model import Deployment, Document, Location, ProxyUse, UnreadLaunch, Workload
-from .readers import compose, helm, kubernetes, lmcache, modelservice, ray_serve, skypilot
+from .readers import compose, helm, kserve, kubernetes, lmcache, modelservice, ray_serve, skypilot, vllm_runtime
 from .readers import shell as shell_text
 from .readers.base import Reader, Reading, mappings
 from .readers.compose import read_dotenv
@@ -24,6 +24,8 @@ from .yaml_nodes import Located, load_yaml
 # has two shapes is read as the earlier. The shell reader, last, claims what no YAML reader does.
 READERS: tuple[Reader, ...] = (
     ray_serve.READER,  # partial: a RayService's Services and ConfigMaps go on to the manifest reader
+    kserve.READER,  # partial, likewise
+    vllm_runtime.READER,  # partial, likewise
     kubernetes.READER,
     skypilot.READER,
     compose.READER,

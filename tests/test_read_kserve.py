@@ -1,0 +1,75 @@
+"""KServe InferenceService with a predictor.model served by KServe's vLLM-backed runtimes: the model's
+args are vLLM's (huggingfaceserver's own options left out), with its env and resources."""
+
+from __future__ import annotations
+
+from reading import flags, read, workloads
+
+_ISVC = """\
+apiVersion: serving.kserve.io/v1beta1
+kind: InferenceService
+metadata:
+  name: qwen
+spec:
+  predictor:
+    minReplicas: 1
+    maxReplicas: 3
+    nodeSelector:
+      nvidia.com/gpu.product: NVIDIA-A10G
+    model:
+      modelFormat:
+        name: huggingface
+      args:
+        - --model_name=qwen
+        - --backend
+        - vllm
+        - --max-model-len=8192
+        - --enable-prefix-caching
+        - --disable_lower_case
+        - --tensor-parallel-size
+        - "2"
+      storageUri: hf://Qwen/Qwen2.5-7B-Instruct
+      env:
+        - {name: HF_HUB_OFFLINE, value: "1"}
+      resources:
+        limits: {nvidia.com/gpu: "2", memory: 64Gi}
+        requests: {nvidia.com/gpu: "2", memory: 48Gi}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: hf}
+stringData: {HF_TOKEN: x}
+"""
+
+
+def test_the_predictor_model_args_are_the_engine_options() -> None:
+    [workload], _ = workloads(("isvc.yaml", _ISVC))
+    assert workload.name == "InferenceService/qwen predictor"
+    assert flags(workload) == {
+        "--max-model-len": "8192",
+        "--enable-prefix-caching": True,
+        "--tensor-parallel-size": "2",
+    }
+    assert workload.flags[0].location.line == 18
+    assert workload.model == "/mnt/models"  # where the storage initializer puts storageUri
+    assert workload.model_location is not None and workload.model_location.line == 23
+
+
+def test_the_predictor_gives_resources_env_gpu_and_replicas() -> None:
+    [workload], _ = workloads(("isvc.yaml", _ISVC))
+    assert (workload.gpu_count, workload.memory_limit_gib, workload.memory_request_gib) == (2, 64, 48)
+    assert workload.gpu_label == "NVIDIA-A10G" and workload.replicas == 3
+    assert [(e.name, e.value) for e in workload.env] == [("HF_HUB_OFFLINE", "1")]
+    assert workload.pod_elsewhere and workload.image is None
+
+
+def test_a_model_id_names_the_model() -> None:
+    text = _ISVC.replace("        - --model_name=qwen\n", "        - --model_id=Qwen/Qwen2.5-7B-Instruct\n")
+    [workload], _ = workloads(("isvc.yaml", text))
+    assert workload.model == "Qwen/Qwen2.5-7B-Instruct" and workload.model_location is None
+
+
+def test_a_model_format_no_vllm_runtime_serves_is_not_read_as_one() -> None:
+    text = _ISVC.replace("name: huggingface", "name: sklearn")
+    deployment = read(("isvc.yaml", text), ("serve.sh", "vllm serve m\n"))
+    assert [w.name for w in deployment.workloads] == ["vllm #1"]
