@@ -8,8 +8,9 @@ import re
 from ...knowledge import Knowledge
 from ..common import AdviceError
 from .bounds import Totals, clip, reading_document
+from .flags import read_args
 from .images import image_notes
-from .kustomize import Overlay, Patcher, read_builds
+from .kustomize import Overlay, Patch, Patcher, read_builds, what_it_sets
 from .launch import WRAPPERS
 from .lmcache_config import LMCACHE_KEYS
 from .model import Deployment, Document, Location, ProxyUse, UnreadLaunch, Workload
@@ -17,8 +18,8 @@ from .readers import compose, helm, kserve, kubernetes, lmcache, modelservice, r
 from .readers import shell as shell_text
 from .readers.base import Reader, Reading, mappings
 from .readers.compose import read_dotenv
-from .shell import ASSIGNMENT, split_commands, tokenize_shell
-from .yaml_nodes import Located, load_yaml
+from .shell import ASSIGNMENT, parse_shell, split_commands, tokenize_shell
+from .yaml_nodes import Located, load_yaml, text_of
 
 # The input shapes, asked in this order: the first that claims a document reads it, so a document that
 # has two shapes is read as the earlier. The shell reader, last, claims what no YAML reader does.
@@ -151,10 +152,19 @@ def parse_documents(documents: list[Document], knowledge: Knowledge) -> Deployme
             totals.check(deployment)
         if len(deployment.workloads) == read_before and (unread := _unread_launch(doc)) is not None:
             deployment.unread.append(unread)
+    reading = Reading(deployment, totals, LMCACHE_KEYS(knowledge), dotenv)
+    alone = builds.alone()
+    for overlay in builds.overlays:
+        before = len(deployment.workloads)
+        for patch in overlay.patches:
+            if not patch.applied:
+                _read_patch_alone(patch, documents, reading)
+        if overlay in alone:
+            deployment.notes += what_it_sets(overlay, len(deployment.workloads) > before)
     deployment.notes += builds.unapplied()
     deployment.notes += [f"value not known: {u}" for w in deployment.workloads for u in w.unresolved]
     deployment.notes += image_notes(deployment.workloads)
-    if not deployment.workloads and not deployment.lmcache_configs and not deployment.unread:
+    if not (deployment.workloads or deployment.lmcache_configs or deployment.unread or alone):
         raise NothingToReview(
             "documents",
             "no vLLM server found: give a `vllm serve` or `python -m vllm.entrypoints.openai.api_server` line, a "
@@ -171,6 +181,40 @@ def parse_documents(documents: list[Document], knowledge: Knowledge) -> Deployme
             )
         )
     return deployment
+
+
+def _read_patch_alone(patch: Patch, documents: list[Document], reading: Reading) -> None:
+    """A kustomize patch whose target is not among the documents, read on its own: the objects of a
+    strategic merge as the readers read any, and a JSON 6902 value that is a command line starting vLLM
+    (`exec vllm serve …` replacing a container's argument) as a script."""
+    doc = next((d for d in documents if d.name == patch.document), Document(name=patch.document, text=" "))
+    before = len(reading.deployment.workloads)
+    if patch.objects:
+        _read_with_readers(doc, patch.objects, reading)
+    for operation in patch.operations:
+        value = operation.get("value")
+        if value is None or not isinstance(value.value, str) or not _LAUNCH_MARKER.search(value.value):
+            continue
+        script = Document(name=patch.document, text=value.value)
+        first = value.line + (1 if value.block else 0)
+        for launch in parse_shell(script, first, value.path, reading.deployment.notes):
+            what = f"{patch.target.get('kind', '?')}/{patch.target.get('name', '?')}" if patch.target else "?"
+            workload = Workload(
+                name=f"{what} ({text_of(operation.get('op'))} {clip(text_of(operation.get('path')), 80)})",
+                file=patch.document,
+                source="kubernetes",
+                env=launch.env,
+                location=launch.location or Location(file=patch.document, line=first),
+                pod_elsewhere=True,  # the pod is the patched object's, which the files do not hold
+            )
+            read_args(workload, launch.args, launch.unresolved, launch.emptied)
+            reading.deployment.workloads.append(workload)
+            reading.totals.check(reading.deployment)
+    if len(reading.deployment.workloads) > before:
+        reading.deployment.notes.append(
+            f"{patch.source}: read on its own (its target is not among the files): what the object it patches "
+            "sets besides (image, resources, command) is not known"
+        )
 
 
 def _proxy_uses(doc: Document, scripts: list[str]) -> list[ProxyUse]:
