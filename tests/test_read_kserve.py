@@ -73,3 +73,26 @@ def test_a_model_format_no_vllm_runtime_serves_is_not_read_as_one() -> None:
     text = _ISVC.replace("name: huggingface", "name: sklearn")
     deployment = read(("isvc.yaml", text), ("serve.sh", "vllm serve m\n"))
     assert [w.name for w in deployment.workloads] == ["vllm #1"]
+
+
+_RUNTIME = """\
+apiVersion: serving.kserve.io/v1alpha1
+kind: ClusterServingRuntime
+metadata:
+  name: vllm-runtime
+spec:
+  supportedModelFormats:
+    - {name: vLLM, autoSelect: true}
+  containers:
+    - name: kserve-container
+      image: vllm/vllm-openai:v0.11.0
+      command: [python, -m, vllm.entrypoints.openai.api_server]
+      args: ["--port=8080", "--served-model-name={{.Name}}", "--model=/mnt/models"]
+"""
+
+
+def test_a_serving_runtime_template_placeholder_is_not_known_from_the_files() -> None:
+    [workload], _ = workloads(("runtime.yaml", _RUNTIME))
+    assert flags(workload)["--model"] == "/mnt/models"
+    [served] = [f for f in workload.flags if f.name == "--served-model-name"]
+    assert served.unresolved is not None and "filled in by KServe" in served.unresolved
