@@ -120,3 +120,9 @@ def test_with_its_base_the_images_are_applied_and_nothing_is_read_alone() -> Non
     [workload] = deployment.workloads
     assert workload.image == "vllm/vllm-openai:v0.23.0"
     assert not any("holds no vLLM server" in n for n in deployment.notes)
+
+
+def test_a_kustomization_under_another_file_name_is_known_by_its_kind() -> None:
+    deployment = read(("offloading-kustomization.yaml", _JSON_PATCH))
+    assert [w.model for w in deployment.workloads] == ["Qwen/Qwen3-32B"]
+    assert any("so only its patches are read" in n for n in deployment.notes)

@@ -79,8 +79,20 @@ class _Builds:
         ]
 
 
-def _is_kustomization(name: str) -> bool:
-    return name.rsplit("/", 1)[-1] in _KUSTOMIZATION_FILES
+# kustomize's own marker, for a kustomization given under another file name (`overlay-kustomization.yaml`):
+# its apiVersion and kind, each on a top-level line
+_API = re.compile(r"apiVersion:\s*['\"]?kustomize\.config\.k8s\.io/")
+_KIND = re.compile(r"kind:\s*['\"]?Kustomization\b")
+
+
+def _is_kustomization(name: str, text: str = "") -> bool:
+    """A kustomization: by its file name, as kustomize finds one, or by the apiVersion and kind it declares."""
+    if name.rsplit("/", 1)[-1] in _KUSTOMIZATION_FILES:
+        return True
+    if "Kustomization" not in text[:20_000]:
+        return False
+    lines = text[:20_000].splitlines()
+    return any(_API.match(line) for line in lines) and any(_KIND.match(line) for line in lines)
 
 
 def _at(name: str, item: Located) -> Location:
@@ -116,7 +128,7 @@ def read_builds(documents: list[Document], totals: Totals) -> tuple[_Builds, lis
     builds, notes = _Builds(), list[str]()
     overlays: dict[str, Overlay] = {}
     for index, doc in enumerate(documents):
-        if _is_kustomization(doc.name):
+        if _is_kustomization(doc.name, doc.text):
             with reading_document(index):
                 roots = load_yaml(doc.name, doc.text, totals)
                 if len(roots) != 1 or not isinstance(roots[0].value, dict):
@@ -186,7 +198,7 @@ def _build(
             below = _build(overlays[inner[0]], overlays, names, notes, (*seen, inner[0]))
             found += [(document, [*chain, overlay]) for document, chain in below]
             continue
-        matches = [m for m in _documents_at(resource, here, names) if not _is_kustomization(m)]
+        matches = [m for m in _documents_at(resource, here, names) if not _is_kustomization(m) and m not in overlays]
         if len(matches) == 1 and resource.endswith(_RESOURCE_FILE):
             found.append((matches[0], [overlay]))
             continue
