@@ -158,3 +158,25 @@ def test_a_serve_config_that_is_not_yaml_is_an_error_naming_the_field() -> None:
     expected = r"rayservice.yaml:7 \(spec.serveConfigV2\): the Ray Serve config in it: .*line 8"
     with pytest.raises(AdviceError, match=expected):
         read(("rayservice.yaml", text))
+
+
+def test_a_ray_service_whose_serve_config_has_no_llm_app_is_left_to_the_manifest_reader() -> None:
+    text = """\
+apiVersion: ray.io/v1
+kind: RayService
+metadata: {name: other}
+spec:
+  serveConfigV2: |
+    applications:
+      - {name: app, import_path: my_app:app}
+  rayClusterConfig:
+    headGroupSpec:
+      template:
+        spec:
+          containers:
+            - name: head
+              image: vllm/vllm-openai:v0.10.0
+              args: [--model, m, --max-model-len, "4096"]
+"""
+    [workload], _ = workloads(("rayservice.yaml", text))
+    assert workload.name.startswith("RayService/other") and flags(workload)["--max-model-len"] == "4096"

@@ -78,13 +78,14 @@ def _serve_config(doc: Document, item: Located, reading: Reading) -> Located | N
     return found[0] if found else None
 
 
-def _read_ray_service(doc: Document, root: Located, reading: Reading) -> None:
+def _read_ray_service(doc: Document, root: Located, reading: Reading) -> bool:
     spec = root.get("spec")
     meta = root.get("metadata")
     name = text_of(meta.get("name")) if meta is not None and meta.get("name") is not None else "?"
     config = _serve_config(doc, spec.get("serveConfigV2"), reading)
-    if config is not None:
-        _read_serve_config(doc, config, f"RayService/{name}", _cluster(spec), reading, "spec.serveConfigV2:")
+    if config is None:
+        return False
+    return _read_serve_config(doc, config, f"RayService/{name}", _cluster(spec), reading, "spec.serveConfigV2:")
 
 
 def _llm_configs(app: Located) -> list[Located]:
@@ -99,10 +100,13 @@ def _llm_configs(app: Located) -> list[Located]:
 
 def _read_serve_config(
     doc: Document, config: Located, owner: str, cluster: _Cluster, reading: Reading, prefix: str = ""
-) -> None:
+) -> bool:
+    """Whether the config builds any LLM application (else it is no shape of this reader's)."""
+    found = False
     for app in config.each("applications"):
         app_name = text_of(app.get("name")) or "?"
         for llm in _llm_configs(app):
+            found = True
             if not isinstance(llm.value, dict):
                 reading.deployment.notes.append(
                     f"{node_location(doc, llm, prefix)}: the LLM config {text_of(llm)!r} is a file the input does "
@@ -113,6 +117,7 @@ def _read_serve_config(
             workload.env += _runtime_env(doc, app, prefix) + _runtime_env(doc, llm, prefix)
             reading.deployment.workloads.append(workload)
             reading.totals.check(reading.deployment)
+    return found
 
 
 def _model(llm: Located) -> tuple[str, Located] | None:
@@ -214,13 +219,13 @@ class RayServeReader:
 
     def read(self, doc: Document, roots: list[Located], reading: Reading) -> bool:
         for root in mappings(roots):
+            # a Serve config with no LLM application (a plain Serve app) is left to the readers after this one
             if _is_ray_service(root):
-                _read_ray_service(doc, root, reading)
-            elif _is_serve_config(root):
-                _read_serve_config(doc, root, "", _Cluster(None, None, ""), reading)
+                read = _read_ray_service(doc, root, reading)
             else:
-                continue
-            reading.taken.add(id(root))
+                read = _is_serve_config(root) and _read_serve_config(doc, root, "", _Cluster(None, None, ""), reading)
+            if read:
+                reading.taken.add(id(root))
         return True
 
 
