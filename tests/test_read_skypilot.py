@@ -102,3 +102,12 @@ def test_accelerators_written_as_a_flow_mapping_of_candidates() -> None:
     text = _DOCKER_TASK.replace("accelerators: {L4: 1}", "accelerators: {L4:1, A10G:1, A100-80GB:1}")
     [workload], _ = workloads(("serve.yaml", text))
     assert (workload.gpu_label, workload.gpu_count) == (None, 1)
+
+
+def test_only_the_skypilot_variables_the_scripts_use_are_in_the_environment() -> None:
+    [workload], _ = workloads(("serve.yaml", _DOCKER_TASK))
+    assert not [e.name for e in workload.env if e.name.startswith("SKYPILOT_")]
+    [multinode], _ = workloads(("multinode.sky.yaml", _MULTINODE))
+    assert {e.name for e in multinode.env if e.name.startswith("SKYPILOT_")} == {
+        "SKYPILOT_NODE_RANK", "SKYPILOT_NUM_GPUS_PER_NODE", "SKYPILOT_NUM_NODES", "SKYPILOT_NODE_IPS",
+    }  # fmt: skip

@@ -20,6 +20,9 @@ from .base import Reading, mappings
 _ACCELERATOR = re.compile(r"\s*([A-Za-z][\w.-]*)\s*(?::\s*(\d+(?:\.\d+)?))?\s*")
 
 
+_NATIVE = "(set by SkyPilot on each node)"
+
+
 def _is_task(root: Located) -> bool:
     run = root.get("run")
     return (
@@ -66,7 +69,7 @@ def _task_env(doc: Document, root: Located, gpus: int | None, nodes: int) -> lis
                 env.append(EnvUse(name=name, value=None, reference=f"`sky launch --{key[:-1]} {name}`", location=where))
             else:
                 env.append(EnvUse(name=name, value=text_of(item), location=where))
-    native = Location(file=doc.name, line=None, path="(set by SkyPilot on each node)")
+    native = Location(file=doc.name, line=None, path=_NATIVE)
     env.append(EnvUse(name="SKYPILOT_NUM_NODES", value=str(nodes), location=native))
     if gpus is not None:
         env.append(EnvUse(name="SKYPILOT_NUM_GPUS_PER_NODE", value=str(gpus), location=native))
@@ -99,7 +102,9 @@ def _read_task(doc: Document, root: Located, reading: Reading) -> None:
     resources = root.get("resources")
     gpu_name, gpus = _accelerators(resources.get("accelerators") if resources is not None else None)
     nodes = whole_number(doc, root.get("num_nodes"), "num_nodes", 1, 100_000, notes) or 1
-    env = _task_env(doc, root, gpus, nodes)
+    scripts = " ".join(text_of(root.get(part)) for part in ("setup", "run"))
+    # SkyPilot's own variables, where the scripts use them: a variable set on every task is no setting of this one
+    env = [use for use in _task_env(doc, root, gpus, nodes) if use.location.path != _NATIVE or use.name in scripts]
     values = {use.name: use.value for use in env if use.value is not None}
     unknown = {f"${use.name}": f"{use.name} is {use.reference}" for use in env if use.value is None}
     unknown |= {"${" + k[1:] + "}": v for k, v in unknown.items()}
