@@ -168,8 +168,9 @@ def parse_documents(documents: list[Document], knowledge: Knowledge) -> Deployme
         raise NothingToReview(
             "documents",
             "no vLLM server found: give a `vllm serve` or `python -m vllm.entrypoints.openai.api_server` line, a "
-            "`docker run` of a vLLM image, a docker-compose file, Kubernetes manifests, Helm values or an LMCache "
-            "config YAML",
+            "`docker run` of a vLLM image, a docker-compose file, Kubernetes manifests (a RayService, KServe, "
+            "production-stack's VLLMRuntime too), a kustomization, Helm values, a SkyPilot task, a Ray Serve config "
+            "or an LMCache config YAML",
         )
     if not deployment.workloads and deployment.lmcache_configs:
         deployment.workloads.append(
