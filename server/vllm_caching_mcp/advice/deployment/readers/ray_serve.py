@@ -6,8 +6,6 @@ options that set them) and the GPUs of the Ray worker group that hosts it."""
 
 from __future__ import annotations
 
-import math
-
 from ...common import AdviceError
 from ..containers import memory_limit, whole_number
 from ..engine_kwargs import kwargs_words
@@ -180,8 +178,7 @@ def _replicas(doc: Document, llm: Located, prefix: str, notes: list[str]) -> int
         given = autoscaling.get("max_replicas") or autoscaling.get("min_replicas")
     if given is None or not isinstance(given.value, int):
         return None  # "auto", or none given
-    where = f"{prefix}{given.path}"
-    return whole_number(doc, given, where, 0, 1_000_000, notes)
+    return whole_number(doc, given, given.step.lstrip("."), 0, 1_000_000, notes)
 
 
 def _nodes(workload: Workload) -> int:
@@ -192,7 +189,7 @@ def _nodes(workload: Workload) -> int:
     except ValueError:
         return 1
     per_pod = workload.gpu_count
-    return max(1, math.ceil(world / per_pod)) if per_pod else 1
+    return max(1, -(-world // per_pod)) if per_pod else 1  # whole numbers: a float overflows on a huge size
 
 
 def _runtime_env(doc: Document, node: Located, prefix: str) -> list[EnvUse]:

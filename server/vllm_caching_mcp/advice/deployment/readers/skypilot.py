@@ -21,6 +21,7 @@ _ACCELERATOR = re.compile(r"\s*([A-Za-z][\w.-]*)\s*(?::\s*(\d+(?:\.\d+)?))?\s*")
 
 
 _NATIVE = "(set by SkyPilot on each node)"
+_MAX_GPUS = 1_000  # per node, as nvidia.com/gpu is bounded
 
 
 def _is_task(root: Located) -> bool:
@@ -53,7 +54,7 @@ def _accelerators(item: Located | None) -> tuple[str | None, int | None]:
         if m is None:
             return None, None
         count = float(m[2]) if m[2] else 1.0
-        found.append((m[1], int(count) if count.is_integer() else None))
+        found.append((m[1], int(count) if count.is_integer() and count <= _MAX_GPUS else None))
     names, counts = {n for n, _ in found}, {c for _, c in found}
     return (names.pop() if len(names) == 1 else None), (counts.pop() if len(counts) == 1 else None)
 
