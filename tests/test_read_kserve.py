@@ -66,7 +66,8 @@ def test_the_predictor_gives_resources_env_gpu_and_replicas() -> None:
 def test_a_model_id_names_the_model() -> None:
     text = _ISVC.replace("        - --model_name=qwen\n", "        - --model_id=Qwen/Qwen2.5-7B-Instruct\n")
     [workload], _ = workloads(("isvc.yaml", text))
-    assert workload.model == "Qwen/Qwen2.5-7B-Instruct" and workload.model_location is None
+    assert workload.model == "Qwen/Qwen2.5-7B-Instruct"
+    assert workload.model_location is not None and workload.model_location.line == 15
 
 
 def test_a_model_format_no_vllm_runtime_serves_is_not_read_as_one() -> None:
@@ -96,3 +97,40 @@ def test_a_serving_runtime_template_placeholder_is_not_known_from_the_files() ->
     assert flags(workload)["--model"] == "/mnt/models"
     [served] = [f for f in workload.flags if f.name == "--served-model-name"]
     assert served.unresolved is not None and "filled in by KServe" in served.unresolved
+
+
+_VLLM_ISVC = """\
+apiVersion: serving.kserve.io/v1beta1
+kind: InferenceService
+metadata:
+  name: chat
+spec:
+  predictor:
+    model:
+      modelFormat: {name: vLLM}
+      storageUri: pvc://models/llama
+      args: ["--max-model-len=4096"]
+      resources:
+        limits: {nvidia.com/gpu: "1", memory: 24Gi}
+"""
+
+
+def test_an_inference_service_is_read_with_the_serving_runtime_that_serves_it() -> None:
+    deployment = read(("runtime.yaml", _RUNTIME), ("isvc.yaml", _VLLM_ISVC))
+    runtime, isvc = deployment.workloads  # the runtime is also reviewed as the template it is
+    assert runtime.name.startswith("ClusterServingRuntime/vllm-runtime")
+    assert isvc.name == "InferenceService/chat predictor" and isvc.image == "vllm/vllm-openai:v0.11.0"
+    assert isvc.image_location is not None and isvc.image_location.file == "runtime.yaml"
+    got = flags(isvc)
+    assert (got["--port"], got["--model"], got["--max-model-len"]) == ("8080", "/mnt/models", "4096")
+    where = {f.name: f.location.file for f in isvc.flags}
+    assert (where["--port"], where["--max-model-len"]) == ("runtime.yaml", "isvc.yaml")
+    assert (isvc.gpu_count, isvc.memory_limit_gib, isvc.pod_elsewhere) == (1, 24, False)
+    assert any("read with the ClusterServingRuntime of runtime.yaml" in n for n in deployment.notes)
+
+
+def test_a_runtime_that_does_not_serve_the_format_is_not_used() -> None:
+    other = _RUNTIME.replace("{name: vLLM, autoSelect: true}", "{name: vLLM, autoSelect: false}")
+    deployment = read(("runtime.yaml", other), ("isvc.yaml", _VLLM_ISVC))
+    isvc = deployment.workloads[-1]
+    assert isvc.image is None and isvc.pod_elsewhere and flags(isvc) == {"--max-model-len": "4096"}

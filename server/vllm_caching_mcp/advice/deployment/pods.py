@@ -7,7 +7,7 @@ import json
 import re
 
 from .containers import memory_limit, whole_number
-from .model import Document, EnvUse, Workload
+from .model import Document, EnvUse, Location, Workload
 from .shell import Shell
 from .yaml_nodes import Located, node_location, text_of
 
@@ -140,4 +140,21 @@ def pod_resources(doc: Document, workload: Workload, pod_spec: Located, containe
             size = empty_dir.get("sizeLimit")
             workload.shm_gib = (
                 memory_limit(doc, size, notes, "emptyDir.sizeLimit") if size is not None else workload.memory_limit_gib
+            )
+
+
+# A KServe ServingRuntime's container is a template: KServe fills in `{{.Name}}` (the InferenceService's
+# name) and the like when it builds the predictor's pod, and appends the InferenceService's args.
+SERVING_RUNTIME_KINDS = {"ServingRuntime", "ClusterServingRuntime"}
+_PLACEHOLDER = re.compile(r"\{\{\s*\.?[A-Za-z_][\w.]*\s*\}\}")
+
+
+def runtime_placeholders(argv: list[tuple[str, Location]], variables: Shell) -> None:
+    """Mark the values a runtime template leaves to KServe as not known from the files."""
+    for word, _ in argv:
+        value = word.split("=", 1)[1] if word.startswith("-") and "=" in word else word
+        found = _PLACEHOLDER.search(value)
+        if found is not None:
+            variables.unresolved.setdefault(
+                value, f"{found.group()} is filled in by KServe from each InferenceService that uses the runtime"
             )

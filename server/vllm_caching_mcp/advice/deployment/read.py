@@ -45,6 +45,7 @@ def _read_document(
     lmcache_keys: frozenset[str],
     dotenv: dict[str, str] | None = None,
     build: list[Overlay] | None = None,
+    documents: tuple[Document, ...] = (),
 ) -> None:
     """Add the workloads of one document, as the kustomize ``build`` (overlays innermost first) patches it
     when it is a resource of one; AdviceError("text", ...) when its text cannot be read."""
@@ -61,7 +62,7 @@ def _read_document(
     found = mappings(roots)
     if found and build:
         Patcher(totals, deployment.notes).apply(doc, found, build)
-    reading = Reading(deployment, totals, lmcache_keys, dotenv or {})
+    reading = Reading(deployment, totals, lmcache_keys, dotenv or {}, documents=documents)
     before = len(deployment.workloads)
     reader = _read_with_readers(doc, roots, reading)
     if reader is None:  # only a YAML-named file: the shell reader claims every other
@@ -145,14 +146,15 @@ def parse_documents(documents: list[Document], knowledge: Knowledge) -> Deployme
         for chain in chains:
             before = len(deployment.workloads)
             with reading_document(index):
-                _read_document(doc, deployment, totals, proxy_scripts, LMCACHE_KEYS(knowledge), dotenv, chain)
+                keys = LMCACHE_KEYS(knowledge)
+                _read_document(doc, deployment, totals, proxy_scripts, keys, dotenv, chain, tuple(documents))
             if chain and len(chains) > 1:  # one base, built by several overlays
                 for workload in deployment.workloads[before:]:
                     workload.name += f" ({chain[-1].name})"
             totals.check(deployment)
         if len(deployment.workloads) == read_before and (unread := _unread_launch(doc)) is not None:
             deployment.unread.append(unread)
-    reading = Reading(deployment, totals, LMCACHE_KEYS(knowledge), dotenv)
+    reading = Reading(deployment, totals, LMCACHE_KEYS(knowledge), dotenv, documents=tuple(documents))
     alone = builds.alone()
     for overlay in builds.overlays:
         before = len(deployment.workloads)

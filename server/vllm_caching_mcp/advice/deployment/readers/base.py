@@ -25,6 +25,9 @@ class Reading:
     dotenv: dict[str, str]
     # ids of the YAML documents a partial reader read: the readers after it are handed the others
     taken: set[int] = field(default_factory=set)
+    # every document of the call, for a shape whose objects name another file's (a KServe InferenceService
+    # is served by a ServingRuntime, often written apart)
+    documents: tuple[Document, ...] = ()
 
 
 class Reader(Protocol):

@@ -8,11 +8,24 @@ storage initializer puts ``storageUri`` at /mnt/models."""
 
 from __future__ import annotations
 
-from ..containers import memory_limit, script_words, words_from_list
+import re
+from typing import NamedTuple
+
+from ...common import AdviceError
+from ..bounds import Totals
+from ..containers import launch_from_argv, memory_limit, script_words, words_from_list
 from ..flags import normalize_flag, read_args
-from ..model import Document, Location, Workload
-from ..pods import container_env, gpu_label, pod_resources
-from ..yaml_nodes import Located, node_location, text_of
+from ..model import Document, EnvUse, Location, Workload
+from ..pods import (
+    SERVING_RUNTIME_KINDS,
+    container_env,
+    gpu_label,
+    k8s_expand,
+    k8s_variables,
+    pod_resources,
+    runtime_placeholders,
+)
+from ..yaml_nodes import Located, load_yaml, node_location, text_of
 from .base import Reading, mappings
 
 _VLLM_FORMATS = {"huggingface", "vllm"}
@@ -43,10 +56,10 @@ def _model_of(root: Located) -> Located | None:
     return model if name in _VLLM_FORMATS or "vllm" in runtime or "huggingface" in runtime else None
 
 
-def _vllm_words(words: list[tuple[str, Location]]) -> tuple[list[tuple[str, Location]], str | None]:
-    """The arguments vLLM reads (the runtime's own options left out), and the --model_id given."""
+def _vllm_words(words: list[tuple[str, Location]]) -> list[tuple[str, Location]]:
+    """The arguments vLLM reads: the runtime's own options left out, the --model_id given as the model."""
     kept: list[tuple[str, Location]] = []
-    model_id: str | None = None
+    model_id: tuple[str, Location] | None = None
     i = 0
     while i < len(words):
         word = words[i][0]
@@ -54,13 +67,71 @@ def _vllm_words(words: list[tuple[str, Location]]) -> tuple[list[tuple[str, Loca
         takes_next = "=" not in word and i + 1 < len(words) and not words[i + 1][0].startswith("-")
         if name in _SERVER_OPTIONS:
             value = word.split("=", 1)[1] if "=" in word else words[i + 1][0] if takes_next else None
-            model_id = value if name == "--model-id" else model_id
+            if name == "--model-id" and value:  # huggingfaceserver gives vLLM the model id as its model
+                model_id = (value, words[i + (0 if "=" in word else 1)][1])
             i += 2 if takes_next else 1
             continue
         if name not in _SERVER_SWITCHES:
             kept.append(words[i])
         i += 1
-    return kept, model_id
+    return [model_id, *kept] if model_id is not None else kept
+
+
+class _Runtime(NamedTuple):
+    """A ServingRuntime among the documents: its document, the object, and its (first) container."""
+
+    doc: Document
+    root: Located
+    container: Located
+
+
+_RUNTIME_MARK = re.compile(r"^kind:\s*['\"]?(?:Cluster)?ServingRuntime\b", re.M)
+
+
+def _runtimes(documents: tuple[Document, ...]) -> list[_Runtime]:
+    """The ServingRuntimes of every document of the call (each read again here, as written: a kustomize
+    build of one is not applied to it)."""
+    found: list[_Runtime] = []
+    for doc in documents:
+        if not _RUNTIME_MARK.search(doc.text):
+            continue
+        try:
+            roots = load_yaml(doc.name, doc.text, Totals())
+        except AdviceError:
+            continue  # its own reading says what is wrong with it
+        for root in mappings(roots):
+            spec = root.get("spec")
+            if text_of(root.get("kind")) in SERVING_RUNTIME_KINDS and spec is not None:
+                containers = [c for c in spec.each("containers") if isinstance(c.value, dict)]
+                found += [_Runtime(doc, root, containers[0])] if containers else []
+    return found
+
+
+def _runtime_for(model: Located, runtimes: list[_Runtime]) -> _Runtime | None:
+    """The runtime KServe serves the model with: the one ``runtime`` names, else one that supports its
+    modelFormat and is auto-selected."""
+    wanted = text_of(model.get("runtime"))
+    fmt = model.get("modelFormat")
+    fmt_name = text_of(fmt.get("name")).lower() if fmt is not None and fmt.get("name") is not None else ""
+    for runtime in runtimes:
+        meta = runtime.root.get("metadata")
+        name = text_of(meta.get("name")) if meta is not None and meta.get("name") is not None else ""
+        if wanted:
+            if name == wanted:
+                return runtime
+            continue
+        for supported in runtime.root.get("spec").each("supportedModelFormats"):
+            auto = supported.get("autoSelect")
+            if text_of(supported.get("name")).lower() == fmt_name and auto is not None and auto.value is True:
+                return runtime
+    return None
+
+
+def _args_of(doc: Document, container: Located) -> list[tuple[str, Location]]:
+    args = container.get("args")
+    if args is not None and isinstance(args.value, str):
+        return script_words(doc, args)
+    return words_from_list(doc, args.items() if args is not None else [], "")
 
 
 def _read_isvc(doc: Document, root: Located, model: Located, reading: Reading) -> None:
@@ -68,38 +139,72 @@ def _read_isvc(doc: Document, root: Located, model: Located, reading: Reading) -
     meta = root.get("metadata")
     name = text_of(meta.get("name")) if meta is not None and meta.get("name") is not None else "?"
     predictor = root.get("spec").get("predictor")
-    args = model.get("args")
-    words = (
-        script_words(doc, args)
-        if args is not None and isinstance(args.value, str)
-        else (words_from_list(doc, args.items() if args is not None else [], ""))
-    )
-    words, model_id = _vllm_words(words)
-    storage = model.get("storageUri") or model.get("storage")
-    image = model.get("image")
+    runtime = _runtime_for(model, _runtimes(reading.documents))
+    container = runtime.container if runtime is not None else None
+    image = model.get("image") or (container.get("image") if container is not None else None)
+    image_doc = doc if model.get("image") is not None or runtime is None else runtime.doc
     workload = Workload(
         name=f"InferenceService/{name} predictor",
         file=doc.name,
         source="kubernetes",
-        model=model_id or "/mnt/models",
-        model_location=node_location(doc, storage) if storage is not None and not model_id else None,
         image=text_of(image) if image is not None else None,
-        image_location=node_location(doc, image) if image is not None else None,
+        image_location=node_location(image_doc, image) if image is not None else None,
         location=node_location(doc, model),
-        pod_elsewhere=True,  # KServe builds the pod from the ServingRuntime
+        pod_elsewhere=runtime is None,  # KServe builds the pod from a ServingRuntime the files do not hold
         gpu_label=gpu_label(predictor),
         replicas=_replicas(predictor),
     )
-    env, env_notes = container_env(doc, model, {}, "")
+    # the runtime's container, then the model's settings, which KServe lays over it
+    holders: list[tuple[Document, Located, Located]] = [(doc, predictor, model)]
+    if runtime is not None:
+        holders.insert(0, (runtime.doc, runtime.root.get("spec"), runtime.container))
+    env: list[EnvUse] = []
+    for where, pod, holder in holders:
+        found, env_notes = container_env(where, holder, {}, "")
+        env += found
+        notes += env_notes
+        _resources(where, workload, pod, holder, notes)
     workload.env = env
-    notes += env_notes
-    limits = model.get("resources").get("limits") if model.get("resources") is not None else None
-    if limits is not None and limits.get("memory") is not None:
-        workload.memory_limit_gib = memory_limit(doc, limits.get("memory"), notes, "resources.limits.memory")
-    pod_resources(doc, workload, predictor, model, notes)
-    read_args(workload, words)
+    words, unresolved = _engine_words(doc, model, runtime, workload, notes)
+    read_args(workload, words, unresolved)
+    if workload.model is None:
+        storage = model.get("storageUri") or model.get("storage")
+        workload.model = "/mnt/models"  # where the storage initializer puts storageUri
+        workload.model_location = node_location(doc, storage) if storage is not None else None
+    if runtime is not None:
+        notes.append(
+            f"{workload.name}: read with the {text_of(runtime.root.get('kind'))} of {runtime.doc.name}, which serves it"
+        )
     reading.deployment.workloads.append(workload)
     reading.totals.check(reading.deployment)
+
+
+def _resources(doc: Document, workload: Workload, pod: Located, holder: Located, notes: list[str]) -> None:
+    """The memory, GPUs and /dev/shm of the runtime's container, then the model's, which override them."""
+    limits = holder.get("resources").get("limits") if holder.get("resources") is not None else None
+    if limits is not None and limits.get("memory") is not None:
+        workload.memory_limit_gib = memory_limit(doc, limits.get("memory"), notes, "resources.limits.memory")
+    pod_resources(doc, workload, pod, holder, notes)
+
+
+def _engine_words(
+    doc: Document, model: Located, runtime: _Runtime | None, workload: Workload, notes: list[str]
+) -> tuple[list[tuple[str, Location]], dict[str, str]]:
+    """vLLM's words: the runtime's command and args with the model's args after them (KServe appends
+    them), as a vLLM launch when the runtime's command starts one, else read past the runtime's own options."""
+    words = _args_of(doc, model)
+    if runtime is None:
+        return _vllm_words(words), {}
+    command = runtime.container.get("command")
+    argv = words_from_list(runtime.doc, command.items() if command is not None else [], "")
+    argv += _args_of(runtime.doc, runtime.container) + words
+    variables = k8s_variables(workload.env)
+    argv = [(k8s_expand(word, variables), where) for word, where in argv]
+    runtime_placeholders(argv, variables)
+    launch = launch_from_argv(runtime.doc, argv, workload.image, bool(command), variables, notes)
+    if launch is not None:
+        return launch.args, variables.unresolved | launch.unresolved
+    return _vllm_words(argv[len(command.items()) if command is not None else 0 :]), variables.unresolved
 
 
 def _replicas(predictor: Located) -> int | None:

@@ -5,16 +5,22 @@ command or arguments start vLLM is a vLLM workload."""
 
 from __future__ import annotations
 
-import re
-
 from ..bounds import Totals
 from ..containers import launch_from_argv, memory_limit, script_words, started_as_written, whole_number, words_from_list
 from ..flags import read_args
 from ..launch import Launch, is_vllm_image, starts_with_vllm_options
 from ..lmcache_config import maybe_lmcache_config
 from ..model import Deployment, Document, EnvUse, Location, Workload
-from ..pods import container_env, gpu_label, k8s_expand, k8s_variables, pod_resources
-from ..shell import Shell, tokenize_shell
+from ..pods import (
+    SERVING_RUNTIME_KINDS,
+    container_env,
+    gpu_label,
+    k8s_expand,
+    k8s_variables,
+    pod_resources,
+    runtime_placeholders,
+)
+from ..shell import tokenize_shell
 from ..yaml_nodes import Located, node_location, text_of
 from .base import Reading, mappings
 
@@ -118,8 +124,8 @@ def _parse_kubernetes(
                 env = _lws_env(part, nodes, container) + env if kind == "LeaderWorkerSet" else env
                 variables = k8s_variables(env)
                 argv = [(k8s_expand(word, variables), where) for word, where in argv]
-                if kind in _SERVING_RUNTIME_KINDS:
-                    _placeholders(argv, variables)
+                if kind in SERVING_RUNTIME_KINDS:
+                    runtime_placeholders(argv, variables)
                 found = launch_from_argv(
                     doc, argv, image, overridden=bool(command), variables=variables, notes=deployment.notes
                 )
@@ -174,23 +180,6 @@ def _only_vllm_args(argv: list[tuple[str, Location]], image: str | None, name: s
 # and the container's args after them. The decode pods of a P/D service (config-llm-decode-template) run
 # vLLM on port 8001, behind the routing sidecar on 8000.
 _KSERVE_KINDS = {"LLMInferenceService", "LLMInferenceServiceConfig"}
-
-
-# A KServe ServingRuntime's container is a template: KServe fills in `{{.Name}}` (the InferenceService's
-# name) and the like when it builds the predictor's pod, and appends the InferenceService's args.
-_SERVING_RUNTIME_KINDS = {"ServingRuntime", "ClusterServingRuntime"}
-_PLACEHOLDER = re.compile(r"\{\{\s*\.?[A-Za-z_][\w.]*\s*\}\}")
-
-
-def _placeholders(argv: list[tuple[str, Location]], variables: Shell) -> None:
-    """Mark the values a runtime template leaves to KServe as not known from the files."""
-    for word, _ in argv:
-        value = word.split("=", 1)[1] if word.startswith("-") and "=" in word else word
-        found = _PLACEHOLDER.search(value)
-        if found is not None:
-            variables.unresolved.setdefault(
-                value, f"{found.group()} is filled in by KServe from each InferenceService that uses the runtime"
-            )
 
 
 def _kserve_launch(doc: Document, env: list[EnvUse], argv: list[tuple[str, Location]], port: str) -> Launch | None:
