@@ -164,7 +164,8 @@ def parse_documents(documents: list[Document], knowledge: Knowledge) -> Deployme
         if overlay in alone:
             deployment.notes += what_it_sets(overlay, len(deployment.workloads) > before)
     deployment.notes += builds.unapplied()
-    deployment.notes += [f"value not known: {u}" for w in deployment.workloads for u in w.unresolved]
+    # once each: a KServe runtime's template value is not known in it nor in each model it serves
+    deployment.notes += dict.fromkeys(f"value not known: {u}" for w in deployment.workloads for u in w.unresolved)
     deployment.notes += image_notes(deployment.workloads)
     if not (deployment.workloads or deployment.lmcache_configs or deployment.unread or alone):
         raise NothingToReview(
