@@ -126,3 +126,13 @@ def test_a_kustomization_under_another_file_name_is_known_by_its_kind() -> None:
     deployment = read(("offloading-kustomization.yaml", _JSON_PATCH))
     assert [w.model for w in deployment.workloads] == ["Qwen/Qwen3-32B"]
     assert any("so only its patches are read" in n for n in deployment.notes)
+
+
+def test_a_patch_file_two_kustomizations_name_is_read_on_its_own_once() -> None:
+    other = _IMAGES_ONLY.replace("newTag: v0.23.0", "newTag: v0.24.0")
+    deployment = read(
+        ("a/kustomization.yaml", _IMAGES_ONLY.replace("patch-vllm.yaml", "../patch-vllm.yaml")),
+        ("b/kustomization.yaml", other.replace("patch-vllm.yaml", "../patch-vllm.yaml")),
+        ("patch-vllm.yaml", _PATCH),
+    )
+    assert len(deployment.workloads) == 1

@@ -156,11 +156,14 @@ def parse_documents(documents: list[Document], knowledge: Knowledge) -> Deployme
             deployment.unread.append(unread)
     reading = Reading(deployment, totals, LMCACHE_KEYS(knowledge), dotenv, documents=tuple(documents))
     alone = builds.alone()
+    read_alone: set[str] = set()
     for overlay in builds.overlays:
         before = len(deployment.workloads)
         for patch in overlay.patches:
-            if not patch.applied:
+            # a patch file two kustomizations name is read on its own once
+            if not patch.applied and (patch.document == overlay.name or patch.document not in read_alone):
                 _read_patch_alone(patch, documents, reading)
+                read_alone.add(patch.document)
         if overlay in alone:
             deployment.notes += what_it_sets(overlay, len(deployment.workloads) > before)
     deployment.notes += builds.unapplied()
