@@ -180,3 +180,38 @@ spec:
 """
     [workload], _ = workloads(("rayservice.yaml", text))
     assert workload.name.startswith("RayService/other") and flags(workload)["--max-model-len"] == "4096"
+
+
+_RAY_JOB = """\
+apiVersion: ray.io/v1
+kind: RayJob
+metadata:
+  name: bench
+spec:
+  entrypoint: >-
+    vllm serve Qwen/Qwen2.5-72B-Instruct --tensor-parallel-size 8
+    --pipeline-parallel-size 2 --distributed-executor-backend ray
+  rayClusterSpec:
+    headGroupSpec:
+      template:
+        spec:
+          containers:
+            - {name: head, image: "vllm/vllm-openai:v0.10.2"}
+    workerGroupSpecs:
+      - replicas: 2
+        template:
+          spec:
+            containers:
+              - name: worker
+                image: vllm/vllm-openai:v0.10.2
+                resources:
+                  limits: {nvidia.com/gpu: 8}
+"""
+
+
+def test_a_ray_job_entrypoint_that_starts_vllm_is_read_on_its_cluster() -> None:
+    [workload], _ = workloads(("rayjob.yaml", _RAY_JOB))
+    assert workload.name == "RayJob/bench entrypoint vllm #1"
+    assert workload.model == "Qwen/Qwen2.5-72B-Instruct"
+    assert flags(workload)["--pipeline-parallel-size"] == "2"
+    assert (workload.image, workload.gpu_count, workload.nodes) == ("vllm/vllm-openai:v0.10.2", 8, 2)

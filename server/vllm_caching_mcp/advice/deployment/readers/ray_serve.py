@@ -2,7 +2,8 @@
 ``ray.serve.llm`` applications, and a Serve config file of its own (``applications:``). Each LLMConfig
 (in ``args.llm_configs``, ``args.llm_config``, or P/D's ``prefill_config``/``decode_config``) runs a vLLM
 engine in every replica, with its ``engine_kwargs`` as the engine's arguments (read as the `vllm serve`
-options that set them) and the GPUs of the Ray worker group that hosts it."""
+options that set them) and the GPUs of the Ray worker group that hosts it. A KubeRay ``RayJob`` whose
+``entrypoint`` (the shell command its head runs) starts vLLM is read as that command on its cluster."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from ..engine_kwargs import kwargs_words
 from ..flags import read_args
 from ..model import Document, EnvUse, Workload
 from ..pods import container_env, gpu_label, pod_resources
+from ..shell import Shell, ShellRun
 from ..yaml_nodes import Located, load_yaml, node_location, text_of
 from .base import Reading, mappings
 
@@ -49,10 +51,10 @@ def _gpus(container: Located) -> bool:
     )
 
 
-def _cluster(spec: Located) -> _Cluster:
+def _cluster(spec: Located, key: str = "rayClusterConfig") -> _Cluster:
     """The worker group that requests GPUs (the first, else the first group, else the head): Ray places
     the engine's GPU workers there; the head, started with no GPUs in these samples, hosts none."""
-    config = spec.get("rayClusterConfig")
+    config = spec.get(key)
     if config is None:
         return _Cluster(None, None, "")
     groups = [(g.get("template"), g.path) for g in config.each("workerGroupSpecs")]
@@ -149,14 +151,7 @@ def _workload(
         pod_elsewhere=container is not None,  # KubeRay builds the pods from the group templates
         replicas=_replicas(doc, llm, prefix, notes),
     )
-    if container is not None and cluster.pod is not None:
-        env, env_notes = container_env(doc, container, {}, "")
-        workload.env, workload.gpu_label = env, gpu_label(cluster.pod)
-        notes += env_notes
-        limits = container.get("resources").get("limits") if container.get("resources") is not None else None
-        if limits is not None and limits.get("memory") is not None:
-            workload.memory_limit_gib = memory_limit(doc, limits.get("memory"), notes, "resources.limits.memory")
-        pod_resources(doc, workload, cluster.pod, container, notes)
+    _on_cluster(doc, workload, cluster, notes)
     accelerator = llm.get("accelerator_type")
     if accelerator is not None and text_of(accelerator):
         workload.gpu_label = text_of(accelerator)  # the accelerator Ray schedules the engine's workers on
@@ -165,6 +160,57 @@ def _workload(
         read_args(workload, kwargs_words(doc, kwargs, prefix, notes))
     workload.nodes = _nodes(workload)
     return workload
+
+
+def _on_cluster(doc: Document, workload: Workload, cluster: _Cluster, notes: list[str]) -> None:
+    """The environment, GPU label, memory, GPUs and /dev/shm of the Ray pod the engine's workers run in."""
+    container = cluster.container
+    if container is None or cluster.pod is None:
+        return
+    env, env_notes = container_env(doc, container, {}, "")
+    workload.env, workload.gpu_label = env + workload.env, gpu_label(cluster.pod)
+    notes += env_notes
+    limits = container.get("resources").get("limits") if container.get("resources") is not None else None
+    if limits is not None and limits.get("memory") is not None:
+        workload.memory_limit_gib = memory_limit(doc, limits.get("memory"), notes, "resources.limits.memory")
+    pod_resources(doc, workload, cluster.pod, container, notes)
+
+
+def _is_ray_job(root: Located) -> bool:
+    spec = root.get("spec")
+    entrypoint = spec.get("entrypoint") if spec is not None else None
+    return text_of(root.get("kind")) == "RayJob" and entrypoint is not None and isinstance(entrypoint.value, str)
+
+
+def _read_ray_job(doc: Document, root: Located, reading: Reading) -> bool:
+    """A KubeRay RayJob whose entrypoint (a shell command the head runs) starts vLLM on its cluster."""
+    spec = root.get("spec")
+    meta = root.get("metadata")
+    name = text_of(meta.get("name")) if meta is not None and meta.get("name") is not None else "?"
+    entrypoint = spec.get("entrypoint")
+    run = ShellRun(Document(name=doc.name, text=text_of(entrypoint)), entrypoint.path, Shell())
+    cluster = _cluster(spec, "rayClusterSpec")
+    found = False
+    for n, launch in enumerate(run.launches(entrypoint.line + (1 if entrypoint.block else 0))):
+        found = True
+        image = cluster.container.get("image") if cluster.container is not None else None
+        workload = Workload(
+            name=f"RayJob/{name} entrypoint vllm #{n + 1}",
+            file=doc.name,
+            source="kubernetes",
+            env=launch.env,
+            image=text_of(image) if image is not None else None,
+            image_location=node_location(doc, image) if image is not None else None,
+            location=launch.location or node_location(doc, entrypoint),
+            pod_elsewhere=True,  # KubeRay builds the pods from the group templates
+        )
+        _on_cluster(doc, workload, cluster, reading.deployment.notes)
+        read_args(workload, launch.args, launch.unresolved, launch.emptied)
+        workload.nodes = _nodes(workload)
+        reading.deployment.workloads.append(workload)
+        reading.totals.check(reading.deployment)
+    reading.deployment.notes += run.notes
+    return found
 
 
 def _replicas(doc: Document, llm: Located, prefix: str, notes: list[str]) -> int | None:
@@ -212,13 +258,15 @@ class RayServeReader:
     partial = True
 
     def claims(self, doc: Document, roots: list[Located], reading: Reading) -> bool:
-        return any(_is_ray_service(m) or _is_serve_config(m) for m in mappings(roots))
+        return any(_is_ray_service(m) or _is_ray_job(m) or _is_serve_config(m) for m in mappings(roots))
 
     def read(self, doc: Document, roots: list[Located], reading: Reading) -> bool:
         for root in mappings(roots):
             # a Serve config with no LLM application (a plain Serve app) is left to the readers after this one
             if _is_ray_service(root):
                 read = _read_ray_service(doc, root, reading)
+            elif _is_ray_job(root):
+                read = _read_ray_job(doc, root, reading)
             else:
                 read = _is_serve_config(root) and _read_serve_config(doc, root, "", _Cluster(None, None, ""), reading)
             if read:
