@@ -12,7 +12,7 @@ from typing import NamedTuple
 from ..common import AdviceError
 from .bounds import MAX_ARGUMENTS, MAX_EXPANDED_CHARS, MAX_VALUE_CHARS, clip
 from .hygiene import install_issues
-from .launch import SHELLS, WRAPPERS, Launch, docker_run, may_start_vllm, vllm_args
+from .launch import WRAPPERS, Launch, docker_run, may_start_vllm, script_index, vllm_args
 from .model import Document, EnvUse, HygieneIssue, Location
 
 
@@ -569,16 +569,12 @@ class ShellRun:
                 f"{self.doc.name}, line {rest[0].line}: a command of more than {MAX_ARGUMENTS:,} words after "
                 "expansion; no deployment runs one that long",
             )
-        if len(texts) >= 3 and texts[0] in SHELLS and texts[1] in ("-c", "-lc", "-ec"):
-            inherited = {name: value for name, value, _, why in self.exported + assigned if why is None}
-            inner = ShellRun(
-                Document(name=self.doc.name, text=texts[2]), self.path, Shell(inherited, self.shell.unresolved)
-            )
-            inner.installs = list(self.installs)
-            for launch in inner.launches(fields[2][1].line or 1):
-                launch.env = self.env_of(self.exported + assigned) + launch.env
-                yield launch
-            self.notes += inner.notes
+        at = script_index(texts)
+        if at is not None or (texts[0] == "eval" and len(texts) > 1):
+            # `bash -c SCRIPT` runs its script in a shell of its own; `eval WORDS` reads its words, joined
+            # by blanks, as a command line of this shell (KServe's `eval "exec vllm serve …"`)
+            script = texts[at] if at is not None else " ".join(texts[1:])
+            yield from self.nested(script, fields[at or 1][1].line, assigned, shared=at is None)
             return
         if not may_start_vllm(texts):
             return
@@ -597,6 +593,26 @@ class ShellRun:
         launch.emptied = {id(words[i][1]) for i in emptied}
         launch.hygiene = list(self.installs)
         yield launch
+
+    def nested(
+        self, script: str, line: int, assigned: list[tuple[str, str, Token, str | None]], shared: bool
+    ) -> Iterator[Launch]:
+        """The launches of a script this one runs: in a shell of its own that inherits what is exported
+        (`bash -c`), or ``shared``, in this very shell (`eval`)."""
+        if shared:
+            inner = ShellRun(Document(name=self.doc.name, text=script), self.path, self.shell)
+            inner.exported = self.exported
+            outer_env = self.env_of(assigned)
+        else:
+            inherited = {name: value for name, value, _, why in self.exported + assigned if why is None}
+            shell = Shell(inherited, self.shell.unresolved)
+            inner = ShellRun(Document(name=self.doc.name, text=script), self.path, shell)
+            outer_env = self.env_of(self.exported + assigned)
+        inner.installs = list(self.installs)
+        for launch in inner.launches(line or 1):
+            launch.env = outer_env + launch.env
+            yield launch
+        self.notes += inner.notes
 
 
 def parse_shell(

@@ -6,7 +6,7 @@ containers, lmcache_config) and this one, never another reader (tests/test_deplo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from ..bounds import Totals
@@ -23,6 +23,11 @@ class Reading:
     totals: Totals
     lmcache_keys: frozenset[str]
     dotenv: dict[str, str]
+    # ids of the YAML documents a partial reader read: the readers after it are handed the others
+    taken: set[int] = field(default_factory=set)
+    # every document of the call, for a shape whose objects name another file's (a KServe InferenceService
+    # is served by a ServingRuntime, often written apart)
+    documents: tuple[Document, ...] = ()
 
 
 class Reader(Protocol):
@@ -30,6 +35,9 @@ class Reader(Protocol):
 
     # Whether the documents it claims are YAML: one of those that gives no vLLM server gets a note.
     yaml: bool
+    # Whether it reads only some YAML documents of a file (an operator's custom resources beside plain
+    # manifests), adding their ids to ``reading.taken``: the readers after it are asked for the rest.
+    partial: bool
 
     def claims(self, doc: Document, roots: list[Located], reading: Reading) -> bool:
         """Whether ``doc`` has this shape; the first reader in read.READERS that claims it reads it."""

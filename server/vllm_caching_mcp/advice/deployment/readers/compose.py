@@ -169,6 +169,7 @@ class ComposeReader:
     """A docker-compose file: its first YAML document has ``services``."""
 
     yaml = True
+    partial = False
 
     def claims(self, doc: Document, roots: list[Located], reading: Reading) -> bool:
         found = mappings(roots)

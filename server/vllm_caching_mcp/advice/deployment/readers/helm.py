@@ -289,6 +289,7 @@ class HelmValuesReader:
     chart (``image.command``), in the first YAML document."""
 
     yaml = True
+    partial = False
 
     def claims(self, doc: Document, roots: list[Located], reading: Reading) -> bool:
         found = mappings(roots)

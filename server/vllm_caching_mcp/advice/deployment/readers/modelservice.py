@@ -209,6 +209,7 @@ class ModelServiceReader:
     ``modelArtifacts`` or a container's ``modelCommand``, in the first YAML document."""
 
     yaml = True
+    partial = False
 
     def claims(self, doc: Document, roots: list[Located], reading: Reading) -> bool:
         found = mappings(roots)

@@ -39,6 +39,7 @@ class ShellReader:
     `{ vllm serve …; }` is a YAML flow mapping too, a shell group there."""
 
     yaml = False
+    partial = False
 
     def claims(self, doc: Document, roots: list[Located], reading: Reading) -> bool:
         return not mappings(roots) or not doc.name.lower().endswith((".yaml", ".yml"))
