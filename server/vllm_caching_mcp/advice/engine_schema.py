@@ -372,10 +372,9 @@ def check_lmcache_keys(keys: Iterable[str], lmcache_version: Version | str, know
     problems: list[Problem] = []
     for raw in keys:
         key = lmcache_key_name(raw)
-        known, runs = _runs((e for e in schema.lmcache_keys if e.name == key), release)
-        if known is not None:
+        known, alias, runs = _key_at(schema, key, release)
+        if known:
             continue
-        alias, _ = _runs((e for e in schema.lmcache_aliases if e.name == key), release)
         if alias is not None:
             problems.append(_alias_problem(raw, alias, release))
             continue
@@ -398,6 +397,16 @@ def check_lmcache_keys(keys: Iterable[str], lmcache_version: Version | str, know
             )
         )
     return problems
+
+
+def _key_at(schema: EngineSchema, key: str, release: Version) -> tuple[bool, SchemaEntry | None, list[SchemaEntry]]:
+    """Whether ``release`` has the LMCache config key ``key``; else the alias entry that holds the name there,
+    if one does; and the key's runs (what a lifetime hint says of a key the release lacks)."""
+    known, runs = _runs((e for e in schema.lmcache_keys if e.name == key), release)
+    if known is not None:
+        return True, None, runs
+    alias, _ = _runs((e for e in schema.lmcache_aliases if e.name == key), release)
+    return False, alias, runs
 
 
 def _alias_problem(raw: str, alias: SchemaEntry, release: Version) -> Problem:
@@ -591,10 +600,9 @@ def check_lmcache_env(
         if not name.startswith(LMCACHE_ENV_PREFIX) or name != name.upper():
             continue
         key = lmcache_key_name(name)
-        known, runs = _runs((e for e in schema.lmcache_keys if e.name == key), release)
-        if known is not None or _env_reader(schema, name, release, vllm) is not None:
+        known, alias, runs = _key_at(schema, key, release)
+        if known or _env_reader(schema, name, release, vllm) is not None:
             continue
-        alias, _ = _runs((e for e in schema.lmcache_aliases if e.name == key), release)
         if alias is not None:
             problems.append(_alias_problem(name, alias, release))
             continue
