@@ -38,7 +38,8 @@ knowledge/releases.yaml with neither are skipped and recorded as not read. Per r
 Output is compact: one entry per name and run of consecutive releases read that have it
 (``introduced``/``removed`` as in name_inventory.yaml); an attribute that changes inside a run is a
 list of ``{since, value}``; ``source`` is the file and line in the newest release of the run. The
-header records the sha256 of this script, so a test fails when the shipped file is older than it.
+header records the sha256 of this script and of the module it shares with the other generators
+(``scripts/wheel_trees``), so a test fails when the shipped file is older than either.
 """
 
 from __future__ import annotations
@@ -46,7 +47,6 @@ from __future__ import annotations
 import argparse
 import ast
 import hashlib
-import itertools
 import logging
 import re
 import sys
@@ -57,7 +57,8 @@ from typing import Any
 
 import yaml
 
-from vllm_caching_mcp.versions import Version
+import wheel_trees
+from wheel_trees import ExtractionError, released, runs
 
 REPO = Path(__file__).resolve().parents[1]
 VERIFIED_AT = "2026-12-02"
@@ -73,10 +74,6 @@ LMCACHE_CONFIG_BASE = "lmcache/v1/config_base.py"
 LMCACHE_ADAPTER = "lmcache/integration/vllm"
 UNKNOWN_PROBE = "no_such_key_probe"
 BUILTIN_CONVERTERS = ("int", "float")  # the converters whose refusals the checker can reproduce exactly
-
-
-class ExtractionError(Exception):
-    """The source does not have the shape this script understands; the message says where."""
 
 
 @dataclass(frozen=True)
@@ -699,14 +696,6 @@ def _alias_behaviour(
 # releases, runs and the file
 
 
-def released(releases_file: Path, package: str) -> list[str]:
-    raw = yaml.safe_load(releases_file.read_text(encoding="utf-8"))
-    for line in raw["lines"]:
-        if line["package"] == package:
-            return sorted((str(r["version"]) for r in line["releases"]), key=Version)
-    raise ExtractionError(f"{releases_file}: no {package} release line")
-
-
 def trees(src_dir: Path, releases_file: Path, package: str, problems: list[str]) -> list[Tree]:
     found = []
     for version in released(releases_file, package):
@@ -725,25 +714,22 @@ def trees(src_dir: Path, releases_file: Path, package: str, problems: list[str])
 VARYING = ("type", "default", "converter", "unknown_fields", "access", "effect", "message", "maps_to", "hands_to")
 
 
-def runs(per_release: dict[str, dict[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+def entries_by_run(per_release: dict[str, dict[str, dict[str, Any]]]) -> list[dict[str, Any]]:
     """One entry per id and run of consecutive releases read; changing attributes as ``[{since, value}]``."""
     versions = list(per_release)
     entries: list[dict[str, Any]] = []
-    for entry_id in sorted({k for found in per_release.values() for k in found}):
-        present = [i for i, v in enumerate(versions) if entry_id in per_release[v]]
-        for _, run in itertools.groupby(enumerate(present), key=lambda t: t[1] - t[0]):
-            indexes = [i for _, i in run]
-            newest = dict(per_release[versions[indexes[-1]]][entry_id])
-            for attribute in VARYING:
-                values = [(versions[i], per_release[versions[i]][entry_id].get(attribute)) for i in indexes]
-                changes = [(v, value) for n, (v, value) in enumerate(values) if n == 0 or value != values[n - 1][1]]
-                if len(changes) > 1:
-                    newest[attribute] = [{"since": v, "value": value} for v, value in changes]
-            if indexes[0] > 0:
-                newest["introduced"] = versions[indexes[0]]
-            if indexes[-1] + 1 < len(versions):
-                newest["removed"] = versions[indexes[-1] + 1]
-            entries.append(newest)
+    for run in runs(per_release):
+        newest = dict(per_release[versions[run.indexes[-1]]][run.name])
+        for attribute in VARYING:
+            values = [(versions[i], per_release[versions[i]][run.name].get(attribute)) for i in run.indexes]
+            changes = [(v, value) for n, (v, value) in enumerate(values) if n == 0 or value != values[n - 1][1]]
+            if len(changes) > 1:
+                newest[attribute] = [{"since": v, "value": value} for v, value in changes]
+        if run.introduced:
+            newest["introduced"] = run.introduced
+        if run.removed:
+            newest["removed"] = run.removed
+        entries.append(newest)
     return entries
 
 
@@ -823,11 +809,12 @@ def build(
                 found[cls_name]["name"] = cls_name
         vllm_found[tree.version] = found | extra_config_keys(tree, problems) | env_reads(tree)
     lmcache_found = {tree.version: lmcache_keys(tree, problems) for tree in read["lmcache"]}
-    return runs(vllm_found), runs(lmcache_found), read
+    return entries_by_run(vllm_found), entries_by_run(lmcache_found), read
 
 
 def script_digest() -> str:
-    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
+    """The sha256 of what writes the file: this script followed by the shared module it imports."""
+    return hashlib.sha256(Path(__file__).read_bytes() + wheel_trees.SOURCE.read_bytes()).hexdigest()
 
 
 def main(argv: list[str] | None = None) -> int:
