@@ -732,6 +732,25 @@ def test_an_lmcache_value_its_converter_refuses(knowledge: Knowledge) -> None:
     }
 
 
+def test_a_workloads_lmcache_keys_are_checked_once_for_both_lmcache_rules(monkeypatch: pytest.MonkeyPatch) -> None:
+    """lmcache-value-refused and lmcache-key-ignored share one reading per workload (the review's Shared)."""
+    from vllm_caching_mcp.advice import review_conditions
+
+    calls: list[int] = []
+    original = review_conditions._lmcache_findings
+
+    def counted(ctx: Context) -> review_conditions.LMCacheFindings:
+        calls.append(id(ctx.effective))
+        return original(ctx)
+
+    monkeypatch.setattr(review_conditions, "_lmcache_findings", counted)
+    config = ("lmcache.yaml", "chunk_size: abc\nnixl_role: sender\n")
+    transfer = """--kv-transfer-config '{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}'"""
+    result = review(config, f"docker run lmcache/vllm-openai:v0.3.9 {M} {transfer}")
+    assert {"pitfall.lmcache-value-refused", "pitfall.lmcache-key-ignored"} <= fired(result)
+    assert len(calls) == len(set(calls)) == 1
+
+
 # ------------------------------------------------------------------------- outputs for CI
 
 
