@@ -48,6 +48,7 @@ from .deployment import (
     image_version,
     parse_documents,
     resolve,
+    resolve_cache_server,
 )
 from .review_advisories import advisory_findings, advisory_rule_id
 from .review_brief import in_brief
@@ -254,28 +255,60 @@ def _rule_findings(
             proxies=deployment.proxies,
             shared=shared,
             start_problem=workload.start_problem,
+            workload=workload,
+            deployment=deployment,
         )
-        for rule in all_rules:
-            if rule.id in request.disabled_rules or not in_range(rule.versions, version):
-                continue
-            assert rule.when is not None
-            run.evaluated += 1
-            outcome = evaluate(rule.when, ctx, workload.flags)
-            if outcome.value is None:
-                needs = sorted(set(outcome.missing))
-                run.not_checked.append(NotChecked(rule_id=rule.id, workload=effective.workload, needs=needs))
-                continue
-            if not outcome.value:
-                continue
-            run.used[rule.id] = rule
-            for finding in _rule_hits(rule, outcome, workload, effective):
-                if _key(finding) in found_at:
-                    found_at[_key(finding)].workload += f", {effective.workload}"
-                else:
-                    found_at[_key(finding)] = finding
-                    run.findings.append(finding)
+        _run_rules(run, found_at, request, all_rules, ctx, workload)
+    newest = Version(effectives[0].version) if effectives else knowledge.newest()
+    for server in deployment.cache_servers:
+        effective = resolve_cache_server(server, knowledge, newest)
+        ctx = Context(
+            effective=effective,
+            others=effectives,
+            knowledge=knowledge,
+            version=newest,
+            host=host,
+            p99_context_tokens=None,
+            shared=shared,
+            workload=server,
+            deployment=deployment,
+        )
+        _run_rules(run, found_at, request, all_rules, ctx, server)
     run.findings.sort(key=_severity_order)
     return run
+
+
+def _run_rules(
+    run: _RuleRun,
+    found_at: dict[_FindingKey, Finding],
+    request: ReviewRequest,
+    all_rules: list[Pitfall],
+    ctx: Context,
+    workload: Workload,
+) -> None:
+    """The rules whose releases hold the workload's and that are about its kind of process (vLLM, an LMCache server)."""
+    effective = ctx.effective
+    for rule in all_rules:
+        if rule.id in request.disabled_rules or not in_range(rule.versions, ctx.version):
+            continue
+        if workload.role not in rule.subjects:
+            continue
+        assert rule.when is not None
+        run.evaluated += 1
+        outcome = evaluate(rule.when, ctx, workload.flags)
+        if outcome.value is None:
+            needs = sorted(set(outcome.missing))
+            run.not_checked.append(NotChecked(rule_id=rule.id, workload=effective.workload, needs=needs))
+            continue
+        if not outcome.value:
+            continue
+        run.used[rule.id] = rule
+        for finding in _rule_hits(rule, outcome, workload, effective):
+            if _key(finding) in found_at:
+                found_at[_key(finding)].workload += f", {effective.workload}"
+            else:
+                found_at[_key(finding)] = finding
+                run.findings.append(finding)
 
 
 def _rule_hits(rule: Pitfall, outcome: Outcome, workload: Workload, effective: Effective) -> list[Finding]:

@@ -28,16 +28,19 @@ from ..knowledge import (
 from ..safe_text import one_line
 from ..versions import Version
 from .deployment import (
+    Deployment,
     Effective,
     EnvUse,
     FlagUse,
     Location,
     PerKnowledge,
     ProxyUse,
+    Workload,
     flag_bool,
     normalize_flag,
     parse_number,
 )
+from .deployment.graph import CHECKS, Graph
 from .deployment.images import lmcache_image_date, lmcache_image_version
 from .engine_schema import (
     Problem,
@@ -104,6 +107,8 @@ class Context:
     proxies: list[ProxyUse] = field(default_factory=list)
     shared: Shared = field(default_factory=Shared)
     start_problem: str | None = None  # why the workload's command never starts the server (Workload.start_problem)
+    workload: Workload | None = None  # the workload as read, and all the objects read with it (graph checks)
+    deployment: Deployment | None = None
 
 
 def _env_text(use: Any) -> str:
@@ -482,6 +487,16 @@ def _flag_value_vanished(wanted: bool, asked: Asked) -> Outcome:
     return Outcome(bool(items) is wanted, items=items)
 
 
+def _graph(check: str, asked: Asked) -> Outcome:
+    """Each place where the workload disagrees with another object of the deployment (deployment/graph.py)."""
+    ctx = asked.ctx
+    if ctx.workload is None or ctx.deployment is None:
+        return Outcome(False)
+    hits = CHECKS[check](Graph(ctx.workload, ctx.effective, ctx.deployment, ctx.knowledge))
+    items = [Evidence(hit.text, hit.location) for hit in hits]
+    return Outcome(bool(items), items=items)
+
+
 # One evaluator per condition key (the names of `Condition`'s fields): a new condition is a
 # function taking the key's value and what was asked, and one entry here.
 EVALUATORS: dict[str, Callable[[Any, Asked], Outcome]] = {
@@ -515,6 +530,7 @@ EVALUATORS: dict[str, Callable[[Any, Asked], Outcome]] = {
     "engine_schema": _engine_schema,
     "lmcache_schema": _lmcache_schema,
     "flag_value_vanished": _flag_value_vanished,
+    "graph": _graph,
 }
 
 

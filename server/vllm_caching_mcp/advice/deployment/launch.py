@@ -3,6 +3,7 @@ of a vLLM image."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -64,6 +65,11 @@ def _without_dynamo_options(words: list[tuple[str, Location]]) -> list[tuple[str
 
 
 SHELLS = {"sh", "bash", "/bin/sh", "/bin/bash", "/usr/bin/bash", "/usr/bin/env"}
+
+
+def runs_script(option: str) -> bool:
+    """A shell's option word that makes the next word its script: -c, alone or among others (-lc, -exc)."""
+    return re.fullmatch(r"-[a-zA-Z]*c[a-zA-Z]*", option) is not None and "-" not in option[1:]
 
 
 WRAPPERS = {"exec", "nohup", "env", "time", "stdbuf"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from ...knowledge import Knowledge
+from ...knowledge import Knowledge, ServerListener
 from ..common import AdviceError
 from .bounds import Totals, clip, reading_document
 from .images import image_notes
@@ -40,6 +40,7 @@ def _read_document(
     lmcache_keys: frozenset[str],
     dotenv: dict[str, str] | None = None,
     build: list[Overlay] | None = None,
+    servers: tuple[ServerListener, ...] = (),
 ) -> None:
     """Add the workloads of one document, as the kustomize ``build`` (overlays innermost first) patches it
     when it is a resource of one; AdviceError("text", ...) when its text cannot be read."""
@@ -56,14 +57,15 @@ def _read_document(
     found = mappings(roots)
     if found and build:
         Patcher(totals, deployment.notes).apply(doc, found, build)
-    reading = Reading(deployment, totals, lmcache_keys, dotenv or {})
-    before = len(deployment.workloads)
+    reading = Reading(deployment, totals, lmcache_keys, dotenv or {}, servers)
+    before = len(deployment.workloads) + len(deployment.cache_servers)
     reader = next((r for r in READERS if r.claims(doc, roots, reading) and r.read(doc, roots, reading)), None)
     if reader is None:  # only a YAML-named file: the shell reader claims every other
         deployment.notes.append(
             f"{doc.name}: a YAML file that is no manifest, compose file, Helm values or LMCache config"
         )
-    if (reader is None or reader.yaml) and len(deployment.workloads) == before and not deployment.lmcache_configs:
+    read_nothing = len(deployment.workloads) + len(deployment.cache_servers) == before
+    if (reader is None or reader.yaml) and read_nothing and not deployment.lmcache_configs:
         deployment.notes.append(f"{doc.name}: no vLLM server found in it")
 
 
@@ -124,7 +126,8 @@ def parse_documents(documents: list[Document], knowledge: Knowledge) -> Deployme
         for chain in chains:
             before = len(deployment.workloads)
             with reading_document(index):
-                _read_document(doc, deployment, totals, proxy_scripts, LMCACHE_KEYS(knowledge), dotenv, chain)
+                keys = LMCACHE_KEYS(knowledge)
+                _read_document(doc, deployment, totals, proxy_scripts, keys, dotenv, chain, knowledge.servers)
             if chain and len(chains) > 1:  # one base, built by several overlays
                 for workload in deployment.workloads[before:]:
                     workload.name += f" ({chain[-1].name})"
@@ -134,7 +137,11 @@ def parse_documents(documents: list[Document], knowledge: Knowledge) -> Deployme
     deployment.notes += builds.unapplied()
     deployment.notes += [f"value not known: {u}" for w in deployment.workloads for u in w.unresolved]
     deployment.notes += image_notes(deployment.workloads)
-    if not deployment.workloads and not deployment.lmcache_configs and not deployment.unread:
+    deployment.notes += [
+        f"{s.location}: {s.name} runs an LMCache server; it is checked against its pod (ports, memory), not as vLLM"
+        for s in deployment.cache_servers
+    ]
+    if not (deployment.workloads or deployment.cache_servers or deployment.lmcache_configs or deployment.unread):
         raise NothingToReview(
             "documents",
             "no vLLM server found: give a `vllm serve` or `python -m vllm.entrypoints.openai.api_server` line, a "

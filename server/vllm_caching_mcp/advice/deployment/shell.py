@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 from ..common import AdviceError
 from .bounds import MAX_ARGUMENTS, MAX_EXPANDED_CHARS, MAX_VALUE_CHARS, clip
-from .launch import SHELLS, WRAPPERS, Launch, docker_run, may_start_vllm, vllm_args
+from .launch import SHELLS, WRAPPERS, Launch, docker_run, may_start_vllm, runs_script, vllm_args
 from .model import Document, EnvUse, Location
 
 
@@ -559,7 +559,7 @@ class ShellRun:
                 f"{self.doc.name}, line {rest[0].line}: a command of more than {MAX_ARGUMENTS:,} words after "
                 "expansion; no deployment runs one that long",
             )
-        if len(texts) >= 3 and texts[0] in SHELLS and texts[1] in ("-c", "-lc", "-ec"):
+        if len(texts) >= 3 and texts[0] in SHELLS and runs_script(texts[1]):
             inherited = {name: value for name, value, _, why in self.exported + assigned if why is None}
             inner = ShellRun(
                 Document(name=self.doc.name, text=texts[2]), self.path, Shell(inherited, self.shell.unresolved)

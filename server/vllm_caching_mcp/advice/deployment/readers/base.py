@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from ....knowledge import ServerListener
 from ..bounds import Totals
 from ..model import Deployment, Document
 from ..yaml_nodes import Located
@@ -17,12 +18,14 @@ from ..yaml_nodes import Located
 @dataclass
 class Reading:
     """What every reader of one call shares: where workloads go, the bounds so far, and what the
-    other documents give (the LMCache config keys the knowledge names, a compose `.env`)."""
+    other documents give (the LMCache config keys the knowledge names, a compose `.env`), and the
+    servers the knowledge knows how to recognise."""
 
     deployment: Deployment
     totals: Totals
     lmcache_keys: frozenset[str]
     dotenv: dict[str, str]
+    servers: tuple[ServerListener, ...] = ()  # the LMCache servers a container may start (knowledge/ports.yaml)
 
 
 class Reader(Protocol):

@@ -200,10 +200,19 @@ def _stack_resources(doc: Document, spec: Located, workload: Workload, notes: li
     """requestMemory, limitMemory, requestGPU and the /dev/shm the template mounts for tensorParallelSize."""
     if spec.get("requestMemory") is not None:
         workload.memory_request_gib = memory_limit(doc, spec.get("requestMemory"), notes, "requestMemory")
+        workload.memory_request_location = node_location(doc, spec.get("requestMemory"))
     if spec.get("limitMemory") is not None:
         workload.memory_limit_gib = memory_limit(doc, spec.get("limitMemory"), notes, "limitMemory")
+        workload.memory_limit_location = node_location(doc, spec.get("limitMemory"))
+    # The chart's resources (chart.resources in templates/_helpers.tpl) request requestGPU of requestGPUType
+    # (nvidia.com/gpu by default) only when requestGPU > 0: without it the pod gets no GPU resource.
+    workload.gpus_stated = True
+    workload.gpu_location = workload.memory_request_location or workload.memory_limit_location  # beside it
     if spec.get("requestGPU") is not None:
         workload.gpu_count = whole_number(doc, spec.get("requestGPU"), "requestGPU", 0, 1_000, notes, quantity=True)
+        workload.gpu_location = node_location(doc, spec.get("requestGPU"))
+        kind = spec.get("requestGPUType")
+        workload.accelerator = text_of(kind) if kind is not None else "nvidia.com/gpu"
     config = spec.get("vllmConfig")
     if config is not None and config.get("tensorParallelSize") is not None:
         shm = spec.get("shmSize")

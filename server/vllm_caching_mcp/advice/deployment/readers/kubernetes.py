@@ -7,13 +7,24 @@ from __future__ import annotations
 
 import json
 import re
+from typing import NamedTuple
 
-from ..bounds import Totals
-from ..containers import launch_from_argv, memory_limit, script_words, started_as_written, whole_number, words_from_list
+from ..containers import (
+    GPU_RESOURCES,
+    cache_server,
+    cache_server_args,
+    is_accelerator,
+    launch_from_argv,
+    memory_limit,
+    script_words,
+    started_as_written,
+    whole_number,
+    words_from_list,
+)
 from ..flags import read_args
 from ..launch import Launch, is_vllm_image, starts_with_vllm_options
 from ..lmcache_config import maybe_lmcache_config
-from ..model import Deployment, Document, EnvUse, Location, Workload
+from ..model import Document, EnvUse, Location, PortRef, ServiceSpec, Workload
 from ..shell import Shell, tokenize_shell
 from ..yaml_nodes import Located, node_location, text_of
 from .base import Reading, mappings
@@ -87,6 +98,28 @@ def _gpu_label(pod_spec: Located) -> str | None:
 _PodSpec = tuple[Located, str, int | None, int, list[Located]]
 
 
+def _labels(template: Located | None) -> dict[str, str]:
+    """The labels of a pod template (or a Pod): what a Service's selector is matched against."""
+    meta = template.get("metadata") if template is not None else None
+    labels = meta.get("labels") if meta is not None else None
+    if labels is None or not isinstance(labels.value, dict):
+        return {}
+    return {str(key): text_of(value) for key, value in labels.value.items()}
+
+
+def _template_of(obj: Located, part: str) -> Located | None:
+    """The pod template a pod spec of ``_pod_specs`` came from (the Pod itself for a Pod)."""
+    spec = obj.get("spec")
+    if text_of(obj.get("kind")) == "Pod":
+        return obj
+    if spec is None:
+        return None
+    if part in ("leaderTemplate", "workerTemplate"):
+        group = spec.get("leaderWorkerTemplate")
+        return group.get(part) if group is not None else None
+    return spec.get("template") if not part else None
+
+
 def _pod_specs(doc: Document, obj: Located, notes: list[str]) -> list[_PodSpec]:
     """(pod spec, part, replicas, hosts per engine, containers) of a workload object; of any other
     object (a custom resource: RayService, KServe, Dynamo, AIBrix), every pod spec in it."""
@@ -144,9 +177,8 @@ def _pod_specs_within(
             _pod_specs_within(doc, child, replicas, notes, found)
 
 
-def _parse_kubernetes(
-    doc: Document, objects: list[Located], deployment: Deployment, totals: Totals, lmcache_keys: frozenset[str]
-) -> None:
+def _parse_kubernetes(doc: Document, objects: list[Located], reading: Reading) -> None:
+    deployment, totals, lmcache_keys = reading.deployment, reading.totals, reading.lmcache_keys
     config_maps = {
         text_of(o.get("metadata").get("name")): o
         for o in objects
@@ -165,9 +197,16 @@ def _parse_kubernetes(
         name = text_of(meta.get("name")) if meta is not None and meta.get("name") is not None else "?"
         if kind == "Service":
             deployment.services.append(name)
+            deployment.service_specs.append(_service_spec(doc, obj, name))
         for pod_spec, part, replicas, nodes, containers in _pod_specs(doc, obj, deployment.notes):
             gpu = _gpu_label(pod_spec)
+            pod = Pod(
+                key=f"{doc.name}:{kind}/{name}" + (f":{part}" if part else ""),
+                labels=_labels(_template_of(obj, part)) if kind in _WORKLOAD_KINDS else {},
+                host_network=pod_spec.get("hostNetwork") is not None and pod_spec.get("hostNetwork").value is True,
+            )
             for container in containers:
+                deployment.pod_ports.setdefault(pod.key, []).extend(declared_ports(doc, container))
                 image_item = container.get("image")
                 image = text_of(image_item) if image_item is not None else None
                 command = container.get("command").items() if container.get("command") else []
@@ -191,6 +230,14 @@ def _parse_kubernetes(
                 if found is None and not command and _only_vllm_args(argv, image, cname):
                     found = Launch(args=argv)
                 if found is None:
+                    server = cache_server_args(argv, reading.servers)
+                    if server is not None and kind in _WORKLOAD_KINDS:
+                        where = Location(file=doc.name, line=container.line, path=container.path or None)
+                        label = f"{kind}/{name}" + (f" {part}" if part else "") + f" container {cname}"
+                        cache = cache_server(label, doc.name, server, where, image, env)
+                        _pod_resources(doc, cache, pod_spec, container, deployment.notes)
+                        _pod_network(doc, cache, pod, container)
+                        deployment.cache_servers.append(cache)
                     continue
                 args, script_env = found.args, found.env
                 deployment.notes += notes
@@ -216,6 +263,8 @@ def _parse_kubernetes(
                     pod_elsewhere=image is None or kind not in _WORKLOAD_KINDS,
                 )
                 _pod_resources(doc, workload, pod_spec, container, deployment.notes)
+                _pod_network(doc, workload, pod, container)
+                workload.gpus_stated = not workload.pod_elsewhere and not _claims_devices(pod_spec, container)
                 started_as_written(workload, found, deployment.notes)
                 read_args(workload, args, variables.unresolved | found.unresolved, found.emptied)
                 deployment.workloads.append(workload)
@@ -315,13 +364,26 @@ def _pod_resources(doc: Document, workload: Workload, pod_spec: Located, contain
     resources = container.get("resources")
     for part in ("requests", "limits"):
         given = resources.get(part) if resources is not None else None
-        if given is None:
+        if given is None or not isinstance(given.value, dict):
             continue
         if part == "requests" and given.get("memory") is not None:
             workload.memory_request_gib = memory_limit(doc, given.get("memory"), notes, "resources.requests.memory")
-        gpus = given.get("nvidia.com/gpu")
-        if gpus is not None:
-            workload.gpu_count = whole_number(doc, gpus, "nvidia.com/gpu", 0, 1_000, notes, quantity=True)
+            workload.memory_request_location = node_location(doc, given.get("memory"))
+        if part == "limits" and given.get("memory") is not None:
+            workload.memory_limit_location = node_location(doc, given.get("memory"))
+            if workload.role == "lmcache-server":  # a vLLM container's limit is read with its launch
+                workload.memory_limit_gib = memory_limit(doc, given.get("memory"), notes, "resources.limits.memory")
+        for resource, amount in given.value.items():
+            if not is_accelerator(str(resource)):
+                continue
+            workload.accelerator = str(resource)
+            if str(resource) in GPU_RESOURCES:
+                workload.gpu_count = whole_number(doc, amount, str(resource), 0, 1_000, notes, quantity=True)
+                workload.gpu_location = node_location(doc, amount)
+    if workload.accelerator is None and resources is not None:
+        workload.gpu_location = node_location(doc, resources.get("limits") or resources)  # where one would go
+    if container.get("volumeMounts") is not None:
+        workload.shm_location = node_location(doc, container.get("volumeMounts"))  # where /dev/shm would be mounted
     workload.host_ipc = pod_spec.get("hostIPC") is not None and pod_spec.get("hostIPC").value is True
     mounts = {text_of(m.get("name")): text_of(m.get("mountPath")) for m in container.each("volumeMounts")}
     for volume in pod_spec.each("volumes"):
@@ -337,9 +399,85 @@ def _pod_resources(doc: Document, workload: Workload, pod_spec: Located, contain
         if empty_dir.get("medium") is not None and text_of(empty_dir.get("medium")) == "Memory":
             workload.shm_mounted = True
             size = empty_dir.get("sizeLimit")
+            workload.shm_location = node_location(doc, size if size is not None else empty_dir)
             workload.shm_gib = (
                 memory_limit(doc, size, notes, "emptyDir.sizeLimit") if size is not None else workload.memory_limit_gib
             )
+
+
+class Pod(NamedTuple):
+    """What the containers of one pod share: its key, labels and network."""
+
+    key: str
+    labels: dict[str, str]
+    host_network: bool
+
+
+_PROBES = ("startupProbe", "livenessProbe", "readinessProbe")
+
+
+def _pod_network(doc: Document, workload: Workload, pod: Pod, container: Located) -> None:
+    """The pod the container runs in, its labels and network, and the container's ports and probes' ports."""
+    workload.pod, workload.pod_labels, workload.host_network = pod.key, pod.labels, pod.host_network
+    workload.ports = declared_ports(doc, container)
+    for probe_name in _PROBES:
+        probe = container.get(probe_name)
+        for handler in ("httpGet", "tcpSocket", "grpc"):
+            port = probe.get(handler).get("port") if probe is not None and probe.get(handler) is not None else None
+            if port is not None:
+                workload.probe_ports.append(port_ref(doc, f"{probe_name} {handler}.port", port))
+
+
+def declared_ports(doc: Document, container: Located) -> list[PortRef]:
+    """A container's ports: each containerPort with its name."""
+    found = []
+    for item in container.each("ports"):
+        number = item.get("containerPort")
+        found.append(
+            PortRef(
+                what="containerPort",
+                number=number.value if number is not None and isinstance(number.value, int) else None,
+                name=text_of(item.get("name")) if item.get("name") is not None else None,
+                location=node_location(doc, number if number is not None else item),
+            )
+        )
+    return found
+
+
+def port_ref(doc: Document, what: str, item: Located) -> PortRef:
+    """A port given as a number or as the name of a container's port (a probe's port, a targetPort)."""
+    if isinstance(item.value, int) and not isinstance(item.value, bool):
+        return PortRef(what=what, number=item.value, location=node_location(doc, item))
+    text = text_of(item)
+    if text.isdigit():
+        return PortRef(what=what, number=int(text), location=node_location(doc, item))
+    return PortRef(what=what, name=text, location=node_location(doc, item))
+
+
+def _service_spec(doc: Document, service: Located, name: str) -> ServiceSpec:
+    """A Service's selector and the port each of its ports sends to (targetPort, else port)."""
+    spec = service.get("spec")
+    selector = spec.get("selector") if spec is not None else None
+    selected = (
+        {str(k): text_of(v) for k, v in selector.value.items()}
+        if selector is not None and isinstance(selector.value, dict)
+        else {}
+    )
+    ports, targets = [], []
+    for item in spec.each("ports") if spec is not None else []:
+        if item.get("port") is not None:
+            ports.append(port_ref(doc, "port", item.get("port")))
+        target = item.get("targetPort") or item.get("port")
+        if target is not None:
+            targets.append(port_ref(doc, "targetPort" if item.get("targetPort") else "port", target))
+    where = node_location(doc, service)
+    return ServiceSpec(name=name, file=doc.name, selector=selected, ports=ports, targets=targets, location=where)
+
+
+def _claims_devices(pod_spec: Located, container: Located) -> bool:
+    """Devices given through dynamic resource allocation (resourceClaims), which the files do not count."""
+    resources = container.get("resources")
+    return pod_spec.get("resourceClaims") is not None or (resources is not None and resources.get("claims") is not None)
 
 
 class KubernetesReader:
@@ -351,7 +489,7 @@ class KubernetesReader:
         return any(m.get("kind") is not None and m.get("apiVersion") is not None for m in mappings(roots))
 
     def read(self, doc: Document, roots: list[Located], reading: Reading) -> bool:
-        _parse_kubernetes(doc, mappings(roots), reading.deployment, reading.totals, reading.lmcache_keys)
+        _parse_kubernetes(doc, mappings(roots), reading)
         return True
 
 
