@@ -100,7 +100,11 @@ def port_mismatches(graph: Graph) -> list[Hit]:
         shown = ", ".join(f"{p.what} {p.number}" for p in declared)
         hits.append(Hit(f"{shown}, but vLLM listens on {listen.said()}", declared[0].location))
     pod_ports = _pod_ports(graph.deployment, w)
-    known = {p.number for p in pod_ports if p.number is not None} | connector_ports(graph)
+    own = {(p.location.file, p.location.line) for p in w.ports}
+    # what else listens in the pod: another container's declared port (a sidecar), a connector's side channel
+    known = {
+        p.number for p in pod_ports if p.number is not None and (p.location.file, p.location.line) not in own
+    } | connector_ports(graph)
     for probe in w.probe_ports:
         number = _resolve(probe, pod_ports)
         if number is None:
@@ -205,7 +209,7 @@ def gpus_missing(graph: Graph) -> list[Hit]:
     if w.accelerator is not None and w.gpu_count != 0:
         return []
     said = f"{w.accelerator}: 0" if w.gpu_count == 0 else "no GPU (nvidia.com/gpu, amd.com/gpu, --gpus)"
-    return [Hit(f"{w.name} is given {said}", w.gpu_location or w.location)]
+    return [Hit(f"the container is given {said}", w.gpu_location or w.location)]
 
 
 def gpus_fewer_than_ranks(graph: Graph) -> list[Hit]:
@@ -217,15 +221,14 @@ def gpus_fewer_than_ranks(graph: Graph) -> list[Hit]:
     needed, how = engine
     hits = []
     if w.gpu_count and w.gpu_count < needed:
-        hits.append(
-            Hit(f"{w.gpu_count} GPU(s) given{_where(w.gpu_location)}, but {how} = {needed} a pod", w.gpu_location)
-        )
-    visible = e.facts.get("visible_gpus")
+        hits.append(Hit(f"{w.gpu_count} GPU(s) given, but {how} = {needed} a pod", w.gpu_location))
     listed = e.env.get("CUDA_VISIBLE_DEVICES")
-    if listed is not None and listed.value is not None and visible is not None and visible < needed:
-        hits.append(
-            Hit(f"CUDA_VISIBLE_DEVICES={listed.value} shows {visible:g}, but {how} = {needed}", listed.location)
-        )
+    shown = (
+        [d for d in listed.value.split(",") if d.strip()] if listed is not None and listed.value is not None else None
+    )
+    if listed is not None and shown is not None and "visible_gpus" in e.facts and len(shown) < needed:
+        text = f"CUDA_VISIBLE_DEVICES={listed.value} shows {len(shown)}, but {how} = {needed}"
+        hits.append(Hit(text, listed.location))
     return hits
 
 
