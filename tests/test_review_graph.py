@@ -351,9 +351,25 @@ def test_a_server_in_the_same_pod_is_on_localhost() -> None:
     assert [w.name for w in found.workloads] == ["Deployment/vllm container vllm"]
 
 
-def test_no_server_in_the_files_says_nothing() -> None:
+def test_localhost_of_a_pod_that_runs_no_server() -> None:
+    # the pod is written whole: no container of it runs an LMCache server, and it is on its own network
     vllm = vllm_with_mp('{"lmcache.mp.port":6555}')
-    assert hits(review(("vllm.yaml", vllm)), "pitfall.lmcache-server-unreachable") == []
+    found = review(("vllm.yaml", vllm))
+    assert hits(found, "pitfall.lmcache-server-unreachable") == [("vllm.yaml", line_of(vllm, "kv-transfer-config"))]
+    assert any("no container of it runs an LMCache server" in f.message for f in found.findings)
+    # on the node's network a server of another file (a DaemonSet) may listen there
+    on_node = vllm_with_mp('{"lmcache.mp.port":6555}', host_network=True)
+    assert hits(review(("vllm.yaml", on_node)), "pitfall.lmcache-server-unreachable") == []
+    # one script that starts both
+    both = vllm.replace(
+        f"args: [{M}",
+        'command: [sh, -c, "lmcache server --port 6555 --l1-size-gb 20 & exec vllm serve $0 $@"]\n'
+        f"          args: [{M}",
+    )
+    found = review(("vllm.yaml", both))
+    assert [w.name for w in found.workloads] == ["Deployment/vllm container vllm"]
+    # neither the unreachable server nor a port mismatch: the container serves 8000 and binds 6555
+    assert [f.rule_id for f in found.findings if f.rule_id.startswith("pitfall.")] == []
 
 
 def test_a_remote_url_naming_a_service_on_another_port() -> None:

@@ -164,11 +164,21 @@ def cache_server_args(
     """The LMCache server a command starts (a console script of its ``entry_points``, `lmcache server`,
     or `python -m` one of its ``modules``) and the words after the command; a `sh -c` script is read
     word by word. None when the words start none."""
+    ends: set[int] = set()  # where a command of the script ends (`;`, `&`, `&&`, a new line)
     if len(words) >= 3 and words[0][0] in SHELLS and runs_script(words[1][0]):
         script, where = words[2]
-        tokens = [t for t in tokenize_shell(script, where.line or 1) if not t.separator]
-        words = [(t.text, Location(file=where.file, line=t.line, path=where.path)) for t in tokens]
+        words = []
+        for token in tokenize_shell(script, where.line or 1):
+            if token.separator:
+                ends.add(len(words))
+            else:
+                words.append((token.text, Location(file=where.file, line=token.line, path=where.path)))
     texts = [w for w, _ in words]
+
+    def until_the_end(start: int) -> list[tuple[str, Location]]:
+        end = min((e for e in ends if e >= start), default=len(words))
+        return words[start:end]
+
     for i, word in enumerate(texts):
         base = word.rsplit("/", 1)[-1]
         for server in servers:
@@ -177,10 +187,10 @@ def cache_server_args(
             for entry in server.entry_points:
                 command = entry.split()
                 if base == command[0] and texts[i + 1 : i + len(command)] == command[1:]:
-                    return server, words[i + len(command) :]
+                    return server, until_the_end(i + len(command))
             module = texts[i + 2] if base.startswith("python") and i + 2 < len(texts) and texts[i + 1] == "-m" else None
             if module in server.modules:
-                return server, words[i + 3 :]
+                return server, until_the_end(i + 3)
     return None
 
 

@@ -89,32 +89,37 @@ def _resolve(ref: PortRef, ports: list[PortRef]) -> int | None:
 
 
 def port_mismatches(graph: Graph) -> list[Hit]:
-    """The container's ports, its probes' ports and the Services selecting its pod, against the port vLLM binds."""
-    w = graph.workload
+    """The container's ports, its probes' ports and the Services selecting its pod, against the port the
+    server binds. Another server of the pod (a sidecar's declared port, an LMCache server, a connector's side
+    channel) is something else listening there, not a mismatch."""
+    w, d = graph.workload, graph.deployment
     listen = listen_port(w, graph.effective, graph.knowledge)
-    if listen is None or (w.host_network and not w.ports):
+    if listen is None or w.pod_elsewhere:  # an operator builds the pod, with sidecars the files do not show
         return []
+    who = "vLLM" if w.role == "vllm" else "the LMCache server"
+    neighbours = [x for x in [*d.workloads, *d.cache_servers] if x is not w and x.pod is not None and x.pod == w.pod]
+    beside = {p.port for x in neighbours if (p := listen_port(x, None, graph.knowledge)) is not None}
     hits: list[Hit] = []
     declared = [p for p in w.ports if p.number is not None]
-    if declared and all(p.number != listen.port for p in declared):
+    shares_container = any(x.location == w.location for x in neighbours)
+    if declared and not shares_container and all(p.number != listen.port for p in declared):
         shown = ", ".join(f"{p.what} {p.number}" for p in declared)
-        hits.append(Hit(f"{shown}, but vLLM listens on {listen.said()}", declared[0].location))
-    pod_ports = _pod_ports(graph.deployment, w)
+        hits.append(Hit(f"{shown}, but {who} listens on {listen.said()}", declared[0].location))
+    pod_ports = _pod_ports(d, w)
     own = {(p.location.file, p.location.line) for p in w.ports}
-    # what else listens in the pod: another container's declared port (a sidecar), a connector's side channel
-    known = {
-        p.number for p in pod_ports if p.number is not None and (p.location.file, p.location.line) not in own
-    } | connector_ports(graph)
+    others = {p.number for p in pod_ports if p.number is not None and (p.location.file, p.location.line) not in own}
+    elsewhere = others | beside | connector_ports(graph)
     for probe in w.probe_ports:
         number = _resolve(probe, pod_ports)
         if number is None:
-            hits.append(
-                Hit(f"{probe.what} names port {probe.name!r}, which no container of the pod has", probe.location)
-            )
-        elif number != listen.port and number not in known:
-            hits.append(Hit(f"{probe.what} {number}, but vLLM listens on {listen.said()}", probe.location))
-    for service in selecting_services(graph.deployment, w):
-        hits += _service_mismatch(service, listen, pod_ports, known)
+            text = f"{probe.what} names port {probe.name!r}, which no container of the pod has"
+            hits.append(Hit(text, probe.location))
+        elif number != listen.port and number not in elsewhere:
+            hits.append(Hit(f"{probe.what} {number}, but {who} listens on {listen.said()}", probe.location))
+    # a Service reaches the pod as a whole: any port a container of it declares or a server of it binds
+    reached = elsewhere | {p.number for p in pod_ports if p.number is not None}
+    for service in selecting_services(d, w):
+        hits += _service_mismatch(service, listen, who, pod_ports, reached)
     return hits
 
 
@@ -150,18 +155,20 @@ def selecting_services(deployment: Deployment, workload: Workload) -> list[Servi
     ]
 
 
-def _service_mismatch(service: ServiceSpec, listen: Listen, pod_ports: list[PortRef], known: set[int]) -> list[Hit]:
-    """A Service none of whose ports reaches the server (the port it listens on, or another port the pod declares)."""
+def _service_mismatch(
+    service: ServiceSpec, listen: Listen, who: str, pod_ports: list[PortRef], reached: set[int]
+) -> list[Hit]:
+    """A Service none of whose ports reaches the server (the port it listens on, or another port of its pod)."""
     if not service.targets:
         return []
     resolved = [(t, _resolve(t, pod_ports)) for t in service.targets]
-    if any(n == listen.port or (n is not None and n in known) for _, n in resolved):
+    if any(n == listen.port or (n is not None and n in reached) for _, n in resolved):
         return []
     target, number = resolved[0]
     if number is None:
         text = f"Service {service.name} sends to {target.what} {target.name!r}, which no container of the pod names"
     else:
-        text = f"Service {service.name} sends to {target.what} {number}, but vLLM listens on {listen.said()}"
+        text = f"Service {service.name} sends to {target.what} {number}, but {who} listens on {listen.said()}"
     return [Hit(text, target.location)]
 
 
@@ -169,9 +176,14 @@ def _service_mismatch(service: ServiceSpec, listen: Listen, pod_ports: list[Port
 
 
 def _is_gpu_build(workload: Workload, effective: Effective) -> bool:
-    """A vLLM server that runs on GPUs: not a CPU build, a simulator, or another accelerator's."""
+    """A vLLM server that runs on GPUs: an image named for vLLM's OpenAI server build (vllm/vllm-openai and the
+    builds derived from it) or for CUDA, or one that names no vLLM build at all (a base image vLLM is installed
+    into, whose wheel is the CUDA build); not a CPU build, a simulator, or another accelerator's. Another
+    image named vllm says nothing of its device."""
     image = (workload.image or "").lower()
     if re.search(r"cpu|sim|neuron|tpu|gaudi|habana|hpu|xpu|openvino", image):
+        return False
+    if "vllm" in image and not re.search(r"vllm-openai|cuda|rocm", image):
         return False
     device = effective.flags.get("--device")
     if device is not None and str(device.value).lower() != "cuda":
@@ -304,7 +316,7 @@ def _local_endpoint(graph: Graph, endpoint: Endpoint, servers: list[Workload]) -
             return [Hit(text, endpoint.location)]
         return []
     if not servers:
-        return []  # no server in these files: it may run beside the pod in a way they do not show
+        return _nothing_in_the_pod(w, endpoint)
     server = servers[0]
     network = (
         "its pod uses the node's network (hostNetwork) and this pod does not"
@@ -314,6 +326,18 @@ def _local_endpoint(graph: Graph, endpoint: Endpoint, servers: list[Workload]) -
     text = (
         f"{endpoint.setting} connects to {endpoint.host}:{endpoint.port} inside this pod, but the LMCache server "
         f"runs in {server.name}{_where(server.location)}: {network}; nothing listens there"
+    )
+    return [Hit(text, endpoint.location)]
+
+
+def _nothing_in_the_pod(w: Workload, endpoint: Endpoint) -> list[Hit]:
+    """localhost of a pod the files show whole (its containers, its network), none of which runs an LMCache
+    server: nothing listens there. A bare host, the node's network or an operator's pod may have one."""
+    if w.source not in ("kubernetes", "compose", "docker-run") or w.pod_elsewhere or w.host_network:
+        return []
+    text = (
+        f"{endpoint.setting} connects to {endpoint.host}:{endpoint.port} inside this pod, but no container of it "
+        "runs an LMCache server and the pod does not use the node's network (hostNetwork)"
     )
     return [Hit(text, endpoint.location)]
 

@@ -229,15 +229,15 @@ def _parse_kubernetes(doc: Document, objects: list[Located], reading: Reading) -
                     found = _kserve_launch(doc, env, [] if command else argv, "8001" if decode_of_pd else "8000")
                 if found is None and not command and _only_vllm_args(argv, image, cname):
                     found = Launch(args=argv)
+                server = cache_server_args(argv, reading.servers)
+                if server is not None and kind in _WORKLOAD_KINDS:  # alone, or beside vLLM in one script
+                    where = Location(file=doc.name, line=container.line, path=container.path or None)
+                    label = f"{kind}/{name}" + (f" {part}" if part else "") + f" container {cname}"
+                    cache = cache_server(label, doc.name, server, where, image, env)
+                    _pod_resources(doc, cache, pod_spec, container, deployment.notes)
+                    _pod_network(doc, cache, pod, container)
+                    deployment.cache_servers.append(cache)
                 if found is None:
-                    server = cache_server_args(argv, reading.servers)
-                    if server is not None and kind in _WORKLOAD_KINDS:
-                        where = Location(file=doc.name, line=container.line, path=container.path or None)
-                        label = f"{kind}/{name}" + (f" {part}" if part else "") + f" container {cname}"
-                        cache = cache_server(label, doc.name, server, where, image, env)
-                        _pod_resources(doc, cache, pod_spec, container, deployment.notes)
-                        _pod_network(doc, cache, pod, container)
-                        deployment.cache_servers.append(cache)
                     continue
                 args, script_env = found.args, found.env
                 deployment.notes += notes
