@@ -504,3 +504,60 @@ def test_a_shm_sized_too_small_points_at_its_size() -> None:
     assert hits(review(("vllm.yaml", text)), "pitfall.shm-too-small-for-workers") == [
         ("vllm.yaml", line_of(text, "sizeLimit"))
     ]
+
+
+def test_a_remote_lmcache_server_that_evicts_nothing() -> None:
+    server = """apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: cache
+spec:
+  selector:
+    matchLabels: {app: cache}
+  template:
+    metadata:
+      labels: {app: cache}
+    spec:
+      containers:
+        - name: cache
+          image: lmcache/vllm-openai:v0.3.9
+          command: [lmcache_server, 0.0.0.0, "8100"]
+          resources:
+            limits:
+              memory: 16Gi
+"""
+    found = review(("cache.yaml", server))
+    assert hits(found, "pitfall.lmcache-server-keeps-every-chunk") == [("cache.yaml", line_of(server, "16Gi"))]
+    # the multiprocess server evicts within --l1-size-gb: not this rule's
+    assert hits(review(("lmcache.yaml", lmcache_daemonset())), "pitfall.lmcache-server-keeps-every-chunk") == []
+
+
+def test_production_stack_cache_server_values() -> None:
+    values = """servingEngineSpec:
+  modelSpec:
+    - name: llama
+      repository: lmcache/vllm-openai
+      tag: latest-nightly
+      modelURL: meta-llama/Llama-3.1-8B-Instruct
+      replicaCount: 1
+      requestCPU: 8
+      requestMemory: 32Gi
+      requestGPU: 1
+cacheserverSpec:
+  replicaCount: 1
+  containerPort: 8080
+  servicePort: 81
+  serde: naive
+  repository: lmcache/vllm-openai
+  tag: latest-nightly
+  resources:
+    requests:
+      memory: 8G
+    limits:
+      memory: 10G
+"""
+    found = review(("values.yaml", values))
+    assert hits(found, "pitfall.lmcache-server-keeps-every-chunk") == [("values.yaml", line_of(values, "memory: 10G"))]
+    # the chart's other tags run older servers, which are not read
+    older = review(("values.yaml", values.replace("tag: latest-nightly\n  resources", "tag: v0.2.1\n  resources")))
+    assert hits(older, "pitfall.lmcache-server-keeps-every-chunk") == []

@@ -468,7 +468,10 @@ class Condition(Frozen):
     flag_value_vanished: bool | None = Field(
         default=None, description="each value-taking option whose value expands to nothing (argparse stops)"
     )
-    graph: Literal["port-mismatch", "no-gpu", "gpus-fewer-than-ranks", "lmcache-unreachable"] | None = Field(
+    graph: (
+        Literal["port-mismatch", "no-gpu", "gpus-fewer-than-ranks", "lmcache-unreachable", "cache-server-unbounded"]
+        | None
+    ) = Field(
         default=None,
         description="each place where the workload disagrees with another object of the files reviewed together "
         "(advice/deployment/graph.py): its ports, GPUs, or the LMCache server it connects to",
@@ -801,6 +804,9 @@ class ServerListener(Sourced):
     host_position: int | None = Field(default=None, ge=1)
     host_default: str | None = None
     buffer_flags: tuple[BufferFlag, ...] = ()
+    keeps_every_chunk: bool = Field(
+        default=False, description="it holds every chunk it is sent in memory and evicts none (no size bound)"
+    )
 
 
 class _PortsFile(Frozen):

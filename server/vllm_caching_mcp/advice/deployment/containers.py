@@ -218,7 +218,7 @@ def cache_server(
     where: Location,
     image: str | None,
     env: list[EnvUse],
-    source: Literal["docker-run", "compose", "kubernetes"] = "kubernetes",
+    source: Literal["docker-run", "compose", "kubernetes", "helm-values"] = "kubernetes",
 ) -> Workload:
     """An LMCache server a container starts, with its options as flags (a positional host or port under
     the option name its knowledge entry gives it)."""

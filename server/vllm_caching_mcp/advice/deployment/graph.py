@@ -355,9 +355,23 @@ def _service_endpoint(graph: Graph, endpoint: Endpoint) -> list[Hit]:
     return [Hit(text, endpoint.location)]
 
 
+def cache_server_unbounded(graph: Graph) -> list[Hit]:
+    """An LMCache server that keeps every chunk it is sent (no eviction): its pod's memory limit, or the node's
+    memory, is what ends it."""
+    w = graph.workload
+    server = _server(graph.knowledge, w.server or "")
+    if server is None or not server.keeps_every_chunk:
+        return []
+    if w.memory_limit_gib is not None:
+        text = f"it evicts nothing: OOM-killed once {w.memory_limit_gib:.3g} GiB of KV (its memory limit) is stored"
+        return [Hit(text, w.memory_limit_location or w.location)]
+    return [Hit("it evicts nothing and has no memory limit: it grows until the node runs out of memory", w.location)]
+
+
 CHECKS: dict[str, Callable[[Graph], list[Hit]]] = {
     "port-mismatch": port_mismatches,
     "no-gpu": gpus_missing,
     "gpus-fewer-than-ranks": gpus_fewer_than_ranks,
     "lmcache-unreachable": lmcache_unreachable,
+    "cache-server-unbounded": cache_server_unbounded,
 }
