@@ -561,3 +561,78 @@ cacheserverSpec:
     # the chart's other tags run older servers, which are not read
     older = review(("values.yaml", values.replace("tag: latest-nightly\n  resources", "tag: v0.2.1\n  resources")))
     assert hits(older, "pitfall.lmcache-server-keeps-every-chunk") == []
+
+
+# --- a P/D proxy's upstreams ---
+
+NIXL = """'{"kv_connector":"NixlConnector","kv_role":"kv_both"}'"""
+
+
+def pd_script(decoder_port: str) -> str:
+    return f"""#!/bin/bash
+CUDA_VISIBLE_DEVICES=0 vllm serve {M} --port 8100 --kv-transfer-config {NIXL} &
+CUDA_VISIBLE_DEVICES=1 vllm serve {M} --port 8200 --kv-transfer-config {NIXL} &
+python3 toy_proxy_server.py --port 8192 \\
+    --prefiller-hosts localhost --prefiller-ports 8100 \\
+    --decoder-hosts localhost --decoder-ports {decoder_port} &
+wait
+"""
+
+
+def test_a_proxy_sends_to_the_ports_its_engines_listen_on() -> None:
+    assert hits(review(("pd.sh", pd_script("8200"))), "pitfall.server-port-not-reached") == []
+    wrong = pd_script("8300")
+    found = review(("pd.sh", wrong))
+    assert hits(found, "pitfall.server-port-not-reached") == [("pd.sh", line_of(wrong, "--decoder-ports"))]
+    assert any("--decoder-ports 8300" in f.message and "--port 8100" in f.message for f in found.findings)
+
+
+def test_a_compose_proxy_names_its_engines_by_service() -> None:
+    def engine(name: str, port: str) -> str:
+        return f"""  {name}:
+    image: {IMAGE}
+    command: [--model, {M}, --port, "{port}", --kv-transfer-config, {NIXL}]
+    gpus: all
+"""
+
+    compose = (
+        "services:\n"
+        + engine("prefill", "8100")
+        + engine("decode", "8200")
+        + f"""  proxy:
+    image: {IMAGE}
+    entrypoint: [python3, /opt/toy_proxy_server.py, --port, "8000", --prefiller-hosts, prefill,
+      --prefiller-ports, "8100", --decoder-hosts, decode, --decoder-ports, "8100"]
+"""
+    )
+    found = review(("compose.yaml", compose))
+    assert hits(found, "pitfall.server-port-not-reached") == [("compose.yaml", line_of(compose, "--decoder-ports"))]
+    right = compose.replace('--decoder-ports, "8100"', '--decoder-ports, "8200"')
+    assert hits(review(("compose.yaml", right)), "pitfall.server-port-not-reached") == []
+
+
+def test_a_proxy_names_a_service_on_a_port_it_does_not_have() -> None:
+    proxy = f"""---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: pd-proxy
+spec:
+  selector:
+    matchLabels: {{app: pd-proxy}}
+  template:
+    metadata:
+      labels: {{app: pd-proxy}}
+    spec:
+      containers:
+        - name: proxy
+          image: {IMAGE}
+          command: [python3, /opt/mooncake_connector_proxy.py, --port, "8000",
+                    --prefill, "http://vllm:8000", --decode, "http://vllm-decode:8000"]
+"""
+    text = deployment() + SERVICE.replace("TARGET", "http") + proxy
+    found = review(("pd.yaml", text))
+    # the Service vllm is reached on its port 80 (targetPort http); 8000 is the pod's, not the Service's
+    assert hits(found, "pitfall.server-port-not-reached") == [("pd.yaml", line_of(text, "--prefill"))]
+    right = text.replace("http://vllm:8000", "http://vllm:80")
+    assert hits(review(("pd.yaml", right)), "pitfall.server-port-not-reached") == []

@@ -158,13 +158,13 @@ def docker_bytes_gib(text: str) -> float | None:
         return None
 
 
-def cache_server_args(
-    words: list[tuple[str, Location]], servers: tuple[ServerListener, ...]
-) -> tuple[ServerListener, list[tuple[str, Location]]] | None:
-    """The LMCache server a command starts (a console script of its ``entry_points``, `lmcache server`,
-    or `python -m` one of its ``modules``) and the words after the command; a `sh -c` script is read
-    word by word. None when the words start none."""
-    ends: set[int] = set()  # where a command of the script ends (`;`, `&`, `&&`, a new line)
+Words = list[tuple[str, Location]]
+
+
+def command_words(words: Words) -> tuple[Words, set[int]]:
+    """A container's command words, a `sh -c` script read word by word, and where each of the script's
+    commands ends (`;`, `&`, `&&`, a new line: the index of the word after it)."""
+    ends: set[int] = set()
     if len(words) >= 3 and words[0][0] in SHELLS and runs_script(words[1][0]):
         script, where = words[2]
         words = []
@@ -173,11 +173,35 @@ def cache_server_args(
                 ends.add(len(words))
             else:
                 words.append((token.text, Location(file=where.file, line=token.line, path=where.path)))
+    return words, ends
+
+
+def _until_the_end(words: Words, ends: set[int], start: int) -> Words:
+    end = min((e for e in ends if e >= start), default=len(words))
+    return words[start:end]
+
+
+def proxy_launch(words: Words, scripts: tuple[str, ...]) -> tuple[str, Words, Location] | None:
+    """The P/D proxy script (a known one's file name) a command runs, the words after it, and where it is."""
+    words, ends = command_words(words)
+    for i, (word, where) in enumerate(words):
+        name = word.rsplit("/", 1)[-1]
+        if name in scripts:
+            return name, _until_the_end(words, ends, i + 1), where
+    return None
+
+
+def cache_server_args(
+    words: Words, servers: tuple[ServerListener, ...]
+) -> tuple[ServerListener, list[tuple[str, Location]]] | None:
+    """The LMCache server a command starts (a console script of its ``entry_points``, `lmcache server`,
+    or `python -m` one of its ``modules``) and the words after the command; a `sh -c` script is read
+    word by word. None when the words start none."""
+    words, ends = command_words(words)
     texts = [w for w, _ in words]
 
     def until_the_end(start: int) -> list[tuple[str, Location]]:
-        end = min((e for e in ends if e >= start), default=len(words))
-        return words[start:end]
+        return _until_the_end(words, ends, start)
 
     for i, word in enumerate(texts):
         base = word.rsplit("/", 1)[-1]

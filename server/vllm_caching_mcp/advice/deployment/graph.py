@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from ...knowledge import Knowledge, ServerListener
 from ..ports import deployment_ports
 from .flags import parse_number
-from .model import Deployment, Effective, Location, PortRef, ServiceSpec, Workload
+from .model import Deployment, Effective, Location, PortRef, ProxyLaunch, ServiceSpec, Workload
 
 
 @dataclass(frozen=True)
@@ -120,7 +120,7 @@ def port_mismatches(graph: Graph) -> list[Hit]:
     reached = elsewhere | {p.number for p in pod_ports if p.number is not None}
     for service in selecting_services(d, w):
         hits += _service_mismatch(service, listen, who, pod_ports, reached)
-    return hits
+    return hits + _proxy_mismatches(graph)
 
 
 def connector_ports(graph: Graph) -> set[int]:
@@ -170,6 +170,94 @@ def _service_mismatch(
     else:
         text = f"Service {service.name} sends to {target.what} {number}, but {who} listens on {listen.said()}"
     return [Hit(text, target.location)]
+
+
+# --- a P/D proxy's upstreams ---
+
+# The toy proxy's --prefiller-hosts/--prefiller-ports and --decoder-hosts/--decoder-ports (the singular
+# forms of older releases too), and the Mooncake proxy's --prefill URL / --decode URL.
+_TOY = (("--prefiller-hosts", "--prefiller-ports"), ("--decoder-hosts", "--decoder-ports"))
+_URL = re.compile(r"(?:\w+://)?\[?([^\]/:]+)\]?:(\d+)/?")
+
+
+@dataclass(frozen=True)
+class Upstream:
+    option: str
+    host: str
+    port: int
+    location: Location
+
+
+def _proxy_options(words: list[tuple[str, Location]]) -> dict[str, list[tuple[str, Location]]]:
+    """Each option of the proxy's command line with the words after it (argparse's nargs='+'); --x=y too."""
+    options: dict[str, list[tuple[str, Location]]] = {}
+    current: list[tuple[str, Location]] | None = None
+    for word, where in words:
+        if word.startswith("--"):
+            name, eq, value = word.partition("=")
+            current = options.setdefault(name.rstrip("s"), [])  # --prefiller-host and --prefiller-hosts alike
+            if eq:
+                current.append((value, where))
+        elif current is not None:
+            current.append((word, where))
+    return options
+
+
+def proxy_upstreams(words: list[tuple[str, Location]]) -> list[Upstream]:
+    """The (host, port) pairs a proxy's command line sends to, each where its port is written; a pair whose
+    port is its default is left out (not stated in the files)."""
+    options = _proxy_options(words)
+    found = []
+    for hosts_option, ports_option in _TOY:
+        hosts = [h for h, _ in options.get(hosts_option.rstrip("s"), [])] or ["localhost"]
+        for i, (port, where) in enumerate(options.get(ports_option.rstrip("s"), [])):
+            host = hosts[min(i, len(hosts) - 1)]
+            if port.isdigit():
+                found.append(Upstream(ports_option, host, int(port), where))
+    for option in ("--prefill", "--decode"):
+        for value, where in options.get(option, []):
+            match = _URL.fullmatch(value)
+            if match:
+                found.append(Upstream(option, match[1], int(match[2]), where))
+    return found
+
+
+def _proxy_targets(d: Deployment, proxy: ProxyLaunch, host: str) -> list[Workload]:
+    """The vLLM workloads a proxy reaches at ``host``: its own pod's (or host's) on localhost, a compose
+    service by its name."""
+    if host in _LOCAL:
+        return [
+            w
+            for w in d.workloads
+            if (proxy.pod is not None and w.pod == proxy.pod)
+            or (proxy.host_network and (w.host_network or w.source == "command-line"))
+        ]
+    return [w for w in d.workloads if w.source == "compose" and w.pod == f"{proxy.location.file}:service/{host}"]
+
+
+def _proxy_mismatches(graph: Graph) -> list[Hit]:
+    """Each upstream of a P/D proxy whose host reaches this workload (the first of those it reaches) on a port
+    none of them listens on, or names a Service of the files on a port the Service does not have."""
+    d, hits = graph.deployment, []
+    for proxy in d.proxy_launches:
+        for upstream in proxy_upstreams(proxy.words):
+            service = next((s for s in d.service_specs if s.name == upstream.host.split(".")[0]), None)
+            if service is not None:
+                selected = [w for w in d.workloads if service in selecting_services(d, w)]
+                if selected[:1] == [graph.workload] and all(p.number != upstream.port for p in service.ports):
+                    shown = ", ".join(str(p.number) for p in service.ports)
+                    text = f"{proxy.script} {upstream.option} {upstream.port}: Service {service.name} has {shown}"
+                    hits.append(Hit(text, upstream.location))
+                continue
+            targets = _proxy_targets(d, proxy, upstream.host)
+            if targets[:1] != [graph.workload]:
+                continue
+            ports = [p for w in targets if (p := listen_port(w, None, graph.knowledge)) is not None]
+            if ports and all(p.port != upstream.port for p in ports):
+                shown = ", ".join(p.said() for p in ports)
+                text = f"{proxy.script} {upstream.option} {upstream.port} for {upstream.host}: vLLM there binds {shown}"
+                hits.append(Hit(text, upstream.location))
+    return hits
 
 
 # --- GPUs ---

@@ -191,6 +191,16 @@ class ProxyUse(BaseModel):
     location: Location
 
 
+class ProxyLaunch(BaseModel):
+    """A P/D proxy script started with its arguments, and the pod (or host) it runs in."""
+
+    script: str
+    words: list[tuple[str, Location]] = Field(description="the words after the script, up to the command's end")
+    pod: str | None = None
+    host_network: bool = False
+    location: Location
+
+
 class LMCacheConfig(BaseModel):
     """An LMCache YAML file, read as the LMCACHE_* variables it stands for."""
 
@@ -211,6 +221,9 @@ class Deployment(BaseModel):
         default_factory=list, description="documents that start vLLM in a way the readers could not follow"
     )
     proxies: list[ProxyUse] = Field(default_factory=list, description="P/D proxy scripts named outside comments")
+    proxy_launches: list[ProxyLaunch] = Field(
+        default_factory=list, description="the proxies started with their arguments, where the readers follow them"
+    )
     lmcache_configs: list[LMCacheConfig] = Field(
         default_factory=list,
         description="LMCache YAML files; a server whose LMCACHE_CONFIG_FILE names one reads that one alone",

@@ -12,7 +12,7 @@ from .images import image_notes
 from .kustomize import Overlay, Patcher, read_builds
 from .launch import WRAPPERS
 from .lmcache_config import LMCACHE_KEYS
-from .model import Deployment, Document, Location, ProxyUse, UnreadLaunch, Workload
+from .model import Deployment, Document, Location, ProxyLaunch, ProxyUse, UnreadLaunch, Workload
 from .readers import compose, helm, kubernetes, lmcache, modelservice
 from .readers import shell as shell_text
 from .readers.base import Reader, Reading, mappings
@@ -44,7 +44,8 @@ def _read_document(
 ) -> None:
     """Add the workloads of one document, as the kustomize ``build`` (overlays innermost first) patches it
     when it is a resource of one; AdviceError("text", ...) when its text cannot be read."""
-    deployment.proxies += _proxy_uses(doc, proxy_scripts)
+    uses = _proxy_uses(doc, proxy_scripts)
+    deployment.proxies += uses
     # Everything is tried as YAML first: shell text reads as one plain scalar (or, for a `{ …; }`
     # group, as a flow mapping no reader claims).
     yaml_named = doc.name.lower().endswith((".yaml", ".yml"))
@@ -57,9 +58,11 @@ def _read_document(
     found = mappings(roots)
     if found and build:
         Patcher(totals, deployment.notes).apply(doc, found, build)
-    reading = Reading(deployment, totals, lmcache_keys, dotenv or {}, servers)
+    reading = Reading(deployment, totals, lmcache_keys, dotenv or {}, servers, tuple(proxy_scripts))
     before = len(deployment.workloads) + len(deployment.cache_servers)
     reader = next((r for r in READERS if r.claims(doc, roots, reading) and r.read(doc, roots, reading)), None)
+    if reader is not None and not reader.yaml:
+        deployment.proxy_launches += _shell_proxy_launches(doc, uses)
     if reader is None:  # only a YAML-named file: the shell reader claims every other
         deployment.notes.append(
             f"{doc.name}: a YAML file that is no manifest, compose file, Helm values or LMCache config"
@@ -158,6 +161,32 @@ def parse_documents(documents: list[Document], knowledge: Knowledge) -> Deployme
             )
         )
     return deployment
+
+
+def _shell_proxy_launches(doc: Document, uses: list[ProxyUse]) -> list[ProxyLaunch]:
+    """A script's proxies with their arguments: the words after the script's name up to the end of its command
+    (continuation lines joined), on the host the script runs on."""
+    lines = doc.text.splitlines()
+    launches = []
+    for use in uses[:MAX_PROXY_LAUNCHES]:
+        line = use.location.line or 1
+        # the command's words end at its separator; a proxy line is at most a few continuation lines
+        tokens = tokenize_shell("\n".join(lines[line - 1 : line + 40]), line)
+        started, words = False, []
+        for token in tokens:
+            if token.separator and started:
+                break
+            if not started:
+                started = token.text.rsplit("/", 1)[-1] == use.script
+                continue
+            words.append((token.text, Location(file=doc.name, line=token.line)))
+        if started:
+            launches.append(ProxyLaunch(script=use.script, words=words, host_network=True, location=use.location))
+    return launches
+
+
+# A script names a proxy a few times at most; this many are followed.
+MAX_PROXY_LAUNCHES = 20
 
 
 def _proxy_uses(doc: Document, scripts: list[str]) -> list[ProxyUse]:

@@ -26,6 +26,7 @@ class Reading:
     lmcache_keys: frozenset[str]
     dotenv: dict[str, str]
     servers: tuple[ServerListener, ...] = ()  # the LMCache servers a container may start (knowledge/ports.yaml)
+    proxy_scripts: tuple[str, ...] = ()  # the file names of the P/D proxies the knowledge knows
 
 
 class Reader(Protocol):

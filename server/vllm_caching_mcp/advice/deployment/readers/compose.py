@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import re
 
-from ....knowledge import ServerListener
 from ..containers import (
     cache_server,
     cache_server_args,
     docker_size,
     launch_from_argv,
+    proxy_launch,
     script_words,
     started_as_written,
     whole_number,
     words_from_list,
 )
 from ..flags import read_args
-from ..model import Deployment, Document, EnvUse, Location, PortRef, Workload
+from ..model import Document, EnvUse, Location, PortRef, ProxyLaunch, Workload
 from ..shell import ASSIGNMENT
 from ..yaml_nodes import Located, node_location, text_of
 from .base import Reading, mappings
@@ -138,9 +138,9 @@ def _compose_pod(doc: Document, name: str, service: Located) -> str:
     return f"{doc.name}:service/{shared}"
 
 
-def _parse_compose(
-    doc: Document, root: Located, deployment: Deployment, dotenv: dict[str, str], servers: tuple[ServerListener, ...]
-) -> None:
+def _parse_compose(doc: Document, root: Located, reading: Reading) -> None:
+    deployment, dotenv = reading.deployment, reading.dotenv
+    servers, proxy_scripts = reading.servers, reading.proxy_scripts
     unresolved: dict[str, str] = {}
     _compose_interpolate(root, dotenv, unresolved)
     services = root.get("services")
@@ -162,6 +162,15 @@ def _parse_compose(
                 "which is not read here; give them in environment: to have them reviewed"
             )
         found = launch_from_argv(doc, argv, image, overridden=service.get("entrypoint") is not None)
+        proxy = proxy_launch(argv, proxy_scripts) if found is None else None
+        if proxy is not None:
+            network = service.get("network_mode")
+            on_host = network is not None and text_of(network) == "host"
+            script, words, where = proxy
+            pod = _compose_pod(doc, name, service)
+            deployment.proxy_launches.append(
+                ProxyLaunch(script=script, words=words, pod=pod, host_network=on_host, location=where)
+            )
         if found is None:
             server = cache_server_args(argv, servers)
             if server is not None:
@@ -222,7 +231,7 @@ class ComposeReader:
         return bool(found) and found[0].get("services") is not None
 
     def read(self, doc: Document, roots: list[Located], reading: Reading) -> bool:
-        _parse_compose(doc, mappings(roots)[0], reading.deployment, reading.dotenv, reading.servers)
+        _parse_compose(doc, mappings(roots)[0], reading)
         return True
 
 

@@ -16,6 +16,7 @@ from ..containers import (
     is_accelerator,
     launch_from_argv,
     memory_limit,
+    proxy_launch,
     script_words,
     started_as_written,
     whole_number,
@@ -24,7 +25,7 @@ from ..containers import (
 from ..flags import read_args
 from ..launch import Launch, is_vllm_image, starts_with_vllm_options
 from ..lmcache_config import maybe_lmcache_config
-from ..model import Document, EnvUse, Location, PortRef, ServiceSpec, Workload
+from ..model import Document, EnvUse, Location, PortRef, ProxyLaunch, ServiceSpec, Workload
 from ..shell import Shell, tokenize_shell
 from ..yaml_nodes import Located, node_location, text_of
 from .base import Reading, mappings
@@ -238,6 +239,14 @@ def _parse_kubernetes(doc: Document, objects: list[Located], reading: Reading) -
                     _pod_network(doc, cache, pod, container)
                     deployment.cache_servers.append(cache)
                 if found is None:
+                    proxy = proxy_launch(argv, reading.proxy_scripts) if server is None else None
+                    if proxy is not None:
+                        script, words, where = proxy
+                        deployment.proxy_launches.append(
+                            ProxyLaunch(
+                                script=script, words=words, pod=pod.key, host_network=pod.host_network, location=where
+                            )
+                        )
                     continue
                 args, script_env = found.args, found.env
                 deployment.notes += notes
