@@ -636,3 +636,19 @@ spec:
     assert hits(found, "pitfall.server-port-not-reached") == [("pd.yaml", line_of(text, "--prefill"))]
     right = text.replace("http://vllm:8000", "http://vllm:80")
     assert hits(review(("pd.yaml", right)), "pitfall.server-port-not-reached") == []
+
+
+def test_a_compose_healthcheck_asks_the_served_port() -> None:
+    compose = f"""services:
+  vllm:
+    image: {IMAGE}
+    command: [--model, {M}, --port, "8000"]
+    gpus: all
+    healthcheck:
+      test: ["CMD-SHELL", "curl -sf http://localhost:8080/health || exit 1"]
+"""
+    assert hits(review(("compose.yaml", compose)), "pitfall.server-port-not-reached") == [
+        ("compose.yaml", line_of(compose, "curl"))
+    ]
+    right = compose.replace("localhost:8080", "localhost:8000")
+    assert hits(review(("compose.yaml", right)), "pitfall.server-port-not-reached") == []

@@ -38,7 +38,26 @@ def _compose_resources(doc: Document, service: Located, workload: Workload, note
     network = service.get("network_mode")
     workload.host_network = network is not None and text_of(network) == "host"
     workload.ports = [] if workload.host_network else _compose_ports(doc, service)
+    workload.probe_ports = _healthcheck_ports(doc, service)
     _compose_gpus(doc, service, workload, notes)
+
+
+# A healthcheck that asks the container itself: curl/wget of localhost:PORT (or 127.0.0.1, 0.0.0.0).
+_SELF_URL = re.compile(r"(?:localhost|127\.0\.0\.1|0\.0\.0\.0):(\d+)\b")
+
+
+def _healthcheck_ports(doc: Document, service: Located) -> list[PortRef]:
+    """The ports a healthcheck's test asks on the container's own address (a probe, as compose runs it inside)."""
+    check = service.get("healthcheck")
+    test = check.get("test") if check is not None else None
+    if test is None:
+        return []
+    items = test.items() if isinstance(test.value, list) else [test]
+    return [
+        PortRef(what="healthcheck", number=int(m[1]), location=node_location(doc, item))
+        for item in items
+        for m in _SELF_URL.finditer(text_of(item))
+    ]
 
 
 def _compose_ports(doc: Document, service: Located) -> list[PortRef]:
