@@ -436,7 +436,7 @@ def test_an_lmcache_daemonset_alone_is_reviewed_as_an_lmcache_server() -> None:
         ("pitfall.pinned-memory-over-pod-request", line_of(text, "--l1-size-gb"))
     ]
     assert found.workloads == []  # no vLLM workload, so no vLLM rule and no vLLM advisory
-    assert any("runs an LMCache server" in note for note in found.notes)
+    assert any("is an LMCache server" in note for note in found.notes)
     assert review(("lmcache.yaml", lmcache_daemonset(request="80Gi"))).findings == []
 
 
@@ -652,3 +652,19 @@ def test_a_compose_healthcheck_asks_the_served_port() -> None:
     ]
     right = compose.replace("localhost:8080", "localhost:8000")
     assert hits(review(("compose.yaml", right)), "pitfall.server-port-not-reached") == []
+
+
+def test_docker_runs_of_a_server_and_vllm_share_the_hosts_network_or_not() -> None:
+    config = MP_CONFIG.replace("{EXTRA}", '{"lmcache.mp.port":5555}')
+
+    def script(network: str) -> str:
+        return (
+            f"docker run -d --name lmcache {network} --entrypoint /opt/venv/bin/lmcache lmcache/standalone:v0.5.6 "
+            "server --host 0.0.0.0 --port 5555 --l1-size-gb 40 --eviction-policy LRU\n"
+            f"docker run -d --name vllm --gpus all {network} {IMAGE} --model {M} --kv-transfer-config '{config}'\n"
+        )
+
+    bridged = script("-p 5555:5555")
+    found = review(("run.sh", bridged))
+    assert hits(found, "pitfall.lmcache-server-unreachable") == [("run.sh", 2)]
+    assert hits(review(("run.sh", script("--network host"))), "pitfall.lmcache-server-unreachable") == []

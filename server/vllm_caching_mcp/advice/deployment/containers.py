@@ -139,7 +139,8 @@ def docker_resources(workload: Workload, options: dict[str, str | None]) -> None
     if gpus is not None:
         workload.accelerator = "--gpus"
     network = options.get("--network") or options.get("--net")
-    workload.host_network = network == "host"
+    # a bare host's process is on the host's network; a container is on its own unless --network host
+    workload.host_network = network == "host" or workload.source == "command-line"
     published = options.get("-p") or options.get("--publish")
     container_side = published.rsplit(":", 1)[-1].split("/", 1)[0] if published else ""
     if container_side.isdigit() and not workload.host_network:
@@ -242,7 +243,7 @@ def cache_server(
     where: Location,
     image: str | None,
     env: list[EnvUse],
-    source: Literal["docker-run", "compose", "kubernetes", "helm-values"] = "kubernetes",
+    source: Literal["command-line", "docker-run", "compose", "kubernetes", "helm-values"] = "kubernetes",
 ) -> Workload:
     """An LMCache server a container starts, with its options as flags (a positional host or port under
     the option name its knowledge entry gives it)."""

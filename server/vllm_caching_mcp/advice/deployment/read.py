@@ -141,7 +141,7 @@ def parse_documents(documents: list[Document], knowledge: Knowledge) -> Deployme
     deployment.notes += [f"value not known: {u}" for w in deployment.workloads for u in w.unresolved]
     deployment.notes += image_notes(deployment.workloads)
     deployment.notes += [
-        f"{s.location}: {s.name} runs an LMCache server; it is checked against its pod (ports, memory), not as vLLM"
+        f"{s.location}: {s.name} is an LMCache server; it is checked against its pod (ports, memory), not as vLLM"
         for s in deployment.cache_servers
     ]
     if not (deployment.workloads or deployment.cache_servers or deployment.lmcache_configs or deployment.unread):
