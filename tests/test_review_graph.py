@@ -668,3 +668,11 @@ def test_docker_runs_of_a_server_and_vllm_share_the_hosts_network_or_not() -> No
     found = review(("run.sh", bridged))
     assert hits(found, "pitfall.lmcache-server-unreachable") == [("run.sh", 2)]
     assert hits(review(("run.sh", script("--network host"))), "pitfall.lmcache-server-unreachable") == []
+
+
+def test_a_remote_url_of_another_server_kind_is_not_an_lmcache_server() -> None:
+    lmcache = ', --kv-transfer-config, \'{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}\''
+    env = "          env:\n            - {name: LMCACHE_REMOTE_URL, value: 'redis://localhost:6379'}\n"
+    redis = "        - name: redis\n          image: redis:7\n          ports:\n            - {containerPort: 6379}\n"
+    text = deployment(extra_args=lmcache, env=env, sidecar=redis)
+    assert hits(review(("vllm.yaml", text)), "pitfall.lmcache-server-unreachable") == []

@@ -241,7 +241,7 @@ def _proxy_mismatches(graph: Graph) -> list[Hit]:
     d, hits = graph.deployment, []
     for proxy in d.proxy_launches:
         for upstream in proxy_upstreams(proxy.words):
-            service = next((s for s in d.service_specs if s.name == upstream.host.split(".")[0]), None)
+            service = service_named(d, upstream.host)
             if service is not None:
                 selected = [w for w in d.workloads if service in selecting_services(d, w)]
                 if selected[:1] == [graph.workload] and all(p.number != upstream.port for p in service.ports):
@@ -366,7 +366,8 @@ def lmcache_endpoints(effective: Effective) -> list[Endpoint]:
             )
         )
     remote = effective.env.get("LMCACHE_REMOTE_URL")
-    match = re.fullmatch(r"\w+://\[?([^\]/:]+)\]?:(\d+)/?", remote.value or "") if remote is not None else None
+    # lm:// is lmcache_server's protocol; redis://, mooncakestore:// and the others name other servers
+    match = re.fullmatch(r"lm://\[?([^\]/:]+)\]?:(\d+)/?", remote.value or "") if remote is not None else None
     if remote is not None and match:
         setting = f"LMCACHE_REMOTE_URL={remote.value}"
         found.append(Endpoint(match[1], int(match[2]), setting, remote.location, "ports.lmcache-remote-server"))
@@ -418,6 +419,16 @@ def _local_endpoint(graph: Graph, endpoint: Endpoint, servers: list[Workload]) -
     return [Hit(text, endpoint.location)]
 
 
+def service_named(d: Deployment, host: str) -> ServiceSpec | None:
+    """The Service of the files a host name resolves to in the cluster: NAME, NAME.NAMESPACE, NAME.NAMESPACE.svc
+    and NAME.NAMESPACE.svc.cluster.local."""
+    for service in d.service_specs:
+        name = re.escape(service.name)
+        if re.fullmatch(rf"{name}(\.[a-z0-9-]+(\.svc(\.cluster\.local)?)?)?", host):
+            return service
+    return None
+
+
 def _nothing_in_the_pod(w: Workload, endpoint: Endpoint) -> list[Hit]:
     """localhost of a pod the files show whole (its containers, its network), none of which runs an LMCache
     server: nothing listens there. A bare host, the node's network or an operator's pod may have one."""
@@ -432,8 +443,7 @@ def _nothing_in_the_pod(w: Workload, endpoint: Endpoint) -> list[Hit]:
 
 def _service_endpoint(graph: Graph, endpoint: Endpoint) -> list[Hit]:
     """A host that names a Service of the files (``name`` or ``name.namespace.svc...``) without the port used."""
-    name = endpoint.host.split(".", 1)[0]
-    service = next((s for s in graph.deployment.service_specs if s.name == name), None)
+    service = service_named(graph.deployment, endpoint.host)
     if service is None or endpoint.port is None or not service.ports:
         return []
     if any(p.number == endpoint.port for p in service.ports):
