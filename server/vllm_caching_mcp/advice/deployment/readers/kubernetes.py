@@ -230,23 +230,10 @@ def _parse_kubernetes(doc: Document, objects: list[Located], reading: Reading) -
                     found = _kserve_launch(doc, env, [] if command else argv, "8001" if decode_of_pd else "8000")
                 if found is None and not command and _only_vllm_args(argv, image, cname):
                     found = Launch(args=argv)
-                server = cache_server_args(argv, reading.servers)
-                if server is not None and kind in _WORKLOAD_KINDS:  # alone, or beside vLLM in one script
-                    where = Location(file=doc.name, line=container.line, path=container.path or None)
-                    label = f"{kind}/{name}" + (f" {part}" if part else "") + f" container {cname}"
-                    cache = cache_server(label, doc.name, server, where, image, env)
-                    _pod_resources(doc, cache, pod_spec, container, deployment.notes)
-                    _pod_network(doc, cache, pod, container)
-                    deployment.cache_servers.append(cache)
+                label = f"{kind}/{name}" + (f" {part}" if part else "") + f" container {cname}"
+                if kind in _WORKLOAD_KINDS:
+                    _other_servers(doc, label, (pod, pod_spec, container), argv, image, env, reading, found is None)
                 if found is None:
-                    proxy = proxy_launch(argv, reading.proxy_scripts) if server is None else None
-                    if proxy is not None:
-                        script, words, where = proxy
-                        deployment.proxy_launches.append(
-                            ProxyLaunch(
-                                script=script, words=words, pod=pod.key, host_network=pod.host_network, location=where
-                            )
-                        )
                     continue
                 args, script_env = found.args, found.env
                 deployment.notes += notes
@@ -255,7 +242,6 @@ def _parse_kubernetes(doc: Document, objects: list[Located], reading: Reading) -
                 if limits is not None and limits.get("limits") is not None:
                     mem = limits.get("limits").get("memory")
                     memory = memory_limit(doc, mem, deployment.notes, "resources.limits.memory")
-                label = f"{kind}/{name}" + (f" {part}" if part else "") + f" container {cname}"
                 workload = Workload(
                     name=label,
                     file=doc.name,
@@ -412,6 +398,35 @@ def _pod_resources(doc: Document, workload: Workload, pod_spec: Located, contain
             workload.shm_gib = (
                 memory_limit(doc, size, notes, "emptyDir.sizeLimit") if size is not None else workload.memory_limit_gib
             )
+
+
+def _other_servers(
+    doc: Document,
+    label: str,
+    where: tuple[Pod, Located, Located],
+    argv: list[tuple[str, Location]],
+    image: str | None,
+    env: list[EnvUse],
+    reading: Reading,
+    no_vllm: bool,
+) -> None:
+    """An LMCache server the container starts (alone, or beside vLLM in one script), or the P/D proxy it runs,
+    as objects of the deployment."""
+    pod, pod_spec, container = where
+    server = cache_server_args(argv, reading.servers)
+    deployment = reading.deployment
+    if server is not None:
+        at = Location(file=doc.name, line=container.line, path=container.path or None)
+        cache = cache_server(label, doc.name, server, at, image, env)
+        _pod_resources(doc, cache, pod_spec, container, deployment.notes)
+        _pod_network(doc, cache, pod, container)
+        deployment.cache_servers.append(cache)
+        return
+    proxy = proxy_launch(argv, reading.proxy_scripts) if no_vllm else None
+    if proxy is not None:
+        script, words, at = proxy
+        launch = ProxyLaunch(script=script, words=words, pod=pod.key, host_network=pod.host_network, location=at)
+        deployment.proxy_launches.append(launch)
 
 
 class Pod(NamedTuple):
