@@ -676,3 +676,15 @@ def test_a_remote_url_of_another_server_kind_is_not_an_lmcache_server() -> None:
     redis = "        - name: redis\n          image: redis:7\n          ports:\n            - {containerPort: 6379}\n"
     text = deployment(extra_args=lmcache, env=env, sidecar=redis)
     assert hits(review(("vllm.yaml", text)), "pitfall.lmcache-server-unreachable") == []
+
+
+def test_an_engine_over_nnodes_pods_needs_its_share_of_gpus_in_each() -> None:
+    spread = ', --nnodes, "2", --node-rank, "0"'
+    fits = deployment(kind="StatefulSet", gpus=4, tp=8, extra_args=spread)
+    assert hits(review(("vllm.yaml", fits)), "pitfall.gpus-fewer-than-ranks") == []
+    short = deployment(kind="StatefulSet", gpus=2, tp=8, extra_args=spread)
+    found = review(("vllm.yaml", short))
+    assert hits(found, "pitfall.gpus-fewer-than-ranks") == [("vllm.yaml", line_of(short, "nvidia.com/gpu"))]
+    # Ray places the data-parallel ranks: this pod runs its TP x PP only
+    ray = deployment(gpus=2, tp=2, extra_args=', --data-parallel-size, "4", --data-parallel-backend, ray')
+    assert hits(review(("vllm.yaml", ray)), "pitfall.gpus-fewer-than-ranks") == []

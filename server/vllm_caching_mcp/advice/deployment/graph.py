@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from ...knowledge import Knowledge, ServerListener
 from ..ports import deployment_ports
 from .flags import parse_number
-from .model import Deployment, Effective, Location, PortRef, ProxyLaunch, ServiceSpec, Workload
+from .model import Deployment, Effective, FlagUse, Location, PortRef, ProxyLaunch, ServiceSpec, Workload
 
 
 @dataclass(frozen=True)
@@ -291,14 +291,25 @@ def _engine_gpus_per_pod(effective: Effective, workload: Workload) -> tuple[int,
         if dp_local is None:
             return None
         dp_text = f" x --data-parallel-size-local {dp_local:g}"
-    elif any(name in flags for name in ("--data-parallel-rank", "--headless", "--data-parallel-start-rank")):
+    elif _ranks_placed_elsewhere(flags):
         dp_local, dp_text = 1, ""
     else:
         dp_local = effective.facts.get("dp", 1)
         dp_text = f" x --data-parallel-size {dp_local:g}" if dp_local > 1 else ""
-    needed = math.ceil(tp * pp / max(1, workload.nodes)) * dp_local
-    spread = f" over the {workload.nodes} pods of its group" if workload.nodes > 1 else ""
+    nnodes = parse_number(flags["--nnodes"].value) if "--nnodes" in flags else None
+    if "--nnodes" in flags and nnodes is None:
+        return None
+    hosts = max(workload.nodes, int(nnodes or 1))
+    needed = math.ceil(tp * pp / hosts) * dp_local
+    spread = f" over the {hosts} pods of its group" if hosts > 1 else ""
     return int(needed), f"TP {tp:g} x PP {pp:g}{spread}{dp_text}"
+
+
+def _ranks_placed_elsewhere(flags: dict[str, FlagUse]) -> bool:
+    """Data-parallel ranks another process or Ray places: this pod runs one (or its rank's) engine."""
+    placed = ("--data-parallel-rank", "--headless", "--data-parallel-start-rank", "--data-parallel-external-lb")
+    backend = flags.get("--data-parallel-backend")
+    return any(name in flags for name in placed) or (backend is not None and backend.value == "ray")
 
 
 def gpus_missing(graph: Graph) -> list[Hit]:
