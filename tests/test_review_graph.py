@@ -484,11 +484,11 @@ def test_no_dev_shm_with_tp_on_every_controller(kind: str) -> None:
         kind=kind,
         gpus=2,
         tp=2,
-        mounts="          volumeMounts:\n            - {name: cache, mountPath: /root/.cache}\n",
+        mounts="          volumeMounts:\n            - {name: cache, mountPath: /models/hf}\n",
     )
     found = review(("vllm.yaml", text))
     # found where a /dev/shm volume would be mounted: among the container's volumeMounts
-    assert hits(found, "pitfall.shm-too-small-for-workers") == [("vllm.yaml", line_of(text, "mountPath: /root/.cache"))]
+    assert hits(found, "pitfall.shm-too-small-for-workers") == [("vllm.yaml", line_of(text, "mountPath: /models/hf"))]
     mounted = deployment(kind=kind, gpus=2, tp=2, mounts=SHM_MOUNT, volumes=shm_volume("2Gi"))
     assert hits(review(("vllm.yaml", mounted)), "pitfall.shm-too-small-for-workers") == []
 
