@@ -38,6 +38,7 @@ from vllm_caching_mcp.versions import Version
 
 DATA = Path(__file__).parent / "data" / "deployments"
 M = "meta-llama/Llama-3.1-8B-Instruct"
+IMAGE = "vllm/vllm-openai:v0.33.0"
 NIXL = """--kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'"""
 LMCACHE_V1 = """--kv-transfer-config '{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}'"""
 MOONCAKE = """--kv-transfer-config '{"kv_connector":"MooncakeConnector","kv_role":"kv_both"}'"""
@@ -63,6 +64,39 @@ def _nixl(**fields: Any) -> str:
 
 
 RULE_CASES: dict[str, tuple[str, str, str, dict[str, Any]]] = {
+    # checks across the objects of a deployment (tests/test_review_graph.py has them in manifests)
+    "pitfall.no-gpu-requested": (
+        "0.33.0",
+        f"docker run {IMAGE} --model {M}",
+        f"docker run --gpus 1 {IMAGE} --model {M}",
+        {},
+    ),
+    # vLLM binds 8000 unless --port says otherwise; -p publishes the container's 8080
+    "pitfall.server-port-not-reached": (
+        "0.33.0",
+        f"docker run --gpus 1 -p 8000:8080 {IMAGE} --model {M}",
+        f"docker run --gpus 1 -p 8000:8080 {IMAGE} --model {M} --port 8080",
+        {},
+    ),
+    # TP 2 x DP 2 on one host is four ranks, four GPUs
+    "pitfall.gpus-fewer-than-ranks": (
+        "0.33.0",
+        f"docker run --gpus 2 {IMAGE} --model {M} -tp 2 --data-parallel-size 2",
+        f"docker run --gpus 4 {IMAGE} --model {M} -tp 2 --data-parallel-size 2",
+        {},
+    ),
+    "pitfall.shm-above-memory-limit": (
+        "0.33.0",
+        f"docker run --gpus 1 --memory 32g --shm-size 64g {IMAGE} --model {M}",
+        f"docker run --gpus 1 --memory 32g --shm-size 16g {IMAGE} --model {M}",
+        {},
+    ),
+    "pitfall.memory-limit-below-server": (
+        "0.33.0",
+        f"docker run --gpus 1 --memory 2g {IMAGE} --model {M}",
+        f"docker run --gpus 1 --memory 32g {IMAGE} --model {M}",
+        {},
+    ),
     # weights offload is not KV offload
     "pitfall.cpu-offload-gb-is-weights": ("0.33.0", f"vllm serve {M} --cpu-offload-gb 10", f"vllm serve {M}", {}),
     # 100 GiB over TP 8 = 12.5 GiB a rank, less than one H100's 80 GB (74.5 GiB); 800 / 8 = 100 GiB is not
@@ -343,7 +377,10 @@ RULE_CASES: dict[str, tuple[str, str, str, dict[str, Any]]] = {
 # Checked against a small fake CLI inventory in test_unknown_flag_suggests_the_closest_option.
 # A memory request is only written in a manifest: test_pinned_memory_against_the_pod_request_and_limit.
 # Only compose and Kubernetes give `bash -c` its words one by one: test_a_server_that_never_starts_is_an_error.
+# An LMCache server (in another pod than vLLM, or alone) is read from manifests: tests/test_review_graph.py.
 SEPARATELY_TESTED = {
+    "pitfall.lmcache-server-unreachable",
+    "pitfall.lmcache-server-keeps-every-chunk",
     "pitfall.unknown-flag",
     "pitfall.pinned-memory-over-pod-request",
     "pitfall.server-does-not-start",
@@ -363,7 +400,7 @@ def fired(result: ReviewResult) -> set[str]:
 def test_every_rule_has_a_passing_and_a_failing_example(knowledge: Knowledge) -> None:
     rule_ids = {r.id for r in list_rules(knowledge)}
     assert rule_ids == set(RULE_CASES) | SEPARATELY_TESTED
-    assert len(rule_ids) == 51
+    assert len(rule_ids) == 58
 
 
 @pytest.mark.parametrize("rule_id", sorted(RULE_CASES))
@@ -625,13 +662,16 @@ def test_docker_compose_with_a_removed_connector(knowledge: Knowledge) -> None:
 def test_kubernetes_nixl_prefill_decode(knowledge: Knowledge) -> None:
     result = review(data_file("k8s-nixl-pd.yaml"))
     assert [w.gpu for w in result.workloads] == ["gpu.h100-sxm", "gpu.h100-sxm"]
-    # TP 4 on 0.27.0 in pods that mount no /dev/shm: the workers' queues do not fit its 64 MiB.
+    # TP 4 on 0.27.0 in pods that mount no /dev/shm: the workers' queues do not fit its 64 MiB (found at
+    # the container, where a /dev/shm volume would be mounted). The decode pod requests no GPU. The
+    # headless Service's port 5600 is the NIXL side channel the prefill engine binds, not a mismatch.
     assert brief(result) == [
-        ("pitfall.shm-too-small-for-workers", 33, "spec.template.spec.containers[0].args[1]"),
+        ("pitfall.shm-too-small-for-workers", 29, "spec.template.spec.containers[0]"),
         ("pitfall.nixl-ucx-without-cuda", 39, "spec.template.spec.containers[0].env[0]"),
         ("pitfall.nixl-side-channel-service-address", 41, "spec.template.spec.containers[0].env[1]"),
-        ("pitfall.shm-too-small-for-workers", 71, "spec.template.spec.containers[0].args[0]"),
+        ("pitfall.shm-too-small-for-workers", 65, "spec.template.spec.containers[0]"),
         ("pitfall.enforce-eager-on-datacenter-gpu", 35, "spec.template.spec.containers[0].args[3]"),
+        ("pitfall.no-gpu-requested", 65, "spec.template.spec.containers[0]"),
     ]
     # The decode pod takes the side-channel host from the downward API: unknown, so not checked.
     assert [(n.rule_id, n.workload) for n in result.not_checked if not is_advisory(n.rule_id)] == [
@@ -648,6 +688,8 @@ def test_leaderworkerset_with_lmcache_config_map(knowledge: Knowledge) -> None:
     assert brief(result) == [
         ("pitfall.lmcache-local-cpu-false", 9, "local_cpu"),
         ("pitfall.lmcache-p2p-incomplete", 11, "enable_p2p"),
+        # the group's containers request no GPU
+        ("pitfall.no-gpu-requested", 26, "spec.leaderWorkerTemplate.leaderTemplate.spec.containers[0]"),
     ]
     p2p = result.findings[1].message
     assert "LMCACHE_CONTROLLER_PULL_URL is not set" in p2p and "LMCACHE_TRANSFER_CHANNEL" not in p2p
@@ -660,6 +702,7 @@ def test_tiered_fs_deployment(knowledge: Knowledge) -> None:
     path = "spec.template.spec.containers[0].args[2]"
     assert brief(result) == [
         ("pitfall.tiering-store-threshold", 20, path),
+        ("pitfall.no-gpu-requested", 15, "spec.template.spec.containers[0]"),  # no resources at all
         ("pitfall.shared-tier-without-hash-seed", 20, path),
     ]
 

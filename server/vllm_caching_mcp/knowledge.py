@@ -485,6 +485,14 @@ class Condition(Frozen):
     hygiene: HygieneCheck | None = Field(
         default=None, description="each deployment-hygiene problem of this kind the readers found around the workload"
     )
+    graph: (
+        Literal["port-mismatch", "no-gpu", "gpus-fewer-than-ranks", "lmcache-unreachable", "cache-server-unbounded"]
+        | None
+    ) = Field(
+        default=None,
+        description="each place where the workload disagrees with another object of the files reviewed together "
+        "(advice/deployment/graph.py): its ports, GPUs, or the LMCache server it connects to",
+    )
 
     @model_validator(mode="after")
     def _exactly_one(self) -> Condition:
@@ -536,6 +544,8 @@ class Pitfall(Sourced):
     severity: Severity
     versions: SpecifierText = ""
     components: tuple[Component, ...] = ("vllm",)
+    # The processes the rule is evaluated on: vLLM servers, or the LMCache servers the files start.
+    subjects: tuple[Literal["vllm", "lmcache-server"], ...] = ("vllm",)
     why: str
     # The facts (knowledge entry ids) the `why` rests on; each resolves at load, and an error-severity
     # rule needs one the verifier checked against the wheels (tests/test_review.py holds that).
@@ -785,8 +795,40 @@ class PortLayout(Sourced):
     unless: str | None = None
 
 
+class BufferFlag(Frozen):
+    """An option of a server that sizes the host memory it pins, in GiB, in the ``versions`` of its package."""
+
+    flag: str = Field(pattern=r"^--[a-z0-9-]+$")
+    versions: SpecifierText = ""
+    default_gib: float | None = Field(default=None, gt=0)
+
+
+class ServerListener(Sourced):
+    """A process that listens for others (the vLLM API server, an LMCache server): how its command line
+    is recognised, the option or positional word (1-based, after the command) that sets its port and
+    host, their defaults, and the options that size the host memory it pins."""
+
+    id: str = Field(pattern=r"^ports\.[a-z0-9-]+$")
+    package: Literal["vllm", "lmcache"]
+    what: str
+    versions: SpecifierText = ""
+    entry_points: tuple[str, ...] = ()
+    modules: tuple[str, ...] = ()
+    port_flag: str | None = None
+    port_position: int | None = Field(default=None, ge=1)
+    port_default: int | None = Field(default=None, gt=0, lt=65536)
+    host_flag: str | None = None
+    host_position: int | None = Field(default=None, ge=1)
+    host_default: str | None = None
+    buffer_flags: tuple[BufferFlag, ...] = ()
+    keeps_every_chunk: bool = Field(
+        default=False, description="it holds every chunk it is sent in memory and evicts none (no size bound)"
+    )
+
+
 class _PortsFile(Frozen):
     layouts: tuple[PortLayout, ...]
+    servers: tuple[ServerListener, ...] = ()
 
 
 # --- engine schema (knowledge/engine_schema.yaml; built by scripts/build_engine_schema.py) ---
@@ -1731,6 +1773,7 @@ class Knowledge(Frozen):
     name_inventory: NameInventory
     engine_schema: EngineSchema
     port_layouts: tuple[PortLayout, ...]
+    servers: tuple[ServerListener, ...] = ()
     model_registry: ModelRegistry
     recipes: Recipes
     advisories: AdvisorySnapshot
@@ -2057,6 +2100,7 @@ def _load_and_check(root: Path) -> Knowledge:
             name_inventory=cast(NameInventory, parts["name_inventory.yaml"]),
             engine_schema=cast(EngineSchema, parts["engine_schema.yaml"]),
             port_layouts=parts["ports.yaml"].layouts,  # type: ignore[attr-defined]
+            servers=parts["ports.yaml"].servers,  # type: ignore[attr-defined]
             model_registry=cast(ModelRegistry, parts["model_registry.yaml"]),
             recipes=cast(Recipes, parts["recipes.yaml"]),
             advisories=cast(AdvisorySnapshot, parts["advisories.yaml"]),

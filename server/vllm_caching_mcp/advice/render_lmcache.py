@@ -199,6 +199,8 @@ class LMCachePlans(PlannerBase):
         )
         c = self.vllm("vllm", "vLLM connected to the node's LMCache server", config)
         c.host_ip, c.shm = self.kube, True
+        # In Docker, localhost is the host's only on the host's network, where the server listens.
+        c.host_network = self.r.format == "docker_run"
         image, bin_dir = self._lmcache_helper_image()
         if self.pitfall_applies("pitfall.lmcache-backend-means-mp-server"):
             self.plan.notes.append(

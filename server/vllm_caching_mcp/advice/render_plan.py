@@ -276,8 +276,8 @@ class PlannerBase:
 
     def _provision(self, c: Component) -> None:
         memory = self.facts.host_memory
-        if c.kind == "helper":
-            c.memory_gib = math.ceil(c.pinned_gib + memory.helper_gib)
+        if c.kind == "helper":  # a proxy, a controller, or an LMCache server with its L1 pool
+            c.memory_gib = math.ceil(c.pinned_gib * (1 + memory.pinned_headroom) + memory.helper_gib)
             return
         shm = self.facts.shared_memory
         workers = self.tp * self.pp * self.r.parallelism.data_parallel_size

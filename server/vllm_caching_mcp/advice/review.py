@@ -48,6 +48,7 @@ from .deployment import (
     image_version,
     parse_documents,
     resolve,
+    resolve_cache_server,
 )
 from .review_advisories import advisory_findings, advisory_rule_id
 from .review_brief import in_brief
@@ -199,7 +200,7 @@ def _resolve_workloads(
             notes.append(
                 f"{workload.name}: vLLM {version} from the image tag is older than {knowledge.oldest()}, the oldest "
                 "release the knowledge covers: its configuration is not judged (only advisories, whose ranges are "
-                "published, are checked)"
+                "published, and the checks no release changes: hygiene, ports, GPUs)"
             )
         elif tag is not None and version not in knowledge.release_versions():
             notes.append(f"{workload.name}: vLLM {version} from the image tag is not a release the knowledge covers")
@@ -211,6 +212,9 @@ def _resolve_workloads(
 
 # What makes two findings one: a place found wrong for several workloads (a proxy both roles use).
 _FindingKey = tuple[str, str, int | None, str | None, str]
+# Condition keys whose checks hold whatever the release: the deployment's hygiene and its objects
+# against each other (ports, GPUs, the LMCache server it reaches).
+_RELEASE_FREE = frozenset({"hygiene", "graph"})
 
 
 def _key(finding: Finding) -> _FindingKey:
@@ -242,8 +246,8 @@ def _rule_findings(
     found_at: dict[_FindingKey, Finding] = {}
     for workload, effective in zip(deployment.workloads, effectives, strict=True):
         version = Version(effective.version)
-        # Before the oldest covered release only the hygiene of the deployment is judged: judged as
-        # another release, a flag or key would be called wrong.
+        # Before the oldest covered release only what no release changes is judged (hygiene, the objects
+        # against each other): judged as another release, a flag or key would be called wrong.
         judged = version >= knowledge.oldest()
         ctx = Context(
             effective=effective,
@@ -256,30 +260,65 @@ def _rule_findings(
             shared=shared,
             start_problem=workload.start_problem,
             hygiene=workload.hygiene,
+            workload=workload,
+            deployment=deployment,
         )
-        for rule in all_rules:
-            if rule.id in request.disabled_rules or not in_range(rule.versions, version):
-                continue
-            assert rule.when is not None
-            if not judged and rule.when.key != "hygiene":
-                continue
-            run.evaluated += 1
-            outcome = evaluate(rule.when, ctx, workload.flags)
-            if outcome.value is None:
-                needs = sorted(set(outcome.missing))
-                run.not_checked.append(NotChecked(rule_id=rule.id, workload=effective.workload, needs=needs))
-                continue
-            if not outcome.value:
-                continue
-            run.used[rule.id] = rule
-            for finding in _rule_hits(rule, outcome, workload, effective):
-                if _key(finding) in found_at:
-                    found_at[_key(finding)].workload += f", {effective.workload}"
-                else:
-                    found_at[_key(finding)] = finding
-                    run.findings.append(finding)
+        _run_rules(run, found_at, request, all_rules, ctx, workload, judged)
+    newest = Version(effectives[0].version) if effectives else knowledge.newest()
+    for server in deployment.cache_servers:
+        effective = resolve_cache_server(server, knowledge, newest)
+        ctx = Context(
+            effective=effective,
+            others=effectives,
+            knowledge=knowledge,
+            version=newest,
+            host=host,
+            p99_context_tokens=None,
+            shared=shared,
+            hygiene=server.hygiene,
+            workload=server,
+            deployment=deployment,
+        )
+        _run_rules(run, found_at, request, all_rules, ctx, server, judged=True)
     run.findings.sort(key=_severity_order)
     return run
+
+
+def _run_rules(
+    run: _RuleRun,
+    found_at: dict[_FindingKey, Finding],
+    request: ReviewRequest,
+    all_rules: list[Pitfall],
+    ctx: Context,
+    workload: Workload,
+    judged: bool,
+) -> None:
+    """The rules whose releases hold the workload's and that are about its kind of process (vLLM, an LMCache
+    server); not ``judged`` (a release older than the covered ones), only the checks no release changes."""
+    effective = ctx.effective
+    for rule in all_rules:
+        if rule.id in request.disabled_rules or not in_range(rule.versions, ctx.version):
+            continue
+        if workload.role not in rule.subjects:
+            continue
+        assert rule.when is not None
+        if not judged and rule.when.key not in _RELEASE_FREE:
+            continue
+        run.evaluated += 1
+        outcome = evaluate(rule.when, ctx, workload.flags)
+        if outcome.value is None:
+            needs = sorted(set(outcome.missing))
+            run.not_checked.append(NotChecked(rule_id=rule.id, workload=effective.workload, needs=needs))
+            continue
+        if not outcome.value:
+            continue
+        run.used[rule.id] = rule
+        for finding in _rule_hits(rule, outcome, workload, effective):
+            if _key(finding) in found_at:
+                found_at[_key(finding)].workload += f", {effective.workload}"
+            else:
+                found_at[_key(finding)] = finding
+                run.findings.append(finding)
 
 
 def _rule_hits(rule: Pitfall, outcome: Outcome, workload: Workload, effective: Effective) -> list[Finding]:

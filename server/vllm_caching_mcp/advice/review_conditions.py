@@ -28,6 +28,7 @@ from ..knowledge import (
 from ..safe_text import one_line
 from ..versions import Version
 from .deployment import (
+    Deployment,
     Effective,
     EnvUse,
     FlagUse,
@@ -35,10 +36,12 @@ from .deployment import (
     Location,
     PerKnowledge,
     ProxyUse,
+    Workload,
     flag_bool,
     normalize_flag,
     parse_number,
 )
+from .deployment.graph import CHECKS, Graph
 from .deployment.images import lmcache_image_date, lmcache_image_version
 from .engine_schema import (
     Problem,
@@ -108,6 +111,8 @@ class Context:
     shared: Shared = field(default_factory=Shared)
     start_problem: str | None = None  # why the workload's command never starts the server (Workload.start_problem)
     hygiene: list[HygieneIssue] = field(default_factory=list)  # what the readers found around it (Workload.hygiene)
+    workload: Workload | None = None  # the workload as read, and all the objects read with it (graph checks)
+    deployment: Deployment | None = None
 
 
 def _env_text(use: Any) -> str:
@@ -524,6 +529,16 @@ def _flag_value_vanished(wanted: bool, asked: Asked) -> Outcome:
     return Outcome(bool(items) is wanted, items=items)
 
 
+def _graph(check: str, asked: Asked) -> Outcome:
+    """Each place where the workload disagrees with another object of the deployment (deployment/graph.py)."""
+    ctx = asked.ctx
+    if ctx.workload is None or ctx.deployment is None:
+        return Outcome(False)
+    hits = CHECKS[check](Graph(ctx.workload, ctx.effective, ctx.deployment, ctx.knowledge))
+    items = [Evidence(hit.text, hit.location) for hit in hits]
+    return Outcome(bool(items), items=items)
+
+
 # One evaluator per condition key (the names of `Condition`'s fields): a new condition is a
 # function taking the key's value and what was asked, and one entry here.
 EVALUATORS: dict[str, Callable[[Any, Asked], Outcome]] = {
@@ -558,6 +573,7 @@ EVALUATORS: dict[str, Callable[[Any, Asked], Outcome]] = {
     "lmcache_schema": _lmcache_schema,
     "flag_value_vanished": _flag_value_vanished,
     "hygiene": _hygiene,
+    "graph": _graph,
 }
 
 

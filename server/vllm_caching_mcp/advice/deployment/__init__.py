@@ -47,7 +47,7 @@ from .model import (
     Workload,
 )
 from .read import NothingToReview, parse_documents
-from .resolve import find_gpu, resolve
+from .resolve import find_gpu, resolve, resolve_cache_server
 
 __all__ = [
     "MAX_DOCUMENTS_TEXT",
@@ -72,4 +72,5 @@ __all__ = [
     "parse_documents",
     "parse_number",
     "resolve",
+    "resolve_cache_server",
 ]

@@ -3,10 +3,14 @@ and its memory and count values."""
 
 from __future__ import annotations
 
+from typing import Literal
+
+from ...knowledge import ServerListener
 from ..common import AdviceError, readable_number
 from .bounds import MAX_ARGUMENTS, clip
+from .flags import read_args
 from .launch import Launch, is_vllm_image, script_index, split_script, vllm_args
-from .model import GIB, Document, Location, Workload
+from .model import GIB, Document, EnvUse, FlagUse, Location, PortRef, Workload
 from .quantity import DOCKER_FORM, docker_bytes, parse_quantity, quantity_bytes
 from .shell import Shell, ShellRun, tokenize_shell
 from .yaml_nodes import Located, node_location, text_of
@@ -132,6 +136,17 @@ def docker_resources(workload: Workload, options: dict[str, str | None]) -> None
     if memory:
         workload.memory_limit_gib = docker_bytes_gib(memory)
     gpus = options.get("--gpus")
+    # a bare host's command line does not say what the host gives it; a docker run does
+    workload.gpus_stated = workload.source == "docker-run" and not ({"--runtime", "--device"} & options.keys())
+    if gpus is not None:
+        workload.accelerator = "--gpus"
+    network = options.get("--network") or options.get("--net")
+    # a bare host's process is on the host's network; a container is on its own unless --network host
+    workload.host_network = network == "host" or workload.source == "command-line"
+    published = options.get("-p") or options.get("--publish")
+    container_side = published.rsplit(":", 1)[-1].split("/", 1)[0] if published else ""
+    if container_side.isdigit() and not workload.host_network:
+        workload.ports = [PortRef(what="-p", number=int(container_side), location=workload.location)]
     if gpus is not None and gpus.isdigit():
         workload.gpu_count = int(gpus)
     elif gpus is not None and "device=" in gpus:
@@ -144,3 +159,113 @@ def docker_bytes_gib(text: str) -> float | None:
         return readable_number(docker_bytes(text.strip()) / GIB)
     except ValueError:
         return None
+
+
+Words = list[tuple[str, Location]]
+
+
+def command_words(words: Words) -> tuple[Words, set[int]]:
+    """A container's command words, a `sh -c` script read word by word, and where each of the script's
+    commands ends (`;`, `&`, `&&`, a new line: the index of the word after it)."""
+    ends: set[int] = set()
+    at = script_index([w for w, _ in words])
+    if at is not None:
+        script, where = words[at]
+        words = []
+        for token in tokenize_shell(script, where.line or 1):
+            if token.separator:
+                ends.add(len(words))
+            else:
+                words.append((token.text, Location(file=where.file, line=token.line, path=where.path)))
+    return words, ends
+
+
+def _until_the_end(words: Words, ends: set[int], start: int) -> Words:
+    end = min((e for e in ends if e >= start), default=len(words))
+    return words[start:end]
+
+
+def proxy_launch(words: Words, scripts: tuple[str, ...]) -> tuple[str, Words, Location] | None:
+    """The P/D proxy script (a known one's file name) a command runs, the words after it, and where it is."""
+    words, ends = command_words(words)
+    for i, (word, where) in enumerate(words):
+        name = word.rsplit("/", 1)[-1]
+        if name in scripts:
+            return name, _until_the_end(words, ends, i + 1), where
+    return None
+
+
+def cache_server_args(
+    words: Words, servers: tuple[ServerListener, ...]
+) -> tuple[ServerListener, list[tuple[str, Location]]] | None:
+    """The LMCache server a command starts (a console script of its ``entry_points``, `lmcache server`,
+    or `python -m` one of its ``modules``) and the words after the command; a `sh -c` script is read
+    word by word. None when the words start none."""
+    words, ends = command_words(words)
+    texts = [w for w, _ in words]
+
+    def until_the_end(start: int) -> list[tuple[str, Location]]:
+        return _until_the_end(words, ends, start)
+
+    for i, word in enumerate(texts):
+        base = word.rsplit("/", 1)[-1]
+        for server in servers:
+            if server.package != "lmcache":
+                continue
+            for entry in server.entry_points:
+                command = entry.split()
+                if base == command[0] and texts[i + 1 : i + len(command)] == command[1:]:
+                    return server, until_the_end(i + len(command))
+            module = texts[i + 2] if base.startswith("python") and i + 2 < len(texts) and texts[i + 1] == "-m" else None
+            if module in server.modules:
+                return server, until_the_end(i + 3)
+    return None
+
+
+# The device-plugin resources of GPUs the review counts against the engine's world size, and the
+# prefixes of other accelerators' (Intel, Gaudi, Neuron, TPU), whose request means the pod has one.
+GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
+_ACCELERATOR_PREFIXES = (
+    "nvidia.com/",
+    "amd.com/gpu",
+    "gpu.intel.com/",
+    "habana.ai/",
+    "aws.amazon.com/neuron",
+    "google.com/tpu",
+)
+
+
+def is_accelerator(resource: str) -> bool:
+    return resource.startswith(_ACCELERATOR_PREFIXES) or resource.endswith("/gpu")
+
+
+def cache_server(
+    label: str,
+    file: str,
+    found: tuple[ServerListener, list[tuple[str, Location]]],
+    where: Location,
+    image: str | None,
+    env: list[EnvUse],
+    source: Literal["command-line", "docker-run", "compose", "kubernetes", "helm-values"] = "kubernetes",
+) -> Workload:
+    """An LMCache server a container starts, with its options as flags (a positional host or port under
+    the option name its knowledge entry gives it)."""
+    server, args = found
+    workload = Workload(
+        name=label,
+        file=file,
+        source=source,
+        image=image,
+        env=env,
+        location=where,
+        role="lmcache-server",
+        server=server.id,
+    )
+    read_args(workload, args)
+    workload.model = None  # a positional word is a host or port here, not a model
+    positional = [(w, loc) for w, loc in args if not w.startswith("-")]
+    for flag, position in (("--host", server.host_position), ("--port", server.port_position)):
+        if position is not None and position <= len(positional):
+            word, loc = positional[position - 1]
+            workload.flags.append(FlagUse(name=flag, written=word, value=word, location=loc))
+    return workload

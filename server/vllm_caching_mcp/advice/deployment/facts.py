@@ -91,9 +91,21 @@ def workload_facts(
     if parsed_len is not None and parsed_len > 0:
         facts["max_model_len"] = parsed_len
         locations["max_model_len"] = flags["--max-model-len"].location
-    if workload.memory_limit_gib is not None:
-        facts["container_memory_limit_gib"] = workload.memory_limit_gib
+    memory_facts(workload, facts, locations)
     return facts, locations
+
+
+def memory_facts(workload: Workload, facts: dict[FactName, float], locations: dict[FactName, Location]) -> None:
+    """The container's memory limit and request, each where it was written."""
+    given: tuple[tuple[FactName, float | None, Location | None], ...] = (
+        ("container_memory_limit_gib", workload.memory_limit_gib, workload.memory_limit_location),
+        ("container_memory_request_gib", workload.memory_request_gib, workload.memory_request_location),
+    )
+    for fact, value, where in given:
+        if value is not None:
+            facts[fact] = value
+            if where is not None:
+                locations[fact] = where
 
 
 _DEVICE = re.compile(r"\d+|(GPU|MIG)-[0-9A-Za-z/-]+")
@@ -142,10 +154,9 @@ def container_facts(
         given = float(workload.gpu_count)
         facts["visible_gpus"] = min(facts.get("visible_gpus", given), given)
         locations.setdefault("visible_gpus", workload.location)
-    if workload.memory_request_gib is not None:
-        facts["container_memory_request_gib"] = workload.memory_request_gib
     if workload.shm_gib is not None and not workload.host_ipc:
         facts["shm_gib"] = workload.shm_gib
+        locations["shm_gib"] = workload.shm_location or workload.location
     elif not (
         workload.host_ipc
         or workload.shm_mounted
@@ -153,6 +164,8 @@ def container_facts(
         or workload.source in ("command-line", "lmcache-config")
     ):
         facts["shm_gib"] = DEFAULT_SHM_GIB
+        # where a /dev/shm volume would be mounted: the container's volumeMounts, else the container
+        locations["shm_gib"] = workload.shm_location or workload.location
     in_shm = knowledge.by_id.get("feature.native-cpu-tier-in-shm")
     if isinstance(in_shm, Gated) and in_shm.exists_in(version):
         tp, pp = facts["tp"], facts["pp"]

@@ -93,7 +93,7 @@ WRAPPERS = {"exec", "nohup", "env", "time", "stdbuf"}
 
 
 # docker/podman run options that take no value; every other option is followed by one.
-_DOCKER_SWITCHES = {
+DOCKER_SWITCHES = _DOCKER_SWITCHES = {
     "-d", "--detach", "-i", "--interactive", "-t", "--tty", "-it", "-ti", "--rm", "--privileged", "--init",
     "-P", "--publish-all", "--read-only", "--no-healthcheck", "--oom-kill-disable", "--sig-proxy",
 }  # fmt: skip

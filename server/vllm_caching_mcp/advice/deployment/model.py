@@ -127,8 +127,28 @@ class ClaimSpec(BaseModel):
     location: Location
 
 
+class PortRef(BaseModel):
+    """A port as a container, a probe or a docker run states it: a number, or a name a container port has."""
+
+    what: str = Field(description="where it is stated: containerPort, startupProbe, -p, ports")
+    number: int | None = None
+    name: str | None = Field(default=None, description="the port's name (a containerPort's, or the name a probe gives)")
+    location: Location
+
+
+class ServiceSpec(BaseModel):
+    """A Kubernetes Service: the pods it selects and the ports it sends to (targetPort, or port)."""
+
+    name: str
+    file: str
+    selector: dict[str, str]
+    ports: list[PortRef] = Field(default_factory=list, description="the ports it is reached on (port)")
+    targets: list[PortRef] = Field(default_factory=list, description="where it sends each (targetPort, else port)")
+    location: Location
+
+
 class Workload(BaseModel):
-    """One vLLM server process as the deployment starts it."""
+    """One server process as the deployment starts it: a vLLM server, or (``role``) an LMCache server."""
 
     name: str
     file: str
@@ -172,12 +192,43 @@ class Workload(BaseModel):
         default_factory=list, description="deployment-hygiene problems around it (secrets, installs, probes, ...)"
     )
     claims: list[ClaimUse] = Field(default_factory=list, description="PersistentVolumeClaims its pod mounts")
+    role: Literal["vllm", "lmcache-server"] = "vllm"
+    server: str | None = Field(default=None, description="the ports.yaml servers entry an LMCache server is")
+    pod: str | None = Field(
+        default=None, description="the pod (template) the container runs in: its containers share it"
+    )
+    pod_labels: dict[str, str] = Field(default_factory=dict)
+    host_network: bool = Field(
+        default=False, description="the pod (hostNetwork) or container (network_mode: host) uses the node's network"
+    )
+    ports: list[PortRef] = Field(default_factory=list, description="the container's ports (containerPort, -p, ports:)")
+    probe_ports: list[PortRef] = Field(default_factory=list)
+    gpus_stated: bool = Field(
+        default=False,
+        description="the files show every resource the container is given (none of them set elsewhere: a chart "
+        "template, an operator), so no GPU request means none",
+    )
+    accelerator: str | None = Field(default=None, description="the accelerator resource given (nvidia.com/gpu, ...)")
+    gpu_location: Location | None = None
+    memory_limit_location: Location | None = None
+    memory_request_location: Location | None = None
+    shm_location: Location | None = Field(default=None, description="where /dev/shm is sized (the emptyDir, shm_size)")
 
 
 class ProxyUse(BaseModel):
     """A P/D proxy script the reviewed files start, recognised by its name."""
 
     script: str
+    location: Location
+
+
+class ProxyLaunch(BaseModel):
+    """A P/D proxy script started with its arguments, and the pod (or host) it runs in."""
+
+    script: str
+    words: list[tuple[str, Location]] = Field(description="the words after the script, up to the command's end")
+    pod: str | None = None
+    host_network: bool = False
     location: Location
 
 
@@ -201,6 +252,9 @@ class Deployment(BaseModel):
         default_factory=list, description="documents that start vLLM in a way the readers could not follow"
     )
     proxies: list[ProxyUse] = Field(default_factory=list, description="P/D proxy scripts named outside comments")
+    proxy_launches: list[ProxyLaunch] = Field(
+        default_factory=list, description="the proxies started with their arguments, where the readers follow them"
+    )
     lmcache_configs: list[LMCacheConfig] = Field(
         default_factory=list,
         description="LMCache YAML files; a server whose LMCACHE_CONFIG_FILE names one reads that one alone",
@@ -209,6 +263,13 @@ class Deployment(BaseModel):
     claims: list[ClaimSpec] = Field(default_factory=list, description="PersistentVolumeClaims the files define")
     hygiene: list[HygieneIssue] = Field(
         default_factory=list, description="hygiene problems of a file as a whole (a duplicate key), for its workloads"
+    )
+    service_specs: list[ServiceSpec] = Field(default_factory=list, description="the Services, as they select pods")
+    pod_ports: dict[str, list[PortRef]] = Field(
+        default_factory=dict, description="the ports every container of each pod declares (Workload.pod keys)"
+    )
+    cache_servers: list[Workload] = Field(
+        default_factory=list, description="LMCache servers the files start (role lmcache-server), read like workloads"
     )
     notes: list[str] = Field(default_factory=list, description="what could not be read, and why")
 

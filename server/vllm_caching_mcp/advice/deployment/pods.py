@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 
-from .containers import memory_limit, whole_number
+from .containers import GPU_RESOURCES, is_accelerator, memory_limit, whole_number
 from .model import Document, EnvUse, Location, Workload
 from .shell import Shell
 from .yaml_nodes import Located, node_location, text_of
@@ -116,13 +116,26 @@ def pod_resources(doc: Document, workload: Workload, pod_spec: Located, containe
     resources = container.get("resources")
     for part in ("requests", "limits"):
         given = resources.get(part) if resources is not None else None
-        if given is None:
+        if given is None or not isinstance(given.value, dict):
             continue
         if part == "requests" and given.get("memory") is not None:
             workload.memory_request_gib = memory_limit(doc, given.get("memory"), notes, "resources.requests.memory")
-        gpus = given.get("nvidia.com/gpu")
-        if gpus is not None:
-            workload.gpu_count = whole_number(doc, gpus, "nvidia.com/gpu", 0, 1_000, notes, quantity=True)
+            workload.memory_request_location = node_location(doc, given.get("memory"))
+        if part == "limits" and given.get("memory") is not None:
+            workload.memory_limit_location = node_location(doc, given.get("memory"))
+            if workload.role == "lmcache-server":  # a vLLM container's limit is read with its launch
+                workload.memory_limit_gib = memory_limit(doc, given.get("memory"), notes, "resources.limits.memory")
+        for resource, amount in given.value.items():
+            if not is_accelerator(str(resource)):
+                continue
+            workload.accelerator = str(resource)
+            if str(resource) in GPU_RESOURCES:
+                workload.gpu_count = whole_number(doc, amount, str(resource), 0, 1_000, notes, quantity=True)
+                workload.gpu_location = node_location(doc, amount)
+    if workload.accelerator is None and resources is not None:
+        workload.gpu_location = node_location(doc, resources.get("limits") or resources)  # where one would go
+    if container.get("volumeMounts") is not None:
+        workload.shm_location = node_location(doc, container.get("volumeMounts"))  # where /dev/shm would be mounted
     workload.host_ipc = pod_spec.get("hostIPC") is not None and pod_spec.get("hostIPC").value is True
     mounts = {text_of(m.get("name")): text_of(m.get("mountPath")) for m in container.each("volumeMounts")}
     for volume in pod_spec.each("volumes"):
@@ -138,6 +151,7 @@ def pod_resources(doc: Document, workload: Workload, pod_spec: Located, containe
         if empty_dir.get("medium") is not None and text_of(empty_dir.get("medium")) == "Memory":
             workload.shm_mounted = True
             size = empty_dir.get("sizeLimit")
+            workload.shm_location = node_location(doc, size if size is not None else empty_dir)
             workload.shm_gib = (
                 memory_limit(doc, size, notes, "emptyDir.sizeLimit") if size is not None else workload.memory_limit_gib
             )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from ...knowledge import Knowledge
+from ...knowledge import Knowledge, ServerListener
 from ..common import AdviceError
 from .bounds import Totals, clip, reading_document
 from .flags import read_args
@@ -14,7 +14,7 @@ from .images import image_notes
 from .kustomize import Overlay, Patch, Patcher, read_builds, what_it_sets
 from .launch import WRAPPERS
 from .lmcache_config import LMCACHE_KEYS
-from .model import Deployment, Document, Location, ProxyUse, UnreadLaunch, Workload
+from .model import Deployment, Document, Location, ProxyLaunch, ProxyUse, UnreadLaunch, Workload
 from .readers import compose, helm, kserve, kubernetes, lmcache, modelservice, ray_serve, skypilot, vllm_runtime
 from .readers import shell as shell_text
 from .readers.base import Reader, Reading, mappings
@@ -47,10 +47,12 @@ def _read_document(
     dotenv: dict[str, str] | None = None,
     build: list[Overlay] | None = None,
     documents: tuple[Document, ...] = (),
+    servers: tuple[ServerListener, ...] = (),
 ) -> None:
     """Add the workloads of one document, as the kustomize ``build`` (overlays innermost first) patches it
     when it is a resource of one; AdviceError("text", ...) when its text cannot be read."""
-    deployment.proxies += _proxy_uses(doc, proxy_scripts)
+    uses = _proxy_uses(doc, proxy_scripts)
+    deployment.proxies += uses
     # Everything is tried as YAML first: shell text reads as one plain scalar (or, for a `{ …; }`
     # group, as a flow mapping no reader claims).
     yaml_named = doc.name.lower().endswith((".yaml", ".yml"))
@@ -64,16 +66,27 @@ def _read_document(
     found = mappings(roots)
     if found and build:
         Patcher(totals, deployment.notes).apply(doc, found, build)
-    reading = Reading(deployment, totals, lmcache_keys, dotenv or {}, documents=documents)
-    before = len(deployment.workloads)
+    reading = Reading(
+        deployment,
+        totals,
+        lmcache_keys,
+        dotenv or {},
+        documents=documents,
+        servers=servers,
+        proxy_scripts=tuple(proxy_scripts),
+    )
+    before = len(deployment.workloads) + len(deployment.cache_servers)
     reader = _read_with_readers(doc, roots, reading)
     if reader is None or reader.yaml:
         deployment.hygiene += duplicate_key_issues(doc.name, duplicates)
+    if reader is not None and not reader.yaml:
+        deployment.proxy_launches += _shell_proxy_launches(doc, uses)
     if reader is None:  # only a YAML-named file: the shell reader claims every other
         deployment.notes.append(
             f"{doc.name}: a YAML file that is no manifest, compose file, Helm values or LMCache config"
         )
-    if (reader is None or reader.yaml) and len(deployment.workloads) == before and not deployment.lmcache_configs:
+    read_nothing = len(deployment.workloads) + len(deployment.cache_servers) == before
+    if (reader is None or reader.yaml) and read_nothing and not deployment.lmcache_configs:
         deployment.notes.append(f"{doc.name}: no vLLM server found in it")
 
 
@@ -151,7 +164,9 @@ def parse_documents(documents: list[Document], knowledge: Knowledge) -> Deployme
             before = len(deployment.workloads)
             with reading_document(index):
                 keys = LMCACHE_KEYS(knowledge)
-                _read_document(doc, deployment, totals, proxy_scripts, keys, dotenv, chain, tuple(documents))
+                _read_document(
+                    doc, deployment, totals, proxy_scripts, keys, dotenv, chain, tuple(documents), knowledge.servers
+                )
             if chain and len(chains) > 1:  # one base, built by several overlays
                 for workload in deployment.workloads[before:]:
                     workload.name += f" ({chain[-1].name})"
@@ -175,7 +190,13 @@ def parse_documents(documents: list[Document], knowledge: Knowledge) -> Deployme
     # once each: a KServe runtime's template value is not known in it nor in each model it serves
     deployment.notes += dict.fromkeys(f"value not known: {u}" for w in deployment.workloads for u in w.unresolved)
     deployment.notes += image_notes(deployment.workloads)
-    if not (deployment.workloads or deployment.lmcache_configs or deployment.unread or alone):
+    deployment.notes += [
+        f"{s.location}: {s.name} is an LMCache server; it is checked against its pod (ports, memory), not as vLLM"
+        for s in deployment.cache_servers
+    ]
+    if not (
+        deployment.workloads or deployment.cache_servers or deployment.lmcache_configs or deployment.unread or alone
+    ):
         raise NothingToReview(
             "documents",
             "no vLLM server found: give a `vllm serve` or `python -m vllm.entrypoints.openai.api_server` line, a "
@@ -227,6 +248,32 @@ def _read_patch_alone(patch: Patch, documents: list[Document], reading: Reading)
             f"{patch.source}: read on its own (its target is not among the files): what the object it patches "
             "sets besides (image, resources, command) is not known"
         )
+
+
+def _shell_proxy_launches(doc: Document, uses: list[ProxyUse]) -> list[ProxyLaunch]:
+    """A script's proxies with their arguments: the words after the script's name up to the end of its command
+    (continuation lines joined), on the host the script runs on."""
+    lines = doc.text.splitlines()
+    launches = []
+    for use in uses[:MAX_PROXY_LAUNCHES]:
+        line = use.location.line or 1
+        # the command's words end at its separator; a proxy line is at most a few continuation lines
+        tokens = tokenize_shell("\n".join(lines[line - 1 : line + 40]), line)
+        started, words = False, []
+        for token in tokens:
+            if token.separator and started:
+                break
+            if not started:
+                started = token.text.rsplit("/", 1)[-1] == use.script
+                continue
+            words.append((token.text, Location(file=doc.name, line=token.line)))
+        if started:
+            launches.append(ProxyLaunch(script=use.script, words=words, host_network=True, location=use.location))
+    return launches
+
+
+# A script names a proxy a few times at most; this many are followed.
+MAX_PROXY_LAUNCHES = 20
 
 
 def _proxy_uses(doc: Document, scripts: list[str]) -> list[ProxyUse]:

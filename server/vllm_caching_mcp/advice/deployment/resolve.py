@@ -7,10 +7,10 @@ import json
 import re
 from typing import Any, Literal
 
-from ...knowledge import Connector, Gpu, Knowledge, Setting, ranged_at
+from ...knowledge import Connector, FactName, Gpu, Knowledge, Setting, ranged_at
 from ...versions import Version, in_range
 from .bounds import clip
-from .facts import InUse, Numbers, container_facts, visible_gpus, workload_facts
+from .facts import InUse, Numbers, container_facts, memory_facts, visible_gpus, workload_facts
 from .flags import SWITCHES, canonical_flag, flag_bool, switches_fixed
 from .model import ConnectorUse, Deployment, Effective, EnvUse, FlagUse, LMCacheConfig, Location, Workload
 
@@ -338,3 +338,38 @@ def _secondary_tiers(extras: list[dict[str, Any]], notes: list[str], where: Loca
             continue
         tiers += [t["type"] for t in listed or [] if isinstance(t, dict) and isinstance(t.get("type"), str)]
     return tiers
+
+
+def resolve_cache_server(workload: Workload, knowledge: Knowledge, version: Version) -> Effective:
+    """An LMCache server as the rules about it see it: its options, variables, and the host memory it pins
+    (``host_offload_gib``: its buffer option, of any release that has one, since its image seldom names the
+    release) against its container's memory."""
+    flags = {f.name: f for f in workload.flags}
+    notes: list[str] = []
+    numbers = Numbers(flags, notes, None)
+    facts: dict[FactName, float] = {}
+    locations: dict[FactName, Location] = {}
+    server = next((s for s in knowledge.servers if s.id == workload.server), None)
+    for option in server.buffer_flags if server is not None else ():
+        gib = numbers.flag(option.flag)
+        if gib is not None:
+            facts["host_offload_gib"], locations["host_offload_gib"] = gib, flags[option.flag].location
+    memory_facts(workload, facts, locations)
+    return Effective(
+        workload=workload.name,
+        version=str(version),
+        version_source="assumed-newest",
+        flags=flags,
+        env={use.name: use for use in workload.env},
+        model=None,
+        image=workload.image,
+        connectors=[],
+        offload_shorthand=False,
+        offload_backend=None,
+        transfer_config=None,
+        transfer_location=None,
+        tiers=[],
+        facts=facts,
+        fact_locations=locations,
+        notes=notes,
+    )

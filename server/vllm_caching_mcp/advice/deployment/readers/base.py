@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from ....knowledge import ServerListener
 from ..bounds import Totals
 from ..model import Deployment, Document
 from ..yaml_nodes import Located
@@ -17,7 +18,8 @@ from ..yaml_nodes import Located
 @dataclass
 class Reading:
     """What every reader of one call shares: where workloads go, the bounds so far, and what the
-    other documents give (the LMCache config keys the knowledge names, a compose `.env`)."""
+    other documents give (the LMCache config keys the knowledge names, a compose `.env`), and the
+    servers the knowledge knows how to recognise."""
 
     deployment: Deployment
     totals: Totals
@@ -28,6 +30,8 @@ class Reading:
     # every document of the call, for a shape whose objects name another file's (a KServe InferenceService
     # is served by a ServingRuntime, often written apart)
     documents: tuple[Document, ...] = ()
+    servers: tuple[ServerListener, ...] = ()  # the LMCache servers a container may start (knowledge/ports.yaml)
+    proxy_scripts: tuple[str, ...] = ()  # the file names of the P/D proxies the knowledge knows
 
 
 class Reader(Protocol):

@@ -5,14 +5,18 @@ from __future__ import annotations
 import re
 
 from ..containers import (
+    cache_server,
+    cache_server_args,
     docker_size,
     launch_from_argv,
+    proxy_launch,
     script_words,
     started_as_written,
+    whole_number,
     words_from_list,
 )
 from ..flags import read_args
-from ..model import Deployment, Document, EnvUse, Location, Workload
+from ..model import Document, EnvUse, Location, PortRef, ProxyLaunch, Workload
 from ..shell import ASSIGNMENT
 from ..yaml_nodes import Located, node_location, text_of
 from .base import Reading, mappings
@@ -27,6 +31,66 @@ def _compose_resources(doc: Document, service: Located, workload: Workload, note
         workload.shm_mounted, workload.shm_gib = True, docker_size(doc, shm, "shm_size", notes)
     ipc = service.get("ipc")
     workload.host_ipc = ipc is not None and text_of(ipc) == "host"
+    if service.get("mem_limit") is not None:
+        workload.memory_limit_location = node_location(doc, service.get("mem_limit"))
+    if shm is not None:
+        workload.shm_location = node_location(doc, shm)
+    network = service.get("network_mode")
+    workload.host_network = network is not None and text_of(network) == "host"
+    workload.ports = [] if workload.host_network else _compose_ports(doc, service)
+    workload.probe_ports = _healthcheck_ports(doc, service)
+    _compose_gpus(doc, service, workload, notes)
+
+
+# A healthcheck that asks the container itself: curl/wget of localhost:PORT (or 127.0.0.1, 0.0.0.0).
+_SELF_URL = re.compile(r"(?:localhost|127\.0\.0\.1|0\.0\.0\.0):(\d+)\b")
+
+
+def _healthcheck_ports(doc: Document, service: Located) -> list[PortRef]:
+    """The ports a healthcheck's test asks on the container's own address (a probe, as compose runs it inside)."""
+    check = service.get("healthcheck")
+    test = check.get("test") if check is not None else None
+    if test is None:
+        return []
+    items = test.items() if isinstance(test.value, list) else [test]
+    return [
+        PortRef(what="healthcheck", number=int(m[1]), location=node_location(doc, item))
+        for item in items
+        for m in _SELF_URL.finditer(text_of(item))
+    ]
+
+
+def _compose_ports(doc: Document, service: Located) -> list[PortRef]:
+    """The container side of each `ports:` entry ("8080:8000", "127.0.0.1:8080:8000/tcp", {target: 8000})."""
+    found = []
+    for item in service.each("ports"):
+        target = item.get("target") if isinstance(item.value, dict) else item
+        if target is None:
+            continue
+        text = text_of(target).rsplit(":", 1)[-1].split("/", 1)[0]
+        if text.isdigit():
+            found.append(PortRef(what="ports", number=int(text), location=node_location(doc, item)))
+    return found
+
+
+def _compose_gpus(doc: Document, service: Located, workload: Workload, notes: list[str]) -> None:
+    """GPUs reserved for the service (deploy.resources.reservations.devices with count or device_ids, or
+    gpus:); whether they are all its files give it (not with a runtime: or devices: of its own)."""
+    workload.gpus_stated = service.get("runtime") is None and service.get("devices") is None
+    gpus = service.get("gpus")
+    deploy = service.get("deploy")
+    resources = deploy.get("resources") if deploy is not None else None
+    reservations = resources.get("reservations") if resources is not None else None
+    devices = reservations.get("devices") if reservations is not None else None
+    for device in ([gpus] if gpus is not None else []) + (devices.items() if devices is not None else []):
+        workload.accelerator = "compose GPU reservation"
+        workload.gpu_location = node_location(doc, device)
+        count = device.get("count") if isinstance(device.value, dict) else device
+        ids = device.get("device_ids") if isinstance(device.value, dict) else None
+        if ids is not None and isinstance(ids.value, list):
+            workload.gpu_count = len(ids.value)
+        elif count is not None and isinstance(count.value, int):
+            workload.gpu_count = whole_number(doc, count, "count", 0, 1_000, notes)
 
 
 _COMPOSE_REFERENCE = re.compile(
@@ -91,7 +155,20 @@ def _compose_interpolate(root: Located, dotenv: dict[str, str], unresolved: dict
 _DOTENV = "a .env file among the documents"  # a value compose interpolates is written there, not here
 
 
-def _parse_compose(doc: Document, root: Located, deployment: Deployment, dotenv: dict[str, str]) -> None:
+def _compose_pod(doc: Document, name: str, service: Located) -> str:
+    """The network namespace a service runs in: its own, or another service's (network_mode: service:NAME)."""
+    network = service.get("network_mode")
+    shared = (
+        text_of(network).removeprefix("service:")
+        if network is not None and text_of(network).startswith("service:")
+        else name
+    )
+    return f"{doc.name}:service/{shared}"
+
+
+def _parse_compose(doc: Document, root: Located, reading: Reading) -> None:
+    deployment, dotenv = reading.deployment, reading.dotenv
+    servers, proxy_scripts = reading.servers, reading.proxy_scripts
     unresolved: dict[str, str] = {}
     from_dotenv = _compose_interpolate(root, dotenv, unresolved)
     services = root.get("services")
@@ -113,7 +190,23 @@ def _parse_compose(doc: Document, root: Located, deployment: Deployment, dotenv:
                 "which is not read here; give them in environment: to have them reviewed"
             )
         found = launch_from_argv(doc, argv, image, overridden=service.get("entrypoint") is not None)
+        proxy = proxy_launch(argv, proxy_scripts) if found is None else None
+        if proxy is not None:
+            network = service.get("network_mode")
+            on_host = network is not None and text_of(network) == "host"
+            script, words, where = proxy
+            pod = _compose_pod(doc, name, service)
+            deployment.proxy_launches.append(
+                ProxyLaunch(script=script, words=words, pod=pod, host_network=on_host, location=where)
+            )
         if found is None:
+            server = cache_server_args(argv, servers)
+            if server is not None:
+                where = Location(file=doc.name, line=service.line, path=service.path)
+                cache = cache_server(f"service {name}", doc.name, server, where, image, [], "compose")
+                _compose_resources(doc, service, cache, deployment.notes)
+                cache.pod = _compose_pod(doc, name, service)
+                deployment.cache_servers.append(cache)
             continue
         args, script_env = found.args, found.env
         env: list[EnvUse] = []
@@ -157,6 +250,7 @@ def _parse_compose(doc: Document, root: Located, deployment: Deployment, dotenv:
             location=Location(file=doc.name, line=service.line, path=service.path),
         )
         _compose_resources(doc, service, workload, deployment.notes)
+        workload.pod = _compose_pod(doc, name, service)
         command = service.get("command")
         if found.problem and command is not None and isinstance(command.value, str):
             found.problem += " (compose splits a command: string into words: write command: as a list of one item)"
@@ -176,7 +270,7 @@ class ComposeReader:
         return bool(found) and found[0].get("services") is not None
 
     def read(self, doc: Document, roots: list[Located], reading: Reading) -> bool:
-        _parse_compose(doc, mappings(roots)[0], reading.deployment, reading.dotenv)
+        _parse_compose(doc, mappings(roots)[0], reading)
         return True
 
 

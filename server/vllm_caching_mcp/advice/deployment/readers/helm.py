@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..containers import launch_from_argv, memory_limit, whole_number, words_from_list
+from ..containers import cache_server, cache_server_args, launch_from_argv, memory_limit, whole_number, words_from_list
 from ..flags import parse_number, read_args
 from ..hygiene import image_issue, liveness_issue, values_secret_issue
 from ..model import ClaimSpec, ClaimUse, Deployment, Document, EnvUse, Location, Workload
@@ -53,8 +53,9 @@ _STACK_LMCACHE_SWITCHES = {
 }
 
 
-def _parse_helm_values(doc: Document, root: Located, deployment: Deployment) -> bool:
+def _parse_helm_values(doc: Document, root: Located, reading: Reading) -> bool:
     """Values of the production-stack chart or of vLLM's example chart; false when neither."""
+    deployment = reading.deployment
     stack = root.get("servingEngineSpec")
     if stack is not None and stack.get("modelSpec") is not None:
         cache_server = root.get("cacheserverSpec")
@@ -67,6 +68,8 @@ def _parse_helm_values(doc: Document, root: Located, deployment: Deployment) -> 
             engine.hygiene += [issue for issue in (api_key, token) if issue is not None]
             deployment.workloads.append(engine)
         _stack_images(doc, root, deployment)
+        if cache_server is not None:
+            _stack_cache_server(doc, cache_server, reading)
         return True
     image_values = root.get("image")
     if image_values is not None and image_values.get("command") is not None:
@@ -234,14 +237,51 @@ def _stack_lmcache(
     return args
 
 
+def _stack_cache_server(doc: Document, spec: Located, reading: Reading) -> None:
+    """The LMCache server the production-stack chart starts from cacheserverSpec (templates/
+    deployment-cache-server.yaml): `/opt/venv/bin/lmcache_server 0.0.0.0 containerPort` with the latest-nightly
+    tag (the other tags run older servers, not read here), and its resources."""
+    tag, port = spec.get("tag"), spec.get("containerPort")
+    if tag is None or text_of(tag) != "latest-nightly" or port is None:
+        return
+    where = node_location(doc, tag)
+    argv = [("/opt/venv/bin/lmcache_server", where), ("0.0.0.0", where), (text_of(port), node_location(doc, port))]
+    found = cache_server_args(argv, reading.servers)
+    if found is None:
+        return
+    repository = spec.get("repository")
+    image = f"{text_of(repository)}:latest-nightly" if repository is not None else None
+    server = cache_server("cacheserverSpec", doc.name, found, node_location(doc, spec), image, [], "helm-values")
+    resources = spec.get("resources")
+    notes = reading.deployment.notes
+    limits = resources.get("limits") if resources is not None else None
+    requests = resources.get("requests") if resources is not None else None
+    if limits is not None and limits.get("memory") is not None:
+        server.memory_limit_gib = memory_limit(doc, limits.get("memory"), notes, "resources.limits.memory")
+        server.memory_limit_location = node_location(doc, limits.get("memory"))
+    if requests is not None and requests.get("memory") is not None:
+        server.memory_request_gib = memory_limit(doc, requests.get("memory"), notes, "resources.requests.memory")
+        server.memory_request_location = node_location(doc, requests.get("memory"))
+    reading.deployment.cache_servers.append(server)
+
+
 def _stack_resources(doc: Document, spec: Located, workload: Workload, notes: list[str]) -> None:
     """requestMemory, limitMemory, requestGPU and the /dev/shm the template mounts for tensorParallelSize."""
     if spec.get("requestMemory") is not None:
         workload.memory_request_gib = memory_limit(doc, spec.get("requestMemory"), notes, "requestMemory")
+        workload.memory_request_location = node_location(doc, spec.get("requestMemory"))
     if spec.get("limitMemory") is not None:
         workload.memory_limit_gib = memory_limit(doc, spec.get("limitMemory"), notes, "limitMemory")
+        workload.memory_limit_location = node_location(doc, spec.get("limitMemory"))
+    # The chart's resources (chart.resources in templates/_helpers.tpl) request requestGPU of requestGPUType
+    # (nvidia.com/gpu by default) only when requestGPU > 0: without it the pod gets no GPU resource.
+    workload.gpus_stated = True
+    workload.gpu_location = workload.memory_request_location or workload.memory_limit_location  # beside it
     if spec.get("requestGPU") is not None:
         workload.gpu_count = whole_number(doc, spec.get("requestGPU"), "requestGPU", 0, 1_000, notes, quantity=True)
+        workload.gpu_location = node_location(doc, spec.get("requestGPU"))
+        kind = spec.get("requestGPUType")
+        workload.accelerator = text_of(kind) if kind is not None else "nvidia.com/gpu"
     config = spec.get("vllmConfig")
     if config is not None and config.get("tensorParallelSize") is not None:
         shm = spec.get("shmSize")
@@ -302,7 +342,7 @@ class HelmValuesReader:
 
     def read(self, doc: Document, roots: list[Located], reading: Reading) -> bool:
         # False when the example chart's command starts something other than vLLM
-        return _parse_helm_values(doc, mappings(roots)[0], reading.deployment)
+        return _parse_helm_values(doc, mappings(roots)[0], reading)
 
 
 READER = HelmValuesReader()

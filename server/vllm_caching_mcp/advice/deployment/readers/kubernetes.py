@@ -5,13 +5,24 @@ command or arguments start vLLM is a vLLM workload."""
 
 from __future__ import annotations
 
-from ..bounds import Totals
-from ..containers import launch_from_argv, memory_limit, script_words, started_as_written, whole_number, words_from_list
+from typing import NamedTuple
+
+from ..containers import (
+    cache_server,
+    cache_server_args,
+    launch_from_argv,
+    memory_limit,
+    proxy_launch,
+    script_words,
+    started_as_written,
+    whole_number,
+    words_from_list,
+)
 from ..flags import read_args
 from ..hygiene import claim_spec, container_hygiene, pod_claims
 from ..launch import Launch, is_vllm_image, starts_with_vllm_options
 from ..lmcache_config import maybe_lmcache_config
-from ..model import Deployment, Document, EnvUse, HygieneIssue, Location, Workload
+from ..model import Document, EnvUse, HygieneIssue, Location, PortRef, ProxyLaunch, ServiceSpec, Workload
 from ..pods import (
     SERVING_RUNTIME_KINDS,
     container_env,
@@ -29,6 +40,28 @@ _WORKLOAD_KINDS = {"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job"
 
 
 _PodSpec = tuple[Located, str, int | None, int, list[Located]]
+
+
+def _labels(template: Located | None) -> dict[str, str]:
+    """The labels of a pod template (or a Pod): what a Service's selector is matched against."""
+    meta = template.get("metadata") if template is not None else None
+    labels = meta.get("labels") if meta is not None else None
+    if labels is None or not isinstance(labels.value, dict):
+        return {}
+    return {str(key): text_of(value) for key, value in labels.value.items()}
+
+
+def _template_of(obj: Located, part: str) -> Located | None:
+    """The pod template a pod spec of ``_pod_specs`` came from (the Pod itself for a Pod)."""
+    spec = obj.get("spec")
+    if text_of(obj.get("kind")) == "Pod":
+        return obj
+    if spec is None:
+        return None
+    if part in ("leaderTemplate", "workerTemplate"):
+        group = spec.get("leaderWorkerTemplate")
+        return group.get(part) if group is not None else None
+    return spec.get("template") if not part else None
 
 
 def _pod_specs(doc: Document, obj: Located, notes: list[str]) -> list[_PodSpec]:
@@ -88,9 +121,8 @@ def _pod_specs_within(
             _pod_specs_within(doc, child, replicas, notes, found)
 
 
-def _parse_kubernetes(
-    doc: Document, objects: list[Located], deployment: Deployment, totals: Totals, lmcache_keys: frozenset[str]
-) -> None:
+def _parse_kubernetes(doc: Document, objects: list[Located], reading: Reading) -> None:
+    deployment, totals, lmcache_keys = reading.deployment, reading.totals, reading.lmcache_keys
     config_maps = {
         text_of(o.get("metadata").get("name")): o
         for o in objects
@@ -110,11 +142,18 @@ def _parse_kubernetes(
         name = text_of(meta.get("name")) if meta is not None and meta.get("name") is not None else "?"
         if kind == "Service":
             deployment.services.append(name)
+            deployment.service_specs.append(_service_spec(doc, obj, name))
         served: set[int] = set()  # ids of the containers that run vLLM
         pods = _pod_specs(doc, obj, deployment.notes)
         for pod_spec, part, replicas, nodes, containers in pods:
             gpu = gpu_label(pod_spec)
+            pod = Pod(
+                key=f"{doc.name}:{kind}/{name}" + (f":{part}" if part else ""),
+                labels=_labels(_template_of(obj, part)) if kind in _WORKLOAD_KINDS else {},
+                host_network=pod_spec.get("hostNetwork") is not None and pod_spec.get("hostNetwork").value is True,
+            )
             for container in containers:
+                deployment.pod_ports.setdefault(pod.key, []).extend(declared_ports(doc, container))
                 image_item = container.get("image")
                 image = text_of(image_item) if image_item is not None else None
                 command = container.get("command").items() if container.get("command") else []
@@ -139,6 +178,9 @@ def _parse_kubernetes(
                     found = _kserve_launch(doc, env, [] if command else argv, "8001" if decode_of_pd else "8000")
                 if found is None and not command and _only_vllm_args(argv, image, cname):
                     found = Launch(args=argv)
+                label = f"{kind}/{name}" + (f" {part}" if part else "") + f" container {cname}"
+                if kind in _WORKLOAD_KINDS:
+                    _other_servers(doc, label, (pod, pod_spec, container), argv, image, env, reading, found is None)
                 if found is None:
                     continue
                 args, script_env = found.args, found.env
@@ -148,7 +190,6 @@ def _parse_kubernetes(
                 if limits is not None and limits.get("limits") is not None:
                     mem = limits.get("limits").get("memory")
                     memory = memory_limit(doc, mem, deployment.notes, "resources.limits.memory")
-                label = f"{kind}/{name}" + (f" {part}" if part else "") + f" container {cname}"
                 workload = Workload(
                     name=label,
                     file=doc.name,
@@ -172,6 +213,8 @@ def _parse_kubernetes(
                 workload.hygiene += container_hygiene(doc, container, defined, vllm=True, evaluated=evaluated)
                 workload.claims = pod_claims(doc, pod_spec)
                 served.add(id(container))
+                _pod_network(doc, workload, pod, container)
+                workload.gpus_stated = not workload.pod_elsewhere and not _claims_devices(pod_spec, container)
                 started_as_written(workload, found, deployment.notes)
                 read_args(workload, args, variables.unresolved | found.unresolved, found.emptied)
                 deployment.workloads.append(workload)
@@ -260,6 +303,110 @@ def _lws_env(part: str, size: int, container: Located) -> list[EnvUse]:
     ]
 
 
+def _other_servers(
+    doc: Document,
+    label: str,
+    where: tuple[Pod, Located, Located],
+    argv: list[tuple[str, Location]],
+    image: str | None,
+    env: list[EnvUse],
+    reading: Reading,
+    no_vllm: bool,
+) -> None:
+    """An LMCache server the container starts (alone, or beside vLLM in one script), or the P/D proxy it runs,
+    as objects of the deployment."""
+    pod, pod_spec, container = where
+    server = cache_server_args(argv, reading.servers)
+    deployment = reading.deployment
+    if server is not None:
+        at = Location(file=doc.name, line=container.line, path=container.path or None)
+        cache = cache_server(label, doc.name, server, at, image, env)
+        pod_resources(doc, cache, pod_spec, container, deployment.notes)
+        _pod_network(doc, cache, pod, container)
+        deployment.cache_servers.append(cache)
+        return
+    proxy = proxy_launch(argv, reading.proxy_scripts) if no_vllm else None
+    if proxy is not None:
+        script, words, at = proxy
+        launch = ProxyLaunch(script=script, words=words, pod=pod.key, host_network=pod.host_network, location=at)
+        deployment.proxy_launches.append(launch)
+
+
+class Pod(NamedTuple):
+    """What the containers of one pod share: its key, labels and network."""
+
+    key: str
+    labels: dict[str, str]
+    host_network: bool
+
+
+_PROBES = ("startupProbe", "livenessProbe", "readinessProbe")
+
+
+def _pod_network(doc: Document, workload: Workload, pod: Pod, container: Located) -> None:
+    """The pod the container runs in, its labels and network, and the container's ports and probes' ports."""
+    workload.pod, workload.pod_labels, workload.host_network = pod.key, pod.labels, pod.host_network
+    workload.ports = declared_ports(doc, container)
+    for probe_name in _PROBES:
+        probe = container.get(probe_name)
+        for handler in ("httpGet", "tcpSocket", "grpc"):
+            port = probe.get(handler).get("port") if probe is not None and probe.get(handler) is not None else None
+            if port is not None:
+                workload.probe_ports.append(port_ref(doc, f"{probe_name} {handler}.port", port))
+
+
+def declared_ports(doc: Document, container: Located) -> list[PortRef]:
+    """A container's ports: each containerPort with its name."""
+    found = []
+    for item in container.each("ports"):
+        number = item.get("containerPort")
+        found.append(
+            PortRef(
+                what="containerPort",
+                number=number.value if number is not None and isinstance(number.value, int) else None,
+                name=text_of(item.get("name")) if item.get("name") is not None else None,
+                location=node_location(doc, number if number is not None else item),
+            )
+        )
+    return found
+
+
+def port_ref(doc: Document, what: str, item: Located) -> PortRef:
+    """A port given as a number or as the name of a container's port (a probe's port, a targetPort)."""
+    if isinstance(item.value, int) and not isinstance(item.value, bool):
+        return PortRef(what=what, number=item.value, location=node_location(doc, item))
+    text = text_of(item)
+    if text.isdigit():
+        return PortRef(what=what, number=int(text), location=node_location(doc, item))
+    return PortRef(what=what, name=text, location=node_location(doc, item))
+
+
+def _service_spec(doc: Document, service: Located, name: str) -> ServiceSpec:
+    """A Service's selector and the port each of its ports sends to (targetPort, else port)."""
+    spec = service.get("spec")
+    selector = spec.get("selector") if spec is not None else None
+    selected = (
+        {str(k): text_of(v) for k, v in selector.value.items()}
+        if selector is not None and isinstance(selector.value, dict)
+        else {}
+    )
+    ports, targets = [], []
+    for item in spec.each("ports") if spec is not None else []:
+        if item.get("port") is not None:
+            ports.append(port_ref(doc, "port", item.get("port")))
+        target = item.get("targetPort") or item.get("port")
+        if target is not None:
+            targets.append(port_ref(doc, "targetPort" if item.get("targetPort") else "port", target))
+    where = node_location(doc, service)
+    return ServiceSpec(name=name, file=doc.name, selector=selected, ports=ports, targets=targets, location=where)
+
+
+def _claims_devices(pod_spec: Located, container: Located) -> bool:
+    """Devices given through dynamic resource allocation (resourceClaims), which the files do not count."""
+    resources = container.get("resources")
+    return pod_spec.get("resourceClaims") is not None or (resources is not None and resources.get("claims") is not None)
+
+
 class KubernetesReader:
     """Manifests: any YAML document with a ``kind`` and an ``apiVersion``."""
 
@@ -270,7 +417,7 @@ class KubernetesReader:
         return any(m.get("kind") is not None and m.get("apiVersion") is not None for m in mappings(roots))
 
     def read(self, doc: Document, roots: list[Located], reading: Reading) -> bool:
-        _parse_kubernetes(doc, mappings(roots), reading.deployment, reading.totals, reading.lmcache_keys)
+        _parse_kubernetes(doc, mappings(roots), reading)
         return True
 
 

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
+from ...common import docker_run_options
 from ..bounds import Totals
-from ..containers import docker_resources
+from ..containers import cache_server, cache_server_args, docker_resources
 from ..flags import read_args
+from ..launch import DOCKER_SWITCHES
 from ..model import Deployment, Document, Location, Workload
-from ..shell import parse_shell
+from ..shell import parse_shell, split_commands, tokenize_shell
 from ..yaml_nodes import Located
 from .base import Reading, mappings
 
@@ -46,7 +50,42 @@ class ShellReader:
 
     def read(self, doc: Document, roots: list[Located], reading: Reading) -> bool:
         _read_shell_document(doc, reading.deployment, reading.totals)
+        _read_cache_servers(doc, reading)
         return True
+
+
+# A script starts an LMCache server or two; this many commands of a script are looked at for one.
+_MAX_COMMANDS = 2_000
+
+
+def _read_cache_servers(doc: Document, reading: Reading) -> None:
+    """The LMCache servers a script starts, on the host (`lmcache server …`) or in a `docker run` (with its
+    --network, --memory and -p), as objects of the deployment beside its vLLM servers."""
+    for n, command in enumerate(split_commands(tokenize_shell(doc.text))[:_MAX_COMMANDS]):
+        words = [(t.text, Location(file=doc.name, line=t.line)) for t in command]
+        texts = [w for w, _ in words]
+        run = next(
+            (i for i in range(len(texts) - 1) if texts[i] in ("docker", "podman") and texts[i + 1] == "run"), None
+        )
+        options: dict[str, str | None] = {}
+        if run is not None:
+            parsed, image_at = docker_run_options(texts[run + 2 :], DOCKER_SWITCHES)
+            options = {name: value for name, value, _ in parsed}
+            rest = words[run + 2 + image_at + 1 :]
+            entrypoint = options.get("--entrypoint")
+            words = ([(entrypoint, words[run][1])] if entrypoint else []) + rest
+        found = cache_server_args(words, reading.servers)
+        if found is None:
+            continue
+        where = words[0][1] if words else Location(file=doc.name, line=command[0].line)
+        source: Literal["docker-run", "command-line"] = "docker-run" if run is not None else "command-line"
+        server = cache_server(f"LMCache server #{n + 1}", doc.name, found, where, None, [], source)
+        if run is not None:
+            docker_resources(server, options)
+            server.pod = f"{doc.name}:docker/{options.get('--name') or n + 1}"
+        else:
+            server.host_network = True  # a process on the host listens on the host's network
+        reading.deployment.cache_servers.append(server)
 
 
 READER = ShellReader()
