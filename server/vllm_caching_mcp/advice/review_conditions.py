@@ -736,8 +736,14 @@ def _comparison(compare: Comparison, ctx: Context) -> Outcome:
         return Outcome(False)
     if left is None or right is None:
         return Outcome(None, missing=left_missing + right_missing)
-    text = f"{_shown(left_label, left)} {compare.op} {_shown(right_label, right)}"
-    return Outcome(_compare(left, compare.op, right), [Evidence(text, _operand_location(compare.left, ctx))])
+    holds = _compare(left, compare.op, right)
+    # the evidence states what is true: under `not`, a comparison that fails is shown with the operator that holds
+    op = compare.op if holds else _NEGATED[compare.op]
+    text = f"{_shown(left_label, left)} {op} {_shown(right_label, right)}"
+    return Outcome(holds, [Evidence(text, _operand_location(compare.left, ctx))])
+
+
+_NEGATED = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}
 
 
 def _gated(entry_id: str, ctx: Context) -> Gated:
