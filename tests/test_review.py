@@ -359,6 +359,13 @@ RULE_CASES: dict[str, tuple[str, str, str, dict[str, Any]]] = {
         f"pip install lmcache==0.3.9 && vllm serve {M}",
         {},
     ),
+    # a clean-up that kills by a name every Python program has, against one that kills the servers by theirs
+    "pitfall.kill-by-name": (
+        "0.33.0",
+        f"pkill -f python; vllm serve {M}",
+        f"pkill -f 'vllm serve'; vllm serve {M}",
+        {},
+    ),
     # unquoted, `>=0.3` is a redirection of pip's output; quoted it is a version bound
     "pitfall.install-pin-redirected": (
         "0.33.0",
@@ -400,7 +407,7 @@ def fired(result: ReviewResult) -> set[str]:
 def test_every_rule_has_a_passing_and_a_failing_example(knowledge: Knowledge) -> None:
     rule_ids = {r.id for r in list_rules(knowledge)}
     assert rule_ids == set(RULE_CASES) | SEPARATELY_TESTED
-    assert len(rule_ids) == 58
+    assert len(rule_ids) == 59
 
 
 @pytest.mark.parametrize("rule_id", sorted(RULE_CASES))

@@ -15,6 +15,7 @@ from vllm_caching_mcp.advice.deployment.model import Location
 from vllm_caching_mcp.advice.review import ReviewResult
 
 HYGIENE = {
+    "pitfall.kill-by-name",
     "pitfall.secret-in-plain-text",
     "pitfall.install-at-start",
     "pitfall.install-pin-redirected",
@@ -536,3 +537,24 @@ def test_a_short_weak_key_is_reported_but_not_masked_everywhere() -> None:
     result = review("docker run vllm/vllm-openai:v0.33.0 --model Qwen/Qwen3-8B --api-key vllm")
     assert [rule for rule, _ in hits(result)] == ["pitfall.secret-in-plain-text"]
     assert result.workloads[0].image == "vllm/vllm-openai:v0.33.0"
+
+
+CLEANUP_SCRIPT = """#!/bin/bash
+cleanup() {
+    pgrep python | xargs kill -9
+    pkill -f python3
+}
+trap cleanup INT
+vllm serve Qwen/Qwen3-8B --port 8100 &
+SERVER=$!
+pkill -f "vllm serve"
+kill $SERVER
+killall python
+"""
+
+
+def test_a_script_that_kills_every_python_process() -> None:
+    """Kills by an interpreter's name are reported where they are written, in a clean-up function or after the
+    launch; a kill of the servers by their own command line or PID is not."""
+    found = [(rule, line) for rule, line in hits(review(("run.sh", CLEANUP_SCRIPT))) if rule == "pitfall.kill-by-name"]
+    assert found == [("pitfall.kill-by-name", 3), ("pitfall.kill-by-name", 4), ("pitfall.kill-by-name", 11)]

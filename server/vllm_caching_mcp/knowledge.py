@@ -291,6 +291,7 @@ HygieneCheck = Literal[
     "duplicate-key",
     "liveness-kills-model-load",
     "rwo-claim-shared",
+    "kills-by-name",
 ]
 
 

@@ -239,12 +239,38 @@ def install_issues(words: list[tuple[str, bool]], location: Location) -> list[Hy
         issues.append(
             HygieneIssue(
                 check="install-at-start",
-                text=f"installs {shown} without an exact version each time the container starts"
+                text=f"{'pip install' if installer == 'pip' else 'the package manager installs'} {shown}: unpinned "
+                "(no exact version), run each time the container starts"
                 + ("; vLLM itself is then whatever release the index holds at that start" if vllm else ""),
                 location=location,
             )
         )
     return issues
+
+
+# A process name that every Python program has: a kill by it ends the user's other Python processes too.
+_ANY_PYTHON = re.compile(r"python[\d.]*")
+
+
+def kill_issue(words: list[str], previous: list[str], location: Location) -> HygieneIssue | None:
+    """`pkill python`, `pkill -f python`, `killall python3`, `pgrep python | xargs kill`: a kill by a name that
+    matches every Python process of the user on the host, not only the servers the script started."""
+    bases = [w.rsplit("/", 1)[-1] for w in words]
+    if bases[:1] in (["pkill"], ["killall"]):
+        named = [w for w in words[1:] if not w.startswith("-") and not w.isdigit()]
+    elif bases[:1] == ["xargs"] and "kill" in bases and previous[:1] == ["pgrep"]:
+        named = [w for w in previous[1:] if not w.startswith("-")]
+    else:
+        return None
+    if not named or not _ANY_PYTHON.fullmatch(named[-1]):
+        return None
+    shown = " ".join(([*previous, "|"] if bases[0] == "xargs" else []) + words)
+    return HygieneIssue(
+        check="kills-by-name",
+        text=f"`{clip(shown, 80)}` kills every process of the user on this host that matches {named[-1]!r}, not "
+        "only the servers this script started: other jobs, notebooks and agents in Python end with them",
+        location=location,
+    )
 
 
 # --- Kubernetes containers -----------------------------------------------------------------------

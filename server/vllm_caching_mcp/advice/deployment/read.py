@@ -240,6 +240,7 @@ def _read_patch_alone(patch: Patch, documents: list[Document], reading: Reading)
                 location=launch.location or Location(file=patch.document, line=first),
                 pod_elsewhere=True,  # the pod is the patched object's, which the files do not hold
             )
+            workload.hygiene += launch.hygiene
             read_args(workload, launch.args, launch.unresolved, launch.emptied)
             reading.deployment.workloads.append(workload)
             reading.totals.check(reading.deployment)

@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 from ..common import AdviceError
 from .bounds import MAX_ARGUMENTS, MAX_EXPANDED_CHARS, MAX_VALUE_CHARS, clip
-from .hygiene import install_issues
+from .hygiene import install_issues, kill_issue
 from .launch import WRAPPERS, Launch, docker_run, may_start_vllm, script_index, vllm_args
 from .model import Document, EnvUse, HygieneIssue, Location
 
@@ -466,6 +466,7 @@ class ShellRun:
         self.exported: list[tuple[str, str, Token, str | None]] = []
         self.notes: list[str] = []
         self.installs: list[HygieneIssue] = []  # what the installs run so far do wrong
+        self.file_issues: list[HygieneIssue] = []  # what the script does wrong wherever it does it (kill by name)
 
     def at(self, token: Token) -> Location:
         return Location(file=self.doc.name, line=token.line, path=self.path)
@@ -513,7 +514,11 @@ class ShellRun:
         return value, value_field.unresolved
 
     def launches(self, first_line: int) -> Iterator[Launch]:
+        previous: list[str] = []
         for command in split_commands(tokenize_shell(self.doc.text, first_line)):
+            if command and (found := kill_issue([t.text for t in command], previous, self.at(command[0]))):
+                self.file_issues.append(found)
+            previous = [t.text for t in command]
             if len(command) > MAX_ARGUMENTS:
                 raise AdviceError(
                     "text",
@@ -613,14 +618,22 @@ class ShellRun:
             launch.env = outer_env + launch.env
             yield launch
         self.notes += inner.notes
+        self.file_issues += inner.file_issues
 
 
 def parse_shell(
-    doc: Document, first_line: int = 1, path: str | None = None, notes: list[str] | None = None
+    doc: Document,
+    first_line: int = 1,
+    path: str | None = None,
+    notes: list[str] | None = None,
+    hygiene: list[HygieneIssue] | None = None,
 ) -> Iterator[Launch]:
     """Every vLLM launch in shell text; `export` lines and `VAR=value` prefixes become env, and
-    variables set earlier in the script are expanded where they are used."""
+    variables set earlier in the script are expanded where they are used. ``hygiene`` gets what the
+    script does wrong wherever it does it (a kill of every Python process)."""
     run = ShellRun(doc, path, Shell())
     yield from run.launches(first_line)
     if notes is not None:
         notes += run.notes
+    if hygiene is not None:
+        hygiene += run.file_issues

@@ -205,6 +205,7 @@ def _read_ray_job(doc: Document, root: Located, reading: Reading) -> bool:
             pod_elsewhere=True,  # KubeRay builds the pods from the group templates
         )
         _on_cluster(doc, workload, cluster, reading.deployment.notes)
+        workload.hygiene += launch.hygiene
         read_args(workload, launch.args, launch.unresolved, launch.emptied)
         workload.nodes = _nodes(workload)
         reading.deployment.workloads.append(workload)

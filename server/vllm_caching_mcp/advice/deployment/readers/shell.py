@@ -16,7 +16,7 @@ from .base import Reading, mappings
 
 
 def _read_shell_document(doc: Document, deployment: Deployment, totals: Totals) -> None:
-    for n, launch in enumerate(parse_shell(doc, notes=deployment.notes)):
+    for n, launch in enumerate(parse_shell(doc, notes=deployment.notes, hygiene=deployment.hygiene)):
         workload = Workload(
             name=f"{'docker run' if launch.source == 'docker-run' else 'vllm'} #{n + 1}",
             file=doc.name,

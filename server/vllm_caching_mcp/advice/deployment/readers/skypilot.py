@@ -11,7 +11,7 @@ from ..bounds import clip
 from ..containers import docker_resources, whole_number
 from ..flags import read_args
 from ..launch import Launch
-from ..model import Document, EnvUse, Location, Workload
+from ..model import Document, EnvUse, HygieneIssue, Location, Workload
 from ..shell import Shell, ShellRun
 from ..yaml_nodes import Located, node_location, text_of
 from .base import Reading, mappings
@@ -110,11 +110,13 @@ def _read_task(doc: Document, root: Located, reading: Reading) -> None:
     unknown = {f"${use.name}": f"{use.name} is {use.reference}" for use in env if use.value is None}
     unknown |= {"${" + k[1:] + "}": v for k, v in unknown.items()}
     image = _image(doc, resources)
+    installs: list[HygieneIssue] = []  # SkyPilot runs setup before run on each node: run starts after its installs
     for part in ("setup", "run"):
         script = root.get(part)
         if script is None or not isinstance(script.value, str):
             continue
         run = ShellRun(Document(name=doc.name, text=script.value), part, Shell(values, unknown))
+        run.installs = list(installs)
         first = script.line + (1 if script.block else 0)
         for launch in run.launches(first):
             workload = _workload(doc, part, launch, env, image, len(reading.deployment.workloads))
@@ -123,6 +125,7 @@ def _read_task(doc: Document, root: Located, reading: Reading) -> None:
             reading.deployment.workloads.append(workload)
             reading.totals.check(reading.deployment)
         notes += run.notes
+        installs = run.installs
 
 
 def _workload(
@@ -139,6 +142,7 @@ def _workload(
         location=launch.location or Location(file=doc.name, line=1, path=part),
     )
     docker_resources(workload, launch.options)
+    workload.hygiene += launch.hygiene
     read_args(workload, launch.args, launch.unresolved, launch.emptied)
     if launch.image is not None and launch.image[0] in launch.unresolved:
         workload.unresolved.append(
