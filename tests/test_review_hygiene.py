@@ -16,6 +16,7 @@ from vllm_caching_mcp.advice.review import ReviewResult
 
 HYGIENE = {
     "pitfall.kill-by-name",
+    "pitfall.compose-services-collide",
     "pitfall.secret-in-plain-text",
     "pitfall.install-at-start",
     "pitfall.install-pin-redirected",
@@ -558,3 +559,38 @@ def test_a_script_that_kills_every_python_process() -> None:
     launch; a kill of the servers by their own command line or PID is not."""
     found = [(rule, line) for rule, line in hits(review(("run.sh", CLEANUP_SCRIPT))) if rule == "pitfall.kill-by-name"]
     assert found == [("pitfall.kill-by-name", 3), ("pitfall.kill-by-name", 4), ("pitfall.kill-by-name", 11)]
+
+
+COMPOSE_VARIANTS = """services:
+  vllm-cuda:
+    image: vllm/vllm-openai:v0.33.0
+    container_name: llm
+    ports: ["${PORT:-8000}:8000"]
+    command: --model Qwen/Qwen3-8B
+  vllm-rocm:
+    image: rocm/vllm:latest
+    container_name: llm
+    ports: ["8001:8000"]
+    command: --model Qwen/Qwen3-8B
+  vllm-cpu:
+    image: vllm/vllm-openai:v0.33.0
+    ports: [{target: 8000, published: 8000}]
+    command: --model Qwen/Qwen3-8B
+  vllm-gaudi:
+    image: vllm/vllm-openai:v0.33.0
+    profiles: [gaudi]
+    container_name: llm
+    ports: ["8000:8000"]
+    command: --model Qwen/Qwen3-8B
+"""
+
+
+def test_compose_services_that_start_together_and_collide() -> None:
+    """The default port of ${PORT:-8000} and a long-form published port collide, as do two container names of
+    services without profiles; a profiled alternative is not started with them."""
+    found = [
+        (rule, line)
+        for rule, line in hits(review(("compose.yaml", COMPOSE_VARIANTS)))
+        if rule == "pitfall.compose-services-collide"
+    ]
+    assert found == [("pitfall.compose-services-collide", 9), ("pitfall.compose-services-collide", 14)]

@@ -292,6 +292,7 @@ HygieneCheck = Literal[
     "liveness-kills-model-load",
     "rwo-claim-shared",
     "kills-by-name",
+    "compose-conflict",
 ]
 
 

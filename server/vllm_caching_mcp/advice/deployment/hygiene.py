@@ -273,6 +273,60 @@ def kill_issue(words: list[str], previous: list[str], location: Location) -> Hyg
     )
 
 
+# --- compose services that cannot start together ---
+
+
+def _profiles(service: Located) -> frozenset[str]:
+    item = service.get("profiles")
+    listed = item is not None and isinstance(item.value, list)
+    return frozenset(text_of(p) for p in item.items()) if listed else frozenset()
+
+
+def _host_ports(service: Located) -> list[tuple[str, Located]]:
+    """The host side of each published port ("8080:8000", "127.0.0.1:8080:8000", {published: 8080})."""
+    found = []
+    for item in service.each("ports"):
+        if isinstance(item.value, dict):
+            published = item.get("published")
+            if published is not None:
+                found.append((text_of(published), item))
+            continue
+        parts = text_of(item).split("/", 1)[0].split(":")
+        if len(parts) >= 2 and parts[-2]:
+            found.append((parts[-2], item))
+    return found
+
+
+def compose_conflicts(doc: Document, services: dict[str, Located]) -> list[HygieneIssue]:
+    """Services `docker compose up` starts together (neither has profiles, or they share one) that claim one
+    container name or one host port: the second container is not created, or does not start."""
+    claimed: dict[tuple[str, str], tuple[str, frozenset[str]]] = {}
+    issues = []
+    for name, service in services.items():
+        profiles = _profiles(service)
+        given = service.get("container_name")
+        wanted = [("container name", text_of(given), given)] if given is not None else []
+        wanted += [("host port", port, item) for port, item in _host_ports(service) if "$" not in port]
+        for what, value, item in wanted:
+            other = claimed.get((what, value))
+            if other is None:
+                claimed[(what, value)] = (name, profiles)
+                continue
+            first, first_profiles = other
+            if (profiles or first_profiles) and not profiles & first_profiles:
+                continue  # started by different --profile choices
+            failure = "the name is in use" if what == "container name" else "the port is already allocated"
+            issues.append(
+                HygieneIssue(
+                    check="compose-conflict",
+                    text=f"services {first} and {name} both take the {what} {value}, and `docker compose up` starts "
+                    f"both: the second fails ({failure})",
+                    location=node_location(doc, item),
+                )
+            )
+    return issues
+
+
 # --- Kubernetes containers -----------------------------------------------------------------------
 
 _SHELL_REFERENCE = re.compile(r"(?<![$])\$\{?[A-Za-z_][A-Za-z0-9_]*\}?")

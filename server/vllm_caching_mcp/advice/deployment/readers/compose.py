@@ -16,6 +16,7 @@ from ..containers import (
     words_from_list,
 )
 from ..flags import read_args
+from ..hygiene import compose_conflicts
 from ..model import Document, EnvUse, Location, PortRef, ProxyLaunch, Workload
 from ..shell import ASSIGNMENT
 from ..yaml_nodes import Located, node_location, text_of
@@ -172,6 +173,8 @@ def _parse_compose(doc: Document, root: Located, reading: Reading) -> None:
     unresolved: dict[str, str] = {}
     from_dotenv = _compose_interpolate(root, dotenv, unresolved)
     services = root.get("services")
+    if services is not None and isinstance(services.value, dict):
+        deployment.hygiene += compose_conflicts(doc, services.value)
     for name, service in (services.value if services is not None and isinstance(services.value, dict) else {}).items():
         image_item = service.get("image")
         image = text_of(image_item) if image_item is not None else None
