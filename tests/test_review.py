@@ -63,7 +63,7 @@ def _nixl(**fields: Any) -> str:
     return "--kv-transfer-config '" + json.dumps(config, separators=(",", ":")) + "'"
 
 
-RULE_CASES: dict[str, tuple[str, str, str, dict[str, Any]]] = {
+RULE_CASES: dict[str, tuple[str | None, str, str, dict[str, Any]]] = {
     # checks across the objects of a deployment (tests/test_review_graph.py has them in manifests)
     "pitfall.no-gpu-requested": (
         "0.33.0",
@@ -359,6 +359,13 @@ RULE_CASES: dict[str, tuple[str, str, str, dict[str, Any]]] = {
         f"pip install lmcache==0.3.9 && vllm serve {M}",
         {},
     ),
+    # no tag names the release: --disable-log-requests is refused by 0.17.0 - 0.32.0, accepted by 0.33.0
+    "pitfall.flag-depends-on-release": (
+        None,
+        f"vllm serve {M} --disable-log-requests",
+        f"vllm serve {M} --enable-log-requests",
+        {},
+    ),
     # a clean-up that kills by a name every Python program has, against one that kills the servers by theirs
     "pitfall.kill-by-name": (
         "0.33.0",
@@ -408,7 +415,7 @@ def fired(result: ReviewResult) -> set[str]:
 def test_every_rule_has_a_passing_and_a_failing_example(knowledge: Knowledge) -> None:
     rule_ids = {r.id for r in list_rules(knowledge)}
     assert rule_ids == set(RULE_CASES) | SEPARATELY_TESTED
-    assert len(rule_ids) == 60
+    assert len(rule_ids) == 61
 
 
 @pytest.mark.parametrize("rule_id", sorted(RULE_CASES))

@@ -484,6 +484,11 @@ class Condition(Frozen):
     flag_value_vanished: bool | None = Field(
         default=None, description="each value-taking option whose value expands to nothing (argparse stops)"
     )
+    flag_release_dependent: bool | None = Field(
+        default=None,
+        description="release not stated: each option the assumed release accepts that covered releases after "
+        "its introduction refuse",
+    )
     hygiene: HygieneCheck | None = Field(
         default=None, description="each deployment-hygiene problem of this kind the readers found around the workload"
     )

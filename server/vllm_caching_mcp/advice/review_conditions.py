@@ -572,6 +572,7 @@ EVALUATORS: dict[str, Callable[[Any, Asked], Outcome]] = {
     "engine_schema": _engine_schema,
     "lmcache_schema": _lmcache_schema,
     "flag_value_vanished": _flag_value_vanished,
+    "flag_release_dependent": lambda wanted, asked: _flag_release_dependent(asked.ctx, asked.workload_flags),
     "hygiene": _hygiene,
     "graph": _graph,
 }
@@ -615,6 +616,49 @@ def _flag_value(test: ValueTest, ctx: Context) -> Outcome:
     flag = ctx.effective.flags.get(normalize_flag(test.name))
     value = flag.value if flag is not None and isinstance(flag.value, str) else None
     return Outcome(_value_test(test, value), [Evidence(f"{test.name} {value}", flag.location)] if flag else [])
+
+
+def _accepts(accepted: AbstractSet[str], name: str) -> bool:
+    stem = name[5:] if name.startswith("--no-") else None
+    if name in accepted or (stem is not None and "--" + stem in accepted):
+        return True
+    return len(_abbreviation_of(name, accepted)) == 1
+
+
+def _flag_release_dependent(ctx: Context, workload_flags: Sequence[FlagUse]) -> Outcome:
+    """With the release assumed (no tag or version says it), each option the assumed release accepts that
+    covered releases after its first one refuse: whether the server starts depends on the release it runs."""
+    if ctx.effective.version_source != "assumed-newest":
+        return Outcome(False)
+    releases = ctx.knowledge.release_versions()
+    accepted = {v: ctx.knowledge.cli_inventory.accepted(v) for v in releases}
+    items = []
+    for flag in dict.fromkeys(f.name.split(".", 1)[0] for f in workload_flags):
+        if not flag.startswith("--") or not _accepts(accepted[ctx.version], flag):
+            continue
+        known = [v for v in releases if _accepts(accepted[v], flag)]
+        refused = [v for v in releases if v > known[0] and v not in known]
+        if refused:
+            where = next(f.location for f in workload_flags if f.name.split(".", 1)[0] == flag)
+            items.append(
+                Evidence(
+                    f"{flag} is accepted by vLLM {ctx.version} (assumed) but refused by {_runs(refused, releases)}; "
+                    "the files do not say which release runs",
+                    where,
+                )
+            )
+    return Outcome(bool(items), items=items)
+
+
+def _runs(picked: list[Version], releases: list[Version]) -> str:
+    """Releases as runs of consecutive covered ones: "0.17.0 - 0.32.0, 0.33.1"."""
+    runs: list[list[Version]] = []
+    for v in picked:
+        if runs and releases.index(v) == releases.index(runs[-1][-1]) + 1:
+            runs[-1].append(v)
+        else:
+            runs.append([v])
+    return ", ".join(f"{r[0]} - {r[-1]}" if len(r) > 1 else str(r[0]) for r in runs)
 
 
 def _flag_unavailable(skipped: tuple[str, ...], ctx: Context, workload_flags: Sequence[FlagUse]) -> Outcome:
