@@ -110,9 +110,7 @@ def advisory_findings(
             str(floor_release) if floor_release is not None else None,
         )
     hits, floor = cache[version, facts]
-    where = workload.location
-    if effective.version_source == "image-tag" and workload.image_location is not None:
-        where = workload.image_location
+    where = effective.version_location or workload.location  # the image line or pip install the release is read from
     found: list[Finding] = []
     left_open = 0
     for hit in hits:

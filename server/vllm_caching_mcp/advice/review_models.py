@@ -19,6 +19,7 @@ from .deployment import (
     Location,
     UnreadLaunch,
 )
+from .deployment.model import VersionSource
 
 Severity = Literal["error", "warning", "info"]
 
@@ -116,7 +117,8 @@ class WorkloadReport(BaseModel):
     name: str
     file: str
     vllm_version: str
-    version_source: Literal["image-tag", "stated", "assumed-newest"]
+    version_source: VersionSource
+    version_location: Location | None = Field(default=None, description="where the release was read")
     model: str | None
     image: str | None
     connectors: list[str]
@@ -170,12 +172,16 @@ class ReviewResult(Result):
         for w in self.workloads:
             source = {
                 "image-tag": "from the image tag",
+                "pip-install": "from a pip install",
                 "stated": "as stated",
                 "assumed-newest": "assumed: newest known",
             }
             conn = ", ".join(w.connectors) or "no KV connector"
             floor = f"; security floor {w.security_floor}" if w.security_floor else ""
-            lines.append(f"{w.name} ({w.file}): vLLM {w.vllm_version} ({source[w.version_source]}); {conn}{floor}")
+            read_at = f" at {w.version_location}" if w.version_location else ""
+            lines.append(
+                f"{w.name} ({w.file}): vLLM {w.vllm_version} ({source[w.version_source]}{read_at}); {conn}{floor}"
+            )
         counts = {s: sum(f.occurrences for f in self.findings if f.severity == s) for s in ("error", "warning", "info")}
         total = sum(counts.values())
         distinct = f" ({len(self.findings)} distinct)" if total != len(self.findings) else ""

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ..common import docker_run_options
-from .model import EnvUse, Location
+from .model import EnvUse, Location, ReleaseClaim
 
 _SERVE_MODULE = "vllm.entrypoints.openai.api_server"
 
@@ -89,6 +89,7 @@ class Launch:
     emptied: set[int] = field(default_factory=set)  # ids of the Locations of words an empty expansion followed
     options: dict[str, str | None] = field(default_factory=dict)  # docker/podman run options, by name
     problem: str | None = None  # why the command as written does not start the server it names
+    installs: list[ReleaseClaim] = field(default_factory=list)  # pip installs of vLLM or LMCache run before it
 
 
 def vllm_args(words: list[tuple[str, Location]]) -> list[tuple[str, Location]] | None:

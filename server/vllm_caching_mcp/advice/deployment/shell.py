@@ -11,8 +11,9 @@ from typing import NamedTuple
 
 from ..common import AdviceError
 from .bounds import MAX_ARGUMENTS, MAX_EXPANDED_CHARS, MAX_VALUE_CHARS, clip
+from .installs import pip_installs
 from .launch import SHELLS, WRAPPERS, Launch, docker_run, may_start_vllm, vllm_args
-from .model import Document, EnvUse, Location
+from .model import Document, EnvUse, Location, ReleaseClaim
 
 
 @dataclass(slots=True)
@@ -459,6 +460,8 @@ class ShellRun:
         # a script of many exports and other commands then builds no EnvUse for each command.
         self.exported: list[tuple[str, str, Token, str | None]] = []
         self.notes: list[str] = []
+        # The pip installs of vLLM and LMCache run so far: each launch after them runs what they installed.
+        self.installs: list[ReleaseClaim] = []
 
     def at(self, token: Token) -> Location:
         return Location(file=self.doc.name, line=token.line, path=self.path)
@@ -564,11 +567,14 @@ class ShellRun:
             inner = ShellRun(
                 Document(name=self.doc.name, text=texts[2]), self.path, Shell(inherited, self.shell.unresolved)
             )
+            inner.installs = self.installs  # what `sh -c "pip install …"` installs, the script's later lines run
             for launch in inner.launches(fields[2][1].line or 1):
                 launch.env = self.env_of(self.exported + assigned) + launch.env
                 yield launch
             self.notes += inner.notes
             return
+        if "install" in texts:
+            self.installs += pip_installs([(f.text, self.at(token)) for f, token in fields])
         if not may_start_vllm(texts):
             return
         words = [(f.text, self.at(token)) for f, token in fields]
@@ -579,7 +585,7 @@ class ShellRun:
             args = vllm_args(words)
             if args is None:
                 return
-            started = Launch(args=args, env=env)
+            started = Launch(args=args, env=env, installs=list(self.installs))  # not a container's: docker run
         launch = started
         launch.location = words[0][1]
         launch.unresolved = {f.text: f.unresolved for f, _ in fields if f.unresolved is not None}

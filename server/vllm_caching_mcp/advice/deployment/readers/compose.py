@@ -130,6 +130,7 @@ def _parse_compose(doc: Document, root: Located, deployment: Deployment, dotenv:
                 )
         workload = Workload(
             name=f"service {name}",
+            installs=found.installs,
             file=doc.name,
             source="compose",
             image=image,

@@ -224,6 +224,7 @@ def _example_chart_values(doc: Document, root: Located, image_values: Located) -
         return None
     workload = Workload(
         name="image.command",
+        installs=found.installs,
         file=doc.name,
         source="helm-values",
         image=ref,

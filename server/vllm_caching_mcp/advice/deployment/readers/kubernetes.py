@@ -202,6 +202,7 @@ def _parse_kubernetes(
                 label = f"{kind}/{name}" + (f" {part}" if part else "") + f" container {cname}"
                 workload = Workload(
                     name=label,
+                    installs=found.installs,
                     file=doc.name,
                     source="kubernetes",
                     image=image,

@@ -174,6 +174,7 @@ def _read_values(doc: Document, root: Located, reading: Reading) -> bool:
             where = Location(file=doc.name, line=container.line, path=container.path or None)
             workload = Workload(
                 name=f"modelservice {role} container {cname}",
+                installs=found.installs,
                 file=doc.name,
                 source="helm-values",
                 image=text_of(image_item) if image_item is not None else None,
