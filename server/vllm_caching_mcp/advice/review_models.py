@@ -178,7 +178,8 @@ class ReviewResult(Result):
             }
             conn = ", ".join(w.connectors) or "no KV connector"
             floor = f"; security floor {w.security_floor}" if w.security_floor else ""
-            read_at = f" at {w.version_location}" if w.version_location else ""
+            at = w.version_location  # the image line is plain to see; the install that replaces it is named
+            read_at = f" at {at.file}:{at.line}" if at is not None and w.version_source == "pip-install" else ""
             lines.append(
                 f"{w.name} ({w.file}): vLLM {w.vllm_version} ({source[w.version_source]}{read_at}); {conn}{floor}"
             )

@@ -119,7 +119,9 @@ class Workload(BaseModel):
 
     name: str
     file: str
-    source: Literal["command-line", "docker-run", "compose", "kubernetes", "helm-values", "lmcache-config"]
+    source: Literal[
+        "command-line", "docker-run", "compose", "kubernetes", "helm-values", "lmcache-config", "dockerfile"
+    ]
     model: str | None = None
     model_location: Location | None = None
     image: str | None = None

@@ -8,12 +8,13 @@ import re
 from ...knowledge import Knowledge
 from ..common import AdviceError
 from .bounds import Totals, clip, reading_document
+from .dockerfile import DockerBuild, is_dockerfile, read_dockerfile
 from .images import image_notes
 from .kustomize import Overlay, Patcher, read_builds
 from .launch import WRAPPERS
 from .lmcache_config import LMCACHE_KEYS
 from .model import Deployment, Document, Location, ProxyUse, UnreadLaunch, Workload
-from .readers import compose, helm, kubernetes, lmcache, modelservice
+from .readers import compose, dockerfile, helm, kubernetes, lmcache, modelservice
 from .readers import shell as shell_text
 from .readers.base import Reader, Reading, mappings
 from .readers.compose import read_dotenv
@@ -28,6 +29,7 @@ READERS: tuple[Reader, ...] = (
     helm.READER,
     modelservice.READER,
     lmcache.READER,
+    dockerfile.READER,
     shell_text.READER,
 )
 
@@ -40,6 +42,7 @@ def _read_document(
     lmcache_keys: frozenset[str],
     dotenv: dict[str, str] | None = None,
     build: list[Overlay] | None = None,
+    dockerfiles: dict[str, DockerBuild] | None = None,
 ) -> None:
     """Add the workloads of one document, as the kustomize ``build`` (overlays innermost first) patches it
     when it is a resource of one; AdviceError("text", ...) when its text cannot be read."""
@@ -56,7 +59,7 @@ def _read_document(
     found = mappings(roots)
     if found and build:
         Patcher(totals, deployment.notes).apply(doc, found, build)
-    reading = Reading(deployment, totals, lmcache_keys, dotenv or {})
+    reading = Reading(deployment, totals, lmcache_keys, dotenv or {}, dockerfiles or {})
     before = len(deployment.workloads)
     reader = next((r for r in READERS if r.claims(doc, roots, reading) and r.read(doc, roots, reading)), None)
     if reader is None:  # only a YAML-named file: the shell reader claims every other
@@ -98,6 +101,18 @@ def _unread_launch(doc: Document) -> UnreadLaunch | None:
     return None
 
 
+def _built_by_compose(deployment: Deployment, dockerfiles: dict[str, DockerBuild]) -> None:
+    """A Dockerfile a compose service builds runs as that service: its own workload would count it twice."""
+    for workload in list(deployment.workloads):
+        build = dockerfiles.get(workload.file) if workload.source == "dockerfile" else None
+        if build is not None and build.built_by:
+            deployment.workloads.remove(workload)
+            deployment.notes.append(
+                f"{workload.file}: the server its image starts is reviewed as {', '.join(build.built_by)}, which "
+                "builds it"
+            )
+
+
 class NothingToReview(AdviceError):
     """The documents hold no vLLM server, LMCache config or unread launch (a review with
     ``allow_empty`` answers that as a clean review)."""
@@ -116,6 +131,12 @@ def parse_documents(documents: list[Document], knowledge: Knowledge) -> Deployme
         if doc.name.rsplit("/", 1)[-1] == ".env":
             dotenv |= read_dotenv(doc.text)
     builds, deployment.notes = read_builds(documents, totals)
+    # The Dockerfiles, read first: a compose service's `build:` takes its image, installs and CMD from one.
+    dockerfiles: dict[str, DockerBuild] = {}
+    for index, doc in enumerate(documents):
+        if is_dockerfile(doc):
+            with reading_document(index):
+                dockerfiles[doc.name] = read_dockerfile(doc)
     for index, doc in enumerate(documents):
         if doc.name.rsplit("/", 1)[-1] == ".env" or doc.name in builds.consumed:
             continue
@@ -124,7 +145,9 @@ def parse_documents(documents: list[Document], knowledge: Knowledge) -> Deployme
         for chain in chains:
             before = len(deployment.workloads)
             with reading_document(index):
-                _read_document(doc, deployment, totals, proxy_scripts, LMCACHE_KEYS(knowledge), dotenv, chain)
+                _read_document(
+                    doc, deployment, totals, proxy_scripts, LMCACHE_KEYS(knowledge), dotenv, chain, dockerfiles
+                )
             if chain and len(chains) > 1:  # one base, built by several overlays
                 for workload in deployment.workloads[before:]:
                     workload.name += f" ({chain[-1].name})"
@@ -132,6 +155,7 @@ def parse_documents(documents: list[Document], knowledge: Knowledge) -> Deployme
         if len(deployment.workloads) == read_before and (unread := _unread_launch(doc)) is not None:
             deployment.unread.append(unread)
     deployment.notes += builds.unapplied()
+    _built_by_compose(deployment, dockerfiles)
     deployment.notes += [f"value not known: {u}" for w in deployment.workloads for u in w.unresolved]
     deployment.notes += image_notes(deployment.workloads)
     if not deployment.workloads and not deployment.lmcache_configs and not deployment.unread:

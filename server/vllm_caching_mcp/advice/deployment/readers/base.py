@@ -1,15 +1,17 @@
 """The one interface every input shape implements, and what a reader is handed.
 
 A reader imports the shared modules of the package (model, bounds, yaml_nodes, shell, launch, flags,
-containers, lmcache_config) and this one, never another reader (tests/test_deployment_layout.py).
+containers, lmcache_config, images, dockerfile) and this one, never another reader
+(tests/test_deployment_layout.py).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from ..bounds import Totals
+from ..dockerfile import DockerBuild
 from ..model import Deployment, Document
 from ..yaml_nodes import Located
 
@@ -17,12 +19,14 @@ from ..yaml_nodes import Located
 @dataclass
 class Reading:
     """What every reader of one call shares: where workloads go, the bounds so far, and what the
-    other documents give (the LMCache config keys the knowledge names, a compose `.env`)."""
+    other documents give (the LMCache config keys the knowledge names, a compose `.env`, the Dockerfiles
+    among them by document name, which a compose service's `build:` names)."""
 
     deployment: Deployment
     totals: Totals
     lmcache_keys: frozenset[str]
     dotenv: dict[str, str]
+    dockerfiles: dict[str, DockerBuild] = field(default_factory=dict)
 
 
 class Reader(Protocol):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import posixpath
 import re
 
 from ..containers import (
@@ -11,8 +12,9 @@ from ..containers import (
     started_as_written,
     words_from_list,
 )
+from ..dockerfile import DockerBuild, read_dockerfile
 from ..flags import read_args
-from ..model import Deployment, Document, EnvUse, Location, Workload
+from ..model import Document, EnvUse, Location, Workload
 from ..shell import ASSIGNMENT
 from ..yaml_nodes import Located, node_location, text_of
 from .base import Reading, mappings
@@ -82,28 +84,70 @@ def _compose_interpolate(root: Located, dotenv: dict[str, str], unresolved: dict
             node.value = _COMPOSE_REFERENCE.sub(one, node.value)
 
 
-def _parse_compose(doc: Document, root: Located, deployment: Deployment, dotenv: dict[str, str]) -> None:
+def _words(doc: Document, item: Located | None) -> list[tuple[str, Location]] | None:
+    """A service's entrypoint or command as words (a string is split as compose splits it); None when not given."""
+    if item is None:
+        return None
+    return script_words(doc, item) if isinstance(item.value, str) else words_from_list(doc, item.items(), "")
+
+
+def _build_of(doc: Document, name: str, service: Located, reading: Reading) -> DockerBuild | None:
+    """The Dockerfile a service's `build:` names (context, dockerfile, dockerfile_inline), when it is among the
+    documents (by its path from the compose file, else by its name alone when one document has it)."""
+    build = service.get("build")
+    if build is None:
+        return None
+    inline = build.get("dockerfile_inline") if isinstance(build.value, dict) else None
+    if inline is not None:
+        where = node_location(doc, inline)
+        return read_dockerfile(Document(name=f"{doc.name}:{where.line} (dockerfile_inline)", text=text_of(inline)))
+    if isinstance(build.value, str):
+        context, dockerfile = text_of(build), None
+    else:
+        context = text_of(build.get("context")) if build.get("context") is not None else "."
+        dockerfile = text_of(build.get("dockerfile")) if build.get("dockerfile") is not None else None
+    path = posixpath.normpath(posixpath.join(posixpath.dirname(doc.name), context, dockerfile or "Dockerfile"))
+    found = reading.dockerfiles.get(path) or next(
+        (b for n, b in reading.dockerfiles.items() if posixpath.normpath(n) == path), None
+    )
+    if found is None:
+        same_name = [b for n, b in reading.dockerfiles.items() if n.rsplit("/", 1)[-1] == path.rsplit("/", 1)[-1]]
+        found = same_name[0] if len(same_name) == 1 else None
+    if found is None:
+        reading.deployment.notes.append(
+            f"{node_location(doc, build)}: service {name} is built from {path}, which is not among the documents: "
+            "the vLLM release of that image is not known; give the Dockerfile to have it read"
+        )
+        return None
+    found.built_by.append(f"service {name} of {doc.name}")
+    return found
+
+
+def _parse_compose(doc: Document, root: Located, reading: Reading) -> None:
+    deployment, dotenv = reading.deployment, reading.dotenv
     unresolved: dict[str, str] = {}
     _compose_interpolate(root, dotenv, unresolved)
     services = root.get("services")
     for name, service in (services.value if services is not None and isinstance(services.value, dict) else {}).items():
         image_item = service.get("image")
         image = text_of(image_item) if image_item is not None else None
-        argv: list[tuple[str, Location]] = []
-        for key in ("entrypoint", "command"):
-            item = service.get(key)
-            if item is None:
-                continue
-            if isinstance(item.value, str):
-                argv += script_words(doc, item)
-            else:
-                argv += words_from_list(doc, item.items(), "")
+        image_location = node_location(doc, image_item) if image_item is not None else None
+        entrypoint, command = _words(doc, service.get("entrypoint")), _words(doc, service.get("command"))
+        built = _build_of(doc, name, service, reading)
+        if built is not None and entrypoint is None:  # the image's ENTRYPOINT, and its CMD unless command: is given
+            argv = built.argv(command)
+        else:
+            argv = [*(entrypoint or []), *(command or [])]
+        if built is not None:  # `image:` beside `build:` names the image built, not the one it is built on
+            image, image_location = built.stage.image if built.stage.image else (None, None)
+            unresolved |= built.stage.unresolved
         if service.get("env_file") is not None:
             deployment.notes.append(
                 f"{node_location(doc, service.get('env_file'))}: service {name} reads variables from env_file, "
                 "which is not read here; give them in environment: to have them reviewed"
             )
-        found = launch_from_argv(doc, argv, image, overridden=service.get("entrypoint") is not None)
+        overridden = entrypoint is not None or (built is not None and built.stage.entrypoint is not None)
+        found = launch_from_argv(doc, argv, image, overridden=overridden)
         if found is None:
             continue
         args, script_env = found.args, found.env
@@ -130,12 +174,12 @@ def _parse_compose(doc: Document, root: Located, deployment: Deployment, dotenv:
                 )
         workload = Workload(
             name=f"service {name}",
-            installs=found.installs,
+            installs=(built.stage.installs if built is not None else []) + found.installs,
             file=doc.name,
             source="compose",
             image=image,
-            image_location=node_location(doc, image_item) if image_item is not None else None,
-            env=env + script_env,
+            image_location=image_location,
+            env=(built.stage.env if built is not None else []) + env + script_env,
             location=Location(file=doc.name, line=service.line, path=service.path),
         )
         _compose_resources(doc, service, workload, deployment.notes)
@@ -157,7 +201,7 @@ class ComposeReader:
         return bool(found) and found[0].get("services") is not None
 
     def read(self, doc: Document, roots: list[Located], reading: Reading) -> bool:
-        _parse_compose(doc, mappings(roots)[0], reading.deployment, reading.dotenv)
+        _parse_compose(doc, mappings(roots)[0], reading)
         return True
 
 
