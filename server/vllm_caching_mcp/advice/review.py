@@ -342,12 +342,16 @@ def _security_findings(
     disabled: AbstractSet[str],
     not_checked: list[NotChecked],
 ) -> _SecurityRun:
-    """The advisories that apply, after the configuration findings, most severe first."""
+    """The advisories that apply to the workloads that run vLLM, most severe first: one finding for each
+    advisory, file and release, at the first workload's place, naming every workload of the file on that
+    release (replicas of one release, the roles of a P/D pair)."""
     run = _SecurityRun()
-    seen: dict[_FindingKey, Finding] = {}
+    seen: dict[tuple[str, str, str], Finding] = {}
     lookups: dict[tuple[Version, advisory_lookup.DeploymentFacts], tuple[list[advisory_lookup.Finding], str | None]]
     lookups = {}
     for workload, effective in zip(deployment.workloads, effectives, strict=True):
+        if workload.source == "lmcache-config":  # an LMCache config alone: no vLLM server runs from it
+            continue
         if effective.version_source == "assumed-newest":
             run.unversioned.append(effective.workload)
             continue
@@ -356,11 +360,12 @@ def _security_findings(
         )
         run.left_open += open_count
         for hit in hits:
-            if _key(hit) in seen:  # one image line several workloads share is one finding
-                seen[_key(hit)].workload += f", {hit.workload}"
-            else:
-                seen[_key(hit)] = hit
+            group = (hit.rule_id, workload.file, effective.version)
+            if group not in seen:
+                seen[group] = hit
                 run.findings.append(hit)
+            elif hit.workload not in seen[group].workload.split(", "):
+                seen[group].workload += f", {hit.workload}"
     run.findings.sort(key=_severity_order)
     return run
 

@@ -21,7 +21,7 @@ from .deployment import (
     Workload,
     parse_number,
 )
-from .review_models import UNFIXED_ADVISORY_FIX, Finding, NotChecked, Severity
+from .review_models import Finding, NotChecked, Severity, unfixed_fix
 
 ADVISORY_RULE = "advisory."  # review_models.unfixed knows it too
 
@@ -137,7 +137,7 @@ def advisory_findings(
                 else "."
             )
         else:
-            fix = UNFIXED_ADVISORY_FIX
+            fix = unfixed_fix(a.mitigation)
         found.append(
             Finding(
                 rule_id=rule_id,

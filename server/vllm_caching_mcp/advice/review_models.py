@@ -217,14 +217,20 @@ class ReviewResult(Result):
 
 # The fix of an advisory finding that no vLLM release fixes (review_advisories writes it): the mark by
 # which a gate can leave such findings out, as scanners' --ignore-unfixed does.
-UNFIXED_ADVISORY_FIX = (
-    "No fixed vLLM release is known: keep what the advisory describes out of untrusted callers' reach."
-)
+# How the fix of an advisory no release fixes starts; its mitigation (knowledge/advisories.yaml) follows,
+# else the general one.
+UNFIXED_MARK = "No fixed vLLM release is known:"
+UNFIXED_ADVISORY_FIX = f"{UNFIXED_MARK} keep what the advisory describes out of untrusted callers' reach."
+
+
+def unfixed_fix(mitigation: str | None) -> str:
+    """The fix of an advisory no release fixes: its mitigation, where the knowledge has one."""
+    return f"{UNFIXED_MARK} {mitigation}" if mitigation else UNFIXED_ADVISORY_FIX
 
 
 def unfixed(finding: Finding) -> bool:
     """An advisory finding that no upgrade fixes: what its user can do is the mitigation, not a release."""
-    return finding.rule_id.startswith("advisory.") and finding.fix == UNFIXED_ADVISORY_FIX
+    return finding.rule_id.startswith("advisory.") and finding.fix.startswith(UNFIXED_MARK)
 
 
 def exit_code(result: ReviewResult, fail_on: FailOn = "error", *, ignore_unfixed: bool = False) -> int:
