@@ -14,8 +14,11 @@ from .base import Reading
 
 
 def build_workload(build: DockerBuild, name: str, reading: Reading) -> Workload | None:
-    """The vLLM server the image runs when started as built; None when its ENTRYPOINT and CMD start none."""
+    """The vLLM server the image runs when started as built; None when its ENTRYPOINT and CMD start none
+    (with neither, the file only adds to its base: what runs it gives the command)."""
     stage, doc, notes = build.stage, build.doc, reading.deployment.notes
+    if not build.argv():
+        return None
     image = stage.image[0] if stage.image else None
     variables = Shell({u.name: u.value for u in stage.env if u.value is not None})
     found = launch_from_argv(doc, build.argv(), image, stage.entrypoint is not None, variables, notes)
@@ -61,8 +64,8 @@ class DockerfileReader:
         elif not build.built_by:
             base = f" on {clip(build.stage.image[0], 80)}" if build.stage.image else ""
             reading.deployment.notes.append(
-                f"{doc.name}: builds an image{base} whose ENTRYPOINT and CMD start no vLLM server; it is reviewed "
-                "where a compose service builds it (build:) among the documents"
+                f"{doc.name}: builds an image{base} whose ENTRYPOINT and CMD start no vLLM server; it is "
+                "reviewed where a compose service among the documents builds it (build:)"
             )
         return True
 
