@@ -225,7 +225,7 @@ UNFIXED_ADVISORY_FIX = f"{UNFIXED_MARK} keep what the advisory describes out of 
 
 def unfixed_fix(mitigation: str | None) -> str:
     """The fix of an advisory no release fixes: its mitigation, where the knowledge has one."""
-    return f"{UNFIXED_MARK} {mitigation}" if mitigation else UNFIXED_ADVISORY_FIX
+    return f"{UNFIXED_MARK} {mitigation[:1].lower()}{mitigation[1:]}" if mitigation else UNFIXED_ADVISORY_FIX
 
 
 def unfixed(finding: Finding) -> bool:
