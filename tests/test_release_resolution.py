@@ -10,9 +10,10 @@ import shlex
 import pytest
 
 from reading import read, review
-from vllm_caching_mcp.advice.deployment.installs import pip_installs
-from vllm_caching_mcp.advice.deployment.model import Location
+from vllm_caching_mcp.advice.deployment.installs import pip_installs, requirement_claim
+from vllm_caching_mcp.advice.deployment.model import Document, Location
 from vllm_caching_mcp.advice.deployment.release import lmcache_release, workload_release
+from vllm_caching_mcp.advice.deployment.shell import parse_shell, script_installs
 
 M = "Qwen/Qwen3-8B"
 
@@ -183,3 +184,20 @@ def test_a_pip_pin_that_disagrees_with_the_stated_version_is_reviewed_for_the_pi
     result = review(f"pip install vllm==0.12.0\nvllm serve {M}\n", version="0.20.0")
     assert result.workloads[0].vllm_version == "0.12.0"
     assert any("the pip install at serve0.sh:1 says vLLM 0.12.0, not the stated 0.20.0" in n for n in result.notes)
+
+
+def test_a_setup_steps_pin_reaches_the_launches_of_the_step_after_it() -> None:
+    # Launchers that split a job into a setup and a run script (SkyPilot's setup: and run:) read both this way.
+    setup = Document(name="task.yaml", text="conda activate vllm || conda create -n vllm\npip install vllm==0.12.0\n")
+    installs = script_installs(setup, first_line=20)
+    assert [(c.version, c.location.line) for c in installs] == [("0.12.0", 21)]
+    run = Document(name="task.yaml", text=f"python -m vllm.entrypoints.openai.api_server --model {M}\n")
+    [launch] = parse_shell(run, first_line=30, installs=installs)
+    assert [c.version for c in launch.installs] == ["0.12.0"]
+
+
+def test_a_requirement_item_is_read_as_pip_reads_it() -> None:
+    where = Location(file="serve.yaml", line=4)
+    claim = requirement_claim("vllm==0.12.0", where)
+    assert claim is not None and (claim.package, claim.version, claim.upgrade) == ("vllm", "0.12.0", False)
+    assert requirement_claim("torch==2.8.0", where) is None

@@ -43,8 +43,9 @@ def _install_start(texts: list[str]) -> int | None:
     return None
 
 
-def _claim(word: str, upgrade: bool, where: Location) -> ReleaseClaim | None:
-    """What one requirement word says of vLLM or LMCache; None when it names neither."""
+def requirement_claim(word: str, where: Location, upgrade: bool = False) -> ReleaseClaim | None:
+    """What one requirement says of vLLM or LMCache (a word of `pip install`, an item of a pip list such as Ray's
+    runtime_env or a requirements file); None when it names neither."""
     wheel = _WHEEL.search(word)
     if wheel is not None:
         package = wheel["name"].lower()
@@ -78,7 +79,7 @@ def pip_installs(words: list[tuple[str, Location]]) -> list[ReleaseClaim]:
             skip = False
         elif word.startswith("-"):
             skip = word in _VALUED
-        elif (claim := _claim(word, upgrade, where)) is not None:
+        elif (claim := requirement_claim(word, where, upgrade)) is not None:
             found.append(claim)
     return found
 

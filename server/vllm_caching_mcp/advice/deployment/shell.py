@@ -594,11 +594,26 @@ class ShellRun:
 
 
 def parse_shell(
-    doc: Document, first_line: int = 1, path: str | None = None, notes: list[str] | None = None
+    doc: Document,
+    first_line: int = 1,
+    path: str | None = None,
+    notes: list[str] | None = None,
+    installs: list[ReleaseClaim] | None = None,
 ) -> Iterator[Launch]:
     """Every vLLM launch in shell text; `export` lines and `VAR=value` prefixes become env, and
-    variables set earlier in the script are expanded where they are used."""
+    variables set earlier in the script are expanded where they are used. ``installs``: the pip installs
+    of a step run before this text (a setup script), which its launches run on too."""
     run = ShellRun(doc, path, Shell())
+    run.installs = list(installs or [])
     yield from run.launches(first_line)
     if notes is not None:
         notes += run.notes
+
+
+def script_installs(doc: Document, first_line: int = 1, path: str | None = None) -> list[ReleaseClaim]:
+    """The pip installs of vLLM and LMCache that shell text makes, in order (a setup step's, for the launches
+    of the step after it: `parse_shell(..., installs=...)`)."""
+    run = ShellRun(doc, path, Shell())
+    for _ in run.launches(first_line):
+        pass
+    return run.installs
