@@ -4,7 +4,7 @@ them from the Dockerfile among the documents."""
 
 from __future__ import annotations
 
-from reading import flags, read, workloads
+from reading import flags, read, review, workloads
 
 SERVED = 'CMD ["--model", "Qwen/Qwen3-8B", "--kv-offloading-size", "16"]\n'
 
@@ -142,3 +142,15 @@ def test_a_compose_build_whose_dockerfile_is_not_given_is_said() -> None:
     [w] = deployment.workloads
     assert w.image is None and not w.installs
     assert any("built from engine/Dockerfile, which is not among the documents" in n for n in deployment.notes)
+
+
+def test_a_dockerfile_sets_no_dev_shm_where_it_runs_but_a_compose_service_does() -> None:
+    # /dev/shm is given when the container runs (docker run --shm-size, compose shm_size), not in the image.
+    dockerfile = (
+        'FROM vllm/vllm-openai:v0.30.0\nCMD ["--model", "m", "--kv-offloading-size", "16", '
+        '"--kv-offloading-backend", "native"]\n'
+    )
+    rule = "pitfall.offload-tier-over-shm"
+    assert rule not in {f.rule_id for f in review(("Dockerfile", dockerfile)).findings}
+    compose = ("compose.yaml", "services:\n  engine:\n    build: .\n")
+    assert rule in {f.rule_id for f in review(compose, ("Dockerfile", dockerfile)).findings}

@@ -150,7 +150,7 @@ def container_facts(
         workload.host_ipc
         or workload.shm_mounted
         or workload.pod_elsewhere
-        or workload.source in ("command-line", "lmcache-config")
+        or workload.source in ("command-line", "lmcache-config", "dockerfile")  # /dev/shm is set where it runs
     ):
         facts["shm_gib"] = DEFAULT_SHM_GIB
     in_shm = knowledge.by_id.get("feature.native-cpu-tier-in-shm")
