@@ -4,7 +4,10 @@ them from the Dockerfile among the documents."""
 
 from __future__ import annotations
 
+import pytest
+
 from reading import flags, read, review, workloads
+from vllm_caching_mcp.advice.common import AdviceError
 
 SERVED = 'CMD ["--model", "Qwen/Qwen3-8B", "--kv-offloading-size", "16"]\n'
 
@@ -154,3 +157,8 @@ def test_a_dockerfile_sets_no_dev_shm_where_it_runs_but_a_compose_service_does()
     assert rule not in {f.rule_id for f in review(("Dockerfile", dockerfile)).findings}
     compose = ("compose.yaml", "services:\n  engine:\n    build: .\n")
     assert rule in {f.rule_id for f in review(compose, ("Dockerfile", dockerfile)).findings}
+
+
+def test_a_dockerfile_of_more_instructions_than_any_has_is_refused_with_its_name() -> None:
+    with pytest.raises(AdviceError, match="Dockerfile: more than 5,000 instructions"):
+        read(("Dockerfile", "FROM vllm/vllm-openai:v0.12.0\n" + "ENV A=1\n" * 5_000))

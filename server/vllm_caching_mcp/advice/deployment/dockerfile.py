@@ -12,10 +12,13 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from ..common import AdviceError
 from .bounds import clip
 from .installs import pip_installs
 from .model import Document, EnvUse, Location, ReleaseClaim
 from .shell import Shell, ShellRun, tokenize_shell
+
+MAX_INSTRUCTIONS = 5_000
 
 # Its first instruction (after comments, parser directives and blank lines) is FROM, or an ARG that a
 # FROM uses; a shell script never starts so.
@@ -41,6 +44,16 @@ class Stage:
     cmd: list[tuple[str, Location]] | None = None
     shell_entrypoint: bool = False  # ENTRYPOINT in shell form, which runs without CMD
     unresolved: dict[str, str] = field(default_factory=dict)
+    _values: dict[str, str] | None = None  # args and env as one mapping, built when asked
+
+    def values(self) -> dict[str, str]:
+        """The variables its RUN lines and later ENV values see: its ARGs, then its ENV (which wins)."""
+        if self._values is None:
+            self._values = {**self.args, **{u.name: u.value for u in self.env if u.value is not None}}
+        return self._values
+
+    def changed(self) -> None:
+        self._values = None
 
     def built_on(self, name: str | None) -> Stage:
         return Stage(name, self.image, dict(self.args), list(self.env), list(self.installs), self.entrypoint, self.cmd)
@@ -117,7 +130,8 @@ def _assignments(
     stage: Stage, body: str, doc: Document, line: int, legacy: bool
 ) -> list[tuple[str, str | None, Location]]:
     """`ENV A=1 B="x y"` / `ARG A=1`, expanded with the stage's ARGs and ENV; the legacy `ENV A 1` form too."""
-    shell = Shell({**stage.args, **{u.name: u.value for u in stage.env if u.value is not None}})
+    shell = Shell()
+    shell.values = stage.values()  # read, not copied: a file of many ENV lines stays linear
     tokens = [t for t in tokenize_shell(body.strip(), line) if not t.separator]
     if legacy and tokens and "=" not in tokens[0].text:
         value, _ = shell.string(body.strip()[len(tokens[0].text) :].strip())
@@ -139,6 +153,7 @@ def _arg(stage: Stage | None, top_args: dict[str, str], body: str, doc: Document
             value = top_args.get(name) if stage is not None else None
         if value is not None:
             scope.args[name] = value
+    scope.changed()
     if stage is None:
         top_args.update(scope.args)
 
@@ -150,7 +165,7 @@ def _run(stage: Stage, doc: Document, body: str, line: int, notes: list[str]) ->
         stage.installs += pip_installs(words)
         return
     script = re.sub(r"^(\s*--[\w-]+(=\S*)?)+", lambda m: " " * len(m.group()), body)
-    shell = Shell({**stage.args, **{u.name: u.value for u in stage.env if u.value is not None}})
+    shell = Shell(stage.values())  # a copy: what a RUN script assigns ends with it
     run = ShellRun(Document(name=doc.name, text=script), None, shell)
     run.installs = stage.installs
     for _ in run.launches(line):
@@ -180,7 +195,12 @@ def read_dockerfile(doc: Document) -> DockerBuild:
     stages: list[Stage] = []
     top_args: dict[str, str] = {}
     notes: list[str] = []
-    for keyword, line, content in _instructions(doc.text):
+    instructions = _instructions(doc.text)
+    if len(instructions) > MAX_INSTRUCTIONS:
+        raise AdviceError(
+            "text", f"{doc.name}: more than {MAX_INSTRUCTIONS:,} instructions; no Dockerfile has that many"
+        )
+    for keyword, line, content in instructions:
         body = _body(content, keyword)
         if keyword == "FROM":
             stages.append(_from(stages, top_args, body, doc, line, notes))
@@ -192,6 +212,7 @@ def read_dockerfile(doc: Document) -> DockerBuild:
             stage = stages[-1]
             assigned = _assignments(stage, body, doc, line, True)
             stage.env += [EnvUse(name=n, value=v, location=at) for n, v, at in assigned if v is not None]
+            stage.changed()
         elif keyword == "RUN":
             _run(stages[-1], doc, body, line, notes)
         elif keyword in ("CMD", "ENTRYPOINT"):
