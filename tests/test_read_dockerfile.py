@@ -162,3 +162,13 @@ def test_a_dockerfile_sets_no_dev_shm_where_it_runs_but_a_compose_service_does()
 def test_a_dockerfile_of_more_instructions_than_any_has_is_refused_with_its_name() -> None:
     with pytest.raises(AdviceError, match="Dockerfile: more than 5,000 instructions"):
         read(("Dockerfile", "FROM vllm/vllm-openai:v0.12.0\n" + "ENV A=1\n" * 5_000))
+
+
+def test_a_dockerfile_under_another_name_is_known_by_its_instructions() -> None:
+    text = "# engine image\nFROM vllm/vllm-openai:v0.12.0\nRUN pip install \\\n    lmcache==0.3.9\n" + SERVED
+    [w], _ = workloads(("pasted", text))
+    assert (w.source, w.image) == ("dockerfile", "vllm/vllm-openai:v0.12.0")
+    [w], _ = workloads(("pasted", "from=1\nvllm serve m\n"))  # a script: a line that is no instruction
+    assert w.source == "command-line"
+    [w], _ = workloads(("build.sh", 'FROM=vllm\nvllm serve "$FROM"\n'))
+    assert w.source == "command-line"

@@ -26,9 +26,34 @@ _FIRST_INSTRUCTION = re.compile(r"\A(?:[ \t]*(?:#[^\n]*)?\n)*[ \t]*(?:FROM|ARG)[
 _DOCKERFILE_NAME = re.compile(r"(^|[/.])(Dockerfile|Containerfile)(\.[\w.-]+)?$|\.(dockerfile|containerfile)$", re.I)
 
 
+_KEYWORDS = (
+    "FROM", "RUN", "CMD", "LABEL", "MAINTAINER", "EXPOSE", "ENV", "ADD", "COPY", "ENTRYPOINT", "VOLUME", "USER",
+    "WORKDIR", "ARG", "ONBUILD", "STOPSIGNAL", "HEALTHCHECK", "SHELL",
+)  # fmt: skip
+_INSTRUCTION_LINE = re.compile(r"[ \t]*(" + "|".join(_KEYWORDS) + r")([ \t]|$)", re.I)
+# Names that say another shape: a script or YAML is never read as a Dockerfile, whatever its first word.
+_OTHER_SHAPES = (".sh", ".bash", ".yaml", ".yml", ".json", ".env", ".py", ".txt", ".md")
+
+
 def is_dockerfile(doc: Document) -> bool:
-    """A Dockerfile by its name (Dockerfile, Dockerfile.vllm, vllm.Dockerfile, Containerfile) and its instructions."""
-    return bool(_DOCKERFILE_NAME.search(doc.name)) and bool(_FIRST_INSTRUCTION.match(doc.text))
+    """A Dockerfile: named so (Dockerfile, Dockerfile.vllm, vllm.Dockerfile, Containerfile) with FROM or ARG its
+    first instruction, or named otherwise (a pasted file) with every line a Dockerfile instruction, a comment or
+    a continuation."""
+    if not _FIRST_INSTRUCTION.match(doc.text):
+        return False
+    if _DOCKERFILE_NAME.search(doc.name):
+        return True
+    return not doc.name.lower().endswith(_OTHER_SHAPES) and _only_instructions(doc.text)
+
+
+def _only_instructions(text: str) -> bool:
+    continued = False
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not continued and stripped and not stripped.startswith("#") and not _INSTRUCTION_LINE.match(line):
+            return False
+        continued = stripped.endswith("\\") or (continued and (not stripped or stripped.startswith("#")))
+    return True
 
 
 @dataclass
