@@ -93,6 +93,8 @@ def test_a_dockerfile_whose_image_starts_no_server_gives_no_workload() -> None:
     )
     assert [w.source for w in deployment.workloads] == ["command-line"]
     assert any("whose ENTRYPOINT and CMD start no vLLM server" in n for n in deployment.notes), deployment.notes
+    built = read(("Dockerfile", "FROM vllm/vllm-openai:v0.12.0\n"), ("c.yaml", "services:\n  e:\n    build: .\n"))
+    assert not any("start no vLLM server" in n for n in built.notes), built.notes
 
 
 def test_a_shell_script_named_like_a_dockerfile_is_still_a_script() -> None:

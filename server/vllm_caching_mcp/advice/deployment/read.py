@@ -102,7 +102,8 @@ def _unread_launch(doc: Document) -> UnreadLaunch | None:
 
 
 def _built_by_compose(deployment: Deployment, dockerfiles: dict[str, DockerBuild]) -> None:
-    """A Dockerfile a compose service builds runs as that service: its own workload would count it twice."""
+    """A Dockerfile a compose service builds runs as that service: its own workload would count it twice.
+    One that no service builds and whose image starts no server is said to give nothing to review."""
     for workload in list(deployment.workloads):
         build = dockerfiles.get(workload.file) if workload.source == "dockerfile" else None
         if build is not None and build.built_by:
@@ -110,6 +111,14 @@ def _built_by_compose(deployment: Deployment, dockerfiles: dict[str, DockerBuild
             deployment.notes.append(
                 f"{workload.file}: the server its image starts is reviewed as {', '.join(build.built_by)}, which "
                 "builds it"
+            )
+    started = {w.file for w in deployment.workloads if w.source == "dockerfile"}
+    for name, build in dockerfiles.items():
+        if not build.built_by and name not in started:
+            base = f" on {clip(build.stage.image[0], 80)}" if build.stage.image else ""
+            deployment.notes.append(
+                f"{name}: builds an image{base} whose ENTRYPOINT and CMD start no vLLM server, and no compose service "
+                "among the documents builds it (build:): nothing in it is reviewed"
             )
 
 

@@ -3,7 +3,6 @@ on the release its base image and pip installs give."""
 
 from __future__ import annotations
 
-from ..bounds import clip
 from ..containers import launch_from_argv, started_as_written
 from ..dockerfile import DockerBuild, is_dockerfile, read_dockerfile
 from ..flags import read_args
@@ -61,13 +60,7 @@ class DockerfileReader:
         workload = build_workload(build, f"container of {doc.name.rsplit('/', 1)[-1]}", reading)
         if workload is not None:
             reading.deployment.workloads.append(workload)
-        elif not build.built_by:
-            base = f" on {clip(build.stage.image[0], 80)}" if build.stage.image else ""
-            reading.deployment.notes.append(
-                f"{doc.name}: builds an image{base} whose ENTRYPOINT and CMD start no vLLM server; it is "
-                "reviewed where a compose service among the documents builds it (build:)"
-            )
-        return True
+        return True  # one that starts no server is said once every compose file has been read (read.py)
 
 
 READER = DockerfileReader()
