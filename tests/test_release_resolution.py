@@ -61,8 +61,10 @@ def test_the_image_tag_gives_the_release_at_its_line() -> None:
 def test_a_pip_pin_in_a_script_gives_the_release_at_its_line() -> None:
     script = f"set -e\npip install --no-cache-dir vllm==0.12.0\nvllm serve {M} --port 8000\n"
     assert release(script) == ("0.12.0", "pip-install", "serve0.sh:2")
-    summary = review(script).summary()
-    assert "vLLM 0.12.0 (from a pip install at serve0.sh:2)" in summary, summary
+    result = review(script)
+    assert "vLLM 0.12.0 (from a pip install at serve0.sh:2)" in result.summary(), result.summary()
+    advisories = [f for f in result.findings if f.rule_id.startswith("advisory.")]
+    assert advisories and {f.location.line for f in advisories} == {2}  # at the install that says the release
 
 
 def test_a_pip_pin_in_a_container_command_replaces_the_images_release_and_says_so() -> None:
