@@ -49,7 +49,7 @@ def test_the_final_stage_counts_and_a_stage_built_on_another_keeps_its_installs(
 def test_run_pip_installs_keep_their_own_lines_across_continuations_comments_and_mounts() -> None:
     text = (
         "FROM nvidia/cuda:12.8.0-runtime-ubuntu24.04\n"
-        "RUN --mount=type=cache,target=/root/.cache/uv uv pip install --system \\\n"
+        "RUN --mount=type=cache,target=/var/cache/uv uv pip install --system \\\n"
         "    # the engine, pinned\n"
         '    "vllm==0.11.0" \\\n'
         "    lmcache==0.3.9\n"
