@@ -203,3 +203,18 @@ def test_a_requirement_item_is_read_as_pip_reads_it() -> None:
     claim = requirement_claim("vllm==0.12.0", where)
     assert claim is not None and (claim.package, claim.version, claim.upgrade) == ("vllm", "0.12.0", False)
     assert requirement_claim("torch==2.8.0", where) is None
+
+
+def test_an_lmcache_pin_is_the_lmcache_release_its_config_is_judged_by() -> None:
+    # enable_nixl and nixl_role are keys up to LMCache 0.3.6, unknown keys from 0.4 on
+    config = ("lmcache.yaml", "chunk_size: 256\nenable_nixl: true\nnixl_role: sender\n")
+    transfer = """--kv-transfer-config '{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_producer"}'"""
+    serve = f"LMCACHE_CONFIG_FILE=/c/lmcache.yaml vllm serve {M} {transfer}\n"
+
+    def ignored(pin: str) -> list[str]:
+        result = review(config, ("serve.sh", f"pip install vllm==0.12.0 {pin}\n{serve}"))
+        return [f.message for f in result.findings if f.rule_id == "pitfall.lmcache-key-ignored"]
+
+    assert ignored("lmcache==0.3.3") == []
+    found = ignored("lmcache==0.4.1")
+    assert found and all("LMCache 0.4.1 (the pip install)" in m for m in found), found
