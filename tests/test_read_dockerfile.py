@@ -174,3 +174,12 @@ def test_a_dockerfile_under_another_name_is_known_by_its_instructions() -> None:
     assert w.source == "command-line"
     [w], _ = workloads(("build.sh", 'FROM=vllm\nvllm serve "$FROM"\n'))
     assert w.source == "command-line"
+
+
+def test_a_built_image_named_with_another_release_is_said_and_the_dockerfile_counts() -> None:
+    compose = "services:\n  engine:\n    build: .\n    image: vllm/vllm-openai:v0.13.0\n"
+    dockerfile = 'FROM vllm/vllm-openai:v0.12.0\nCMD ["--model", "m"]\n'
+    deployment = read(("compose.yaml", compose), ("Dockerfile", dockerfile))
+    assert [w.image for w in deployment.workloads] == ["vllm/vllm-openai:v0.12.0"]
+    [note] = [n for n in deployment.notes if "names the image it builds" in n]
+    assert note.startswith("compose.yaml:4") and "built on vllm/vllm-openai:v0.12.0 (Dockerfile:1)" in note

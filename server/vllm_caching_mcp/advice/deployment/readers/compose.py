@@ -5,6 +5,7 @@ from __future__ import annotations
 import posixpath
 import re
 
+from ..bounds import clip
 from ..containers import (
     docker_size,
     launch_from_argv,
@@ -14,6 +15,7 @@ from ..containers import (
 )
 from ..dockerfile import DockerBuild, read_dockerfile
 from ..flags import read_args
+from ..images import image_version
 from ..model import Document, EnvUse, Location, Workload
 from ..shell import ASSIGNMENT
 from ..yaml_nodes import Located, node_location, text_of
@@ -123,6 +125,20 @@ def _build_of(doc: Document, name: str, service: Located, reading: Reading) -> D
     return found
 
 
+def _named_otherwise(
+    image: str | None, where: Location | None, built: DockerBuild, name: str, notes: list[str]
+) -> None:
+    """A note where the name a service gives the image it builds says another vLLM release than its base."""
+    base = built.stage.image
+    named, runs = image_version(image), image_version(base[0] if base else None)
+    if named is not None and named != runs and where is not None:
+        notes.append(
+            f"{where}: service {name} names the image it builds {clip(image or '', 80)}, but it is built on "
+            f"{clip(base[0], 80) + f' ({base[1]})' if base else 'an image not known'}: the release is read from "
+            "the Dockerfile, not from that name"
+        )
+
+
 def _parse_compose(doc: Document, root: Located, reading: Reading) -> None:
     deployment, dotenv = reading.deployment, reading.dotenv
     unresolved: dict[str, str] = {}
@@ -139,6 +155,7 @@ def _parse_compose(doc: Document, root: Located, reading: Reading) -> None:
         else:
             argv = [*(entrypoint or []), *(command or [])]
         if built is not None:  # `image:` beside `build:` names the image built, not the one it is built on
+            _named_otherwise(image, image_location, built, name, deployment.notes)
             image, image_location = built.stage.image if built.stage.image else (None, None)
             unresolved |= built.stage.unresolved
         if service.get("env_file") is not None:
