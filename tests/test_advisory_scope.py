@@ -77,3 +77,24 @@ def test_an_advisory_no_release_fixes_gives_its_mitigation_and_can_be_left_out_o
             assert str(mitigated[advisory_id])[1:] in finding.fix
     assert exit_code(result, "info") == 1
     assert exit_code(result, "info", ignore_unfixed=True) == 0
+
+
+def test_advisories_sit_only_on_the_files_that_run_vllm() -> None:
+    simulator = deployment("sim", "ghcr.io/llm-d/llm-d-inference-sim:v0.3.0")  # a container named vllm, as in llm-d
+    services = """services:
+  cache:
+    image: lmcache/standalone:v0.3.9
+    command: ["lmcache_server", "0.0.0.0", "65432"]
+  router:
+    image: lmcache/lmstack-router:latest
+    command: ["--service-discovery", "static", "--static-backends", "http://engine:8000"]
+"""
+    documents = (
+        ("serve.sh", f"docker run --gpus all vllm/vllm-openai:v0.12.0 --model {M}\n"),
+        ("lmcache.yaml", "chunk_size: 256\nlocal_cpu: true\n"),
+        ("sim.yaml", simulator),
+        ("compose.yaml", services),
+    )
+    result = review(*documents)
+    assert [w.file for w in result.workloads] == ["serve.sh"]
+    assert {file for _, file, _ in advisories(result)} == {"serve.sh"}

@@ -160,6 +160,14 @@ def is_vllm_image(image: str) -> bool:
     return "vllm" in image.lower()
 
 
+# llm-d's inference simulator answers the vLLM API (and takes its options) without running vLLM.
+SIMULATOR = "llm-d-inference-sim"
+
+
+def is_simulator(image: str | None) -> bool:
+    return image is not None and SIMULATOR in image.lower()
+
+
 def may_start_vllm(texts: list[str]) -> bool:
     """Whether `docker_run` or `vllm_args` could find a launch in these words: a cheap test, so
     that the words of other commands (echo, curl, ...) get no Location objects."""

@@ -11,7 +11,7 @@ import re
 from ..bounds import Totals
 from ..containers import launch_from_argv, memory_limit, script_words, started_as_written, whole_number, words_from_list
 from ..flags import read_args
-from ..launch import Launch, is_vllm_image, starts_with_vllm_options
+from ..launch import Launch, is_simulator, is_vllm_image, starts_with_vllm_options
 from ..lmcache_config import maybe_lmcache_config
 from ..model import Deployment, Document, EnvUse, Location, Workload
 from ..shell import Shell, tokenize_shell
@@ -225,9 +225,9 @@ def _parse_kubernetes(
 def _only_vllm_args(argv: list[tuple[str, Location]], image: str | None, name: str) -> bool:
     """Arguments alone that start with vLLM's options, in a container that names no image (a kustomize
     patch of one whose base the files may not hold) or whose image or name says vllm: the image's
-    entrypoint is the vLLM server."""
+    entrypoint is the vLLM server. Not llm-d's simulator, which takes vLLM's options without running vLLM."""
     named = image is None or is_vllm_image(image) or is_vllm_image(name)
-    return named and starts_with_vllm_options([word for word, _ in argv])
+    return named and not is_simulator(image) and starts_with_vllm_options([word for word, _ in argv])
 
 
 # The launch KServe's LLMInferenceService template (config-llm-template, config-llm-prefill-template of
