@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import itertools
 import re
 import sys
 from collections.abc import Iterator
@@ -41,7 +40,7 @@ import yaml
 from pydantic import ValidationError
 
 from vllm_caching_mcp.knowledge import CliInventory, InventoryFlag
-from vllm_caching_mcp.versions import Version
+from wheel_trees import ExtractionError, Run, released, runs
 
 REPO = Path(__file__).resolve().parents[1]
 VERIFIED_AT = "2026-11-30"
@@ -54,10 +53,6 @@ BUILTIN_TYPES = {"bool", "str", "int", "float", "dict", "list", "tuple", "set", 
 UNION_NAMES = {"Optional", "Union"}
 # Subscripted wrappers that `get_type_hints` sees through: `SkipValidation[bool]` is `Annotated[bool, ...]`.
 TRANSPARENT_WRAPPERS = {"Annotated", "SkipValidation"}
-
-
-class ExtractionError(Exception):
-    """The source does not have the shape this extractor understands; the message says where."""
 
 
 # ---------------------------------------------------------------------------
@@ -764,14 +759,6 @@ class Lifecycle:
     takes_value: bool
 
 
-def vllm_releases(releases_file: Path) -> list[str]:
-    raw = yaml.safe_load(releases_file.read_text(encoding="utf-8"))
-    for line in raw["lines"]:
-        if line["package"] == "vllm":
-            return sorted((str(r["version"]) for r in line["releases"]), key=Version)
-    raise ExtractionError(f"{releases_file}: no vllm release line")
-
-
 def lifecycles(per_release: dict[str, dict[str, bool]], problems: list[str]) -> list[Lifecycle]:
     """One entry per option and run of consecutive releases that accept it.
 
@@ -780,25 +767,17 @@ def lifecycles(per_release: dict[str, dict[str, bool]], problems: list[str]) -> 
     ``CliInventory.accepted`` handles as it is.
     """
     versions = list(per_release)
+    by_flag: dict[str, list[Run]] = {}
+    for run in runs(per_release):
+        by_flag.setdefault(run.name, []).append(run)
     found: list[Lifecycle] = []
-    for flag in sorted({f for options in per_release.values() for f in options}):
-        present = [i for i, v in enumerate(versions) if flag in per_release[v]]
-        runs = [[i for _, i in run] for _, run in itertools.groupby(enumerate(present), key=lambda t: t[1] - t[0])]
-        if len(runs) > 1:
-            problems.append(f"{flag}: accepted in {len(runs)} separate runs of releases; one entry per run")
-        kinds = {per_release[versions[i]][flag] for i in present}
+    for flag, flag_runs in by_flag.items():
+        if len(flag_runs) > 1:
+            problems.append(f"{flag}: accepted in {len(flag_runs)} separate runs of releases; one entry per run")
+        kinds = {per_release[versions[i]][flag] for run in flag_runs for i in run.indexes}
         if len(kinds) > 1:
             problems.append(f"{flag}: takes a value in some releases and not others; recorded as taking one")
-        for run in runs:
-            first, last = run[0], run[-1]
-            found.append(
-                Lifecycle(
-                    flag,
-                    introduced=versions[first] if first > 0 else None,
-                    removed=versions[last + 1] if last + 1 < len(versions) else None,
-                    takes_value=True in kinds,
-                )
-            )
+        found += [Lifecycle(flag, run.introduced, run.removed, takes_value=True in kinds) for run in flag_runs]
     return found
 
 
@@ -857,7 +836,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     problems: list[str] = []
     try:
-        versions = vllm_releases(args.releases)
+        versions = released(args.releases, "vllm")
         entries, sources = build(args.src_dir, versions, problems)
     except ExtractionError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -8,11 +8,16 @@ its source distribution, ``lmcache-0.3.0-sdist/lmcache/...``, and cited as ``sdi
 knowledge/releases.yaml with neither are skipped and recorded as not read. Per release it reads, with
 ``ast`` (nothing is imported):
 
-- the fields of the config classes in CONFIGS (``KVTransferConfig``, ``KVEventsConfig``): name,
-  annotation, default (the ``field(default_factory=...)`` factory's name for a factory), and what the
-  class does with a field it does not have: ``forbid`` when the class's pydantic config (its own
-  ``@dataclass(config=ConfigDict(extra=...))`` or the body of vLLM's ``@config`` decorator) sets
-  ``extra="forbid"``, else ``ignore`` (pydantic's default for dataclasses);
+- the fields of the config classes in CONFIGS (``KVTransferConfig``, ``KVEventsConfig``, ``CacheConfig``,
+  ``SchedulerConfig``, ``ParallelConfig``), each found in the module CONFIGS names or, in a release that
+  keeps it elsewhere, the one ``vllm/config.py`` of older releases or another module of ``vllm/config/``:
+  name, annotation (the accepted values of a ``Literal``, a module's Literal aliases spelled out), default
+  (of ``field(...)`` or pydantic's ``Field(...)``; a factory's name for a factory; a module or class
+  constant resolved to its value), and what the class does with a field it does not have: ``forbid`` when
+  the class's pydantic config (its own ``@dataclass(config=ConfigDict(extra=...))`` or the body of vLLM's
+  ``@config`` decorator) sets ``extra="forbid"``, else ``ignore`` (pydantic's default for dataclasses). A
+  ``field(init=False)`` is computed by vLLM and cannot be set: not recorded; an ``InitVar`` is a constructor
+  argument and is;
 - the ``kv_connector_extra_config`` keys connectors read: ``<...extra_config>.get("k", default)``,
   ``get_from_extra_config("k", default)``, ``<...extra_config>["k"]`` (a read: no default, a missing key
   is an error) and ``"k" in <...extra_config>``, in the files of
@@ -28,6 +33,11 @@ knowledge/releases.yaml with neither are skipped and recorded as not read. Per r
   the release's source with its tables and a logger that records what it warns); a key's converter where it
   is ``int`` or ``float``, and what loading a config file does with a value the converter refuses
   (``_bad_value_behaviour``);
+- vLLM's environment variables, the keys of ``environment_variables`` in ``vllm/envs.py`` (following a
+  ``**OTHER`` table of the module): the default and the parse rule as the code writes them, the read
+  (``os.getenv(NAME, default)``, ``os.environ.get``, or a helper given the name and the default, such as
+  ``env_with_choices``) spelt ``<env>`` in the rule (``bool(int(<env>))``); a default or rule that is not
+  a literal is recorded as its expression's text, cut at PARSE_TEXT_LIMIT characters;
 - the ``LMCACHE_*`` environment names read outside that table, in every file of both packages (vLLM's
   in-tree LMCache adapter reads some): each string literal that is a whole ``LMCACHE_X`` name, and as a
   prefix (``access: prefix``) each literal or f-string head ``LMCACHE_X_`` (a table of its own, such as
@@ -38,7 +48,8 @@ knowledge/releases.yaml with neither are skipped and recorded as not read. Per r
 Output is compact: one entry per name and run of consecutive releases read that have it
 (``introduced``/``removed`` as in name_inventory.yaml); an attribute that changes inside a run is a
 list of ``{since, value}``; ``source`` is the file and line in the newest release of the run. The
-header records the sha256 of this script, so a test fails when the shipped file is older than it.
+header records the sha256 of this script and of the module it shares with the other generators
+(``scripts/wheel_trees``), so a test fails when the shipped file is older than either.
 """
 
 from __future__ import annotations
@@ -46,7 +57,6 @@ from __future__ import annotations
 import argparse
 import ast
 import hashlib
-import itertools
 import logging
 import re
 import sys
@@ -57,12 +67,26 @@ from typing import Any
 
 import yaml
 
-from vllm_caching_mcp.versions import Version
+import wheel_trees
+from wheel_trees import ExtractionError, released, runs
 
 REPO = Path(__file__).resolve().parents[1]
 VERIFIED_AT = "2026-12-02"
 RECIPE = "python scripts/build_engine_schema.py --src-dir SRC_DIR"
-CONFIGS = {"KVTransferConfig": "vllm/config/kv_transfer.py", "KVEventsConfig": "vllm/config/kv_events.py"}
+# The config classes read, each with the module that holds it in the releases covered; a release that keeps it
+# elsewhere (the one vllm/config.py of older releases, another module of vllm/config/) is searched for it.
+CONFIGS = {
+    "KVTransferConfig": "vllm/config/kv_transfer.py",
+    "KVEventsConfig": "vllm/config/kv_events.py",
+    "CacheConfig": "vllm/config/cache.py",
+    "SchedulerConfig": "vllm/config/scheduler.py",
+    "ParallelConfig": "vllm/config/parallel.py",
+}
+LEGACY_CONFIG = "vllm/config.py"
+CONFIG_DIR = "vllm/config"
+ENVS = "vllm/envs.py"
+ENV_TABLE = "environment_variables"
+PARSE_TEXT_LIMIT = 160  # a parse rule longer than this is cut (a few lambdas span a screen)
 CONFIG_UTILS = "vllm/config/utils.py"
 CONNECTOR_DIR = "vllm/distributed/kv_transfer/kv_connector/v1"
 FACTORY = "vllm/distributed/kv_transfer/kv_connector/factory.py"
@@ -73,10 +97,6 @@ LMCACHE_CONFIG_BASE = "lmcache/v1/config_base.py"
 LMCACHE_ADAPTER = "lmcache/integration/vllm"
 UNKNOWN_PROBE = "no_such_key_probe"
 BUILTIN_CONVERTERS = ("int", "float")  # the converters whose refusals the checker can reproduce exactly
-
-
-class ExtractionError(Exception):
-    """The source does not have the shape this script understands; the message says where."""
 
 
 @dataclass(frozen=True)
@@ -173,8 +193,13 @@ def literal_aliases(module: ast.Module) -> dict[str, ast.expr]:
 
 def _module_constants(tree: ast.Module) -> dict[str, ast.expr]:
     """Top-level ``NAME = <literal>`` of a module, so a default named by a constant shows its value."""
+    return _constants(tree.body)
+
+
+def _constants(body: list[ast.stmt]) -> dict[str, ast.expr]:
+    """``NAME = <literal>`` (or ``NAME: T = <literal>``) of a module's or a class's body."""
     found: dict[str, ast.expr] = {}
-    for stmt in tree.body:
+    for stmt in body:
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
             value, name = stmt.value, stmt.targets[0].id
         elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None:
@@ -233,18 +258,32 @@ def _extra_of(node: ast.AST) -> str | None:
     return None
 
 
+def _config_class(tree: Tree, cls_name: str, relative: str) -> tuple[str, ast.Module, ast.ClassDef] | None:
+    """Where this release defines ``cls_name`` (at a module's top level): the module CONFIGS names, else the
+    one config module of older releases, else any module of vllm/config/."""
+    others = sorted(str(p.relative_to(tree.root)) for p in (tree.root / CONFIG_DIR).glob("*.py"))
+    for candidate in dict.fromkeys([relative, LEGACY_CONFIG, *others]):
+        module = tree.parse(candidate)
+        cls = (
+            next((s for s in module.body if isinstance(s, ast.ClassDef) and s.name == cls_name), None)
+            if module
+            else None
+        )
+        if module is not None and cls is not None:
+            return candidate, module, cls
+    return None
+
+
 def config_fields(tree: Tree, problems: list[str]) -> dict[str, dict[str, Any]]:
     """``{"Class.field": attributes}`` for every class of CONFIGS in this release, and ``"Class"`` itself."""
     found: dict[str, dict[str, Any]] = {}
     by_decorator = None
-    for cls_name, relative in CONFIGS.items():
-        module = tree.parse(relative)
-        cls = next(
-            (s for s in module.body if isinstance(s, ast.ClassDef) and s.name == cls_name), None
-        ) if module else None  # fmt: skip
-        if module is None or cls is None:
-            problems.append(f"vllm {tree.version}: no class {cls_name} in {relative}")
+    for cls_name, expected in CONFIGS.items():
+        located = _config_class(tree, cls_name, expected)
+        if located is None:
+            problems.append(f"vllm {tree.version}: no class {cls_name} in {expected} or another config module")
             continue
+        relative, module, cls = located
         extra = next((e for d in cls.decorator_list if (e := _extra_of(d))), None)
         if extra is None and any(getattr(d, "id", None) == "config" for d in cls.decorator_list):
             by_decorator = _forbids_by_decorator(tree) if by_decorator is None else by_decorator
@@ -253,12 +292,14 @@ def config_fields(tree: Tree, problems: list[str]) -> dict[str, dict[str, Any]]:
             "kind": "config", "file": relative, "unknown_fields": extra or "ignore",
             "source": tree.cite(relative, cls.lineno),
         }  # fmt: skip
-        constants, aliases = _module_constants(module), literal_aliases(module)
+        # a class constant (SchedulerConfig.DEFAULT_MAX_NUM_BATCHED_TOKENS: ClassVar[int]) names a default too
+        constants, aliases = _module_constants(module) | _constants(cls.body), literal_aliases(module)
         for stmt in cls.body:
             if not (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)):
                 continue
             annotation = annotation_text(stmt.annotation, aliases)
-            if annotation.startswith(("ClassVar", "typing.ClassVar", "InitVar")):
+            # an InitVar is a constructor argument (SchedulerConfig.max_model_len from 0.11.1): kept, typed InitVar[T]
+            if annotation.startswith(("ClassVar", "typing.ClassVar")) or _computed(stmt.value):
                 continue
             found[f"{cls_name}.{stmt.target.id}"] = {
                 "kind": "field",
@@ -271,16 +312,31 @@ def config_fields(tree: Tree, problems: list[str]) -> dict[str, dict[str, Any]]:
     return found
 
 
+def _computed(value: ast.expr | None) -> bool:
+    """A ``field(init=False)``: vLLM computes it, no one can set it (``num_gpu_blocks``)."""
+    if not (isinstance(value, ast.Call) and _field_call(value)):
+        return False
+    return any(k.arg == "init" and isinstance(k.value, ast.Constant) and k.value.value is False for k in value.keywords)
+
+
+def _field_call(value: ast.expr | None) -> bool:
+    """``field(...)`` of dataclasses or pydantic's ``Field(...)``: the default is an argument."""
+    return isinstance(value, ast.Call) and getattr(value.func, "id", None) in ("field", "Field")
+
+
 def _field_default(value: ast.expr | None, constants: dict[str, ast.expr]) -> str:
-    """The default as written: ``field(default_factory=f)`` gives ``f()``; no value: required."""
+    """The default as written: ``field(default_factory=f)`` (or pydantic's ``Field``) gives ``f()``; no value:
+    required."""
     if value is None:
         return "(required)"
-    if isinstance(value, ast.Call) and getattr(value.func, "id", None) == "field":
+    if isinstance(value, ast.Call) and _field_call(value):
         for keyword in value.keywords:
             if keyword.arg == "default_factory":
                 return f"{ast.unparse(keyword.value)}()"
             if keyword.arg == "default":
                 return default_text(keyword.value, constants)
+        if value.args and getattr(value.func, "id", None) == "Field":  # Field(None, gt=0): the default first
+            return default_text(value.args[0], constants)
         return "(required)"
     return default_text(value, constants)
 
@@ -531,6 +587,71 @@ def env_reads(tree: Tree) -> dict[str, dict[str, Any]]:
     return found
 
 
+# ---------------------------------------------------------------------------------------------
+# vLLM's environment variables
+
+
+def vllm_env(tree: Tree, problems: list[str]) -> dict[str, dict[str, Any]]:
+    """Each variable of ``environment_variables`` in vllm/envs.py: its default and parse rule as the code
+    writes them (see ``env_rule``), cited at its key."""
+    module = tree.parse(ENVS)
+    table = _module_dict(module, ENV_TABLE) if module else None
+    if module is None or table is None:
+        problems.append(f"vllm {tree.version}: no {ENV_TABLE} table in {ENVS}")
+        return {}
+    constants = _module_constants(module)
+    found: dict[str, dict[str, Any]] = {}
+    for key, value in _table_items(module, table[0]):
+        name = _string(key)
+        if name is None or key is None:
+            continue
+        default, parse = env_rule(name, value, constants)
+        found[f"vllm_env:{name}"] = {
+            "kind": "vllm_env", "name": name, "default": default, "parse": parse, "source": tree.cite(ENVS, key.lineno),
+        }  # fmt: skip
+    return found
+
+
+def _table_items(module: ast.Module, table: ast.Dict, depth: int = 0) -> Iterator[tuple[ast.expr | None, ast.expr]]:
+    """A module-level dict's items, following ``**OTHER_TABLE`` of the same module."""
+    for key, value in zip(table.keys, table.values, strict=True):
+        inner = _module_dict(module, value.id) if key is None and isinstance(value, ast.Name) and depth < 4 else None
+        if inner is not None:
+            yield from _table_items(module, inner[0], depth + 1)
+        else:
+            yield key, value
+
+
+def env_rule(name: str, value: ast.expr, constants: dict[str, ast.expr]) -> tuple[str | None, str]:
+    """(default, parse rule) of one ``environment_variables`` entry. The read is the first ``os.getenv(NAME,
+    default)`` / ``os.environ.get(NAME, default)`` in the lambda, whose text becomes ``<env>`` in the rule
+    (``int(<env>)``), or a helper called with the name first and the default second
+    (``env_with_choices(<env>, 'auto', [...])``); where neither is found the default is not known (None) and
+    the rule is the code as written."""
+    body = value.body if isinstance(value, ast.Lambda) else value
+    text = ast.unparse(body)
+    for node in ast.walk(body):
+        if not (isinstance(node, ast.Call) and node.args and _string(node.args[0]) == name):
+            continue
+        callee = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+        given = (
+            node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "default"), None)
+        )
+        default = default_text(given, constants) if given is not None or callee in ("getenv", "get") else None
+        if callee in ("getenv", "get"):
+            rule = text.replace(ast.unparse(node), "<env>", 1)
+        else:
+            rule = text.replace(ast.unparse(node.args[0]), "<env>", 1)
+        return _cut(default), _cut(rule) or "<env>"
+    return None, _cut(text) or ""
+
+
+def _cut(text: str | None) -> str | None:
+    if text is None or len(text) <= PARSE_TEXT_LIMIT:
+        return text
+    return text[: PARSE_TEXT_LIMIT - 1] + "…"
+
+
 def _env_literals(module: ast.Module) -> Iterator[tuple[str, str, int]]:
     inside = {id(v) for n in ast.walk(module) if isinstance(n, ast.JoinedStr) for v in n.values}
     for node in ast.walk(module):
@@ -699,14 +820,6 @@ def _alias_behaviour(
 # releases, runs and the file
 
 
-def released(releases_file: Path, package: str) -> list[str]:
-    raw = yaml.safe_load(releases_file.read_text(encoding="utf-8"))
-    for line in raw["lines"]:
-        if line["package"] == package:
-            return sorted((str(r["version"]) for r in line["releases"]), key=Version)
-    raise ExtractionError(f"{releases_file}: no {package} release line")
-
-
 def trees(src_dir: Path, releases_file: Path, package: str, problems: list[str]) -> list[Tree]:
     found = []
     for version in released(releases_file, package):
@@ -722,28 +835,36 @@ def trees(src_dir: Path, releases_file: Path, package: str, problems: list[str])
     return found
 
 
-VARYING = ("type", "default", "converter", "unknown_fields", "access", "effect", "message", "maps_to", "hands_to")
+VARYING = (
+    "type",
+    "default",
+    "parse",
+    "converter",
+    "unknown_fields",
+    "access",
+    "effect",
+    "message",
+    "maps_to",
+    "hands_to",
+)
 
 
-def runs(per_release: dict[str, dict[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+def entries_by_run(per_release: dict[str, dict[str, dict[str, Any]]]) -> list[dict[str, Any]]:
     """One entry per id and run of consecutive releases read; changing attributes as ``[{since, value}]``."""
     versions = list(per_release)
     entries: list[dict[str, Any]] = []
-    for entry_id in sorted({k for found in per_release.values() for k in found}):
-        present = [i for i, v in enumerate(versions) if entry_id in per_release[v]]
-        for _, run in itertools.groupby(enumerate(present), key=lambda t: t[1] - t[0]):
-            indexes = [i for _, i in run]
-            newest = dict(per_release[versions[indexes[-1]]][entry_id])
-            for attribute in VARYING:
-                values = [(versions[i], per_release[versions[i]][entry_id].get(attribute)) for i in indexes]
-                changes = [(v, value) for n, (v, value) in enumerate(values) if n == 0 or value != values[n - 1][1]]
-                if len(changes) > 1:
-                    newest[attribute] = [{"since": v, "value": value} for v, value in changes]
-            if indexes[0] > 0:
-                newest["introduced"] = versions[indexes[0]]
-            if indexes[-1] + 1 < len(versions):
-                newest["removed"] = versions[indexes[-1] + 1]
-            entries.append(newest)
+    for run in runs(per_release):
+        newest = dict(per_release[versions[run.indexes[-1]]][run.name])
+        for attribute in VARYING:
+            values = [(versions[i], per_release[versions[i]][run.name].get(attribute)) for i in run.indexes]
+            changes = [(v, value) for n, (v, value) in enumerate(values) if n == 0 or value != values[n - 1][1]]
+            if len(changes) > 1:
+                newest[attribute] = [{"since": v, "value": value} for v, value in changes]
+        if run.introduced:
+            newest["introduced"] = run.introduced
+        if run.removed:
+            newest["removed"] = run.removed
+        entries.append(newest)
     return entries
 
 
@@ -772,11 +893,12 @@ def render(vllm: list[dict[str, Any]], lmcache: list[dict[str, Any]], read: dict
     sources = [
         newest["vllm"].cite(CONFIGS["KVTransferConfig"], 1).rsplit(":", 1)[0],
         newest["vllm"].cite(FACTORY, 1).rsplit(":", 1)[0],
-        newest["lmcache"].cite(LMCACHE_CONFIG, 1).rsplit(":", 1)[0],
+        newest["vllm"].cite(ENVS, 1).rsplit(":", 1)[0],
+        newest["lmcache"].cite(LMCACHE_CONFIG, 1).rsplit(":", 1)[0],  # the last: the checks cite LMCache's by it
     ]
     lines = [
-        "# What vLLM's KV-transfer config classes, its connectors' kv_connector_extra_config and LMCache's",
-        "# config table accept, by release. GENERATED: do not edit by hand; regenerate with",
+        "# What vLLM's config classes (KV transfer and events, cache, scheduler, parallel), connectors' extra config,",
+        "# environment variables and LMCache's config table accept, by release. GENERATED: do not edit; regenerate:",
         f"#   {RECIPE}",
         "# (static ast reading of the extracted wheels; the script's docstring says what counts). `introduced` /",
         "# `removed`: the first release read that has / no longer has the name (absent: the oldest read / still",
@@ -802,6 +924,7 @@ def render(vllm: list[dict[str, Any]], lmcache: list[dict[str, Any]], read: dict
         ("lmcache_bad_value", [e for e in lmcache if e["kind"] == "bad_value"]),
         ("lmcache_adapter_extra_config", [e for e in lmcache if e["kind"] == "adapter"]),
         ("lmcache_env", [e for e in lmcache + vllm if e["kind"] == "env"]),
+        ("vllm_env", [e for e in vllm if e["kind"] == "vllm_env"]),
     )
     for title, entries in sections:
         lines.append(f"{title}:" + ("" if entries else " []"))
@@ -821,13 +944,16 @@ def build(
         for cls_name in CONFIGS:
             if cls_name in found:
                 found[cls_name]["name"] = cls_name
-        vllm_found[tree.version] = found | extra_config_keys(tree, problems) | env_reads(tree)
+        vllm_found[tree.version] = (
+            found | extra_config_keys(tree, problems) | env_reads(tree) | vllm_env(tree, problems)
+        )
     lmcache_found = {tree.version: lmcache_keys(tree, problems) for tree in read["lmcache"]}
-    return runs(vllm_found), runs(lmcache_found), read
+    return entries_by_run(vllm_found), entries_by_run(lmcache_found), read
 
 
 def script_digest() -> str:
-    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
+    """The sha256 of what writes the file: this script followed by the shared module it imports."""
+    return hashlib.sha256(Path(__file__).read_bytes() + wheel_trees.SOURCE.read_bytes()).hexdigest()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -35,6 +35,7 @@ import yaml
 
 from vllm_caching_mcp.knowledge import ModelRegistry
 from vllm_caching_mcp.versions import Version
+from wheel_trees import ExtractionError, released, runs
 
 REPO = Path(__file__).resolve().parents[1]
 VERIFIED_AT = "2026-12-02"
@@ -44,10 +45,6 @@ OLDEST = Version("0.11.0")
 # The transformers each release installs with it: the newest release its wheel's Requires-Dist admits when it
 # was recorded (wheel:vllm==0.33.0 METADATA: transformers<5.21.0,>=5.16.1).
 TRANSFORMERS_OF = {"0.33.0": "5.20.2"}
-
-
-class ExtractionError(Exception):
-    """The source does not have the shape this script understands; the message says where."""
 
 
 def _module(path: Path) -> ast.Module:
@@ -146,32 +143,21 @@ def read_transformers(src: Path) -> dict[str, list[str]]:
     return {"model_types": sorted(types), "model_classes": sorted(classes)}
 
 
-def _runs(present: dict[str, set[str]], releases: list[str]) -> list[dict[str, str]]:
+def _runs(present: dict[str, set[str]]) -> list[dict[str, str]]:
     """One entry per name and run of consecutive releases read that have it."""
     entries: list[dict[str, str]] = []
-    for name in sorted({n for names in present.values() for n in names}):
-        start: str | None = None
-        for release in [*releases, None]:
-            has = release is not None and name in present[release]
-            if has and start is None:
-                start = release
-            elif not has and start is not None:
-                entry = {"name": name}
-                if start != releases[0]:
-                    entry["introduced"] = start
-                if release is not None:
-                    entry["removed"] = release
-                entries.append(entry)
-                start = None
+    for run in runs(present):
+        entry = {"name": run.name}
+        if run.introduced:
+            entry["introduced"] = run.introduced
+        if run.removed:
+            entry["removed"] = run.removed
+        entries.append(entry)
     return entries
 
 
 def build(src_dir: Path) -> dict[str, Any]:
-    releases_file = yaml.safe_load((REPO / "knowledge" / "releases.yaml").read_text(encoding="utf-8"))
-    known = sorted(
-        {str(r["version"]) for line in releases_file["lines"] if line["package"] == "vllm" for r in line["releases"]},
-        key=Version,
-    )
+    known = released(REPO / "knowledge" / "releases.yaml", "vllm")
     read = [v for v in known if Version(v) >= OLDEST and (src_dir / f"vllm-{v}" / REGISTRY).exists()]
     if not read:
         raise ExtractionError(f"{src_dir}: no extracted vLLM wheel of a release in knowledge/releases.yaml")
@@ -192,8 +178,8 @@ def build(src_dir: Path) -> dict[str, Any]:
         "sources": sources,
         "verified_at": VERIFIED_AT,
         "releases_read": read,
-        "architectures": _runs({v: set(p["architectures"]) for v, p in per_release.items()}, read),
-        "config_types": _runs({v: set(p["config_types"]) for v, p in per_release.items()}, read),
+        "architectures": _runs({v: set(p["architectures"]) for v, p in per_release.items()}),
+        "config_types": _runs({v: set(p["config_types"]) for v, p in per_release.items()}),
         "refused": [{"name": k, "why": v} for k, v in sorted(newest["refused"].items())],
         "transformers": transformers,
     }

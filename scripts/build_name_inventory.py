@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import itertools
 import re
 import sys
 from collections.abc import Iterator
@@ -34,7 +33,7 @@ from pathlib import Path
 import yaml
 
 from vllm_caching_mcp.knowledge import NameInventory
-from vllm_caching_mcp.versions import Version
+from wheel_trees import ExtractionError, released, runs
 
 REPO = Path(__file__).resolve().parents[1]
 VERIFIED_AT = "2026-12-02"
@@ -46,10 +45,6 @@ CLASS_DIRS: dict[str, tuple[str, ...]] = {
     "vllm": ("vllm/distributed/kv_transfer", "vllm/v1/kv_offload", "vllm/v1/core"),
     "lmcache": ("lmcache/integration", "lmcache/v1/storage_backend", "lmcache/v1/multiprocess"),
 }
-
-
-class ExtractionError(Exception):
-    """The source does not have the shape this script understands; the message says where."""
 
 
 @dataclass(frozen=True)
@@ -206,29 +201,11 @@ class Lifecycle:
 def lifecycles(package: str, per_release: dict[str, dict[str, Found]]) -> list[Lifecycle]:
     """One entry per name and run of consecutive releases read that have it (see the module docstring)."""
     versions = list(per_release)
-    entries: list[Lifecycle] = []
-    for key in sorted({k for names in per_release.values() for k in names}, key=str.lower):
-        present = [i for i, v in enumerate(versions) if key in per_release[v]]
-        for _, run in itertools.groupby(enumerate(present), key=lambda t: t[1] - t[0]):
-            indexes = [i for _, i in run]
-            first, last = indexes[0], indexes[-1]
-            entries.append(
-                Lifecycle(
-                    package,
-                    per_release[versions[last]][key],  # where the newest release of the run has it
-                    introduced=versions[first] if first > 0 else None,
-                    removed=versions[last + 1] if last + 1 < len(versions) else None,
-                )
-            )
-    return entries
-
-
-def released(releases_file: Path, package: str) -> list[str]:
-    raw = yaml.safe_load(releases_file.read_text(encoding="utf-8"))
-    for line in raw["lines"]:
-        if line["package"] == package:
-            return sorted((str(r["version"]) for r in line["releases"]), key=Version)
-    raise ExtractionError(f"{releases_file}: no {package} release line")
+    return [
+        # where the newest release of the run has it
+        Lifecycle(package, per_release[versions[run.indexes[-1]]][run.name], run.introduced, run.removed)
+        for run in runs(per_release, order=str.lower)
+    ]
 
 
 def _quote(text: str) -> str:

@@ -122,7 +122,10 @@ def run_in_process(main: Callable[[list[str]], int], *args: str) -> Ran:
 
 
 def script_main(script: Path) -> Callable[[list[str]], int]:
-    """The ``main`` of one of the repository's scripts, loaded from its file (scripts/ is no package)."""
+    """The ``main`` of one of the repository's scripts, loaded from its file (scripts/ is no package); its
+    directory goes on the import path, as ``python scripts/X.py`` puts it, for the packages it imports."""
+    if str(script.parent) not in sys.path:
+        sys.path.insert(0, str(script.parent))
     spec = importlib.util.spec_from_file_location(f"script_{script.stem}", script)
     assert spec is not None and spec.loader is not None, script
     module = importlib.util.module_from_spec(spec)

@@ -24,6 +24,7 @@ from vllm_caching_mcp.tools import run_tool
 from vllm_caching_mcp.versions import Version
 
 SCRIPT = REPO / "scripts" / "build_engine_schema.py"
+SHARED = REPO / "scripts" / "wheel_trees" / "__init__.py"  # the generators' shared module, in the digest too
 EXPECTED = REPO / "tests" / "data" / "engine_schema" / "expected.yaml"
 
 # --- a fake vLLM 0.1.0 (plain pydantic dataclass: unknown fields ignored) and 0.2.0 (forbid) ---
@@ -145,6 +146,49 @@ def _resolve_config_aliases(config_dict: dict, source: str) -> dict:
     return resolved
 """
 V1 = "vllm/distributed/kv_transfer/kv_connector/v1"
+# CacheConfig in the one config module of an older layout (0.1.0), then in vllm/config/cache.py (0.2.0): a
+# pydantic Field default, a class constant as the default, a computed field (init=False, not recorded)
+CACHE_OLD = """\
+from dataclasses import dataclass, field
+from typing import Literal
+from pydantic import Field
+
+BlockSize = Literal[8, 16]
+
+@dataclass
+class CacheConfig:
+    block_size: BlockSize = Field(default=None)
+    num_gpu_blocks: int | None = field(default=None, init=False)
+"""
+CACHE_NEW = """\
+from typing import ClassVar
+from pydantic import Field
+from vllm.config.utils import config
+
+@config
+class CacheConfig:
+    DEFAULT_UTILIZATION: ClassVar[float] = 0.92
+    block_size: int = Field(None, gt=0)
+    gpu_memory_utilization: float = Field(default=DEFAULT_UTILIZATION, gt=0, le=1)
+"""
+# vllm/envs.py: a parse rule around os.getenv, a helper given the name and the default, a merged table
+ENVS_OLD = """\
+import os
+environment_variables = {
+    "VLLM_A": lambda: int(os.getenv("VLLM_A", "0")),
+    "VLLM_CHOICE": env_with_choices("VLLM_CHOICE", "auto", ["auto", "x"]),
+}
+"""
+ENVS_NEW = """\
+import os
+_MORE = {
+    "VLLM_B": lambda: os.environ.get("VLLM_B", "").lower() in ("1", "true"),
+}
+environment_variables = {
+    "VLLM_A": lambda: int(os.getenv("VLLM_A", "1")),
+    **_MORE,
+}
+"""
 
 
 def _write(root: Path, files: dict[str, str]) -> None:
@@ -171,13 +215,14 @@ def _fixture(tmp: Path) -> tuple[Path, Path]:
     _write(
         src / "vllm-0.1.0",
         {**common, "vllm/config/kv_transfer.py": KV_TRANSFER_OLD, "vllm/config/utils.py": UTILS_OLD,
-         f"{V1}/nixl/worker.py": NIXL},
+         f"{V1}/nixl/worker.py": NIXL, "vllm/config.py": CACHE_OLD, "vllm/envs.py": ENVS_OLD},
     )  # fmt: skip
     _write(
         src / "vllm-0.2.0",
         {**common, "vllm/config/kv_transfer.py": KV_TRANSFER_NEW, "vllm/config/utils.py": UTILS_NEW,
          f"{V1}/nixl/worker.py": NIXL, "vllm/v1/kv_offload/cpu/spec.py": CPU_SPEC,
-         f"{V1}/lmcache_connector.py": LMCACHE_CONNECTOR},
+         f"{V1}/lmcache_connector.py": LMCACHE_CONNECTOR, "vllm/config/cache.py": CACHE_NEW,
+         "vllm/envs.py": ENVS_NEW},
     )  # fmt: skip
     _write(src / "lmcache-0.1.0-sdist", {"lmcache/v1/config.py": LMCACHE_OLD})  # published without a wheel
     _write(
@@ -251,6 +296,41 @@ def test_the_generator_reads_fields_extra_keys_lmcache_keys_and_what_lmcache_doe
     assert adapter["skip_last_n_tokens"].default == "0" and adapter["lmcache.*"].access == "prefix"
 
 
+def test_the_generator_finds_a_config_class_where_the_release_keeps_it_and_reads_field_defaults(
+    tmp_path: Path,
+) -> None:
+    ran, text = _generate(tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    schema = EngineSchema.model_validate(yaml.safe_load(text))
+    assert "no class SchedulerConfig in vllm/config/scheduler.py or another config module" in ran.stderr
+    (cls,) = [c for c in schema.configs if c.name == "CacheConfig"]
+    assert cls.at("unknown_fields", Version("0.1.0")) == "ignore" and cls.at("unknown_fields", Version("0.2.0")) == (
+        "forbid"
+    )
+    assert cls.file == "vllm/config/cache.py" and cls.at("source", Version("0.2.0")).endswith("cache.py:6")
+    fields = {f.name: f for f in schema.config_fields if f.config == "CacheConfig"}
+    assert set(fields) == {"block_size", "gpu_memory_utilization"}  # num_gpu_blocks is computed (init=False)
+    block = fields["block_size"]
+    assert block.at("type", Version("0.1.0")) == "Literal[8, 16]" and block.at("type", Version("0.2.0")) == "int"
+    assert block.default == "None" and block.source.startswith("wheel:vllm==0.2.0:vllm/config/cache.py:")
+    assert fields["gpu_memory_utilization"].default == "0.92"  # the class constant, resolved
+
+
+def test_the_generator_reads_vllm_environment_variables_with_default_and_parse_rule(tmp_path: Path) -> None:
+    ran, text = _generate(tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    env = {e.name: e for e in EngineSchema.model_validate(yaml.safe_load(text)).vllm_env}
+    assert set(env) == {"VLLM_A", "VLLM_B", "VLLM_CHOICE"}
+    a = env["VLLM_A"]
+    assert a.parse == "int(<env>)" and isinstance(a.default, tuple)
+    assert [(str(c.since), c.value) for c in a.default] == [("0.1.0", "'0'"), ("0.2.0", "'1'")]
+    assert env["VLLM_B"].parse == "<env>.lower() in ('1', 'true')" and env["VLLM_B"].default == "''"
+    assert str(env["VLLM_B"].introduced) == "0.2.0"  # read through the table merged in with **
+    choice = env["VLLM_CHOICE"]
+    assert choice.default == "'auto'" and choice.parse == "env_with_choices(<env>, 'auto', ['auto', 'x'])"
+    assert str(choice.removed) == "0.2.0" and choice.source == "wheel:vllm==0.1.0:vllm/envs.py:4"
+
+
 def test_the_generator_reads_the_lmcache_variables_code_spells_outside_the_key_table(tmp_path: Path) -> None:
     ran, text = _generate(tmp_path)
     assert ran.returncode == 0, ran.stderr
@@ -276,7 +356,7 @@ def test_the_generator_output_on_the_fixture_is_the_recorded_one(tmp_path: Path)
 
 def test_the_shipped_schema_is_generated_by_the_script_as_it_is() -> None:
     schema = load_knowledge().engine_schema
-    digest = hashlib.sha256(SCRIPT.read_bytes()).hexdigest()
+    digest = hashlib.sha256(SCRIPT.read_bytes() + SHARED.read_bytes()).hexdigest()
     assert schema.generator_sha256 == digest, (
         "knowledge/engine_schema.yaml is stale: regenerate it with "
         "`python scripts/build_engine_schema.py --src-dir SRC_DIR` (the extracted wheels)"
@@ -356,6 +436,38 @@ def test_the_shipped_schema_has_the_kv_transfer_fields_the_wheels_have(knowledge
     (cls,) = [c for c in knowledge.engine_schema.configs if c.name == "KVTransferConfig"]
     assert cls.at("unknown_fields", Version("0.15.1")) == "ignore"
     assert cls.at("unknown_fields", Version("0.16.0")) == "forbid"
+
+
+def test_the_shipped_schema_has_the_cache_scheduler_and_parallel_fields_the_wheels_have(knowledge: Knowledge) -> None:
+    schema = knowledge.engine_schema
+    classes = {c.name: c for c in schema.configs}
+    for name, module in (("CacheConfig", "cache"), ("SchedulerConfig", "scheduler"), ("ParallelConfig", "parallel")):
+        assert classes[name].file == f"vllm/config/{module}.py", name
+        assert classes[name].at("unknown_fields", Version("0.15.1")) == "ignore", name
+        assert classes[name].at("unknown_fields", Version("0.16.0")) == "forbid", name
+    fields = {(f.config, f.name): f for f in schema.config_fields if f.holds_at(Version("0.33.0"))}
+    prefix = fields["CacheConfig", "enable_prefix_caching"]
+    assert prefix.at("default", Version("0.11.0")) == "None" and prefix.at("default", Version("0.12.0")) == "True"
+    utilization = fields["CacheConfig", "gpu_memory_utilization"]  # Field(default=0.9, gt=0, le=1) until 0.19.1
+    assert utilization.at("default", Version("0.19.1")) == "0.9" and utilization.at("default", Version("0.20.0")) == (
+        "0.92"
+    )
+    assert fields["CacheConfig", "kv_offloading_backend"].at("type", Version("0.33.0")) == (
+        "Literal['native', 'lmcache']"
+    )
+    # Field(default=DEFAULT_MAX_NUM_BATCHED_TOKENS) names the class constant, ClassVar[int] = 2048
+    assert fields["SchedulerConfig", "max_num_batched_tokens"].at("default", Version("0.33.0")) == "2048"
+    assert fields["ParallelConfig", "tensor_parallel_size"].default == "1"
+    assert ("CacheConfig", "num_gpu_blocks") not in fields  # field(init=False): vLLM computes it
+
+
+def test_the_shipped_schema_has_vllms_environment_variables_with_default_and_parse_rule(knowledge: Knowledge) -> None:
+    env = {e.name: e for e in knowledge.engine_schema.vllm_env}
+    port = env["VLLM_NIXL_SIDE_CHANNEL_PORT"]  # NIXL's side-channel base port moved in 0.11.1
+    assert port.parse == "int(<env>)" and port.source.startswith("wheel:vllm==0.33.0:vllm/envs.py:")
+    assert port.at("default", Version("0.11.0")) == "'5557'" and port.at("default", Version("0.11.1")) == "'5600'"
+    assert str(env["VLLM_USE_V1"].removed) == "0.11.1"
+    assert len(env) > 300  # the whole table, not a chosen few
 
 
 def test_a_removed_field_is_refused_with_pydantics_message_where_the_class_forbids_unknown_fields(
@@ -536,12 +648,36 @@ def test_a_flag_spelled_as_no_parser_builds_it_is_said_not_to_exist() -> None:
     assert run_tool("check_version", {"name": "--enable-hybrid-kv-cache-manager", "version": "0.33.0"}).matches  # type: ignore[attr-defined]
 
 
+def test_check_version_answers_a_cache_config_field_from_the_schema() -> None:
+    result = run_tool("check_version", {"name": "enable_prefix_caching", "version": "0.11.0"})
+    (match,) = result.schema_matches  # type: ignore[attr-defined]
+    assert (match.kind, match.owner, match.status) == ("config_field", "CacheConfig", "available")
+    assert match.default == "None"
+    assert match.default_changes == ["0.11.0: None", "0.12.0: True"]
+    assert match.sources == ["wheel:vllm==0.33.0:vllm/config/cache.py:257"]
+    assert "enable_prefix_caching is a field of CacheConfig in vLLM 0.11.0" in result.summary()  # type: ignore[attr-defined]
+    assert result.matches  # type: ignore[attr-defined]  # the tracked --enable-prefix-caching still answers too
+
+
+def test_check_version_answers_a_vllm_environment_variable_with_its_default_and_parse_rule() -> None:
+    result = run_tool("check_version", {"name": "VLLM_NIXL_SIDE_CHANNEL_PORT", "version": "0.11.0"})
+    (match,) = [m for m in result.schema_matches if m.kind == "env_var"]  # type: ignore[attr-defined]
+    assert (match.owner, match.status) == ("vllm/envs.py", "available")
+    assert (match.default, match.parse) == ("'5557'", "int(<env>)")
+    assert not [m for m in result.inventory_matches if m.kind == "env_var"]  # type: ignore[attr-defined]
+    assert "read as: int(<env>)" in result.summary()  # type: ignore[attr-defined]
+    gone = run_tool("check_version", {"name": "VLLM_USE_V1", "version": "0.33.0"})
+    (old,) = [m for m in gone.schema_matches if m.kind == "env_var"]  # type: ignore[attr-defined]
+    assert old.status == "removed" and old.if_set == "Set in 0.33.0, vllm/envs.py does not read it."
+
+
 def test_schema_answers_stay_a_few_kilobytes(knowledge: Knowledge) -> None:
     """The rule of test_check_version's one-name answers, for the names only the schema holds and a few it
     shares with tracked entries: median under 4 KB, none reaching 8 KB."""
     schema = knowledge.engine_schema
     names = sorted({f.name or "" for f in schema.config_fields} | {"nixl_role", "pd_role", "lmcache.mp.host"})
     names += ["cpu_bytes_to_use", "eviction_policy", "offload_prompt_only", "enable_nixl", "backends"]
+    names += [e.name or "" for e in schema.vllm_env[::25]]  # a spread of vLLM's variables
     sizes = []
     for name in names:
         result = run_tool("check_version", {"name": name, "version": "0.33.0"})

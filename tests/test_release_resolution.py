@@ -194,8 +194,8 @@ def test_a_setup_steps_pin_reaches_the_launches_of_the_step_after_it() -> None:
     installs = script_installs(setup, first_line=20)
     assert [(c.version, c.location.line) for c in installs] == [("0.12.0", 21)]
     run = Document(name="task.yaml", text=f"python -m vllm.entrypoints.openai.api_server --model {M}\n")
-    [launch] = parse_shell(run, first_line=30, installs=installs)
-    assert [c.version for c in launch.installs] == ["0.12.0"]
+    [launch] = parse_shell(run, first_line=30, pins=installs)
+    assert [c.version for c in launch.pins] == ["0.12.0"]
 
 
 def test_a_requirement_item_is_read_as_pip_reads_it() -> None:

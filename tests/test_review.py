@@ -311,6 +311,34 @@ RULE_CASES: dict[str, tuple[str, str, str, dict[str, Any]]] = {
         f"vllm serve {M} " + _nixl(kv_connector_extra_config={"backends": ["UCX"]}),
         {},
     ),
+    # a key written into the command line (not a placeholder, not a variable the environment fills in)
+    "pitfall.secret-in-plain-text": (
+        "0.33.0",
+        f"vllm serve {M} --api-key sk-proj-Zq8rT2vXk4LmN7pQ9sW1",
+        f'vllm serve {M} --api-key "$VLLM_API_KEY"',
+        {},
+    ),
+    # an unpinned package installed before the server starts; pinned with == it is not
+    "pitfall.install-at-start": (
+        "0.33.0",
+        f"pip install 'lmcache>=0.3' && vllm serve {M}",
+        f"pip install lmcache==0.3.9 && vllm serve {M}",
+        {},
+    ),
+    # unquoted, `>=0.3` is a redirection of pip's output; quoted it is a version bound
+    "pitfall.install-pin-redirected": (
+        "0.33.0",
+        f"pip install lmcache>=0.3 && vllm serve {M}",
+        f"pip install 'lmcache>=0.3' && vllm serve {M}",
+        {},
+    ),
+    # :latest moves with every push; a release tag does not
+    "pitfall.floating-image-tag": (
+        "0.33.0",
+        f"docker run --gpus all vllm/vllm-openai:latest --model {M}",
+        f"docker run --gpus all vllm/vllm-openai:v0.33.0 --model {M}",
+        {},
+    ),
 }
 # Checked against a small fake CLI inventory in test_unknown_flag_suggests_the_closest_option.
 # A memory request is only written in a manifest: test_pinned_memory_against_the_pod_request_and_limit.
@@ -320,6 +348,11 @@ SEPARATELY_TESTED = {
     "pitfall.pinned-memory-over-pod-request",
     "pitfall.server-does-not-start",
     "pitfall.lmcache-value-refused",  # a config file's value: test_an_lmcache_value_its_converter_refuses
+    # Kubernetes objects only (env values, keys, probes, claims): tests/test_review_hygiene.py
+    "pitfall.env-value-not-expanded",
+    "pitfall.duplicate-yaml-key",
+    "pitfall.liveness-probe-kills-model-load",
+    "pitfall.rwo-volume-shared-by-replicas",
 }
 
 
@@ -330,7 +363,7 @@ def fired(result: ReviewResult) -> set[str]:
 def test_every_rule_has_a_passing_and_a_failing_example(knowledge: Knowledge) -> None:
     rule_ids = {r.id for r in list_rules(knowledge)}
     assert rule_ids == set(RULE_CASES) | SEPARATELY_TESTED
-    assert len(rule_ids) == 43
+    assert len(rule_ids) == 51
 
 
 @pytest.mark.parametrize("rule_id", sorted(RULE_CASES))
@@ -697,6 +730,25 @@ def test_an_lmcache_value_its_converter_refuses(knowledge: Knowledge) -> None:
         "pitfall.lmcache-value-refused",
         "pitfall.lmcache-key-ignored",
     }
+
+
+def test_a_workloads_lmcache_keys_are_checked_once_for_both_lmcache_rules(monkeypatch: pytest.MonkeyPatch) -> None:
+    """lmcache-value-refused and lmcache-key-ignored share one reading per workload (the review's Shared)."""
+    from vllm_caching_mcp.advice import review_conditions
+
+    calls: list[int] = []
+    original = review_conditions._lmcache_findings
+
+    def counted(ctx: Context) -> review_conditions.LMCacheFindings:
+        calls.append(id(ctx.effective))
+        return original(ctx)
+
+    monkeypatch.setattr(review_conditions, "_lmcache_findings", counted)
+    config = ("lmcache.yaml", "chunk_size: abc\nnixl_role: sender\n")
+    transfer = """--kv-transfer-config '{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}'"""
+    result = review(config, f"docker run lmcache/vllm-openai:v0.3.9 {M} {transfer}")
+    assert {"pitfall.lmcache-value-refused", "pitfall.lmcache-key-ignored"} <= fired(result)
+    assert len(calls) == len(set(calls)) == 1
 
 
 # ------------------------------------------------------------------------- outputs for CI

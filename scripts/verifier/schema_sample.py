@@ -41,17 +41,7 @@ def _label(entry: SchemaEntry) -> str:
         return f"extra_config {','.join(entry.connectors or ()) or '*'}.{entry.key}"
     if entry.config is not None:
         return f"{entry.config}.{entry.name}"
-    return f"lmcache {entry.name}"
-
-
-def _pattern(entry: SchemaEntry) -> re.Pattern[str]:
-    """How the name is written where it is read: a field declaration, or a quoted key."""
-    if entry.config is not None:
-        return re.compile(rf"^\s+{re.escape(entry.name or '')}\s*:", re.MULTILINE)
-    if entry.key is None:  # an LMCache key: an entry of the key table, or a read of from_file's config
-        name = re.escape(entry.name or "")
-        return re.compile(rf"""["']{name}["']\s*:\s*\{{|\.get\(\s*["']{name}["']""")
-    return re.compile(rf"""["']{re.escape(entry.key)}["']""")
+    return f"{entry.package} {entry.name}"
 
 
 def _files(entry: SchemaEntry, tree: SourceTree) -> list[str]:
@@ -63,6 +53,30 @@ def _files(entry: SchemaEntry, tree: SourceTree) -> list[str]:
     if entry.package == "lmcache":
         return [p for p in dict.fromkeys((path, "lmcache/v1/config.py")) if tree.text(p) is not None]
     return [path] if tree.text(path) is not None else []
+
+
+def _scope(entry: SchemaEntry, text: str) -> str:
+    """Where a config field would be declared: the body of its class (a module holds several, and a field can
+    move between them: ParallelConfig.num_redundant_experts to EPLBConfig); any other name: the whole file."""
+    if entry.config is None:
+        return text
+    start = re.search(rf"^class {re.escape(entry.config)}\b.*$", text, re.MULTILINE)
+    if start is None:
+        return ""
+    end = re.search(r"^\S", text[start.end() + 1 :], re.MULTILINE)
+    return text[start.end() : start.end() + 1 + end.start()] if end else text[start.end() :]
+
+
+def _pattern(entry: SchemaEntry) -> re.Pattern[str]:
+    """How the name is written where it is read: a field declaration, a quoted key, a key of envs.py's table."""
+    if entry.config is not None:
+        return re.compile(rf"^\s+{re.escape(entry.name or '')}\s*:", re.MULTILINE)
+    if entry.key is None and entry.package == "vllm":  # a variable of vllm/envs.py's environment_variables
+        return re.compile(rf"""^\s+["']{re.escape(entry.name or "")}["']\s*:""", re.MULTILINE)
+    if entry.key is None:  # an LMCache key: an entry of the key table, or a read of from_file's config
+        name = re.escape(entry.name or "")
+        return re.compile(rf"""["']{name}["']\s*:\s*\{{|\.get\(\s*["']{name}["']""")
+    return re.compile(rf"""["']{re.escape(entry.key)}["']""")
 
 
 def _present(entry: SchemaEntry, locate: Locate) -> SchemaCheck:
@@ -83,7 +97,7 @@ def _absent(entry: SchemaEntry, release: Version, locate: Locate) -> SchemaCheck
     tree = locate(entry.package, str(release))
     if tree is None:
         return SchemaCheck(label, str(release), "absent", "unknown", f"no {entry.package} {release} wheel")
-    hits = [p for p in _files(entry, tree) if _pattern(entry).search(tree.text(p) or "")]
+    hits = [p for p in _files(entry, tree) if _pattern(entry).search(_scope(entry, tree.text(p) or ""))]
     if entry.key is not None and entry.connectors:  # another connector may read the same key
         hits = [p for p in hits if _owned(p, entry)]
     return SchemaCheck(label, str(release), "absent", "fail" if hits else "pass", ", ".join(hits) or "not found")
@@ -99,7 +113,7 @@ def _owned(path: str, entry: SchemaEntry) -> bool:
 
 def sample(schema: EngineSchema, locate: Locate, count: int, seed: int) -> list[SchemaCheck]:
     """``count`` entries drawn with ``seed``; each probed where its source says and at its boundaries."""
-    pool = [*schema.config_fields, *schema.extra_config, *schema.lmcache_keys]
+    pool = [*schema.config_fields, *schema.extra_config, *schema.lmcache_keys, *schema.vllm_env]
     picked = random.Random(seed).sample(pool, min(count, len(pool)))
     checks: list[SchemaCheck] = []
     for entry in picked:

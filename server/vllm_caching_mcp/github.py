@@ -291,10 +291,12 @@ class IssueStatus:
 # The client
 
 
-class GitHubClient(RetryingClient):
+class GitHubClient(RetryingClient[GitHubError]):
     """Issue status from GitHub; one instance per tool call (it remembers that the network is down)."""
 
     service = "GitHub"
+    error_type = GitHubError
+    settings_type = GitHubSettings
 
     def __init__(
         self,
@@ -317,16 +319,6 @@ class GitHubClient(RetryingClient):
         super().__init__(settings, http, offline=settings.offline, sleep=sleep)
         self.cache = DiskCache(settings.cache_dir, self.scrub, label="GitHub")
 
-    @classmethod
-    def from_env(cls, **overrides: Any) -> GitHubClient:
-        return cls(GitHubSettings.from_env(**overrides))
-
-    def __enter__(self) -> GitHubClient:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     @property
     def has_token(self) -> bool:
         return self.settings.token is not None
@@ -338,12 +330,6 @@ class GitHubClient(RetryingClient):
     def _clean(self, status: IssueStatus) -> IssueStatus:
         """Live text is the server's to choose (titles, logins, pull requests' names): keep the token out of it."""
         return redact.redact_value(status, self.scrub)
-
-    def _error(self, reason: FailureReason, detail: str) -> GitHubError:
-        return GitHubError(reason, detail)
-
-    def _fail(self, reason: FailureReason, detail: str) -> GitHubError:
-        return GitHubError(reason, self.scrub(detail))
 
     # -- URLs -----------------------------------------------------------------------------------
 

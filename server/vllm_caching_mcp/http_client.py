@@ -1,7 +1,8 @@
 """What every HTTP client of this project shares: never hang, retry what is worth retrying, keep secrets out.
 
-`github.py` (issue status) and `registry.py` (image metadata) are built on this module; each adds
-only what its service needs (URLs, authentication, how to read a rate limit, what a status means).
+`github.py` (issue status), `registry.py` (image metadata) and `hub.py` (model files) are built on this
+module; each adds only what its service needs (URLs, authentication, how to read a rate limit, what a status
+means).
 What lives here:
 
 - `Deadline`: the caller's time allowance. It bounds each whole exchange, from connect to the
@@ -47,7 +48,7 @@ import time
 import zlib
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, Self, TypeVar, cast
 
 from . import redact, startup_cache
 from .lazy_import import lazy_import
@@ -619,16 +620,29 @@ def _shut_down(sock: socket.socket) -> None:
         socket.socket.shutdown(sock, socket.SHUT_RDWR)
 
 
-class RetryingClient:
+class SettingsFromEnv(Protocol):
+    """A client's settings class: what the environment sets, ``overrides`` replacing any of it."""
+
+    def from_env(self, env: Mapping[str, str] | None = None, **overrides: Any) -> Any: ...
+
+
+ErrorT = TypeVar("ErrorT", bound=HttpError)
+
+
+class RetryingClient(Generic[ErrorT]):
     """One service's HTTP exchanges with deadlines, retries and bounded reads.
 
-    Subclasses name the service (``service``, used in messages), build the `httpx.Client`, and
-    may override the hooks: `scrub` (secrets out of text), `_error` (their exception type),
-    `_rate_limit_wait` / `_note_rate_limit` (how the service signals limits), `_redirect` (which
-    redirects may be followed, with which headers) and `_status_error` (what a 4xx means).
+    Subclasses name the service (``service``, used in messages), their exception type (``error_type``:
+    every failure is raised as one) and their settings class (``settings_type``, which `from_env` reads),
+    are built from their settings alone, build the `httpx.Client`, and may override the hooks: `scrub`
+    (secrets out of text), `_rate_limit_wait` / `_note_rate_limit` (how the service signals limits),
+    `_redirect` (which redirects may be followed, with which headers) and `_status_error` (what a 4xx means).
+    A client is a context manager that closes its connections.
     """
 
     service = "the server"
+    error_type: type[ErrorT]
+    settings_type: ClassVar[SettingsFromEnv]
 
     def __init__(
         self, policy: RetryPolicy, http: httpx.Client, *, offline: bool = False, sleep: Callable[[float], None]
@@ -641,6 +655,18 @@ class RetryingClient:
         self._down: HttpError | None = None
         self._blocked_until = 0.0  # wall-clock time until which the rate limit is known to be spent
 
+    @classmethod
+    def from_env(cls, **overrides: Any) -> Self:
+        """A client with the settings the environment gives (``overrides`` win), one per tool call."""
+        build = cast("Callable[[Any], Self]", cls)  # every subclass is built from its settings alone
+        return build(cls.settings_type.from_env(**overrides))
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def close(self) -> None:
         self._http.close()
 
@@ -650,10 +676,10 @@ class RetryingClient:
         """The text without any secret this process holds; a subclass may remove more."""
         return redact.redact(text)
 
-    def _error(self, reason: FailureReason, detail: str) -> HttpError:
-        return HttpError(reason, detail)
+    def _error(self, reason: FailureReason, detail: str) -> ErrorT:
+        return self.error_type(reason, detail)
 
-    def _fail(self, reason: FailureReason, detail: str) -> HttpError:
+    def _fail(self, reason: FailureReason, detail: str) -> ErrorT:
         return self._error(reason, self.scrub(detail))
 
     def _rate_limit_wait(self, response: RawResponse) -> float | None:

@@ -43,7 +43,6 @@ from .http_client import (
     ConfigError,
     Deadline,
     DiskCache,
-    FailureReason,
     HttpError,
     NetworkPath,
     RawResponse,
@@ -192,8 +191,11 @@ class RepoListing:
     failure: str | None = None
 
 
-class HubClient(RetryingClient):
+class HubClient(RetryingClient[HubError]):
     """A model repository's small files from one Hub endpoint; one instance per tool call."""
+
+    error_type = HubError
+    settings_type = HubSettings
 
     def __init__(
         self,
@@ -213,22 +215,6 @@ class HubClient(RetryingClient):
         )
         super().__init__(settings, http, offline=settings.offline, sleep=sleep)
         self.cache = DiskCache(settings.cache_dir, self.scrub, label="Hub")
-
-    @classmethod
-    def from_env(cls, **overrides: Any) -> HubClient:
-        return cls(HubSettings.from_env(**overrides))
-
-    def __enter__(self) -> HubClient:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def _error(self, reason: FailureReason, detail: str) -> HubError:
-        return HubError(reason, detail)
-
-    def _fail(self, reason: FailureReason, detail: str) -> HubError:
-        return HubError(reason, self.scrub(detail))
 
     # -- redirects and statuses -------------------------------------------------------------------
 

@@ -280,6 +280,20 @@ class Feature(Gated):
 HmaSupport = Literal["yes", "no", "conditional"]
 
 
+# Deployment-hygiene checks the readers make where a workload is written (advice/deployment/hygiene.py):
+# what a senior reviewer flags in any deployment, whatever its KV-cache configuration.
+HygieneCheck = Literal[
+    "secret-in-plain-text",
+    "install-at-start",
+    "install-pin-redirected",
+    "floating-image-tag",
+    "env-not-expanded",
+    "duplicate-key",
+    "liveness-kills-model-load",
+    "rwo-claim-shared",
+]
+
+
 class TierSize(Sourced):
     """One place a connector's CPU tier size is written, in what unit, and for how many ranks.
 
@@ -467,6 +481,9 @@ class Condition(Frozen):
     )
     flag_value_vanished: bool | None = Field(
         default=None, description="each value-taking option whose value expands to nothing (argparse stops)"
+    )
+    hygiene: HygieneCheck | None = Field(
+        default=None, description="each deployment-hygiene problem of this kind the readers found around the workload"
     )
 
     @model_validator(mode="after")
@@ -795,6 +812,7 @@ class SchemaEntry(Frozen):
     removed: VersionText | None = None
     type: Varying = None
     default: Varying = None
+    parse: Varying = None  # vllm_env: how the lambda reads the value, the read itself spelt <env>
     converter: Varying = None  # LMCache keys: the env_converter where it is int or float
     unknown_fields: Varying = None  # configs: forbid or ignore
     access: Varying = None  # extra_config: get, index (required) or in
@@ -824,7 +842,8 @@ class SchemaEntry(Frozen):
 
 
 class EngineSchema(Sourced):
-    """KVTransferConfig / KVEventsConfig fields, connectors' extra-config keys and LMCache's key table by release."""
+    """Config class fields (KV transfer and events, cache, scheduler, parallel), connectors' extra-config keys,
+    vLLM's environment variables and LMCache's key table by release."""
 
     # The script that wrote the file (sha256); tests/test_engine_schema.py insists on the current one.
     generator_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
@@ -846,6 +865,7 @@ class EngineSchema(Sourced):
 
     # LMCACHE_* names code of either package spells outside the key table (access: name, or prefix)
     lmcache_env: tuple[SchemaEntry, ...] = ()
+    vllm_env: tuple[SchemaEntry, ...] = ()  # vllm/envs.py's environment_variables: default and parse rule
 
 
 # --- model registry (knowledge/model_registry.yaml; built by scripts/build_model_registry.py) ---

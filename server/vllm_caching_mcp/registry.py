@@ -536,10 +536,12 @@ def parse_challenge(header: str) -> _Challenge | None:
     return _Challenge(scheme.lower(), params)
 
 
-class RegistryClient(RetryingClient):
+class RegistryClient(RetryingClient[RegistryError]):
     """Image metadata from one registry; one instance per tool call (it remembers that the network is down)."""
 
     service = "the registry"
+    error_type = RegistryError
+    settings_type = RegistrySettings
 
     def __init__(
         self,
@@ -569,22 +571,6 @@ class RegistryClient(RetryingClient):
         )
         super().__init__(settings, http, offline=settings.offline, sleep=sleep)
         self.cache = DiskCache(settings.cache_dir, self.scrub, label="Registry")
-
-    @classmethod
-    def from_env(cls, **overrides: Any) -> RegistryClient:
-        return cls(RegistrySettings.from_env(**overrides))
-
-    def __enter__(self) -> RegistryClient:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def _error(self, reason: FailureReason, detail: str) -> RegistryError:
-        return RegistryError(reason, detail)
-
-    def _fail(self, reason: FailureReason, detail: str) -> RegistryError:
-        return RegistryError(reason, self.scrub(detail))
 
     # -- where to ask -----------------------------------------------------------------------------
 

@@ -215,8 +215,9 @@ class CheckVersionResult(Result):
     )
     schema_matches: list[SchemaMatch] = Field(
         default_factory=list,
-        description="names of the engine's configuration schema (KVTransferConfig / KVEventsConfig fields, "
-        "connectors' kv_connector_extra_config keys, LMCache keys and old key names), with what setting one does",
+        description="names of the engine's configuration schema (fields of KVTransferConfig, KVEventsConfig, "
+        "CacheConfig, SchedulerConfig, ParallelConfig; connectors' kv_connector_extra_config keys; vllm/envs.py "
+        "variables; LMCache keys and old key names), with what setting one does",
     )
     not_found: NotFound | None = None
     direction: Literal["upgrade", "downgrade", "same"] | None = None
@@ -252,6 +253,8 @@ class CheckVersionResult(Result):
             if s.default is not None:
                 changed = f" (by release: {'; '.join(s.default_changes)})" if s.default_changes else ""
                 lines.append(f"  default in {s.version}: {s.default}{changed}")
+            if s.parse is not None:
+                lines.append(f"  read as: {s.parse}")
             lines.append(f"  source: {', '.join(s.sources)}")
         if self.not_found is not None:
             lines.append(self.not_found.answer)
@@ -552,6 +555,8 @@ def _answer_name(
             inventory = [m for m in inventory if m.kind == "cli_flag"]
         if in_schema:  # the schema says more about an LMCache key than the name inventory's existence
             inventory = [m for m in inventory if m.kind != "lmcache_config"]
+        if any(m.kind == "env_var" and m.status == "available" for m in result.schema_matches):
+            inventory = [m for m in inventory if m.kind != "env_var"]  # and of a variable envs.py reads now
         if spelled_absent:  # its inventory lines say the same; the answer says it once
             inventory, result.not_found = [], spelled_absent
         elif not inventory and not in_schema:

@@ -1,12 +1,13 @@
 """What the engine does with a configuration key, read from knowledge/engine_schema.yaml.
 
 The schema file is generated from the wheels (scripts/build_engine_schema.py): every field of
-``KVTransferConfig`` and ``KVEventsConfig``, every ``kv_connector_extra_config`` key a connector reads,
-LMCache's key table, its aliases and what it does with a key it does not have, each by release with
-its source. Two uses:
+``KVTransferConfig``, ``KVEventsConfig``, ``CacheConfig``, ``SchedulerConfig`` and ``ParallelConfig``,
+every ``kv_connector_extra_config`` key a connector reads, vLLM's environment variables (vllm/envs.py:
+default and parse rule), LMCache's key table, its aliases and what it does with a key it does not have,
+each by release with its source. Two uses:
 
-- ``lookup``: one name, answered by kind (config field, extra-config key, LMCache key or alias) for
-  ``check_version``;
+- ``lookup``: one name, answered by kind (config field, extra-config key, vLLM environment variable,
+  LMCache key or alias) for ``check_version``;
 - ``check_kv_transfer_config``, ``check_extra_config``, ``check_lmcache_keys``: the keys a deployment
   sets, checked against its release. A key the engine refuses is an error with the engine's own
   message; a key it drops or never reads is a warning naming what does that job in that release.
@@ -29,14 +30,16 @@ from ..versions import Version, as_text, parse_version
 from .common import PRODUCT_LABELS
 
 Severity = Literal["error", "warning"]
-SchemaKind = Literal["config_field", "extra_config_key", "lmcache_key", "lmcache_alias"]
+SchemaKind = Literal["config_field", "extra_config_key", "env_var", "lmcache_key", "lmcache_alias"]
 _KIND_WORDS = {
     "config_field": "field of {owner}",
+    "env_var": "environment variable of {owner}",
     "extra_config_key": "kv_connector_extra_config key of {owner}",
     "lmcache_key": "LMCache config key",
     "lmcache_alias": "old LMCache key name",
 }
 LMCACHE_ENV_PREFIX = "LMCACHE_"
+ENVS_OWNER = "vllm/envs.py"
 ADAPTER = "LMCache's vLLM adapter (for LMCacheConnectorV1 and LMCacheMPConnector)"
 
 
@@ -68,6 +71,7 @@ class SchemaMatch(BaseModel):
     default_changes: list[str] = Field(
         default_factory=list, description="where the default changed: \"0.13.0: 'recompute'\", \"0.17.0: 'fail'\""
     )
+    parse: str | None = Field(default=None, description="vLLM variables: how envs.py reads it, the read as <env>")
     env_name: str | None = Field(default=None, description="LMCache: the LMCACHE_* variable that sets the key")
     if_set: str | None = Field(default=None, description="what the engine does when it is set in this release")
     instead: str | None = None
@@ -372,10 +376,9 @@ def check_lmcache_keys(keys: Iterable[str], lmcache_version: Version | str, know
     problems: list[Problem] = []
     for raw in keys:
         key = lmcache_key_name(raw)
-        known, runs = _runs((e for e in schema.lmcache_keys if e.name == key), release)
-        if known is not None:
+        known, alias, runs = _key_at(schema, key, release)
+        if known:
             continue
-        alias, _ = _runs((e for e in schema.lmcache_aliases if e.name == key), release)
         if alias is not None:
             problems.append(_alias_problem(raw, alias, release))
             continue
@@ -398,6 +401,16 @@ def check_lmcache_keys(keys: Iterable[str], lmcache_version: Version | str, know
             )
         )
     return problems
+
+
+def _key_at(schema: EngineSchema, key: str, release: Version) -> tuple[bool, SchemaEntry | None, list[SchemaEntry]]:
+    """Whether ``release`` has the LMCache config key ``key``; else the alias entry that holds the name there,
+    if one does; and the key's runs (what a lifetime hint says of a key the release lacks)."""
+    known, runs = _runs((e for e in schema.lmcache_keys if e.name == key), release)
+    if known is not None:
+        return True, None, runs
+    alias, _ = _runs((e for e in schema.lmcache_aliases if e.name == key), release)
+    return False, alias, runs
 
 
 def _alias_problem(raw: str, alias: SchemaEntry, release: Version) -> Problem:
@@ -447,6 +460,9 @@ def lookup(knowledge: Knowledge, name: str, vllm_version: Version, lmcache_versi
     for entry in schema.lmcache_adapter_extra_config:
         if normalize_name(entry.key or "") == key:
             groups.setdefault(("extra_config_key", entry.key or "", ADAPTER), []).append(entry)
+    for entry in schema.vllm_env:
+        if normalize_name(entry.name or "") == key:
+            groups.setdefault(("env_var", entry.name or "", ENVS_OWNER), []).append(entry)
     for kind, table in (("lmcache_key", schema.lmcache_keys), ("lmcache_alias", schema.lmcache_aliases)):
         for entry in table:
             if normalize_name(entry.name or "") == lm_key:
@@ -522,6 +538,7 @@ def _match(
         type=shown.at("type", asked),
         default=shown.at("default", asked) if entry is not None else None,
         default_changes=[f"{c.since}: {c.value}" for c in changes],
+        parse=shown.at("parse", asked) if kind == "env_var" else None,
         env_name=LMCACHE_ENV_PREFIX + name.upper() if package == "lmcache" else None,
         if_set=if_set,
         instead=shown.at("maps_to", asked) if kind == "lmcache_alias" else None,
@@ -541,6 +558,8 @@ def _if_set(
         return _unknown_field_sentence(schema, entry.config or "", name, version)
     if kind == "extra_config_key":
         return f"Set in {version}, no code reads it: it is silently ignored."
+    if kind == "env_var":  # other code may still read it by name: the name inventory's lines say where
+        return f"Set in {version}, vllm/envs.py does not read it."
     unknown = next((e for e in schema.lmcache_unknown_key if e.holds_at(version)), None)
     effect = unknown.at("effect", version) if unknown else None
     if effect == "dropped":
@@ -591,10 +610,9 @@ def check_lmcache_env(
         if not name.startswith(LMCACHE_ENV_PREFIX) or name != name.upper():
             continue
         key = lmcache_key_name(name)
-        known, runs = _runs((e for e in schema.lmcache_keys if e.name == key), release)
-        if known is not None or _env_reader(schema, name, release, vllm) is not None:
+        known, alias, runs = _key_at(schema, key, release)
+        if known or _env_reader(schema, name, release, vllm) is not None:
             continue
-        alias, _ = _runs((e for e in schema.lmcache_aliases if e.name == key), release)
         if alias is not None:
             problems.append(_alias_problem(name, alias, release))
             continue

@@ -260,8 +260,9 @@ def _rule_findings(
     found_at: dict[_FindingKey, Finding] = {}
     for workload, effective in zip(deployment.workloads, effectives, strict=True):
         version = Version(effective.version)
-        if version < knowledge.oldest():  # judged as another release, a flag or key would be called wrong
-            continue
+        # Before the oldest covered release only the hygiene of the deployment is judged: judged as
+        # another release, a flag or key would be called wrong.
+        judged = version >= knowledge.oldest()
         ctx = Context(
             effective=effective,
             others=[o for o in effectives if o is not effective],
@@ -272,11 +273,14 @@ def _rule_findings(
             proxies=deployment.proxies,
             shared=shared,
             start_problem=workload.start_problem,
+            hygiene=workload.hygiene,
         )
         for rule in all_rules:
             if rule.id in request.disabled_rules or not in_range(rule.versions, version):
                 continue
             assert rule.when is not None
+            if not judged and rule.when.key != "hygiene":
+                continue
             run.evaluated += 1
             outcome = evaluate(rule.when, ctx, workload.flags)
             if outcome.value is None:

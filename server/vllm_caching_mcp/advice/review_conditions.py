@@ -31,6 +31,7 @@ from .deployment import (
     Effective,
     EnvUse,
     FlagUse,
+    HygieneIssue,
     Location,
     PerKnowledge,
     ProxyUse,
@@ -81,6 +82,8 @@ class Shared:
     # Each workload's transfer/events config checked once for both engine_schema rules (keyed by the
     # Effective's id: every one lives as long as the review).
     schema_problems: dict[int, list[tuple[Problem, Location | None]]] = field(default_factory=dict)
+    # Likewise its LMCache config files and variables, once for both lmcache_schema rules.
+    lmcache_findings: dict[int, LMCacheFindings] = field(default_factory=dict)
 
     def closest(self, name: str, accepted: AbstractSet[str]) -> str | None:
         if name in self.found:
@@ -104,6 +107,7 @@ class Context:
     proxies: list[ProxyUse] = field(default_factory=list)
     shared: Shared = field(default_factory=Shared)
     start_problem: str | None = None  # why the workload's command never starts the server (Workload.start_problem)
+    hygiene: list[HygieneIssue] = field(default_factory=list)  # what the readers found around it (Workload.hygiene)
 
 
 def _env_text(use: Any) -> str:
@@ -342,12 +346,39 @@ def _lmcache_release_by(day: dt.date, knowledge: Knowledge) -> str | None:
     return str(published[-1].version) if published else None
 
 
+@dataclass(frozen=True)
+class LMCacheFindings:
+    """What one workload's LMCache config files and LMCACHE_* variables meet in its LMCache release: the
+    problems, the release as the findings say it, or what the check lacks (``missing``) instead."""
+
+    problems: list[tuple[Problem, EnvUse]] = field(default_factory=list)
+    said: str = ""
+    missing: str | None = None
+
+
 def _lmcache_schema(verdict: str, asked: Asked) -> Outcome:
     """Each key of the workload's LMCache config files and each LMCACHE_* variable it sets that its LMCache
     release drops, maps with a warning, or never reads, and each file value the key's converter refuses
     ("refused" where that ends the load, else "ignored": set to None); the release is the image tag's
     (lmcache/vllm-openai:vX) or a pip install's pin, else the newest the schema covers, said in each finding."""
-    ctx, e = asked.ctx, asked.ctx.effective
+    ctx = asked.ctx
+    key = id(ctx.effective)
+    if key not in ctx.shared.lmcache_findings:
+        ctx.shared.lmcache_findings[key] = _lmcache_findings(ctx)
+    found = ctx.shared.lmcache_findings[key]
+    if found.missing is not None:
+        return Outcome(None, missing=[found.missing])
+    wanted = "error" if verdict == "refused" else "warning"
+    items = [
+        Evidence(f"{_problem_text(p).replace('vLLM says', 'LMCache says')} ({found.said})", u.location)
+        for p, u in found.problems
+        if p.severity == wanted
+    ]
+    return Outcome(bool(items), items=items)
+
+
+def _lmcache_findings(ctx: Context) -> LMCacheFindings:
+    e = ctx.effective
     schema = ctx.knowledge.engine_schema
     read = [str(v) for v in schema.releases_read.get("lmcache", ())]
     pinned = e.lmcache_version  # a pip install before the server replaces the image's LMCache
@@ -355,12 +386,12 @@ def _lmcache_schema(verdict: str, asked: Asked) -> Outcome:
     built = lmcache_image_date(e.image)
     by_date = _lmcache_release_by(built, ctx.knowledge) if built is not None and tagged is None else None
     if built is not None and tagged is None and by_date is None:
-        return Outcome(
-            None, missing=[f"an LMCache release the knowledge covers (the image was built {built}, before it)"]
+        return LMCacheFindings(
+            missing=f"an LMCache release the knowledge covers (the image was built {built}, before it)"
         )
     release = tagged or by_date or (read[-1] if read else None)
     if release is None or release not in read:
-        return Outcome(None, missing=[f"the engine schema of LMCache {release} (knowledge/engine_schema.yaml)"])
+        return LMCacheFindings(missing=f"the engine schema of LMCache {release} (knowledge/engine_schema.yaml)")
     said = (
         f"LMCache {release} (the pip install)"
         if pinned
@@ -395,13 +426,7 @@ def _lmcache_schema(verdict: str, asked: Asked) -> Outcome:
         if u.value is not None
         for p in check_lmcache_values([(_lmcache_file_key(u) or "", u.value)], release, ctx.knowledge)
     ]
-    wanted = "error" if verdict == "refused" else "warning"
-    items = [
-        Evidence(f"{_problem_text(p).replace('vLLM says', 'LMCache says')} ({said})", u.location)
-        for p, u in problems
-        if p.severity == wanted
-    ]
-    return Outcome(bool(items), items=items)
+    return LMCacheFindings(problems, said)
 
 
 def _lmcache_file_key(use: EnvUse) -> str | None:
@@ -450,6 +475,23 @@ def _problem_text(problem: Problem) -> str:
 def _start_problem(wanted: bool, asked: Asked) -> Outcome:
     problem = asked.ctx.start_problem
     return Outcome((problem is not None) is wanted, [Evidence(problem)] if problem else [])
+
+
+def _hygiene(check: str, asked: Asked) -> Outcome:
+    """Each problem of this kind the readers found around the workload; a floating vLLM image says the
+    release the review took instead."""
+    ctx = asked.ctx
+    found = [issue for issue in ctx.hygiene if issue.check == check]
+    items = [Evidence(issue.text + (_assumed_release(ctx) if issue.release else ""), issue.location) for issue in found]
+    return Outcome(bool(items), items=items)
+
+
+def _assumed_release(ctx: Context) -> str:
+    source = ctx.effective.version_source
+    if source == "image-tag":
+        return f"; reviewed as vLLM {ctx.version}, the release its tag names today"
+    taken = "the newest the review covers" if source == "assumed-newest" else "the version given"
+    return f"; reviewed as vLLM {ctx.version}, {taken}: a release tag or a digest makes the review exact"
 
 
 def _value_options(knowledge: Knowledge) -> frozenset[str]:
@@ -518,6 +560,7 @@ EVALUATORS: dict[str, Callable[[Any, Asked], Outcome]] = {
     "engine_schema": _engine_schema,
     "lmcache_schema": _lmcache_schema,
     "flag_value_vanished": _flag_value_vanished,
+    "hygiene": _hygiene,
 }
 
 

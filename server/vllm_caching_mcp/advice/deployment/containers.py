@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..common import AdviceError, readable_number
 from .bounds import MAX_ARGUMENTS, clip
-from .launch import SHELLS, Launch, is_vllm_image, split_script, vllm_args
+from .launch import Launch, is_vllm_image, script_index, split_script, vllm_args
 from .model import GIB, Document, Location, Workload
 from .quantity import DOCKER_FORM, docker_bytes, parse_quantity, quantity_bytes
 from .shell import Shell, ShellRun, tokenize_shell
@@ -47,9 +47,10 @@ def launch_from_argv(
     entrypoint's arguments (not when ``overridden``: a command or entrypoint of its own runs instead).
     ``variables``: what a shell script sees (the container's environment)."""
     texts = [w for w, _ in argv]
-    if len(texts) >= 3 and texts[0] in SHELLS and texts[1] in ("-c", "-lc", "-ec"):
-        loc = argv[2][1]
-        run = ShellRun(Document(name=doc.name, text=texts[2]), loc.path, variables or Shell())
+    at = script_index(texts)
+    if at is not None:
+        loc = argv[at][1]
+        run = ShellRun(Document(name=doc.name, text=texts[at]), loc.path, variables or Shell())
         launch = next(run.launches(loc.line or 1), None)
         if notes is not None:
             notes += run.notes
@@ -67,6 +68,7 @@ def launch_from_argv(
 
 
 def started_as_written(workload: Workload, launch: Launch, notes: list[str]) -> None:
+    workload.hygiene += launch.hygiene
     if launch.problem is not None:
         workload.start_problem = launch.problem
         notes.append(f"{workload.name} does not start: {launch.problem}")

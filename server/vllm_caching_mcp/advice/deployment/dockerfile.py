@@ -81,7 +81,16 @@ class Stage:
         self._values = None
 
     def built_on(self, name: str | None) -> Stage:
-        return Stage(name, self.image, dict(self.args), list(self.env), list(self.installs), self.entrypoint, self.cmd)
+        return Stage(
+            name,
+            self.image,
+            args=dict(self.args),
+            env=list(self.env),
+            installs=list(self.installs),
+            entrypoint=self.entrypoint,
+            cmd=self.cmd,
+            shell_entrypoint=self.shell_entrypoint,
+        )
 
 
 @dataclass
@@ -192,7 +201,7 @@ def _run(stage: Stage, doc: Document, body: str, line: int, notes: list[str]) ->
     script = re.sub(r"^(\s*--[\w-]+(=\S*)?)+", lambda m: " " * len(m.group()), body)
     shell = Shell(stage.values())  # a copy: what a RUN script assigns ends with it
     run = ShellRun(Document(name=doc.name, text=script), None, shell)
-    run.installs = stage.installs
+    run.pins = stage.installs
     for _ in run.launches(line):
         pass  # a server a RUN starts stops with the build; only what it installs stays in the image
     notes += run.notes

@@ -52,7 +52,7 @@ def read_args(
     known = unresolved or {}
 
     def why(text: str) -> str | None:
-        if not known or ("$" not in text and "`" not in text):
+        if not known or ("$" not in text and "`" not in text and "{{" not in text):
             return None
         if text in known:
             return known[text]

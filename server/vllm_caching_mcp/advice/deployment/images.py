@@ -7,6 +7,7 @@ import datetime as dt
 import re
 
 from .bounds import clip
+from .hygiene import floating_tag
 from .model import Workload
 
 # The official image names its vLLM release in the tag (v0.22.1, v0.22.1-cu130); other images
@@ -45,6 +46,8 @@ def image_notes(workloads: list[Workload]) -> list[str]:
     the review falls back on (the stated one, else the newest known) as the image's."""
     notes: dict[str, str] = {}
     for workload in workloads:
+        if workload.image and floating_tag(workload.image) is not None:
+            continue  # the floating-image-tag finding says so, with the release the review took
         why = image_release_note(workload.image) if workload.image else None
         if why is not None and workload.image not in notes:
             notes[workload.image or ""] = (

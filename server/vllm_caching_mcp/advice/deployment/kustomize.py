@@ -36,12 +36,13 @@ _RESOURCE_FILE = (".yaml", ".yml", ".json")
 
 
 @dataclass
-class _Patch:
+class Patch:
     source: str  # where it is written, for notes: "kustomization.yaml:4 (patches[0]) patch.yaml"
     objects: list[Located]  # a strategic-merge patch: the objects it merges in
     operations: list[Located]  # a JSON 6902 patch: its operations
     target: dict[str, str] | None  # the target selector given; else each patch object selects its kind and name
     applied: int = 0  # objects it was applied to, over every build
+    document: str = ""  # the kustomization it is written in, or the document that holds it
 
 
 @dataclass
@@ -50,7 +51,7 @@ class Overlay:
 
     name: str
     resources: list[Located]
-    patches: list[_Patch]
+    patches: list[Patch]
     images: list[Located]
 
 
@@ -62,18 +63,36 @@ class _Builds:
     chains: dict[str, list[list[Overlay]]] = field(default_factory=dict)
     consumed: set[str] = field(default_factory=set)  # kustomizations and patches: read through what they patch
     overlays: list[Overlay] = field(default_factory=list)
+    built: set[str] = field(default_factory=set)  # kustomizations that build a resource among the documents
+
+    def alone(self) -> list[Overlay]:
+        """The kustomizations none of whose resources is among the documents: they hold no server themselves."""
+        return [overlay for overlay in self.overlays if overlay.name not in self.built]
 
     def unapplied(self) -> list[str]:
         return [
             f"{patch.source}: its target ({_selector_text(patch)}) is not among the files; the patch is not applied"
             for overlay in self.overlays
+            if overlay.name in self.built  # what_it_sets tells of the patches of the others
             for patch in overlay.patches
             if not patch.applied
         ]
 
 
-def _is_kustomization(name: str) -> bool:
-    return name.rsplit("/", 1)[-1] in _KUSTOMIZATION_FILES
+# kustomize's own marker, for a kustomization given under another file name (`overlay-kustomization.yaml`):
+# its apiVersion and kind, each on a top-level line
+_API = re.compile(r"apiVersion:\s*['\"]?kustomize\.config\.k8s\.io/")
+_KIND = re.compile(r"kind:\s*['\"]?Kustomization\b")
+
+
+def _is_kustomization(name: str, text: str = "") -> bool:
+    """A kustomization: by its file name, as kustomize finds one, or by the apiVersion and kind it declares."""
+    if name.rsplit("/", 1)[-1] in _KUSTOMIZATION_FILES:
+        return True
+    if "Kustomization" not in text[:20_000]:
+        return False
+    lines = text[:20_000].splitlines()
+    return any(_API.match(line) for line in lines) and any(_KIND.match(line) for line in lines)
 
 
 def _at(name: str, item: Located) -> Location:
@@ -109,7 +128,7 @@ def read_builds(documents: list[Document], totals: Totals) -> tuple[_Builds, lis
     builds, notes = _Builds(), list[str]()
     overlays: dict[str, Overlay] = {}
     for index, doc in enumerate(documents):
-        if _is_kustomization(doc.name):
+        if _is_kustomization(doc.name, doc.text):
             with reading_document(index):
                 roots = load_yaml(doc.name, doc.text, totals)
                 if len(roots) != 1 or not isinstance(roots[0].value, dict):
@@ -128,7 +147,31 @@ def read_builds(documents: list[Document], totals: Totals) -> tuple[_Builds, lis
         if name not in nested:
             for resource, chain in _build(overlay, overlays, names, notes, (name,)):
                 builds.chains.setdefault(resource, []).append(chain)
+                builds.built |= {o.name for o in chain}
     return builds, notes
+
+
+def what_it_sets(overlay: Overlay, read_alone: bool) -> list[str]:
+    """What a kustomization that builds nothing among the documents says: that it holds no server (when
+    none of its patches was ``read_alone`` either), the images it sets (and the vLLM release a tag names),
+    what its patches select, and the files to give with it."""
+    resources = ", ".join(clip(text_of(r), 120) for r in overlay.resources) or "no resources"
+    holds = "only its patches are read" if read_alone else "it holds no vLLM server itself"
+    notes = [
+        f"{overlay.name}: a kustomization whose resources ({resources}) are not among the files, so {holds}: give "
+        "those files with it to review the servers it builds"
+    ]
+    for entry in overlay.images:
+        new_name, new_tag, digest = (entry.get(k) for k in ("newName", "newTag", "digest"))
+        name = text_of(new_name) if new_name is not None else text_of(entry.get("name"))
+        image = name + ("@" + text_of(digest) if digest is not None else ":" + text_of(new_tag) if new_tag else "")
+        release = image_version(image)
+        named = f" (vLLM {release})" if release is not None else ""
+        original = clip(text_of(entry.get("name")), 120)
+        notes.append(f"{_at(overlay.name, entry)}: images sets {original} to {clip(image, 160)}{named}")
+    for patch in overlay.patches:
+        notes.append(f"{patch.source}: a patch of {clip(_selector_text(patch), 200) or 'no object named'}")
+    return notes
 
 
 def _kustomization_at(resource: str, kustomization: str, kustomizations: list[str]) -> list[str]:
@@ -155,7 +198,7 @@ def _build(
             below = _build(overlays[inner[0]], overlays, names, notes, (*seen, inner[0]))
             found += [(document, [*chain, overlay]) for document, chain in below]
             continue
-        matches = [m for m in _documents_at(resource, here, names) if not _is_kustomization(m)]
+        matches = [m for m in _documents_at(resource, here, names) if not _is_kustomization(m) and m not in overlays]
         if len(matches) == 1 and resource.endswith(_RESOURCE_FILE):
             found.append((matches[0], [overlay]))
             continue
@@ -183,7 +226,7 @@ def _read_kustomization(
 
 def _read_patch(
     name: str, entry: Located, documents: list[Document], totals: Totals, builds: _Builds, notes: list[str]
-) -> _Patch | None:
+) -> Patch | None:
     """One entry of patches / patchesStrategicMerge / patchesJson6902: a file among the documents or inline."""
     where = _at(name, entry)
     inline = entry.get("patch") if isinstance(entry.value, dict) else entry if "\n" in text_of(entry) else None
@@ -217,8 +260,9 @@ def _read_patch(
         if target is None:
             notes.append(f"{where}: a JSON 6902 patch without a target; it is not applied")
             return None
-        return _Patch(source=source, objects=[], operations=roots[0].items(), target=target)
-    return _Patch(source=source, objects=[r for r in roots if isinstance(r.value, dict)], operations=[], target=target)
+        return Patch(source=source, objects=[], operations=roots[0].items(), target=target, document=file)
+    objects = [r for r in roots if isinstance(r.value, dict)]
+    return Patch(source=source, objects=objects, operations=[], target=target, document=file)
 
 
 # A target's name is a regular expression (Go's, which takes linear time); Python's backtracks, so only
@@ -241,7 +285,7 @@ def _target_problem(target: dict[str, str]) -> str | None:
     return None
 
 
-def _selector_text(patch: _Patch) -> str:
+def _selector_text(patch: Patch) -> str:
     if patch.target is not None:
         return ", ".join(f"{k} {v}" for k, v in patch.target.items())
     return "; ".join(f"{text_of(o.get('kind'))}/{_object_name(o)}" for o in patch.objects)
@@ -309,7 +353,7 @@ class Patcher:
             with_patches = f", with {'; '.join(applied)}" if applied else ""
             self.notes.append(f"{doc.name}: reviewed as {overlay.name} builds it{with_patches}")
 
-    def patch(self, objects: list[Located], patch: _Patch) -> bool:
+    def patch(self, objects: list[Located], patch: Patch) -> bool:
         """Apply one patch to the objects it selects; whether it selected any."""
         selected = 0
         for obj in objects:

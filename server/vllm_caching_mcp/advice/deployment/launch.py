@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ..common import docker_run_options
-from .model import EnvUse, Location, ReleaseClaim
+from .model import EnvUse, HygieneIssue, Location, ReleaseClaim
 
 _SERVE_MODULE = "vllm.entrypoints.openai.api_server"
 
@@ -66,6 +66,29 @@ def _without_dynamo_options(words: list[tuple[str, Location]]) -> list[tuple[str
 SHELLS = {"sh", "bash", "/bin/sh", "/bin/bash", "/usr/bin/bash", "/usr/bin/env"}
 
 
+_SHELL_NAMES = {"sh", "bash", "dash", "ash", "ksh", "zsh"}
+
+
+def script_index(texts: list[str]) -> int | None:
+    """Where the script of a `sh -c SCRIPT` command is among its words: after the shell's options, one
+    cluster of which holds `c` (`-c`, `-lc`, `-exc`, `-e -c`, `-o pipefail -c`); `env bash -c` too.
+    None for any other command, or a shell that runs a file or reads its input."""
+    start = 1 if texts and texts[0].rsplit("/", 1)[-1] == "env" else 0
+    if len(texts) <= start or texts[start].rsplit("/", 1)[-1] not in _SHELL_NAMES:
+        return None
+    i, command = start + 1, False
+    while i < len(texts) and texts[i][:1] in "-+" and len(texts[i]) > 1 and texts[i] != "--":
+        cluster = texts[i]
+        if not cluster.startswith("--"):
+            command = command or "c" in cluster
+            if "o" in cluster or "O" in cluster:
+                i += 1  # `-o pipefail`: the option's value is the next word
+        i += 1
+    if i < len(texts) and texts[i] == "--":
+        i += 1
+    return i if command and i < len(texts) else None
+
+
 WRAPPERS = {"exec", "nohup", "env", "time", "stdbuf"}
 
 
@@ -89,7 +112,8 @@ class Launch:
     emptied: set[int] = field(default_factory=set)  # ids of the Locations of words an empty expansion followed
     options: dict[str, str | None] = field(default_factory=dict)  # docker/podman run options, by name
     problem: str | None = None  # why the command as written does not start the server it names
-    installs: list[ReleaseClaim] = field(default_factory=list)  # pip installs of vLLM or LMCache run before it
+    hygiene: list[HygieneIssue] = field(default_factory=list)  # what the script does wrong before it starts vLLM
+    pins: list[ReleaseClaim] = field(default_factory=list)  # pip installs of vLLM or LMCache run before it
 
 
 def vllm_args(words: list[tuple[str, Location]]) -> list[tuple[str, Location]] | None:
@@ -181,14 +205,16 @@ def may_start_vllm(texts: list[str]) -> bool:
 def split_script(argv: list[tuple[str, Location]]) -> Launch | None:
     """`bash -c vllm serve m …` as separate words: the shell runs only `vllm` (which prints its help and
     exits), and the other words are the script's $0, $1, …; the launch the words spell, with that problem."""
-    inner = vllm_args(argv[2:])
-    if inner is None:
+    at = script_index([w for w, _ in argv])
+    inner = vllm_args(argv[at:]) if at is not None else None
+    if at is None or inner is None:
         return None
-    shell, option, script = (w for w, _ in argv[:3])
+    shell = " ".join(w for w, _ in argv[:at])
+    script = argv[at][0]
     alone = " (vllm alone prints its help and exits)" if script.rsplit("/", 1)[-1] == "vllm" else ""
     problem = (
-        f"{argv[2][1]}: `{shell} {option}` runs only the word after it, {script!r}, as its script{alone}; the "
-        f"{len(argv) - 3} words after that become the script's $0, $1, …, so vLLM never starts with these arguments; "
-        "give the whole line as one word"
+        f"{argv[at][1]}: `{shell}` runs only the word after it, {script!r}, as its script{alone}; the "
+        f"{len(argv) - at - 1} words after that become the script's $0, $1, …, so vLLM never starts with these "
+        "arguments; give the whole line as one word"
     )
     return Launch(args=inner, problem=problem)

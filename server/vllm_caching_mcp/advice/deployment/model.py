@@ -9,7 +9,7 @@ from typing import Annotated, Any, Generic, Literal, TypeVar
 
 from pydantic import AfterValidator, BaseModel, Field
 
-from ...knowledge import FactName, Knowledge
+from ...knowledge import FactName, HygieneCheck, Knowledge
 from .bounds import MAX_DOCUMENTS_TEXT
 
 GIB = 1 << 30
@@ -96,7 +96,34 @@ class FlagUse(BaseModel):
 class EnvUse(BaseModel):
     name: str
     value: str | None = Field(description="the literal value; null when set by reference (valueFrom, $(VAR), -e NAME)")
-    reference: str | None = Field(default=None, description="what the value comes from when it is not a literal")
+    reference: str | None = Field(
+        default=None,
+        description="what the value comes from when it is not a literal (or the .env a literal came from)",
+    )
+    location: Location
+
+
+class HygieneIssue(BaseModel):
+    """A deployment-hygiene problem found where a workload (or a file of its deployment) is written."""
+
+    check: HygieneCheck
+    text: str = Field(description="what is wrong, never a secret's value")
+    location: Location
+    release: bool = Field(default=False, description="it leaves the vLLM release unknown (the server's own image)")
+
+
+class ClaimUse(BaseModel):
+    """A PersistentVolumeClaim a workload's pod mounts by name (volumes[].persistentVolumeClaim.claimName)."""
+
+    claim: str
+    location: Location
+
+
+class ClaimSpec(BaseModel):
+    """A PersistentVolumeClaim the files define, with its access modes."""
+
+    name: str
+    access_modes: list[str]
     location: Location
 
 
@@ -160,6 +187,10 @@ class Workload(BaseModel):
     installs: list[ReleaseClaim] = Field(
         default_factory=list, description="pip installs of vLLM or LMCache that run before it starts, in order"
     )
+    hygiene: list[HygieneIssue] = Field(
+        default_factory=list, description="deployment-hygiene problems around it (secrets, installs, probes, ...)"
+    )
+    claims: list[ClaimUse] = Field(default_factory=list, description="PersistentVolumeClaims its pod mounts")
 
 
 class ProxyUse(BaseModel):
@@ -194,6 +225,10 @@ class Deployment(BaseModel):
         description="LMCache YAML files; a server whose LMCACHE_CONFIG_FILE names one reads that one alone",
     )
     services: list[str] = Field(default_factory=list, description="names of Kubernetes Services in the input")
+    claims: list[ClaimSpec] = Field(default_factory=list, description="PersistentVolumeClaims the files define")
+    hygiene: list[HygieneIssue] = Field(
+        default_factory=list, description="hygiene problems of a file as a whole (a duplicate key), for its workloads"
+    )
     notes: list[str] = Field(default_factory=list, description="what could not be read, and why")
 
 

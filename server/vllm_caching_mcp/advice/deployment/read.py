@@ -9,22 +9,39 @@ from ...knowledge import Knowledge
 from ..common import AdviceError
 from .bounds import Totals, clip, reading_document
 from .dockerfile import DockerBuild, is_dockerfile, read_dockerfile
+from .flags import read_args
+from .hygiene import duplicate_key_issues, finish
 from .images import image_notes
-from .kustomize import Overlay, Patcher, read_builds
+from .kustomize import Overlay, Patch, Patcher, read_builds, what_it_sets
 from .launch import WRAPPERS
 from .lmcache_config import LMCACHE_KEYS
 from .model import Deployment, Document, Location, ProxyUse, UnreadLaunch, Workload
-from .readers import compose, dockerfile, helm, kubernetes, lmcache, modelservice
+from .readers import (
+    compose,
+    dockerfile,
+    helm,
+    kserve,
+    kubernetes,
+    lmcache,
+    modelservice,
+    ray_serve,
+    skypilot,
+    vllm_runtime,
+)
 from .readers import shell as shell_text
 from .readers.base import Reader, Reading, mappings
 from .readers.compose import read_dotenv
-from .shell import ASSIGNMENT, split_commands, tokenize_shell
-from .yaml_nodes import load_yaml
+from .shell import ASSIGNMENT, parse_shell, split_commands, tokenize_shell
+from .yaml_nodes import DuplicateKey, Located, load_yaml, text_of
 
 # The input shapes, asked in this order: the first that claims a document reads it, so a document that
 # has two shapes is read as the earlier. The shell reader, last, claims what no YAML reader does.
 READERS: tuple[Reader, ...] = (
+    ray_serve.READER,  # partial: a RayService's Services and ConfigMaps go on to the manifest reader
+    kserve.READER,  # partial, likewise
+    vllm_runtime.READER,  # partial, likewise
     kubernetes.READER,
+    skypilot.READER,
     compose.READER,
     helm.READER,
     modelservice.READER,
@@ -42,6 +59,7 @@ def _read_document(
     lmcache_keys: frozenset[str],
     dotenv: dict[str, str] | None = None,
     build: list[Overlay] | None = None,
+    documents: tuple[Document, ...] = (),
     dockerfiles: dict[str, DockerBuild] | None = None,
 ) -> None:
     """Add the workloads of one document, as the kustomize ``build`` (overlays innermost first) patches it
@@ -50,8 +68,9 @@ def _read_document(
     # Everything is tried as YAML first: shell text reads as one plain scalar (or, for a `{ …; }`
     # group, as a flow mapping no reader claims).
     yaml_named = doc.name.lower().endswith((".yaml", ".yml"))
+    duplicates: list[DuplicateKey] = []
     try:
-        roots = load_yaml(doc.name, doc.text, totals)
+        roots = load_yaml(doc.name, doc.text, totals, duplicates=duplicates)
     except AdviceError:
         if yaml_named:
             raise
@@ -59,15 +78,35 @@ def _read_document(
     found = mappings(roots)
     if found and build:
         Patcher(totals, deployment.notes).apply(doc, found, build)
-    reading = Reading(deployment, totals, lmcache_keys, dotenv or {}, dockerfiles or {})
+    reading = Reading(
+        deployment, totals, lmcache_keys, dotenv or {}, documents=documents, dockerfiles=dockerfiles or {}
+    )
     before = len(deployment.workloads)
-    reader = next((r for r in READERS if r.claims(doc, roots, reading) and r.read(doc, roots, reading)), None)
+    reader = _read_with_readers(doc, roots, reading)
+    if reader is None or reader.yaml:
+        deployment.hygiene += duplicate_key_issues(doc.name, duplicates)
     if reader is None:  # only a YAML-named file: the shell reader claims every other
         deployment.notes.append(
             f"{doc.name}: a YAML file that is no manifest, compose file, Helm values or LMCache config"
         )
     if (reader is None or reader.yaml) and len(deployment.workloads) == before and not deployment.lmcache_configs:
         deployment.notes.append(f"{doc.name}: no vLLM server found in it")
+
+
+def _read_with_readers(doc: Document, roots: list[Located], reading: Reading) -> Reader | None:
+    """The first reader that claims and reads the document; after a partial one, the readers after it are
+    asked for the YAML documents it did not take (the Services and ConfigMaps beside a custom resource)."""
+    first: Reader | None = None
+    for reader in READERS:
+        if not (reader.claims(doc, roots, reading) and reader.read(doc, roots, reading)):
+            continue
+        first = first or reader
+        if not reader.partial:
+            break
+        roots = [root for root in roots if id(root) not in reading.taken]
+        if not mappings(roots):
+            break
+    return first
 
 
 # `vllm serve` (quoted, escaped or split by a line continuation as the shell allows), a vLLM entry point
@@ -154,8 +193,9 @@ def parse_documents(documents: list[Document], knowledge: Knowledge) -> Deployme
         for chain in chains:
             before = len(deployment.workloads)
             with reading_document(index):
+                keys = LMCACHE_KEYS(knowledge)
                 _read_document(
-                    doc, deployment, totals, proxy_scripts, LMCACHE_KEYS(knowledge), dotenv, chain, dockerfiles
+                    doc, deployment, totals, proxy_scripts, keys, dotenv, chain, tuple(documents), dockerfiles
                 )
             if chain and len(chains) > 1:  # one base, built by several overlays
                 for workload in deployment.workloads[before:]:
@@ -163,16 +203,31 @@ def parse_documents(documents: list[Document], knowledge: Knowledge) -> Deployme
             totals.check(deployment)
         if len(deployment.workloads) == read_before and (unread := _unread_launch(doc)) is not None:
             deployment.unread.append(unread)
+    reading = Reading(deployment, totals, LMCACHE_KEYS(knowledge), dotenv, documents=tuple(documents))
+    alone = builds.alone()
+    read_alone: set[str] = set()
+    for overlay in builds.overlays:
+        before = len(deployment.workloads)
+        for patch in overlay.patches:
+            # a patch file two kustomizations name is read on its own once
+            if not patch.applied and (patch.document == overlay.name or patch.document not in read_alone):
+                _read_patch_alone(patch, documents, reading)
+                read_alone.add(patch.document)
+        if overlay in alone:
+            deployment.notes += what_it_sets(overlay, len(deployment.workloads) > before)
     deployment.notes += builds.unapplied()
     _built_by_compose(deployment, dockerfiles)
-    deployment.notes += [f"value not known: {u}" for w in deployment.workloads for u in w.unresolved]
+    finish(deployment)
+    # once each: a KServe runtime's template value is not known in it nor in each model it serves
+    deployment.notes += dict.fromkeys(f"value not known: {u}" for w in deployment.workloads for u in w.unresolved)
     deployment.notes += image_notes(deployment.workloads)
-    if not deployment.workloads and not deployment.lmcache_configs and not deployment.unread:
+    if not (deployment.workloads or deployment.lmcache_configs or deployment.unread or alone):
         raise NothingToReview(
             "documents",
             "no vLLM server found: give a `vllm serve` or `python -m vllm.entrypoints.openai.api_server` line, a "
-            "`docker run` of a vLLM image, a docker-compose file, Kubernetes manifests, Helm values or an LMCache "
-            "config YAML",
+            "`docker run` of a vLLM image, a docker-compose file, Kubernetes manifests (a RayService, KServe, "
+            "production-stack's VLLMRuntime too), a kustomization, Helm values, a SkyPilot task, a Ray Serve config "
+            "or an LMCache config YAML",
         )
     if not deployment.workloads and deployment.lmcache_configs:
         deployment.workloads.append(
@@ -184,6 +239,40 @@ def parse_documents(documents: list[Document], knowledge: Knowledge) -> Deployme
             )
         )
     return deployment
+
+
+def _read_patch_alone(patch: Patch, documents: list[Document], reading: Reading) -> None:
+    """A kustomize patch whose target is not among the documents, read on its own: the objects of a
+    strategic merge as the readers read any, and a JSON 6902 value that is a command line starting vLLM
+    (`exec vllm serve …` replacing a container's argument) as a script."""
+    doc = next((d for d in documents if d.name == patch.document), Document(name=patch.document, text=" "))
+    before = len(reading.deployment.workloads)
+    if patch.objects:
+        _read_with_readers(doc, patch.objects, reading)
+    for operation in patch.operations:
+        value = operation.get("value")
+        if value is None or not isinstance(value.value, str) or not _LAUNCH_MARKER.search(value.value):
+            continue
+        script = Document(name=patch.document, text=value.value)
+        first = value.line + (1 if value.block else 0)
+        for launch in parse_shell(script, first, value.path, reading.deployment.notes):
+            what = f"{patch.target.get('kind', '?')}/{patch.target.get('name', '?')}" if patch.target else "?"
+            workload = Workload(
+                name=f"{what} ({text_of(operation.get('op'))} {clip(text_of(operation.get('path')), 80)})",
+                file=patch.document,
+                source="kubernetes",
+                env=launch.env,
+                location=launch.location or Location(file=patch.document, line=first),
+                pod_elsewhere=True,  # the pod is the patched object's, which the files do not hold
+            )
+            read_args(workload, launch.args, launch.unresolved, launch.emptied)
+            reading.deployment.workloads.append(workload)
+            reading.totals.check(reading.deployment)
+    if len(reading.deployment.workloads) > before:
+        reading.deployment.notes.append(
+            f"{patch.source}: read on its own (its target is not among the files): what the object it patches "
+            "sets besides (image, resources, command) is not known"
+        )
 
 
 def _proxy_uses(doc: Document, scripts: list[str]) -> list[ProxyUse]:

@@ -11,9 +11,10 @@ from typing import NamedTuple
 
 from ..common import AdviceError
 from .bounds import MAX_ARGUMENTS, MAX_EXPANDED_CHARS, MAX_VALUE_CHARS, clip
+from .hygiene import install_issues
 from .installs import pip_installs
-from .launch import SHELLS, WRAPPERS, Launch, docker_run, may_start_vllm, vllm_args
-from .model import Document, EnvUse, Location, ReleaseClaim
+from .launch import WRAPPERS, Launch, docker_run, may_start_vllm, script_index, vllm_args
+from .model import Document, EnvUse, HygieneIssue, Location, ReleaseClaim
 
 
 @dataclass(slots=True)
@@ -446,6 +447,11 @@ def _without_redirections(command: list[Token]) -> list[Token]:
     return kept
 
 
+def _redirects(token: Token) -> bool:
+    """Whether the shell takes a ``>`` or ``<`` inside this word as a redirection (it is not quoted)."""
+    return any(not quoted and not expansion and ("<" in text or ">" in text) for text, quoted, expansion in token.parts)
+
+
 _DECLARATIONS = {"export", "declare", "typeset", "local", "readonly"}
 
 
@@ -460,8 +466,9 @@ class ShellRun:
         # a script of many exports and other commands then builds no EnvUse for each command.
         self.exported: list[tuple[str, str, Token, str | None]] = []
         self.notes: list[str] = []
+        self.installs: list[HygieneIssue] = []  # what the installs run so far do wrong
         # The pip installs of vLLM and LMCache run so far: each launch after them runs what they installed.
-        self.installs: list[ReleaseClaim] = []
+        self.pins: list[ReleaseClaim] = []
 
     def at(self, token: Token) -> Location:
         return Location(file=self.doc.name, line=token.line, path=self.path)
@@ -521,6 +528,9 @@ class ShellRun:
                 command = command[1:]
             if not command:
                 continue
+            if any(t.text in ("install", "add") for t in command):
+                words = [(t.text, _redirects(t)) for t in command]
+                self.installs += install_issues(words, self.at(command[0]))
             if command[0].text in _DECLARATIONS:
                 self.declare(command)
                 continue
@@ -562,19 +572,15 @@ class ShellRun:
                 f"{self.doc.name}, line {rest[0].line}: a command of more than {MAX_ARGUMENTS:,} words after "
                 "expansion; no deployment runs one that long",
             )
-        if len(texts) >= 3 and texts[0] in SHELLS and texts[1] in ("-c", "-lc", "-ec"):
-            inherited = {name: value for name, value, _, why in self.exported + assigned if why is None}
-            inner = ShellRun(
-                Document(name=self.doc.name, text=texts[2]), self.path, Shell(inherited, self.shell.unresolved)
-            )
-            inner.installs = self.installs  # what `sh -c "pip install …"` installs, the script's later lines run
-            for launch in inner.launches(fields[2][1].line or 1):
-                launch.env = self.env_of(self.exported + assigned) + launch.env
-                yield launch
-            self.notes += inner.notes
+        at = script_index(texts)
+        if at is not None or (texts[0] == "eval" and len(texts) > 1):
+            # `bash -c SCRIPT` runs its script in a shell of its own; `eval WORDS` reads its words, joined
+            # by blanks, as a command line of this shell (KServe's `eval "exec vllm serve …"`)
+            script = texts[at] if at is not None else " ".join(texts[1:])
+            yield from self.nested(script, fields[at or 1][1].line, assigned, shared=at is None)
             return
         if "install" in texts:
-            self.installs += pip_installs([(f.text, self.at(token)) for f, token in fields])
+            self.pins += pip_installs([(f.text, self.at(token)) for f, token in fields])
         if not may_start_vllm(texts):
             return
         words = [(f.text, self.at(token)) for f, token in fields]
@@ -585,12 +591,34 @@ class ShellRun:
             args = vllm_args(words)
             if args is None:
                 return
-            started = Launch(args=args, env=env, installs=list(self.installs))  # not a container's: docker run
+            started = Launch(args=args, env=env, pins=list(self.pins))  # not a container's: docker run
         launch = started
         launch.location = words[0][1]
         launch.unresolved = {f.text: f.unresolved for f, _ in fields if f.unresolved is not None}
         launch.emptied = {id(words[i][1]) for i in emptied}
+        launch.hygiene = list(self.installs)
         yield launch
+
+    def nested(
+        self, script: str, line: int, assigned: list[tuple[str, str, Token, str | None]], shared: bool
+    ) -> Iterator[Launch]:
+        """The launches of a script this one runs: in a shell of its own that inherits what is exported
+        (`bash -c`), or ``shared``, in this very shell (`eval`)."""
+        if shared:
+            inner = ShellRun(Document(name=self.doc.name, text=script), self.path, self.shell)
+            inner.exported = self.exported
+            outer_env = self.env_of(assigned)
+        else:
+            inherited = {name: value for name, value, _, why in self.exported + assigned if why is None}
+            shell = Shell(inherited, self.shell.unresolved)
+            inner = ShellRun(Document(name=self.doc.name, text=script), self.path, shell)
+            outer_env = self.env_of(self.exported + assigned)
+        inner.installs = list(self.installs)
+        inner.pins = self.pins  # what `sh -c "pip install …"` installs, the script's later lines run on
+        for launch in inner.launches(line or 1):
+            launch.env = outer_env + launch.env
+            yield launch
+        self.notes += inner.notes
 
 
 def parse_shell(
@@ -598,13 +626,13 @@ def parse_shell(
     first_line: int = 1,
     path: str | None = None,
     notes: list[str] | None = None,
-    installs: list[ReleaseClaim] | None = None,
+    pins: list[ReleaseClaim] | None = None,
 ) -> Iterator[Launch]:
     """Every vLLM launch in shell text; `export` lines and `VAR=value` prefixes become env, and
-    variables set earlier in the script are expanded where they are used. ``installs``: the pip installs
-    of a step run before this text (a setup script), which its launches run on too."""
+    variables set earlier in the script are expanded where they are used. ``pins``: the pip installs of
+    vLLM and LMCache of a step run before this text (a setup script), which its launches run on too."""
     run = ShellRun(doc, path, Shell())
-    run.installs = list(installs or [])
+    run.pins = list(pins or [])
     yield from run.launches(first_line)
     if notes is not None:
         notes += run.notes
@@ -612,8 +640,8 @@ def parse_shell(
 
 def script_installs(doc: Document, first_line: int = 1, path: str | None = None) -> list[ReleaseClaim]:
     """The pip installs of vLLM and LMCache that shell text makes, in order (a setup step's, for the launches
-    of the step after it: `parse_shell(..., installs=...)`)."""
+    of the step after it: `parse_shell(..., pins=...)`)."""
     run = ShellRun(doc, path, Shell())
     for _ in run.launches(first_line):
         pass
-    return run.installs
+    return run.pins

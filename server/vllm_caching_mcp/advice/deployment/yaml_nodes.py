@@ -18,6 +18,16 @@ PATH_KEY_CHARS = 80  # a longer key is shortened in paths, which every node belo
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
+class DuplicateKey(NamedTuple):
+    """A key written twice in one mapping: PyYAML keeps the later value without a word; Kubernetes'
+    strict decoding and kustomize refuse the document."""
+
+    key: str
+    path: str  # of the mapping
+    first: int  # line of the first one
+    again: int  # line of the one that wins
+
+
 class Located:
     """A YAML value with the line it starts on; its path is put together from its parents when asked for,
     so a long key is not copied into every node below it."""
@@ -78,10 +88,12 @@ class _YamlReader:
         # end in a long-running server (and is not safe to share between threads).
         self.constructor = yaml.constructor.SafeConstructor()
         self.merged: dict[int, list[tuple[yaml.Node, yaml.Node]]] = {}
+        self.duplicates: list[DuplicateKey] = []
 
     def located(self, node: yaml.Node, parent: Located | None = None, step: str = "") -> Located:
         item = Located(node.start_mark.line + self.first_line, parent, step)
         if isinstance(node, yaml.MappingNode):
+            self.note_duplicates(node, item)
             mapping: dict[str, Located] = {}
             for key_node, value_node in self.pairs(node):
                 key = str(self.construct(key_node))
@@ -94,6 +106,17 @@ class _YamlReader:
             item.value = self.construct(node)
             item.block = node.style in ("|", ">")
         return item
+
+    def note_duplicates(self, node: yaml.MappingNode, item: Located) -> None:
+        """Keys the mapping itself writes twice (a key that overrides a merged ``<<`` one is meant)."""
+        seen: dict[str, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == _MERGE_TAG or not isinstance(key_node, yaml.ScalarNode):
+                continue
+            line = key_node.start_mark.line + self.first_line
+            if key_node.value in seen:
+                self.duplicates.append(DuplicateKey(key_node.value, item.path, seen[key_node.value], line))
+            seen[key_node.value] = line
 
     def pairs(self, node: yaml.MappingNode) -> list[tuple[yaml.Node, yaml.Node]]:
         """The key and value nodes with merge keys expanded: the mapping's own keys win, then the
@@ -230,8 +253,11 @@ def _yaml_problem(exc: yaml.YAMLError, first_line: int) -> str:
     return clip(problem, 200) + where
 
 
-def load_yaml(name: str, text: str, totals: Totals, first_line: int = 1) -> list[Located]:
-    """The YAML documents in ``text``; AdviceError("text", ...) when this reader cannot take it."""
+def load_yaml(
+    name: str, text: str, totals: Totals, first_line: int = 1, duplicates: list[DuplicateKey] | None = None
+) -> list[Located]:
+    """The YAML documents in ``text``; AdviceError("text", ...) when this reader cannot take it. Keys
+    written twice in one mapping are added to ``duplicates`` when it is given."""
     try:
         _check_yaml_shape(name, text, first_line, totals)
         nodes = list(yaml.compose_all(text, Loader=SAFE_LOADER))
@@ -244,7 +270,10 @@ def load_yaml(name: str, text: str, totals: Totals, first_line: int = 1) -> list
             ) from None
         raise AdviceError("text", f"{name} is not valid YAML: {_yaml_problem(exc, first_line)}") from None
     reader = _YamlReader(name, first_line)
-    return [reader.located(n) for n in nodes if n is not None]
+    roots = [reader.located(n) for n in nodes if n is not None]
+    if duplicates is not None:
+        duplicates += reader.duplicates
+    return roots
 
 
 def text_of(item: Located | None) -> str:

@@ -26,6 +26,11 @@ class Reading:
     totals: Totals
     lmcache_keys: frozenset[str]
     dotenv: dict[str, str]
+    # ids of the YAML documents a partial reader read: the readers after it are handed the others
+    taken: set[int] = field(default_factory=set)
+    # every document of the call, for a shape whose objects name another file's (a KServe InferenceService
+    # is served by a ServingRuntime, often written apart)
+    documents: tuple[Document, ...] = ()
     dockerfiles: dict[str, DockerBuild] = field(default_factory=dict)
 
 
@@ -34,6 +39,9 @@ class Reader(Protocol):
 
     # Whether the documents it claims are YAML: one of those that gives no vLLM server gets a note.
     yaml: bool
+    # Whether it reads only some YAML documents of a file (an operator's custom resources beside plain
+    # manifests), adding their ids to ``reading.taken``: the readers after it are asked for the rest.
+    partial: bool
 
     def claims(self, doc: Document, roots: list[Located], reading: Reading) -> bool:
         """Whether ``doc`` has this shape; the first reader in read.READERS that claims it reads it."""

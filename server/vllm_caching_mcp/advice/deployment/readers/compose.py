@@ -55,9 +55,11 @@ def read_dotenv(text: str) -> dict[str, str]:
     return found
 
 
-def _compose_interpolate(root: Located, dotenv: dict[str, str], unresolved: dict[str, str]) -> None:
+def _compose_interpolate(root: Located, dotenv: dict[str, str], unresolved: dict[str, str]) -> set[int]:
     """Work out ``${VAR}``, ``${VAR:-default}``, ``$VAR`` and ``$$`` in every string of a compose file,
-    as compose does with the `.env` beside it; a variable neither sets stays as written, in ``unresolved``."""
+    as compose does with the `.env` beside it; a variable neither sets stays as written, in ``unresolved``.
+    The ids of the nodes a `.env` value went into."""
+    from_dotenv: set[int] = set()
 
     def one(m: re.Match[str]) -> str:
         if m.group() == "$$":
@@ -83,7 +85,14 @@ def _compose_interpolate(root: Located, dotenv: dict[str, str], unresolved: dict
         elif isinstance(node.value, list):
             pending += node.items()
         elif isinstance(node.value, str) and "$" in node.value:
-            node.value = _COMPOSE_REFERENCE.sub(one, node.value)
+            written = node.value
+            node.value = _COMPOSE_REFERENCE.sub(one, written)
+            if any((m[1] or m[4]) in dotenv for m in _COMPOSE_REFERENCE.finditer(written)):
+                from_dotenv.add(id(node))
+    return from_dotenv
+
+
+_DOTENV = "a .env file among the documents"  # a value compose interpolates is written there, not here
 
 
 def _words(doc: Document, item: Located | None) -> list[tuple[str, Location]] | None:
@@ -142,7 +151,7 @@ def _named_otherwise(
 def _parse_compose(doc: Document, root: Located, reading: Reading) -> None:
     deployment, dotenv = reading.deployment, reading.dotenv
     unresolved: dict[str, str] = {}
-    _compose_interpolate(root, dotenv, unresolved)
+    from_dotenv = _compose_interpolate(root, dotenv, unresolved)
     services = root.get("services")
     for name, service in (services.value if services is not None and isinstance(services.value, dict) else {}).items():
         image_item = service.get("image")
@@ -173,7 +182,12 @@ def _parse_compose(doc: Document, root: Located, reading: Reading) -> None:
         if environment is not None and isinstance(environment.value, dict):
             for key, item in environment.value.items():
                 env.append(
-                    EnvUse(name=key, value=text_of(item), location=node_location(doc, item))
+                    EnvUse(
+                        name=key,
+                        value=text_of(item),
+                        reference=_DOTENV if id(item) in from_dotenv else None,
+                        location=node_location(doc, item),
+                    )
                     if item.value is not None
                     else EnvUse(
                         name=key, value=None, reference="the host environment", location=node_location(doc, item)
@@ -183,7 +197,12 @@ def _parse_compose(doc: Document, root: Located, reading: Reading) -> None:
             for item in environment.items():
                 key, eq, value = text_of(item).partition("=")
                 env.append(
-                    EnvUse(name=key, value=value, location=node_location(doc, item))
+                    EnvUse(
+                        name=key,
+                        value=value,
+                        reference=_DOTENV if id(item) in from_dotenv else None,
+                        location=node_location(doc, item),
+                    )
                     if eq
                     else EnvUse(
                         name=key, value=None, reference="the host environment", location=node_location(doc, item)
@@ -191,7 +210,7 @@ def _parse_compose(doc: Document, root: Located, reading: Reading) -> None:
                 )
         workload = Workload(
             name=f"service {name}",
-            installs=(built.stage.installs if built is not None else []) + found.installs,
+            installs=(built.stage.installs if built is not None else []) + found.pins,
             file=doc.name,
             source="compose",
             image=image,
@@ -212,6 +231,7 @@ class ComposeReader:
     """A docker-compose file: its first YAML document has ``services``."""
 
     yaml = True
+    partial = False
 
     def claims(self, doc: Document, roots: list[Located], reading: Reading) -> bool:
         found = mappings(roots)

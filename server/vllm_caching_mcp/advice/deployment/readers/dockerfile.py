@@ -30,7 +30,7 @@ def build_workload(build: DockerBuild, name: str, reading: Reading) -> Workload 
         image=image,
         image_location=stage.image[1] if stage.image else None,
         env=stage.env + found.env,
-        installs=stage.installs + found.installs,
+        installs=stage.installs + found.pins,
         location=_where_it_starts(build),
     )
     started_as_written(workload, found, notes)
@@ -50,6 +50,7 @@ class DockerfileReader:
     gives the release of the compose service that builds it."""
 
     yaml = False
+    partial = False
 
     def claims(self, doc: Document, roots: list[Located], reading: Reading) -> bool:
         return is_dockerfile(doc)

@@ -8,7 +8,8 @@ from typing import Any
 
 from ..containers import launch_from_argv, memory_limit, whole_number, words_from_list
 from ..flags import parse_number, read_args
-from ..model import Deployment, Document, EnvUse, Location, Workload
+from ..hygiene import image_issue, liveness_issue, values_secret_issue
+from ..model import ClaimSpec, ClaimUse, Deployment, Document, EnvUse, Location, Workload
 from ..yaml_nodes import Located, node_location, text_of
 from .base import Reading, mappings
 
@@ -57,9 +58,15 @@ def _parse_helm_values(doc: Document, root: Located, deployment: Deployment) -> 
     stack = root.get("servingEngineSpec")
     if stack is not None and stack.get("modelSpec") is not None:
         cache_server = root.get("cacheserverSpec")
-        deployment.workloads += [
-            _stack_model_spec(doc, spec, cache_server, deployment.notes) for spec in stack.get("modelSpec").items()
-        ]
+        api_key = values_secret_issue(doc, stack.get("vllmApiKey"), "servingEngineSpec.vllmApiKey")
+        for spec in stack.get("modelSpec").items():
+            engine = _stack_model_spec(doc, spec, cache_server, deployment.notes)
+            _stack_claim(doc, spec, engine, deployment)
+            # the chart makes a Secret of a string hf_token / vllmApiKey: the values file still holds it
+            token = values_secret_issue(doc, spec.get("hf_token"), "hf_token")
+            engine.hygiene += [issue for issue in (api_key, token) if issue is not None]
+            deployment.workloads.append(engine)
+        _stack_images(doc, root, deployment)
         return True
     image_values = root.get("image")
     if image_values is not None and image_values.get("command") is not None:
@@ -108,6 +115,37 @@ def _stack_model_spec(doc: Document, spec: Located, cache_server: Located | None
     _stack_resources(doc, spec, workload, notes)
     read_args(workload, args)
     return workload
+
+
+def _stack_claim(doc: Document, spec: Located, workload: Workload, deployment: Deployment) -> None:
+    """The claim the chart makes for a modelSpec with pvcStorage (helm/templates/pvc.yaml), mounted on /data by
+    each of its replicas: accessModes from pvcAccessMode, else ReadWriteOnce."""
+    storage = spec.get("pvcStorage")
+    if storage is None:
+        return
+    name = f"{workload.name} storage claim"
+    modes = spec.get("pvcAccessMode")
+    deployment.claims.append(
+        ClaimSpec(
+            name=name,
+            access_modes=[text_of(m) for m in modes.items()] if modes is not None else ["ReadWriteOnce"],
+            location=node_location(doc, modes or storage),
+        )
+    )
+    workload.claims.append(ClaimUse(claim=name, location=node_location(doc, storage)))
+
+
+def _stack_images(doc: Document, root: Located, deployment: Deployment) -> None:
+    """The router's and the cache server's images, pulled beside the engines (repository and tag)."""
+    for key in ("routerSpec", "cacheserverSpec"):
+        part = root.get(key)
+        repo = part.get("repository") if part is not None else None
+        tag = part.get("tag") if part is not None else None
+        if repo is None or tag is None:  # the chart's own default tag then, not in these files
+            continue
+        found = image_issue(f"{text_of(repo)}:{text_of(tag)}", node_location(doc, tag), f"{key}: ")
+        if found is not None:
+            deployment.hygiene.append(found)
 
 
 def _stack_flags(doc: Document, config: Located | None, where: Location) -> list[tuple[str, Location]]:
@@ -224,7 +262,7 @@ def _example_chart_values(doc: Document, root: Located, image_values: Located) -
         return None
     workload = Workload(
         name="image.command",
-        installs=found.installs,
+        installs=found.pins,
         file=doc.name,
         source="helm-values",
         image=ref,
@@ -239,6 +277,10 @@ def _example_chart_values(doc: Document, root: Located, image_values: Located) -
                     name=text_of(item.get("name")), value=text_of(item.get("value")), location=node_location(doc, item)
                 )
             )
+    workload.hygiene += found.hygiene
+    probe = liveness_issue(doc, root)  # the chart writes livenessProbe and startupProbe as given (chart.probes)
+    if probe is not None:
+        workload.hygiene.append(probe)
     read_args(workload, found.args, found.unresolved, found.emptied)
     return workload
 
@@ -248,6 +290,7 @@ class HelmValuesReader:
     chart (``image.command``), in the first YAML document."""
 
     yaml = True
+    partial = False
 
     def claims(self, doc: Document, roots: list[Located], reading: Reading) -> bool:
         found = mappings(roots)

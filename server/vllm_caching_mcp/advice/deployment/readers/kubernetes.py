@@ -5,83 +5,27 @@ command or arguments start vLLM is a vLLM workload."""
 
 from __future__ import annotations
 
-import json
-import re
-
 from ..bounds import Totals
 from ..containers import launch_from_argv, memory_limit, script_words, started_as_written, whole_number, words_from_list
 from ..flags import read_args
+from ..hygiene import claim_spec, container_hygiene, pod_claims
 from ..launch import Launch, is_simulator, is_vllm_image, starts_with_vllm_options
 from ..lmcache_config import maybe_lmcache_config
-from ..model import Deployment, Document, EnvUse, Location, Workload
-from ..shell import Shell, tokenize_shell
+from ..model import Deployment, Document, EnvUse, HygieneIssue, Location, Workload
+from ..pods import (
+    SERVING_RUNTIME_KINDS,
+    container_env,
+    gpu_label,
+    k8s_expand,
+    k8s_variables,
+    pod_resources,
+    runtime_placeholders,
+)
+from ..shell import tokenize_shell
 from ..yaml_nodes import Located, node_location, text_of
 from .base import Reading, mappings
 
 _WORKLOAD_KINDS = {"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "Pod", "LeaderWorkerSet"}
-
-
-_GPU_LABELS = ("nvidia.com/gpu.product", "cloud.google.com/gke-accelerator", "node.kubernetes.io/instance-type")
-
-
-def _k8s_env(
-    doc: Document, container: Located, config_maps: dict[str, Located], prefix: str
-) -> tuple[list[EnvUse], list[str]]:
-    env: list[EnvUse] = []
-    notes: list[str] = []
-    by_ref: dict[str, str] = {}
-    for source in container.get("envFrom").items() if container.get("envFrom") else []:
-        ref = source.get("configMapRef") or source.get("secretRef")
-        name = text_of(ref.get("name")) if ref and ref.get("name") else "?"
-        cm = config_maps.get(name) if source.get("configMapRef") else None
-        if cm is not None and cm.get("data") is not None:
-            for key, item in (cm.get("data").value or {}).items():
-                env.append(EnvUse(name=key, value=text_of(item), location=node_location(doc, item)))
-        else:
-            kind = "Secret" if source.get("secretRef") else "ConfigMap"
-            notes.append(f"{doc.name}: envFrom {kind} {name!r} is not in the input; its variables are unknown")
-    for item in container.get("env").items() if container.get("env") else []:
-        name_item = item.get("name")
-        if name_item is None:
-            continue
-        name = text_of(name_item)
-        loc = node_location(doc, item, prefix)
-        if item.get("value") is not None:
-            value = text_of(item.get("value"))
-            refs = re.findall(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", value)
-            if refs:
-                origin = ", ".join(by_ref.get(r, f"$({r})") for r in refs)
-                env.append(EnvUse(name=name, value=None, reference=origin, location=loc))
-            else:
-                env.append(EnvUse(name=name, value=value, location=loc))
-        elif item.get("valueFrom") is not None:
-            vf = item.get("valueFrom").plain()
-            what = next(iter(vf), "valueFrom") if isinstance(vf, dict) else "valueFrom"
-            detail = vf.get(what, {}) if isinstance(vf, dict) else {}
-            described = f"valueFrom {what}" + (
-                f" {detail.get('fieldPath') or detail.get('name') or ''}".rstrip() if isinstance(detail, dict) else ""
-            )
-            by_ref[name] = described
-            env.append(EnvUse(name=name, value=None, reference=described, location=loc))
-        else:
-            env.append(EnvUse(name=name, value="", location=loc))
-    return env, notes
-
-
-def _gpu_label(pod_spec: Located) -> str | None:
-    selector = pod_spec.get("nodeSelector")
-    if selector is not None and isinstance(selector.value, dict):
-        for label in _GPU_LABELS:
-            if label in selector.value:
-                return text_of(selector.value[label])
-    affinity = pod_spec.get("affinity")
-    if affinity is not None:
-        text = json.dumps(affinity.plain(), default=str)  # dates and bytes, which YAML builds, as text
-        for label in _GPU_LABELS:
-            m = re.search(re.escape(label) + r'", "operator": "In", "values": \["([^"]+)"', text)
-            if m:
-                return m.group(1)
-    return None
 
 
 _PodSpec = tuple[Located, str, int | None, int, list[Located]]
@@ -159,14 +103,17 @@ def _parse_kubernetes(
         for key, item in (cm.get("data").value if cm.get("data") is not None else {}).items():
             if key.endswith((".yaml", ".yml")) and isinstance(item.value, str):
                 maybe_lmcache_config(doc.name, item.value, deployment, totals, item.line + 1, lmcache_keys, key)
+    deployment.claims += [c for c in (claim_spec(doc, o) for o in objects) if c is not None]
     for obj in objects:
         kind = text_of(obj.get("kind")) if obj.get("kind") else ""
         meta = obj.get("metadata")
         name = text_of(meta.get("name")) if meta is not None and meta.get("name") is not None else "?"
         if kind == "Service":
             deployment.services.append(name)
-        for pod_spec, part, replicas, nodes, containers in _pod_specs(doc, obj, deployment.notes):
-            gpu = _gpu_label(pod_spec)
+        served: set[int] = set()  # ids of the containers that run vLLM
+        pods = _pod_specs(doc, obj, deployment.notes)
+        for pod_spec, part, replicas, nodes, containers in pods:
+            gpu = gpu_label(pod_spec)
             for container in containers:
                 image_item = container.get("image")
                 image = text_of(image_item) if image_item is not None else None
@@ -177,10 +124,12 @@ def _parse_kubernetes(
                 else:
                     args_words = words_from_list(doc, args_item.items() if args_item else [], "")
                 argv = words_from_list(doc, command, "") + args_words
-                env, notes = _k8s_env(doc, container, config_maps, "")
+                env, notes = container_env(doc, container, config_maps, "")
                 env = _lws_env(part, nodes, container) + env if kind == "LeaderWorkerSet" else env
-                variables = _k8s_variables(env)
-                argv = [(_k8s_expand(word, variables), where) for word, where in argv]
+                variables = k8s_variables(env)
+                argv = [(k8s_expand(word, variables), where) for word, where in argv]
+                if kind in SERVING_RUNTIME_KINDS:
+                    runtime_placeholders(argv, variables)
                 found = launch_from_argv(
                     doc, argv, image, overridden=bool(command), variables=variables, notes=deployment.notes
                 )
@@ -202,7 +151,7 @@ def _parse_kubernetes(
                 label = f"{kind}/{name}" + (f" {part}" if part else "") + f" container {cname}"
                 workload = Workload(
                     name=label,
-                    installs=found.installs,
+                    installs=found.pins,
                     file=doc.name,
                     source="kubernetes",
                     image=image,
@@ -216,10 +165,48 @@ def _parse_kubernetes(
                     # a patch without an image, or a pod an operator builds: /dev/shm is set where the pod is
                     pod_elsewhere=image is None or kind not in _WORKLOAD_KINDS,
                 )
-                _pod_resources(doc, workload, pod_spec, container, deployment.notes)
+                pod_resources(doc, workload, pod_spec, container, deployment.notes)
+                evaluated = frozenset(
+                    {"VLLM_ADDITIONAL_ARGS"} if kind in _KSERVE_KINDS else ()
+                )  # its template evals it
+                defined = _defined_first(kind, container, config_maps)
+                workload.hygiene += container_hygiene(doc, container, defined, vllm=True, evaluated=evaluated)
+                workload.claims = pod_claims(doc, pod_spec)
+                served.add(id(container))
                 started_as_written(workload, found, deployment.notes)
                 read_args(workload, args, variables.unresolved | found.unresolved, found.emptied)
                 deployment.workloads.append(workload)
+        if served:
+            deployment.hygiene += _beside_vllm(doc, kind, pods, served, config_maps)
+
+
+def _defined_first(kind: str, container: Located, config_maps: dict[str, Located]) -> list[str] | None:
+    """Names a container's env[] may refer to with $(VAR) before its own entries: what its envFrom
+    ConfigMaps and the LeaderWorkerSet controller set; None when an envFrom source is not in the input."""
+    names = ["LWS_GROUP_SIZE", "LWS_LEADER_ADDRESS", "LWS_WORKER_INDEX"] if kind == "LeaderWorkerSet" else []
+    for source in container.each("envFrom"):
+        ref = source.get("configMapRef")
+        cm = config_maps.get(text_of(ref.get("name"))) if ref is not None and ref.get("name") is not None else None
+        data = cm.get("data") if cm is not None else None
+        if data is None or not isinstance(data.value, dict):
+            return None  # a Secret or a ConfigMap the files do not hold: its names are not known
+        prefix = text_of(source.get("prefix")) if source.get("prefix") is not None else ""
+        names += [prefix + key for key in data.value]
+    return names
+
+
+def _beside_vllm(
+    doc: Document, kind: str, pods: list[_PodSpec], served: set[int], config_maps: dict[str, Located]
+) -> list[HygieneIssue]:
+    """The hygiene of the other containers of an object that runs vLLM (sidecars, init containers, the
+    worker pods of a LeaderWorkerSet): their env values and images."""
+    issues = []
+    for pod_spec, _, _, _, containers in pods:
+        for container in [*containers, *pod_spec.each("initContainers")]:
+            if id(container) in served or not isinstance(container.value, dict):
+                continue
+            issues += container_hygiene(doc, container, _defined_first(kind, container, config_maps), vllm=False)
+    return issues
 
 
 def _only_vllm_args(argv: list[tuple[str, Location]], image: str | None, name: str) -> bool:
@@ -274,79 +261,11 @@ def _lws_env(part: str, size: int, container: Located) -> list[EnvUse]:
     ]
 
 
-def _k8s_variables(env: list[EnvUse]) -> Shell:
-    """The container's variables as Kubernetes expands $(VAR) with them, and as its shell sees them."""
-    values = {use.name: use.value for use in env if use.value is not None}
-    unresolved = {
-        f"$({use.name})": f"{use.name} is set from {use.reference}, which the files do not show"
-        for use in env
-        if use.value is None
-    }
-    unresolved |= {"$" + k[2:-1]: v for k, v in unresolved.items()} | {
-        "${" + k[2:-1] + "}": v for k, v in unresolved.items()
-    }
-    return Shell(values, unresolved)
-
-
-_K8S_REFERENCE = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
-
-
-def _k8s_expand(word: str, variables: Shell) -> str:
-    """A command or argument with $(VAR) expanded from the container's variables, as Kubernetes does:
-    $$ is a literal $, and a reference to a variable the container does not have stays as written."""
-    if "$" not in word:
-        return word
-
-    def one(m: re.Match[str]) -> str:
-        if m.group() == "$$":
-            return "$"
-        name = m.group(1)
-        if name in variables.values:
-            return variables.values[name]
-        variables.unresolved.setdefault(
-            m.group(), f"{name} is not a variable of the container, so Kubernetes passes {m.group()} as written"
-        )
-        return m.group()
-
-    return _K8S_REFERENCE.sub(one, word)
-
-
-def _pod_resources(doc: Document, workload: Workload, pod_spec: Located, container: Located, notes: list[str]) -> None:
-    """The container's memory request, its GPUs, /dev/shm (a memory emptyDir mounted there) and hostIPC."""
-    resources = container.get("resources")
-    for part in ("requests", "limits"):
-        given = resources.get(part) if resources is not None else None
-        if given is None:
-            continue
-        if part == "requests" and given.get("memory") is not None:
-            workload.memory_request_gib = memory_limit(doc, given.get("memory"), notes, "resources.requests.memory")
-        gpus = given.get("nvidia.com/gpu")
-        if gpus is not None:
-            workload.gpu_count = whole_number(doc, gpus, "nvidia.com/gpu", 0, 1_000, notes, quantity=True)
-    workload.host_ipc = pod_spec.get("hostIPC") is not None and pod_spec.get("hostIPC").value is True
-    mounts = {text_of(m.get("name")): text_of(m.get("mountPath")) for m in container.each("volumeMounts")}
-    for volume in pod_spec.each("volumes"):
-        if mounts.get(text_of(volume.get("name"))) != "/dev/shm":
-            continue
-        host_path = volume.get("hostPath")
-        if host_path is not None and text_of(host_path.get("path")) == "/dev/shm":
-            workload.shm_mounted = True  # the node's own /dev/shm, as with hostIPC: not the container's to size
-            continue
-        empty_dir = volume.get("emptyDir")
-        if empty_dir is None:
-            continue
-        if empty_dir.get("medium") is not None and text_of(empty_dir.get("medium")) == "Memory":
-            workload.shm_mounted = True
-            size = empty_dir.get("sizeLimit")
-            workload.shm_gib = (
-                memory_limit(doc, size, notes, "emptyDir.sizeLimit") if size is not None else workload.memory_limit_gib
-            )
-
-
 class KubernetesReader:
     """Manifests: any YAML document with a ``kind`` and an ``apiVersion``."""
 
     yaml = True
+    partial = False
 
     def claims(self, doc: Document, roots: list[Located], reading: Reading) -> bool:
         return any(m.get("kind") is not None and m.get("apiVersion") is not None for m in mappings(roots))

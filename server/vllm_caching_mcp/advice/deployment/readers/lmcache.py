@@ -12,6 +12,7 @@ class LMCacheConfigReader:
     """An LMCache config file (also read from a Kubernetes ConfigMap, by the manifest reader)."""
 
     yaml = True
+    partial = False
 
     def claims(self, doc: Document, roots: list[Located], reading: Reading) -> bool:
         return len(roots) == 1 and isinstance(roots[0].value, dict) and bool(set(roots[0].value) & reading.lmcache_keys)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ..containers import launch_from_argv, memory_limit, script_words, started_as_written, whole_number, words_from_list
 from ..flags import read_args
+from ..hygiene import duplicate_env_issues, env_expansion_issues
 from ..launch import Launch, is_simulator
 from ..model import Document, EnvUse, Location, Workload
 from ..yaml_nodes import Located, node_location, text_of
@@ -169,7 +170,7 @@ def _read_values(doc: Document, root: Located, reading: Reading) -> bool:
             where = Location(file=doc.name, line=container.line, path=container.path or None)
             workload = Workload(
                 name=f"modelservice {role} container {cname}",
-                installs=found.installs,
+                installs=found.pins,
                 file=doc.name,
                 source="helm-values",
                 image=text_of(image_item) if image_item is not None else None,
@@ -192,6 +193,8 @@ def _read_values(doc: Document, root: Located, reading: Reading) -> bool:
             if _accelerator(root) == "nvidia":
                 workload.gpu_count = parallel["dataLocal"] * parallel["tensor"]
             started_as_written(workload, found, deployment.notes)
+            # the chart renders the container's env as written, beside DP_SIZE, TP_SIZE, DP_SIZE_LOCAL of its own
+            workload.hygiene += env_expansion_issues(doc, container, None) + duplicate_env_issues(doc, container)
             read_args(workload, found.args, found.unresolved, found.emptied)
             deployment.workloads.append(workload)
     return len(deployment.workloads) > before
@@ -202,6 +205,7 @@ class ModelServiceReader:
     ``modelArtifacts`` or a container's ``modelCommand``, in the first YAML document."""
 
     yaml = True
+    partial = False
 
     def claims(self, doc: Document, roots: list[Located], reading: Reading) -> bool:
         found = mappings(roots)

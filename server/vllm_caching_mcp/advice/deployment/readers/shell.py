@@ -18,12 +18,13 @@ def _read_shell_document(doc: Document, deployment: Deployment, totals: Totals) 
             file=doc.name,
             source=launch.source,
             env=launch.env,
-            installs=launch.installs,
+            installs=launch.pins,
             image=launch.image[0] if launch.image else None,
             image_location=launch.image[1] if launch.image else None,
             location=launch.location or Location(file=doc.name, line=1),
         )
         docker_resources(workload, launch.options)
+        workload.hygiene += launch.hygiene
         read_args(workload, launch.args, launch.unresolved, launch.emptied)
         if launch.image is not None and launch.image[0] in launch.unresolved:
             workload.unresolved.append(
@@ -39,6 +40,7 @@ class ShellReader:
     `{ vllm serve …; }` is a YAML flow mapping too, a shell group there."""
 
     yaml = False
+    partial = False
 
     def claims(self, doc: Document, roots: list[Located], reading: Reading) -> bool:
         return not mappings(roots) or not doc.name.lower().endswith((".yaml", ".yml"))

@@ -1,0 +1,453 @@
+"""Deployment hygiene: what a reviewer flags around any vLLM workload, whatever reader found it: secrets
+written into the files, packages installed at start-up, image tags that move, Kubernetes env values it
+does not expand, keys written twice, liveness probes that kill a model still loading, and a
+ReadWriteOnce claim shared by replicas. The readers call the checks that need a document's nodes; the
+rest run once over the read deployment (`finish`). No finding carries a secret's value."""
+
+from __future__ import annotations
+
+import re
+
+from ... import redact
+from .bounds import clip
+from .model import ClaimSpec, ClaimUse, Deployment, Document, HygieneIssue, Location, Workload
+from .yaml_nodes import DuplicateKey, Located, node_location, text_of
+
+# --- secrets -----------------------------------------------------------------------------------
+
+# Variables whose name says they hold a secret (HF_TOKEN, HUGGING_FACE_HUB_TOKEN, VLLM_API_KEY, ...).
+_SECRET_NAME = re.compile(r"(?:^|_)(?:API_?KEY|TOKEN|PASSWORD|PASSWD|SECRET|SECRET_KEY|SECRET_ACCESS_KEY)$", re.I)
+# Options whose value is a secret: vLLM's --api-key and --hf-token, and any --*-token / --*-password.
+_SECRET_FLAG = re.compile(r"^--(?:[\w-]+-)?(?:api-key|token|password|secret)$")
+# Keys of the services deployments use, recognisable by their prefix whatever variable holds them.
+_KEY_PREFIX = re.compile(
+    r"^(?:sk-(?:proj-)?|hf_|ghp_|gho_|github_pat_|glpat-|nvapi-|xox[abprs]-|AKIA)(?P<rest>\S{8,})$"
+)
+# What stands in for a secret in examples and templates: not a secret written in.
+_PLACEHOLDER_MARK = re.compile(r"[<>{}$`]|\.\.\.|…")
+_PLACEHOLDER_WORD = re.compile(
+    r"your|changeme|change[-_]?me|placeholder|replace|example|dummy|fake|insert|redacted|fill[-_]?in|_here\b|todo",
+    re.I,
+)
+_PLACEHOLDER_VALUE = {
+    "none", "null", "nil", "empty", "test", "secret", "token", "password", "key", "apikey", "api-key", "api_key",
+    "true", "false", "yes", "no",
+}  # fmt: skip
+
+
+def _placeholder(value: str) -> bool:
+    """``<your-token>``, ``xxx``, ``changeme``, ``$(HF_TOKEN)``, ``${HF_TOKEN}``, ``EMPTY``, a number: no secret."""
+    text = value.strip().strip("\"'")
+    return (
+        not text
+        or _PLACEHOLDER_MARK.search(text) is not None
+        or _PLACEHOLDER_WORD.search(text) is not None
+        or text.lower() in _PLACEHOLDER_VALUE
+        or len(set(text.lower())) <= 2  # xxx, ****, 0000, x-x
+        or re.fullmatch(r"[\d.]+", text) is not None
+        # words that name what belongs there: hf_token, my-api-key, SECRET_KEY
+        or (
+            re.fullmatch(r"[A-Za-z_.-]+", text) is not None
+            and re.search(r"token|key|secret|passw", text, re.I) is not None
+        )
+    )
+
+
+def written_secret(value: str | None, named_secret: bool) -> bool:
+    """Whether ``value``, written literally, is a secret: a service key by its prefix (sk-…, hf_…) wherever it
+    is, or any literal that is no placeholder where the name says it is a secret."""
+    if value is None or _placeholder(value):
+        return False
+    keyed = _KEY_PREFIX.match(value.strip())
+    if keyed is not None:
+        return not _placeholder(keyed["rest"])
+    return named_secret
+
+
+# A shorter literal is not masked in other text: masking a weak key such as "vllm" would mangle every image name.
+_REDACTED_LENGTH = 12
+
+
+def _shown(value: str) -> str:
+    """What a finding says of a secret: its kind and length, never its characters."""
+    keyed = _KEY_PREFIX.match(value.strip())
+    if len(value) >= _REDACTED_LENGTH:
+        redact.register(value, transient=True)  # any other text that carries it leaves the process masked
+    kind = f"a {keyed.group().removesuffix(keyed['rest'])}… key" if keyed else "a literal value"
+    return f"{kind} of {len(value)} characters"
+
+
+def secret_issues(workload: Workload) -> list[HygieneIssue]:
+    """Secrets written literally into the workload's arguments or environment (not from a Secret, an env
+    file or a variable the shell or Kubernetes fills in)."""
+    found = []
+    for flag in workload.flags:
+        value = flag.value
+        if not isinstance(value, str) or flag.unresolved is not None or "$" in flag.written:
+            continue
+        if written_secret(value, _SECRET_FLAG.match(flag.name) is not None):
+            found.append(
+                HygieneIssue(
+                    check="secret-in-plain-text",
+                    text=f"{flag.name} is given {_shown(value)} in the file; anyone who can read it has the secret",
+                    location=flag.location,
+                )
+            )
+    for use in workload.env:
+        if use.reference is not None:
+            continue  # set from elsewhere (a compose .env file): not written here
+        if use.value is not None and written_secret(use.value, _SECRET_NAME.search(use.name) is not None):
+            found.append(
+                HygieneIssue(
+                    check="secret-in-plain-text",
+                    text=f"{use.name} is set to {_shown(use.value)} written in the file",
+                    location=use.location,
+                )
+            )
+    return found
+
+
+def values_secret_issue(doc: Document, item: Located | None, key: str) -> HygieneIssue | None:
+    """A Helm value a chart turns into a Secret, written in the values file as a literal (not a reference
+    to an existing Secret, which the charts take as a mapping)."""
+    if item is None or not isinstance(item.value, str) or not written_secret(item.value, True):
+        return None
+    return HygieneIssue(
+        check="secret-in-plain-text",
+        text=f"{key} is {_shown(item.value)} in the values file: the chart stores it in a Secret, but the values "
+        "file (and the release's stored values) holds it in plain text; name an existing Secret "
+        "({secretName, secretKey})",
+        location=node_location(doc, item),
+    )
+
+
+# --- image tags ----------------------------------------------------------------------------------
+
+_MOVING_TAGS = {"latest", "nightly", "main", "master", "dev", "develop", "edge", "stable", "head", "canary", "release"}
+
+
+def floating_tag(image: str) -> str | None:
+    """The moving tag an image reference runs (``latest`` for none); None for a release tag or a digest."""
+    text = image.strip().strip("\"'")
+    if not text or "@" in text or _PLACEHOLDER_MARK.search(text):
+        return None  # pinned by digest, or a template the files fill in elsewhere
+    name = text.rsplit("/", 1)[-1]
+    if ":" not in name:
+        return "latest"
+    tag = name.rsplit(":", 1)[1].lower()
+    if tag in _MOVING_TAGS:
+        return tag
+    moving = re.fullmatch(r"(latest|nightly)-[\w.-]+|[\w.-]+-(latest|nightly)", tag) is not None
+    dated = re.search(r"\d{4}-?\d{2}-?\d{2}|[0-9a-f]{7,}", tag) is not None  # a dated or commit build
+    return tag if moving and not dated else None
+
+
+def image_issue(image: str | None, location: Location | None, what: str = "") -> HygieneIssue | None:
+    tag = floating_tag(image) if image else None
+    if tag is None or location is None:
+        return None
+    untagged = ":" not in (image or "").rsplit("/", 1)[-1]
+    written = "no tag (Docker pulls :latest)" if untagged else f"the moving tag :{tag}"
+    return HygieneIssue(
+        check="floating-image-tag",
+        text=f"{what}{clip(image or '', 100)} has {written}: the release it runs changes with each pull",
+        location=location,
+    )
+
+
+# --- start-up installs ---------------------------------------------------------------------------
+
+# Options of pip, uv pip and the system package managers that take the next word as their value.
+_INSTALL_VALUE_OPTIONS = {
+    "-r", "--requirement", "-c", "--constraint", "-i", "--index-url", "--extra-index-url", "-f", "--find-links",
+    "-t", "--target", "--prefix", "--root", "--trusted-host", "-e", "--editable", "--python", "-p",
+    "--upgrade-strategy", "--platform", "--src", "--cache-dir", "--timeout", "--retries", "--index-strategy",
+    "--torch-backend", "--index", "-o", "--option",
+}  # fmt: skip
+
+
+def _install_words(words: list[str]) -> tuple[str, list[int]] | None:
+    """The installer and the indexes of the words that follow its ``install``; None for another command."""
+    bases = [w.rsplit("/", 1)[-1] for w in words]
+    for i, base in enumerate(bases[:-1]):
+        after = bases[i + 1]
+        if re.fullmatch(r"pip[\d.]*", base) and after == "install":
+            return "pip", list(range(i + 2, len(words)))
+        if base == "uv" and after == "pip" and i + 2 < len(bases) and bases[i + 2] == "install":
+            return "pip", list(range(i + 3, len(words)))
+        if re.fullmatch(r"python[\d.]*", base) and after == "-m" and bases[i + 2 : i + 4] == ["pip", "install"]:
+            return "pip", list(range(i + 4, len(words)))
+        if base in ("apt-get", "apt", "yum", "dnf", "microdnf") and after == "install":
+            return "system", list(range(i + 2, len(words)))
+        if base == "apk" and after == "add":
+            return "system", list(range(i + 2, len(words)))
+    return None
+
+
+def _package_name(spec: str) -> str:
+    return re.split(r"[\[<>=!~;@ ]", spec, maxsplit=1)[0].lower().replace("_", "-")
+
+
+def _pinned(spec: str, installer: str) -> bool:
+    if installer == "system":
+        return "=" in spec
+    if re.search(r"===?", spec) and not re.search(r"[<>!~]=|[<>]", spec):
+        return True
+    local = spec.startswith((".", "/", "~")) or spec.endswith((".whl", ".tar.gz"))  # a source tree or a file
+    return local or "@" in spec or "://" in spec or "/" in spec
+
+
+def install_issues(words: list[tuple[str, bool]], location: Location) -> list[HygieneIssue]:
+    """What one command that installs packages before vLLM starts does wrong. ``words`` are the command's
+    words as written, each with whether an unquoted ``>`` or ``<`` in it is a redirection to the shell."""
+    found = _install_words([w for w, _ in words])
+    if found is None:
+        return []
+    installer, indexes = found
+    packages: list[tuple[str, bool]] = []
+    skip = False
+    for i in indexes:
+        text, redirected = words[i]
+        if skip:
+            skip = False
+            continue
+        if "$" in text or "`" in text:
+            continue  # a package list the shell expands: not known here
+        if text.startswith("-"):
+            skip = text in _INSTALL_VALUE_OPTIONS
+            if text in ("-r", "--requirement", "-e", "--editable"):
+                return []  # packages from a file or a source tree: their pins are not in these files
+            continue
+        packages.append((text, redirected))
+    issues = []
+    for text, redirected in packages:
+        if redirected:
+            kept = re.split(r"[<>]", text, maxsplit=1)[0]
+            issues.append(
+                HygieneIssue(
+                    check="install-pin-redirected",
+                    text=f"`{clip(text, 60)}` is unquoted: the shell takes what follows {kept!r} as a redirection "
+                    f"(`>=…` writes pip's output to a file named after the version, `<…` reads one), so the version "
+                    f"bound is lost and {kept} installs at whatever release the index holds",
+                    location=location,
+                )
+            )
+    loose = [t for t, redirected in packages if redirected or not _pinned(t, installer)]
+    if loose:
+        vllm = any(_package_name(t) == "vllm" for t in loose)
+        shown = ", ".join(clip(re.split(r"[<>]", t, maxsplit=1)[0] if r else t, 40) for t, r in packages if t in loose)
+        issues.append(
+            HygieneIssue(
+                check="install-at-start",
+                text=f"installs {shown} without an exact version each time the container starts"
+                + ("; vLLM itself is then whatever release the index holds at that start" if vllm else ""),
+                location=location,
+            )
+        )
+    return issues
+
+
+# --- Kubernetes containers -----------------------------------------------------------------------
+
+_SHELL_REFERENCE = re.compile(r"(?<![$])\$\{?[A-Za-z_][A-Za-z0-9_]*\}?")
+_K8S_REFERENCE = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+
+
+def container_hygiene(
+    doc: Document,
+    container: Located,
+    defined_first: list[str] | None,
+    *,
+    vllm: bool,
+    evaluated: frozenset[str] = frozenset(),
+) -> list[HygieneIssue]:
+    """A Kubernetes container's env values Kubernetes does not expand, env names listed twice, a floating
+    image; for the vLLM container (``vllm``) its liveness probe too (its image is checked with the
+    workload's). ``defined_first``: the variables set before its env[] (None: not known); ``evaluated``: the
+    variables a shell of the pod evaluates (its references are the shell's to expand)."""
+    issues = env_expansion_issues(doc, container, defined_first, evaluated) + duplicate_env_issues(doc, container)
+    if vllm:
+        probe = liveness_issue(doc, container)
+        return issues + ([probe] if probe is not None else [])
+    image = container.get("image")
+    name = text_of(container.get("name")) if container.get("name") is not None else "?"
+    found = image_issue(text_of(image), node_location(doc, image), f"container {name}: ") if image is not None else None
+    return issues + ([found] if found is not None else [])
+
+
+def env_expansion_issues(
+    doc: Document, container: Located, defined_first: list[str] | None, evaluated: frozenset[str] = frozenset()
+) -> list[HygieneIssue]:
+    """env[].value text Kubernetes passes as written: ``$VAR`` and ``${VAR}`` (it expands only ``$(VAR)``),
+    and ``$(VAR)`` of a variable not defined earlier in the container's env (when ``defined_first`` is known)."""
+    issues = []
+    defined = set(defined_first or ())
+    for item in container.each("env"):
+        name = text_of(item.get("name")) if item.get("name") is not None else ""
+        value_item = item.get("value")
+        if value_item is not None and isinstance(value_item.value, str) and name not in evaluated:
+            value = value_item.value
+            without = _K8S_REFERENCE.sub("", value)
+            shell_style = [m.group() for m in _SHELL_REFERENCE.finditer(without)]
+            certain = defined_first is not None
+            undefined = [m[1] for m in _K8S_REFERENCE.finditer(value) if certain and m[1] and m[1] not in defined]
+            if shell_style:
+                issues.append(
+                    HygieneIssue(
+                        check="env-not-expanded",
+                        text=f"{name}: {clip(', '.join(dict.fromkeys(shell_style)), 60)} stays as written (Kubernetes "
+                        "expands only $(VAR), of variables defined earlier in the container's env)",
+                        location=node_location(doc, value_item),
+                    )
+                )
+            if undefined:
+                issues.append(
+                    HygieneIssue(
+                        check="env-not-expanded",
+                        text=f"{name}: $({clip(', '.join(dict.fromkeys(undefined)), 60)}) names no variable defined "
+                        "earlier in the container's env, so Kubernetes passes it as written",
+                        location=node_location(doc, value_item),
+                    )
+                )
+        if name:
+            defined.add(name)
+    return issues
+
+
+def duplicate_env_issues(doc: Document, container: Located) -> list[HygieneIssue]:
+    """An env name listed twice in one container: the kubelet keeps the later value."""
+    first: dict[str, Located] = {}
+    issues = []
+    for item in container.each("env"):
+        name = text_of(item.get("name")) if item.get("name") is not None else ""
+        if not name:
+            continue
+        if name in first:
+            issues.append(
+                HygieneIssue(
+                    check="duplicate-key",
+                    text=f"env {name} is listed twice in the container (first at line {first[name].line}): the API "
+                    "server warns that it hides the earlier one, the kubelet sets the later value, and a kubectl "
+                    "apply that later removes one copy drops the variable altogether",
+                    location=node_location(doc, item),
+                )
+            )
+        first[name] = item
+    return issues
+
+
+# How long vLLM may take before it answers a probe: an 8B model read from a local disk takes one to three
+# minutes with torch.compile and CUDA graph capture, a larger one or a first download longer; four
+# minutes is the least we take a liveness probe without a startup probe to leave it.
+MIN_START_SECONDS = 240
+
+
+def _seconds(probe: Located, key: str, default: int) -> int | None:
+    item = probe.get(key)
+    if item is None:
+        return default
+    value = item.value
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def liveness_issue(doc: Document, container: Located) -> HygieneIssue | None:
+    """A livenessProbe with no startupProbe whose budget (initialDelaySeconds + failureThreshold ×
+    periodSeconds, Kubernetes' defaults 0, 3 and 10) is shorter than a model takes to load."""
+    probe = container.get("livenessProbe")
+    if probe is None or not isinstance(probe.value, dict) or container.get("startupProbe") is not None:
+        return None
+    delay = _seconds(probe, "initialDelaySeconds", 0)
+    threshold = _seconds(probe, "failureThreshold", 3)
+    period = _seconds(probe, "periodSeconds", 10)
+    if delay is None or threshold is None or period is None:
+        return None  # a value the files fill in elsewhere (a template)
+    budget = delay + threshold * period
+    if budget >= MIN_START_SECONDS:
+        return None
+    return HygieneIssue(
+        check="liveness-kills-model-load",
+        text=f"the livenessProbe gives the server {budget} s ({delay} + {threshold} × {period}) and there is no "
+        f"startupProbe: a model that takes longer to load (we take {MIN_START_SECONDS} s as the least to allow) is "
+        "killed and restarted before it serves",
+        location=node_location(doc, probe),
+    )
+
+
+def pod_claims(doc: Document, pod_spec: Located) -> list[ClaimUse]:
+    uses = []
+    for volume in pod_spec.each("volumes"):
+        claim = volume.get("persistentVolumeClaim")
+        name = claim.get("claimName") if claim is not None else None
+        if name is not None and isinstance(name.value, str):
+            uses.append(ClaimUse(claim=name.value, location=node_location(doc, name)))
+    return uses
+
+
+def claim_spec(doc: Document, obj: Located) -> ClaimSpec | None:
+    """A PersistentVolumeClaim object with its access modes; None for another object."""
+    kind = obj.get("kind")
+    meta = obj.get("metadata")
+    name = meta.get("name") if meta is not None else None
+    spec = obj.get("spec")
+    if kind is None or text_of(kind) != "PersistentVolumeClaim" or name is None or spec is None:
+        return None
+    modes = spec.get("accessModes")
+    return ClaimSpec(
+        name=text_of(name),
+        access_modes=[text_of(m) for m in modes.items()] if modes is not None else [],
+        location=node_location(doc, modes or obj),
+    )
+
+
+def _claim_issues(workload: Workload, claims: dict[str, ClaimSpec]) -> list[HygieneIssue]:
+    pods = (workload.replicas or 1) * max(workload.nodes, 1)
+    issues = []
+    for use in workload.claims:
+        spec = claims.get(use.claim)
+        if spec is None or pods < 2 or not spec.access_modes:
+            continue
+        if not set(spec.access_modes) <= {"ReadWriteOnce", "ReadWriteOncePod"}:
+            continue
+        issues.append(
+            HygieneIssue(
+                check="rwo-claim-shared",
+                text=f"{pods} pods mount the claim {use.claim}, whose access modes ({', '.join(spec.access_modes)}, "
+                f"{spec.location}) let only one node attach it: pods scheduled on another node stay ContainerCreating",
+                location=use.location,
+            )
+        )
+    return issues
+
+
+def duplicate_key_issues(file: str, duplicates: list[DuplicateKey]) -> list[HygieneIssue]:
+    issues = {}
+    for dup in duplicates:
+        where = f"{dup.path}." if dup.path else ""
+        issues[(dup.key, dup.again)] = HygieneIssue(
+            check="duplicate-key",
+            text=f"{where}{clip(dup.key, 60)} is written twice in one mapping (first at line {dup.first}): a YAML "
+            "loader keeps the later silently, and kubectl's and kustomize's strict decoding refuses the document",
+            location=Location(file=file, line=dup.again, path=f"{where}{clip(dup.key, 60)}"),
+        )
+    return list(issues.values())
+
+
+def finish(deployment: Deployment) -> None:
+    """The checks that need the whole read deployment: secrets, image tags and shared claims of each
+    workload, and each file's own problems given to the workloads of that file (of every one when the
+    file holds none)."""
+    claims = {c.name: c for c in deployment.claims}
+    files = {w.file for w in deployment.workloads}
+    once = {(i.check, i.location.file, i.location.line, i.text): i for i in deployment.hygiene}
+    deployment.hygiene = list(once.values())  # a base that several kustomize overlays build is read once each
+    for workload in deployment.workloads:
+        workload.hygiene += secret_issues(workload)
+        found = image_issue(workload.image, workload.image_location)
+        if found is not None:
+            workload.hygiene.append(found.model_copy(update={"release": True}))
+        workload.hygiene += _claim_issues(workload, claims)
+        workload.hygiene += [
+            issue
+            for issue in deployment.hygiene
+            if issue.location.file == workload.file or issue.location.file not in files
+        ]

@@ -1,0 +1,160 @@
+"""What the readers of Kubernetes pod specs share (a workload's pods, an operator's custom resource
+that holds pod templates): a container's environment, $(VAR) expansion, GPU labels and its resources."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from .containers import memory_limit, whole_number
+from .model import Document, EnvUse, Location, Workload
+from .shell import Shell
+from .yaml_nodes import Located, node_location, text_of
+
+_GPU_LABELS = ("nvidia.com/gpu.product", "cloud.google.com/gke-accelerator", "node.kubernetes.io/instance-type")
+
+
+def container_env(
+    doc: Document, container: Located, config_maps: dict[str, Located], prefix: str
+) -> tuple[list[EnvUse], list[str]]:
+    env: list[EnvUse] = []
+    notes: list[str] = []
+    by_ref: dict[str, str] = {}
+    for source in container.get("envFrom").items() if container.get("envFrom") else []:
+        ref = source.get("configMapRef") or source.get("secretRef")
+        name = text_of(ref.get("name")) if ref and ref.get("name") else "?"
+        cm = config_maps.get(name) if source.get("configMapRef") else None
+        if cm is not None and cm.get("data") is not None:
+            for key, item in (cm.get("data").value or {}).items():
+                env.append(EnvUse(name=key, value=text_of(item), location=node_location(doc, item)))
+        else:
+            kind = "Secret" if source.get("secretRef") else "ConfigMap"
+            notes.append(f"{doc.name}: envFrom {kind} {name!r} is not in the input; its variables are unknown")
+    for item in container.get("env").items() if container.get("env") else []:
+        name_item = item.get("name")
+        if name_item is None:
+            continue
+        name = text_of(name_item)
+        loc = node_location(doc, item, prefix)
+        if item.get("value") is not None:
+            value = text_of(item.get("value"))
+            refs = re.findall(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", value)
+            if refs:
+                origin = ", ".join(by_ref.get(r, f"$({r})") for r in refs)
+                env.append(EnvUse(name=name, value=None, reference=origin, location=loc))
+            else:
+                env.append(EnvUse(name=name, value=value, location=loc))
+        elif item.get("valueFrom") is not None:
+            vf = item.get("valueFrom").plain()
+            what = next(iter(vf), "valueFrom") if isinstance(vf, dict) else "valueFrom"
+            detail = vf.get(what, {}) if isinstance(vf, dict) else {}
+            described = f"valueFrom {what}" + (
+                f" {detail.get('fieldPath') or detail.get('name') or ''}".rstrip() if isinstance(detail, dict) else ""
+            )
+            by_ref[name] = described
+            env.append(EnvUse(name=name, value=None, reference=described, location=loc))
+        else:
+            env.append(EnvUse(name=name, value="", location=loc))
+    return env, notes
+
+
+def gpu_label(pod_spec: Located) -> str | None:
+    selector = pod_spec.get("nodeSelector")
+    if selector is not None and isinstance(selector.value, dict):
+        for label in _GPU_LABELS:
+            if label in selector.value:
+                return text_of(selector.value[label])
+    affinity = pod_spec.get("affinity")
+    if affinity is not None:
+        text = json.dumps(affinity.plain(), default=str)  # dates and bytes, which YAML builds, as text
+        for label in _GPU_LABELS:
+            m = re.search(re.escape(label) + r'", "operator": "In", "values": \["([^"]+)"', text)
+            if m:
+                return m.group(1)
+    return None
+
+
+def k8s_variables(env: list[EnvUse]) -> Shell:
+    """The container's variables as Kubernetes expands $(VAR) with them, and as its shell sees them."""
+    values = {use.name: use.value for use in env if use.value is not None}
+    unresolved = {
+        f"$({use.name})": f"{use.name} is set from {use.reference}, which the files do not show"
+        for use in env
+        if use.value is None
+    }
+    unresolved |= {"$" + k[2:-1]: v for k, v in unresolved.items()} | {
+        "${" + k[2:-1] + "}": v for k, v in unresolved.items()
+    }
+    return Shell(values, unresolved)
+
+
+_K8S_REFERENCE = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+
+
+def k8s_expand(word: str, variables: Shell) -> str:
+    """A command or argument with $(VAR) expanded from the container's variables, as Kubernetes does:
+    $$ is a literal $, and a reference to a variable the container does not have stays as written."""
+    if "$" not in word:
+        return word
+
+    def one(m: re.Match[str]) -> str:
+        if m.group() == "$$":
+            return "$"
+        name = m.group(1)
+        if name in variables.values:
+            return variables.values[name]
+        variables.unresolved.setdefault(
+            m.group(), f"{name} is not a variable of the container, so Kubernetes passes {m.group()} as written"
+        )
+        return m.group()
+
+    return _K8S_REFERENCE.sub(one, word)
+
+
+def pod_resources(doc: Document, workload: Workload, pod_spec: Located, container: Located, notes: list[str]) -> None:
+    """The container's memory request, its GPUs, /dev/shm (a memory emptyDir mounted there) and hostIPC."""
+    resources = container.get("resources")
+    for part in ("requests", "limits"):
+        given = resources.get(part) if resources is not None else None
+        if given is None:
+            continue
+        if part == "requests" and given.get("memory") is not None:
+            workload.memory_request_gib = memory_limit(doc, given.get("memory"), notes, "resources.requests.memory")
+        gpus = given.get("nvidia.com/gpu")
+        if gpus is not None:
+            workload.gpu_count = whole_number(doc, gpus, "nvidia.com/gpu", 0, 1_000, notes, quantity=True)
+    workload.host_ipc = pod_spec.get("hostIPC") is not None and pod_spec.get("hostIPC").value is True
+    mounts = {text_of(m.get("name")): text_of(m.get("mountPath")) for m in container.each("volumeMounts")}
+    for volume in pod_spec.each("volumes"):
+        if mounts.get(text_of(volume.get("name"))) != "/dev/shm":
+            continue
+        host_path = volume.get("hostPath")
+        if host_path is not None and text_of(host_path.get("path")) == "/dev/shm":
+            workload.shm_mounted = True  # the node's own /dev/shm, as with hostIPC: not the container's to size
+            continue
+        empty_dir = volume.get("emptyDir")
+        if empty_dir is None:
+            continue
+        if empty_dir.get("medium") is not None and text_of(empty_dir.get("medium")) == "Memory":
+            workload.shm_mounted = True
+            size = empty_dir.get("sizeLimit")
+            workload.shm_gib = (
+                memory_limit(doc, size, notes, "emptyDir.sizeLimit") if size is not None else workload.memory_limit_gib
+            )
+
+
+# A KServe ServingRuntime's container is a template: KServe fills in `{{.Name}}` (the InferenceService's
+# name) and the like when it builds the predictor's pod, and appends the InferenceService's args.
+SERVING_RUNTIME_KINDS = {"ServingRuntime", "ClusterServingRuntime"}
+_PLACEHOLDER = re.compile(r"\{\{\s*\.?[A-Za-z_][\w.]*\s*\}\}")
+
+
+def runtime_placeholders(argv: list[tuple[str, Location]], variables: Shell) -> None:
+    """Mark the values a runtime template leaves to KServe as not known from the files."""
+    for word, _ in argv:
+        value = word.split("=", 1)[1] if word.startswith("-") and "=" in word else word
+        found = _PLACEHOLDER.search(value)
+        if found is not None:
+            variables.unresolved.setdefault(
+                value, f"{found.group()} is filled in by KServe from each InferenceService that uses the runtime"
+            )
