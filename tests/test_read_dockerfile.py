@@ -183,3 +183,12 @@ def test_a_built_image_named_with_another_release_is_said_and_the_dockerfile_cou
     assert [w.image for w in deployment.workloads] == ["vllm/vllm-openai:v0.12.0"]
     [note] = [n for n in deployment.notes if "names the image it builds" in n]
     assert note.startswith("compose.yaml:4") and "built on vllm/vllm-openai:v0.12.0 (Dockerfile:1)" in note
+
+
+def test_a_stage_built_on_one_with_a_shell_form_entrypoint_still_runs_it_alone() -> None:
+    text = (
+        "FROM python:3.12 AS engine\nRUN pip install vllm==0.12.0\nENTRYPOINT vllm serve m --port 8000\n"
+        'FROM engine\nCMD ["x"]\n'
+    )
+    [w], _ = workloads(("Dockerfile", text))
+    assert (w.model, flags(w)) == ("m", {"--port": "8000"})  # Docker gives a shell-form ENTRYPOINT no CMD
