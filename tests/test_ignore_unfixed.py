@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from vllm_caching_mcp.advice.review_models import UNFIXED_ADVISORY_FIX, Finding, unfixed
+from vllm_caching_mcp.advice.review_models import UNFIXED_ADVISORY_FIX, Finding, unfixed, unfixed_fix
+from vllm_caching_mcp.knowledge import load_knowledge
 
 SERVE = "vllm serve meta-llama/Llama-3.1-8B-Instruct --port 8000\n"
 
@@ -36,7 +37,10 @@ def test_an_unfixed_advisory_is_reported_but_left_out_of_the_gate(tmp_path: Path
     assert status == 1
     status, out = review(tmp_path, "0.33.0", "--fail-on", "warning", "--ignore-unfixed")
     assert status == 0
-    assert [f["fix"] for f in json.loads(out)["findings"]] == [UNFIXED_ADVISORY_FIX] * len(findings)  # still there
+    assert [f["fix"] for f in json.loads(out)["findings"]] == [f.fix for f in findings]  # still there
+    # GHSA-98f3-hwg4-4rf7's mitigation in the knowledge, in place of an upgrade
+    [advisory] = [a for a in load_knowledge().advisories.advisories if a.id == "GHSA-98f3-hwg4-4rf7"]
+    assert advisory.mitigation and [f.fix for f in findings] == [unfixed_fix(advisory.mitigation)]
     status, page = review(tmp_path, "0.33.0", "--fail-on", "warning", "--ignore-unfixed", fmt="markdown")
     assert "passes --fail-on warning --ignore-unfixed" in page.splitlines()[0] and page.startswith("✅")
 
@@ -57,3 +61,6 @@ def test_only_an_advisory_with_the_unfixed_mark_counts_as_unfixed(rule_id: str) 
     )
     assert unfixed(finding) == rule_id.startswith("advisory.")
     assert not unfixed(finding.model_copy(update={"fix": "Upgrade vLLM to 0.34.0 or later."}))
+    assert unfixed(finding.model_copy(update={"fix": unfixed_fix("Reject list prompts at the proxy.")})) == (
+        rule_id.startswith("advisory.")
+    )

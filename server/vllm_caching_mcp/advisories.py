@@ -381,6 +381,7 @@ def _curated(known: Advisory, live: Advisory) -> Advisory:
             "requires": known.requires,
             "applies": known.applies,
             "residual": known.residual,
+            "mitigation": known.mitigation,
             "ranges": known.ranges if probed and unfixed_live else _with_code_reading(live.ranges, known.ranges),
             "sources": tuple(dict.fromkeys((*known.sources, *live.sources))),
         }

@@ -1540,6 +1540,11 @@ class Advisory(Sourced):
     requires: AdvisoryRequires = Field(default_factory=AdvisoryRequires)
     applies: str = Field(description="one plain line: when it applies")
     residual: str | None = Field(default=None, description="what still holds after the fix")
+    mitigation: str | None = Field(
+        default=None,
+        description="for an advisory no release fixes: what keeps its precondition (applies) from holding, "
+        "as the fix a review gives in place of an upgrade",
+    )
     published: dt.date
 
     @property

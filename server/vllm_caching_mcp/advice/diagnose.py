@@ -378,8 +378,8 @@ def _review(request: DiagnoseRequest, knowledge: Knowledge) -> ReviewResult | No
 
 
 def _image_tag_version(review: ReviewResult | None) -> str | None:
-    """The vLLM release the deployment's image tag names, when it names one."""
-    if review is None or not review.workloads or review.workloads[0].version_source != "image-tag":
+    """The vLLM release the deployment's files name (its image tag, a pinned pip install), when they name one."""
+    if review is None or not review.workloads or review.workloads[0].version_source not in ("image-tag", "pip-install"):
         return None
     return review.workloads[0].vllm_version
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 import difflib
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import Literal
 
 from .. import advisories as advisory_lookup
 from ..knowledge import (
@@ -45,11 +44,12 @@ from .deployment import (
     Workload,
     derived_image,
     find_gpu,
-    image_version,
     parse_documents,
     resolve,
     resolve_cache_server,
 )
+from .deployment.model import VersionSource
+from .deployment.release import Release, lmcache_release, workload_release
 from .review_advisories import advisory_findings, advisory_rule_id
 from .review_brief import in_brief
 from .review_conditions import MAX_SUGGESTIONS, Context, Outcome, Shared, evaluate, rules
@@ -100,14 +100,6 @@ def list_rules(knowledge: Knowledge) -> list[RuleInfo]:
     ]
 
 
-def _workload_version(
-    knowledge: Knowledge, image_version: str | None, stated: Version, stated_source: bool
-) -> tuple[Version, Literal["image-tag", "stated", "assumed-newest"]]:
-    if image_version is not None:
-        return parse_version(image_version), "image-tag"
-    return stated, "stated" if stated_source else "assumed-newest"
-
-
 def review_deployment(request: ReviewRequest, knowledge: Knowledge) -> ReviewResult:
     """Findings for the deployment in ``request``; the request is not changed."""
     all_rules = rules(knowledge)
@@ -127,7 +119,7 @@ def review_deployment(request: ReviewRequest, knowledge: Knowledge) -> ReviewRes
         return _nothing_to_review(request, context)
     notes = list(deployment.notes)
     effectives = _resolve_workloads(deployment, knowledge, stated, context, host, notes)
-    if effectives and all(e.version_source == "image-tag" for e in effectives) and context.assumed:
+    if effectives and all(e.version_source in ("image-tag", "pip-install") for e in effectives) and context.assumed:
         _, context = resolve_version(knowledge, effectives[0].version, field="version")
     shared = Shared()
     configuration = _rule_findings(request, deployment, effectives, all_rules, host, knowledge, shared)
@@ -181,33 +173,59 @@ def _resolve_workloads(
     host: HostFacts,
     notes: list[str],
 ) -> list[Effective]:
-    """Each workload's configuration for its release (the image tag's, else the stated one), with notes
-    on a tag that disagrees with the stated release or names one the knowledge does not cover."""
+    """Each workload's configuration for its release (the one its files say runs, else the stated one), with
+    notes on where that release was read, where two places disagree, and a release the knowledge does not cover."""
     effectives: list[Effective] = []
     for workload in deployment.workloads:
-        tag = image_version(workload.image)
-        version, source = _workload_version(knowledge, tag, stated, not context.assumed)
-        if tag is not None and not context.assumed and version != stated:
-            notes.append(
-                f"{workload.name}: the image tag says vLLM {version}, not the stated {stated}; reviewed for {version}"
-            )
-        if tag is not None and derived_image(workload.image):
-            notes.append(
-                f"{workload.name}: vLLM {version} read from the tag of {workload.image}, a build derived from "
-                "vllm/vllm-openai whose tag leads with the release it was built from; give version if it is not"
-            )
-        if tag is not None and version < knowledge.oldest():
-            notes.append(
-                f"{workload.name}: vLLM {version} from the image tag is older than {knowledge.oldest()}, the oldest "
-                "release the knowledge covers: its configuration is not judged (only advisories, whose ranges are "
-                "published, and the checks no release changes: hygiene, ports, GPUs)"
-            )
-        elif tag is not None and version not in knowledge.release_versions():
-            notes.append(f"{workload.name}: vLLM {version} from the image tag is not a release the knowledge covers")
+        release = workload_release(workload)
+        notes += [f"{workload.name}: {note}" for note in release.notes]
+        version, source = _workload_version(release, stated, context)
+        if release.version is not None:
+            notes += _release_notes(workload, release, version, stated, context, knowledge)
         effective = resolve(workload, deployment, knowledge, version, source, host.gpu)
+        effective.version_location = release.location if release.version is not None else None
+        lmcache = lmcache_release(workload)
+        notes += [f"{workload.name}: {note}" for note in lmcache.notes]
+        effective.lmcache_version = lmcache.version
         notes += effective.notes
         effectives.append(effective)
     return effectives
+
+
+def _workload_version(release: Release, stated: Version, context: VersionContext) -> tuple[Version, VersionSource]:
+    if release.version is not None and release.source is not None:
+        return parse_version(release.version), release.source
+    return stated, "assumed-newest" if context.assumed else "stated"
+
+
+def _release_notes(
+    workload: Workload,
+    release: Release,
+    version: Version,
+    stated: Version,
+    context: VersionContext,
+    knowledge: Knowledge,
+) -> list[str]:
+    """Where the release was read, when that is worth saying: against the stated one, from a derived build's
+    tag, or outside the releases the knowledge covers."""
+    notes = []
+    place = "the image tag" if release.source == "image-tag" else f"the pip install at {release.location}"
+    if not context.assumed and version != stated:
+        notes.append(f"{workload.name}: {place} says vLLM {version}, not the stated {stated}; reviewed for {version}")
+    if release.source == "image-tag" and derived_image(workload.image):
+        notes.append(
+            f"{workload.name}: vLLM {version} read from the tag of {workload.image}, a build derived from "
+            "vllm/vllm-openai whose tag leads with the release it was built from; give version if it is not"
+        )
+    if version < knowledge.oldest():
+        notes.append(
+            f"{workload.name}: vLLM {version} from {place} is older than {knowledge.oldest()}, the oldest "
+            "release the knowledge covers: its configuration is not judged (only advisories, whose ranges are "
+            "published, and the checks no release changes: hygiene, ports, GPUs)"
+        )
+    elif version not in knowledge.release_versions():
+        notes.append(f"{workload.name}: vLLM {version} from {place} is not a release the knowledge covers")
+    return notes
 
 
 # What makes two findings one: a place found wrong for several workloads (a proxy both roles use).
@@ -367,12 +385,16 @@ def _security_findings(
     disabled: AbstractSet[str],
     not_checked: list[NotChecked],
 ) -> _SecurityRun:
-    """The advisories that apply, after the configuration findings, most severe first."""
+    """The advisories that apply to the workloads that run vLLM, most severe first: one finding for each
+    advisory, file and release, at the first workload's place, naming every workload of the file on that
+    release (replicas of one release, the roles of a P/D pair)."""
     run = _SecurityRun()
-    seen: dict[_FindingKey, Finding] = {}
+    seen: dict[tuple[str, str, str], Finding] = {}
     lookups: dict[tuple[Version, advisory_lookup.DeploymentFacts], tuple[list[advisory_lookup.Finding], str | None]]
     lookups = {}
     for workload, effective in zip(deployment.workloads, effectives, strict=True):
+        if workload.source == "lmcache-config":  # an LMCache config alone: no vLLM server runs from it
+            continue
         if effective.version_source == "assumed-newest":
             run.unversioned.append(effective.workload)
             continue
@@ -381,11 +403,12 @@ def _security_findings(
         )
         run.left_open += open_count
         for hit in hits:
-            if _key(hit) in seen:  # one image line several workloads share is one finding
-                seen[_key(hit)].workload += f", {hit.workload}"
-            else:
-                seen[_key(hit)] = hit
+            group = (hit.rule_id, workload.file, effective.version)
+            if group not in seen:
+                seen[group] = hit
                 run.findings.append(hit)
+            elif hit.workload not in seen[group].workload.split(", "):
+                seen[group].workload += f", {hit.workload}"
     run.findings.sort(key=_severity_order)
     return run
 
@@ -405,7 +428,8 @@ def _closing_notes(knowledge: Knowledge, security: _SecurityRun, shared: Shared)
     if security.unversioned:
         notes.append(
             f"{', '.join(security.unversioned)}: the vLLM release is not known (no vllm/vllm-openai image tag, no "
-            "version), so security advisories were not checked; that is not a finding that it is clear of them"
+            "pinned pip install, no version), so security advisories were not checked; that is not a finding that "
+            "it is clear of them"
         )
     if shared.skipped:
         notes.append(
@@ -424,6 +448,7 @@ def _workload_reports(
             file=w.file,
             vllm_version=e.version,
             version_source=e.version_source,
+            version_location=e.version_location,
             model=e.model,
             image=e.image,
             connectors=[conn.name for conn in e.connectors],

@@ -21,7 +21,7 @@ from .deployment import (
     Workload,
     parse_number,
 )
-from .review_models import UNFIXED_ADVISORY_FIX, Finding, NotChecked, Severity
+from .review_models import Finding, NotChecked, Severity, unfixed_fix
 
 ADVISORY_RULE = "advisory."  # review_models.unfixed knows it too
 
@@ -110,9 +110,7 @@ def advisory_findings(
             str(floor_release) if floor_release is not None else None,
         )
     hits, floor = cache[version, facts]
-    where = workload.location
-    if effective.version_source == "image-tag" and workload.image_location is not None:
-        where = workload.image_location
+    where = effective.version_location or workload.location  # the image line or pip install the release is read from
     found: list[Finding] = []
     left_open = 0
     for hit in hits:
@@ -139,7 +137,7 @@ def advisory_findings(
                 else "."
             )
         else:
-            fix = UNFIXED_ADVISORY_FIX
+            fix = unfixed_fix(a.mitigation)
         found.append(
             Finding(
                 rule_id=rule_id,

@@ -365,7 +365,7 @@ def _lmcache_schema(verdict: str, asked: Asked) -> Outcome:
     """Each key of the workload's LMCache config files and each LMCACHE_* variable it sets that its LMCache
     release drops, maps with a warning, or never reads, and each file value the key's converter refuses
     ("refused" where that ends the load, else "ignored": set to None); the release is the image tag's
-    (lmcache/vllm-openai:vX), else the newest the schema covers, said in each finding."""
+    (lmcache/vllm-openai:vX) or a pip install's pin, else the newest the schema covers, said in each finding."""
     ctx = asked.ctx
     key = id(ctx.effective)
     if key not in ctx.shared.lmcache_findings:
@@ -386,7 +386,8 @@ def _lmcache_findings(ctx: Context) -> LMCacheFindings:
     e = ctx.effective
     schema = ctx.knowledge.engine_schema
     read = [str(v) for v in schema.releases_read.get("lmcache", ())]
-    tagged = lmcache_image_version(e.image)
+    pinned = e.lmcache_version  # a pip install before the server replaces the image's LMCache
+    tagged = pinned or lmcache_image_version(e.image)
     built = lmcache_image_date(e.image)
     by_date = _lmcache_release_by(built, ctx.knowledge) if built is not None and tagged is None else None
     if built is not None and tagged is None and by_date is None:
@@ -397,7 +398,9 @@ def _lmcache_findings(ctx: Context) -> LMCacheFindings:
     if release is None or release not in read:
         return LMCacheFindings(missing=f"the engine schema of LMCache {release} (knowledge/engine_schema.yaml)")
     said = (
-        f"LMCache {release} (the image's tag)"
+        f"LMCache {release} (the pip install)"
+        if pinned
+        else f"LMCache {release} (the image's tag)"
         if tagged
         else f"LMCache {release}, the newest release by the image's build date {built}"
         if by_date

@@ -19,6 +19,7 @@ from .deployment import (
     Location,
     UnreadLaunch,
 )
+from .deployment.model import VersionSource
 
 Severity = Literal["error", "warning", "info"]
 
@@ -116,7 +117,8 @@ class WorkloadReport(BaseModel):
     name: str
     file: str
     vllm_version: str
-    version_source: Literal["image-tag", "stated", "assumed-newest"]
+    version_source: VersionSource
+    version_location: Location | None = Field(default=None, description="where the release was read")
     model: str | None
     image: str | None
     connectors: list[str]
@@ -170,12 +172,17 @@ class ReviewResult(Result):
         for w in self.workloads:
             source = {
                 "image-tag": "from the image tag",
+                "pip-install": "from a pip install",
                 "stated": "as stated",
                 "assumed-newest": "assumed: newest known",
             }
             conn = ", ".join(w.connectors) or "no KV connector"
             floor = f"; security floor {w.security_floor}" if w.security_floor else ""
-            lines.append(f"{w.name} ({w.file}): vLLM {w.vllm_version} ({source[w.version_source]}); {conn}{floor}")
+            at = w.version_location  # the image line is plain to see; the install that replaces it is named
+            read_at = f" at {at.file}:{at.line}" if at is not None and w.version_source == "pip-install" else ""
+            lines.append(
+                f"{w.name} ({w.file}): vLLM {w.vllm_version} ({source[w.version_source]}{read_at}); {conn}{floor}"
+            )
         counts = {s: sum(f.occurrences for f in self.findings if f.severity == s) for s in ("error", "warning", "info")}
         total = sum(counts.values())
         distinct = f" ({len(self.findings)} distinct)" if total != len(self.findings) else ""
@@ -210,14 +217,20 @@ class ReviewResult(Result):
 
 # The fix of an advisory finding that no vLLM release fixes (review_advisories writes it): the mark by
 # which a gate can leave such findings out, as scanners' --ignore-unfixed does.
-UNFIXED_ADVISORY_FIX = (
-    "No fixed vLLM release is known: keep what the advisory describes out of untrusted callers' reach."
-)
+# How the fix of an advisory no release fixes starts; its mitigation (knowledge/advisories.yaml) follows,
+# else the general one.
+UNFIXED_MARK = "No fixed vLLM release is known:"
+UNFIXED_ADVISORY_FIX = f"{UNFIXED_MARK} keep what the advisory describes out of untrusted callers' reach."
+
+
+def unfixed_fix(mitigation: str | None) -> str:
+    """The fix of an advisory no release fixes: its mitigation, where the knowledge has one."""
+    return f"{UNFIXED_MARK} {mitigation[:1].lower()}{mitigation[1:]}" if mitigation else UNFIXED_ADVISORY_FIX
 
 
 def unfixed(finding: Finding) -> bool:
     """An advisory finding that no upgrade fixes: what its user can do is the mitigation, not a release."""
-    return finding.rule_id.startswith("advisory.") and finding.fix == UNFIXED_ADVISORY_FIX
+    return finding.rule_id.startswith("advisory.") and finding.fix.startswith(UNFIXED_MARK)
 
 
 def exit_code(result: ReviewResult, fail_on: FailOn = "error", *, ignore_unfixed: bool = False) -> int:

@@ -5,8 +5,10 @@ line, a `docker run` / `podman run` line, docker-compose files, Kubernetes manif
 (Deployment, StatefulSet, DaemonSet, Job, Pod, LeaderWorkerSet, ConfigMap; multi-document) and
 the kustomizations among them (a resource is read as its build makes it: strategic-merge and JSON 6902
 patches, `images:` rewrites),
-LMCache configuration YAML, and Helm values of the vLLM production-stack chart
-(`servingEngineSpec.modelSpec`) and of vLLM's example chart (`image.command`).
+LMCache configuration YAML, Helm values of the vLLM production-stack chart
+(`servingEngineSpec.modelSpec`) and of vLLM's example chart (`image.command`), and Dockerfiles (the image a
+compose `build:` makes). A pip install of vLLM or LMCache before a launch is kept with it (installs.py), and
+release.py works out the release each workload runs from its image and those installs.
 
 Two steps, both pure:
 

@@ -161,7 +161,7 @@ def container_facts(
         workload.host_ipc
         or workload.shm_mounted
         or workload.pod_elsewhere
-        or workload.source in ("command-line", "lmcache-config")
+        or workload.source in ("command-line", "lmcache-config", "dockerfile")  # /dev/shm is set where it runs
     ):
         facts["shm_gib"] = DEFAULT_SHM_GIB
         # where a /dev/shm volume would be mounted: the container's volumeMounts, else the container

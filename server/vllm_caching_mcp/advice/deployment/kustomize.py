@@ -349,7 +349,7 @@ class Patcher:
                 if self.patch(objects, patch):
                     applied.append(patch.source)
             for obj in objects:
-                _rewrite_images(obj, overlay)
+                _rewrite_images(doc, obj, overlay, self.notes)
             with_patches = f", with {'; '.join(applied)}" if applied else ""
             self.notes.append(f"{doc.name}: reviewed as {overlay.name} builds it{with_patches}")
 
@@ -517,8 +517,21 @@ def _image_nodes(node: Located) -> Iterator[Located]:
             yield from _image_nodes(child)
 
 
-def _rewrite_images(obj: Located, overlay: Overlay) -> None:
-    """kustomize's images: an image named ``name`` becomes newName, with newTag or digest, where it is set."""
+def _retagged(old: str, written: str, new: str, setter: str, notes: list[str]) -> None:
+    """Say which release runs where an overlay's images: rewrites an image whose tag names a vLLM release."""
+    before, after = image_version(old), image_version(new)
+    if before is None or before == after:
+        return
+    runs = f"vLLM {after} is reviewed, not {before}" if after else f"the vLLM release is not {before}, and not known"
+    notes.append(
+        f"{setter}: images: makes {clip(old, 80)} (written at {written}) {clip(new, 80)}: the build deploys the "
+        f"overlay's image, so {runs}"
+    )
+
+
+def _rewrite_images(doc: Document, obj: Located, overlay: Overlay, notes: list[str]) -> None:
+    """kustomize's images: an image named ``name`` becomes newName, with newTag or digest, where it is set;
+    a note where that changes the vLLM release the base's image names."""
     rules = {text_of(entry.get("name")): entry for entry in overlay.images}
     for node in _image_nodes(obj) if rules else ():
         image = text_of(node)
@@ -532,4 +545,6 @@ def _rewrite_images(obj: Located, overlay: Overlay) -> None:
         tag = "@" + text_of(digest) if digest is not None else ":" + text_of(new_tag) if new_tag is not None else tag
         node.value = (text_of(new_name) if new_name is not None else name) + tag
         setter = digest or new_tag or new_name or entry
+        written = f"{node.file or doc.name}:{node.line}"
         node.file, node.line, node.block = overlay.name, setter.line, False
+        _retagged(image, written, node.value, f"{overlay.name}:{setter.line}", notes)

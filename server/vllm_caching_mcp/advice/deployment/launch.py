@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ..common import docker_run_options
-from .model import EnvUse, HygieneIssue, Location
+from .model import EnvUse, HygieneIssue, Location, ReleaseClaim
 
 _SERVE_MODULE = "vllm.entrypoints.openai.api_server"
 
@@ -113,6 +113,7 @@ class Launch:
     options: dict[str, str | None] = field(default_factory=dict)  # docker/podman run options, by name
     problem: str | None = None  # why the command as written does not start the server it names
     hygiene: list[HygieneIssue] = field(default_factory=list)  # what the script does wrong before it starts vLLM
+    pins: list[ReleaseClaim] = field(default_factory=list)  # pip installs of vLLM or LMCache run before it
 
 
 def vllm_args(words: list[tuple[str, Location]]) -> list[tuple[str, Location]] | None:
@@ -181,6 +182,14 @@ def docker_run(words: list[tuple[str, Location]], env: list[EnvUse], exported: d
 
 def is_vllm_image(image: str) -> bool:
     return "vllm" in image.lower()
+
+
+# llm-d's inference simulator answers the vLLM API (and takes its options) without running vLLM.
+SIMULATOR = "llm-d-inference-sim"
+
+
+def is_simulator(image: str | None) -> bool:
+    return image is not None and SIMULATOR in image.lower()
 
 
 def may_start_vllm(texts: list[str]) -> bool:

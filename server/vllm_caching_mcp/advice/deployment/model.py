@@ -144,6 +144,19 @@ class ServiceSpec(BaseModel):
     selector: dict[str, str]
     ports: list[PortRef] = Field(default_factory=list, description="the ports it is reached on (port)")
     targets: list[PortRef] = Field(default_factory=list, description="where it sends each (targetPort, else port)")
+
+
+VersionSource = Literal["image-tag", "pip-install", "stated", "assumed-newest"]
+
+
+class ReleaseClaim(BaseModel):
+    """A place that says which release of a package a workload runs, other than its image tag: a pip
+    install before the launch (in its script, its container command or its Dockerfile)."""
+
+    package: Literal["vllm", "lmcache"]
+    version: str | None = Field(description="the release pinned (==); null when the install names none exactly")
+    requirement: str = Field(description="the requirement as written: vllm==0.11.0, vllm>=0.10, vllm")
+    upgrade: bool = Field(default=False, description="pip's --upgrade: it replaces a release already installed")
     location: Location
 
 
@@ -152,7 +165,9 @@ class Workload(BaseModel):
 
     name: str
     file: str
-    source: Literal["command-line", "docker-run", "compose", "kubernetes", "helm-values", "lmcache-config"]
+    source: Literal[
+        "command-line", "docker-run", "compose", "kubernetes", "helm-values", "lmcache-config", "dockerfile"
+    ]
     model: str | None = None
     model_location: Location | None = None
     image: str | None = None
@@ -187,6 +202,9 @@ class Workload(BaseModel):
         default=None,
         description="why the command as written never starts this server (`bash -c` given the words of the "
         "line one by one runs only the first); the flags are read from the line as its author meant it",
+    )
+    installs: list[ReleaseClaim] = Field(
+        default_factory=list, description="pip installs of vLLM or LMCache that run before it starts, in order"
     )
     hygiene: list[HygieneIssue] = Field(
         default_factory=list, description="deployment-hygiene problems around it (secrets, installs, probes, ...)"
@@ -287,7 +305,9 @@ class Effective(BaseModel):
 
     workload: str
     version: str
-    version_source: Literal["image-tag", "stated", "assumed-newest"]
+    version_source: VersionSource
+    version_location: Location | None = Field(default=None, description="where the release was read")
+    lmcache_version: str | None = Field(default=None, description="the LMCache release a pip install pins")
     flags: dict[str, FlagUse] = Field(description="the last occurrence of each flag wins, as in argparse")
     env: dict[str, EnvUse]
     model: str | None

@@ -8,6 +8,7 @@ import re
 from ...knowledge import Knowledge, ServerListener
 from ..common import AdviceError
 from .bounds import Totals, clip, reading_document
+from .dockerfile import DockerBuild, is_dockerfile, read_dockerfile
 from .flags import read_args
 from .hygiene import duplicate_key_issues, finish
 from .images import image_notes
@@ -15,7 +16,18 @@ from .kustomize import Overlay, Patch, Patcher, read_builds, what_it_sets
 from .launch import WRAPPERS
 from .lmcache_config import LMCACHE_KEYS
 from .model import Deployment, Document, Location, ProxyLaunch, ProxyUse, UnreadLaunch, Workload
-from .readers import compose, helm, kserve, kubernetes, lmcache, modelservice, ray_serve, skypilot, vllm_runtime
+from .readers import (
+    compose,
+    dockerfile,
+    helm,
+    kserve,
+    kubernetes,
+    lmcache,
+    modelservice,
+    ray_serve,
+    skypilot,
+    vllm_runtime,
+)
 from .readers import shell as shell_text
 from .readers.base import Reader, Reading, mappings
 from .readers.compose import read_dotenv
@@ -34,6 +46,7 @@ READERS: tuple[Reader, ...] = (
     helm.READER,
     modelservice.READER,
     lmcache.READER,
+    dockerfile.READER,
     shell_text.READER,
 )
 
@@ -48,6 +61,7 @@ def _read_document(
     build: list[Overlay] | None = None,
     documents: tuple[Document, ...] = (),
     servers: tuple[ServerListener, ...] = (),
+    dockerfiles: dict[str, DockerBuild] | None = None,
 ) -> None:
     """Add the workloads of one document, as the kustomize ``build`` (overlays innermost first) patches it
     when it is a resource of one; AdviceError("text", ...) when its text cannot be read."""
@@ -73,6 +87,7 @@ def _read_document(
         dotenv or {},
         documents=documents,
         servers=servers,
+        dockerfiles=dockerfiles or {},
         proxy_scripts=tuple(proxy_scripts),
     )
     before = len(deployment.workloads) + len(deployment.cache_servers)
@@ -137,6 +152,27 @@ def _unread_launch(doc: Document) -> UnreadLaunch | None:
     return None
 
 
+def _built_by_compose(deployment: Deployment, dockerfiles: dict[str, DockerBuild]) -> None:
+    """A Dockerfile a compose service builds runs as that service: its own workload would count it twice.
+    One that no service builds and whose image starts no server is said to give nothing to review."""
+    for workload in list(deployment.workloads):
+        build = dockerfiles.get(workload.file) if workload.source == "dockerfile" else None
+        if build is not None and build.built_by:
+            deployment.workloads.remove(workload)
+            deployment.notes.append(
+                f"{workload.file}: the server its image starts is reviewed as {', '.join(build.built_by)}, which "
+                "builds it"
+            )
+    started = {w.file for w in deployment.workloads if w.source == "dockerfile"}
+    for name, build in dockerfiles.items():
+        if not build.built_by and name not in started:
+            base = f" on {clip(build.stage.image[0], 80)}" if build.stage.image else ""
+            deployment.notes.append(
+                f"{name}: builds an image{base} whose ENTRYPOINT and CMD start no vLLM server, and no compose service "
+                "among the documents builds it (build:): nothing in it is reviewed"
+            )
+
+
 class NothingToReview(AdviceError):
     """The documents hold no vLLM server, LMCache config or unread launch (a review with
     ``allow_empty`` answers that as a clean review)."""
@@ -155,6 +191,12 @@ def parse_documents(documents: list[Document], knowledge: Knowledge) -> Deployme
         if doc.name.rsplit("/", 1)[-1] == ".env":
             dotenv |= read_dotenv(doc.text)
     builds, deployment.notes = read_builds(documents, totals)
+    # The Dockerfiles, read first: a compose service's `build:` takes its image, installs and CMD from one.
+    dockerfiles: dict[str, DockerBuild] = {}
+    for index, doc in enumerate(documents):
+        if is_dockerfile(doc):
+            with reading_document(index):
+                dockerfiles[doc.name] = read_dockerfile(doc)
     for index, doc in enumerate(documents):
         if doc.name.rsplit("/", 1)[-1] == ".env" or doc.name in builds.consumed:
             continue
@@ -165,7 +207,8 @@ def parse_documents(documents: list[Document], knowledge: Knowledge) -> Deployme
             with reading_document(index):
                 keys = LMCACHE_KEYS(knowledge)
                 _read_document(
-                    doc, deployment, totals, proxy_scripts, keys, dotenv, chain, tuple(documents), knowledge.servers
+                    doc, deployment, totals, proxy_scripts, keys, dotenv, chain, tuple(documents), knowledge.servers,
+                    dockerfiles,
                 )
             if chain and len(chains) > 1:  # one base, built by several overlays
                 for workload in deployment.workloads[before:]:
@@ -186,6 +229,7 @@ def parse_documents(documents: list[Document], knowledge: Knowledge) -> Deployme
         if overlay in alone:
             deployment.notes += what_it_sets(overlay, len(deployment.workloads) > before)
     deployment.notes += builds.unapplied()
+    _built_by_compose(deployment, dockerfiles)
     finish(deployment)
     # once each: a KServe runtime's template value is not known in it nor in each model it serves
     deployment.notes += dict.fromkeys(f"value not known: {u}" for w in deployment.workloads for u in w.unresolved)

@@ -12,7 +12,17 @@ from ...versions import Version, in_range
 from .bounds import clip
 from .facts import InUse, Numbers, container_facts, memory_facts, visible_gpus, workload_facts
 from .flags import SWITCHES, canonical_flag, flag_bool, switches_fixed
-from .model import ConnectorUse, Deployment, Effective, EnvUse, FlagUse, LMCacheConfig, Location, Workload
+from .model import (
+    ConnectorUse,
+    Deployment,
+    Effective,
+    EnvUse,
+    FlagUse,
+    LMCacheConfig,
+    Location,
+    VersionSource,
+    Workload,
+)
 
 
 def find_gpu(knowledge: Knowledge, text: str | None) -> Gpu | None:
@@ -131,7 +141,7 @@ def resolve(
     deployment: Deployment,
     knowledge: Knowledge,
     version: Version,
-    version_source: Literal["image-tag", "stated", "assumed-newest"],
+    version_source: VersionSource,
     gpu_hint: str | None = None,
 ) -> Effective:
     """The configuration vLLM ``version`` runs this workload with; the workload and deployment are not changed."""

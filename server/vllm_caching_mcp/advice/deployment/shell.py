@@ -12,8 +12,9 @@ from typing import NamedTuple
 from ..common import AdviceError
 from .bounds import MAX_ARGUMENTS, MAX_EXPANDED_CHARS, MAX_VALUE_CHARS, clip
 from .hygiene import install_issues, kill_issue
+from .installs import pip_installs
 from .launch import WRAPPERS, Launch, docker_run, may_start_vllm, script_index, vllm_args
-from .model import Document, EnvUse, HygieneIssue, Location
+from .model import Document, EnvUse, HygieneIssue, Location, ReleaseClaim
 
 
 @dataclass(slots=True)
@@ -467,6 +468,8 @@ class ShellRun:
         self.notes: list[str] = []
         self.installs: list[HygieneIssue] = []  # what the installs run so far do wrong
         self.file_issues: list[HygieneIssue] = []  # what the script does wrong wherever it does it (kill by name)
+        # The pip installs of vLLM and LMCache run so far: each launch after them runs what they installed.
+        self.pins: list[ReleaseClaim] = []
 
     def at(self, token: Token) -> Location:
         return Location(file=self.doc.name, line=token.line, path=self.path)
@@ -581,6 +584,8 @@ class ShellRun:
             script = texts[at] if at is not None else " ".join(texts[1:])
             yield from self.nested(script, fields[at or 1][1].line, assigned, shared=at is None)
             return
+        if "install" in texts:
+            self.pins += pip_installs([(f.text, self.at(token)) for f, token in fields])
         if not may_start_vllm(texts):
             return
         words = [(f.text, self.at(token)) for f, token in fields]
@@ -591,7 +596,7 @@ class ShellRun:
             args = vllm_args(words)
             if args is None:
                 return
-            started = Launch(args=args, env=env)
+            started = Launch(args=args, env=env, pins=list(self.pins))  # not a container's: docker run
         launch = started
         launch.location = words[0][1]
         launch.unresolved = {f.text: f.unresolved for f, _ in fields if f.unresolved is not None}
@@ -614,6 +619,7 @@ class ShellRun:
             inner = ShellRun(Document(name=self.doc.name, text=script), self.path, shell)
             outer_env = self.env_of(self.exported + assigned)
         inner.installs = list(self.installs)
+        inner.pins = self.pins  # what `sh -c "pip install …"` installs, the script's later lines run on
         for launch in inner.launches(line or 1):
             launch.env = outer_env + launch.env
             yield launch
@@ -627,13 +633,25 @@ def parse_shell(
     path: str | None = None,
     notes: list[str] | None = None,
     hygiene: list[HygieneIssue] | None = None,
+    pins: list[ReleaseClaim] | None = None,
 ) -> Iterator[Launch]:
     """Every vLLM launch in shell text; `export` lines and `VAR=value` prefixes become env, and
     variables set earlier in the script are expanded where they are used. ``hygiene`` gets what the
-    script does wrong wherever it does it (a kill of every Python process)."""
+    script does wrong wherever it does it (a kill of every Python process); ``pins``: the pip installs of
+    vLLM and LMCache of a step run before this text (a setup script), which its launches run on too."""
     run = ShellRun(doc, path, Shell())
+    run.pins = list(pins or [])
     yield from run.launches(first_line)
     if notes is not None:
         notes += run.notes
     if hygiene is not None:
         hygiene += run.file_issues
+
+
+def script_installs(doc: Document, first_line: int = 1, path: str | None = None) -> list[ReleaseClaim]:
+    """The pip installs of vLLM and LMCache that shell text makes, in order (a setup step's, for the launches
+    of the step after it: `parse_shell(..., pins=...)`)."""
+    run = ShellRun(doc, path, Shell())
+    for _ in run.launches(first_line):
+        pass
+    return run.pins

@@ -1,7 +1,8 @@
 """The one interface every input shape implements, and what a reader is handed.
 
 A reader imports the shared modules of the package (model, bounds, yaml_nodes, shell, launch, flags,
-containers, lmcache_config) and this one, never another reader (tests/test_deployment_layout.py).
+containers, lmcache_config, images, dockerfile) and this one, never another reader
+(tests/test_deployment_layout.py).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Protocol
 
 from ....knowledge import ServerListener
 from ..bounds import Totals
+from ..dockerfile import DockerBuild
 from ..model import Deployment, Document
 from ..yaml_nodes import Located
 
@@ -18,8 +20,9 @@ from ..yaml_nodes import Located
 @dataclass
 class Reading:
     """What every reader of one call shares: where workloads go, the bounds so far, and what the
-    other documents give (the LMCache config keys the knowledge names, a compose `.env`), and the
-    servers the knowledge knows how to recognise."""
+    other documents give (the LMCache config keys the knowledge names, a compose `.env`, the Dockerfiles
+    among them by document name, which a compose service's `build:` names), and the servers the knowledge
+    knows how to recognise."""
 
     deployment: Deployment
     totals: Totals
@@ -32,6 +35,7 @@ class Reading:
     documents: tuple[Document, ...] = ()
     servers: tuple[ServerListener, ...] = ()  # the LMCache servers a container may start (knowledge/ports.yaml)
     proxy_scripts: tuple[str, ...] = ()  # the file names of the P/D proxies the knowledge knows
+    dockerfiles: dict[str, DockerBuild] = field(default_factory=dict)
 
 
 class Reader(Protocol):

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import posixpath
 import re
 
+from ..bounds import clip
 from ..containers import (
     cache_server,
     cache_server_args,
@@ -15,8 +17,10 @@ from ..containers import (
     whole_number,
     words_from_list,
 )
+from ..dockerfile import DockerBuild, read_dockerfile
 from ..flags import read_args
 from ..hygiene import compose_conflicts
+from ..images import image_version
 from ..model import Document, EnvUse, Location, PortRef, ProxyLaunch, Workload
 from ..shell import ASSIGNMENT
 from ..yaml_nodes import Located, node_location, text_of
@@ -167,6 +171,59 @@ def _compose_pod(doc: Document, name: str, service: Located) -> str:
     return f"{doc.name}:service/{shared}"
 
 
+def _words(doc: Document, item: Located | None) -> list[tuple[str, Location]] | None:
+    """A service's entrypoint or command as words (a string is split as compose splits it); None when not given."""
+    if item is None:
+        return None
+    return script_words(doc, item) if isinstance(item.value, str) else words_from_list(doc, item.items(), "")
+
+
+def _build_of(doc: Document, name: str, service: Located, reading: Reading) -> DockerBuild | None:
+    """The Dockerfile a service's `build:` names (context, dockerfile, dockerfile_inline), when it is among the
+    documents (by its path from the compose file, else by its name alone when one document has it)."""
+    build = service.get("build")
+    if build is None:
+        return None
+    inline = build.get("dockerfile_inline") if isinstance(build.value, dict) else None
+    if inline is not None:
+        where = node_location(doc, inline)
+        return read_dockerfile(Document(name=f"{doc.name}:{where.line} (dockerfile_inline)", text=text_of(inline)))
+    if isinstance(build.value, str):
+        context, dockerfile = text_of(build), None
+    else:
+        context = text_of(build.get("context")) if build.get("context") is not None else "."
+        dockerfile = text_of(build.get("dockerfile")) if build.get("dockerfile") is not None else None
+    path = posixpath.normpath(posixpath.join(posixpath.dirname(doc.name), context, dockerfile or "Dockerfile"))
+    found = reading.dockerfiles.get(path) or next(
+        (b for n, b in reading.dockerfiles.items() if posixpath.normpath(n) == path), None
+    )
+    if found is None:
+        same_name = [b for n, b in reading.dockerfiles.items() if n.rsplit("/", 1)[-1] == path.rsplit("/", 1)[-1]]
+        found = same_name[0] if len(same_name) == 1 else None
+    if found is None:
+        reading.deployment.notes.append(
+            f"{node_location(doc, build)}: service {name} is built from {path}, which is not among the documents: "
+            "the vLLM release of that image is not known; give the Dockerfile to have it read"
+        )
+        return None
+    found.built_by.append(f"service {name} of {doc.name}")
+    return found
+
+
+def _named_otherwise(
+    image: str | None, where: Location | None, built: DockerBuild, name: str, notes: list[str]
+) -> None:
+    """A note where the name a service gives the image it builds says another vLLM release than its base."""
+    base = built.stage.image
+    named, runs = image_version(image), image_version(base[0] if base else None)
+    if named is not None and named != runs and where is not None:
+        notes.append(
+            f"{where}: service {name} names the image it builds {clip(image or '', 80)}, but it is built on "
+            f"{clip(base[0], 80) + f' ({base[1]})' if base else 'an image not known'}: the release is read from "
+            "the Dockerfile, not from that name"
+        )
+
+
 def _parse_compose(doc: Document, root: Located, reading: Reading) -> None:
     deployment, dotenv = reading.deployment, reading.dotenv
     servers, proxy_scripts = reading.servers, reading.proxy_scripts
@@ -178,21 +235,24 @@ def _parse_compose(doc: Document, root: Located, reading: Reading) -> None:
     for name, service in (services.value if services is not None and isinstance(services.value, dict) else {}).items():
         image_item = service.get("image")
         image = text_of(image_item) if image_item is not None else None
-        argv: list[tuple[str, Location]] = []
-        for key in ("entrypoint", "command"):
-            item = service.get(key)
-            if item is None:
-                continue
-            if isinstance(item.value, str):
-                argv += script_words(doc, item)
-            else:
-                argv += words_from_list(doc, item.items(), "")
+        image_location = node_location(doc, image_item) if image_item is not None else None
+        entrypoint, command = _words(doc, service.get("entrypoint")), _words(doc, service.get("command"))
+        built = _build_of(doc, name, service, reading)
+        if built is not None and entrypoint is None:  # the image's ENTRYPOINT, and its CMD unless command: is given
+            argv = built.argv(command)
+        else:
+            argv = [*(entrypoint or []), *(command or [])]
+        if built is not None:  # `image:` beside `build:` names the image built, not the one it is built on
+            _named_otherwise(image, image_location, built, name, deployment.notes)
+            image, image_location = built.stage.image if built.stage.image else (None, None)
+            unresolved |= built.stage.unresolved
         if service.get("env_file") is not None:
             deployment.notes.append(
                 f"{node_location(doc, service.get('env_file'))}: service {name} reads variables from env_file, "
                 "which is not read here; give them in environment: to have them reviewed"
             )
-        found = launch_from_argv(doc, argv, image, overridden=service.get("entrypoint") is not None)
+        overridden = entrypoint is not None or (built is not None and built.stage.entrypoint is not None)
+        found = launch_from_argv(doc, argv, image, overridden=overridden)
         proxy = proxy_launch(argv, proxy_scripts) if found is None else None
         if proxy is not None:
             network = service.get("network_mode")
@@ -245,11 +305,12 @@ def _parse_compose(doc: Document, root: Located, reading: Reading) -> None:
                 )
         workload = Workload(
             name=f"service {name}",
+            installs=(built.stage.installs if built is not None else []) + found.pins,
             file=doc.name,
             source="compose",
             image=image,
-            image_location=node_location(doc, image_item) if image_item is not None else None,
-            env=env + script_env,
+            image_location=image_location,
+            env=(built.stage.env if built is not None else []) + env + script_env,
             location=Location(file=doc.name, line=service.line, path=service.path),
         )
         _compose_resources(doc, service, workload, deployment.notes)

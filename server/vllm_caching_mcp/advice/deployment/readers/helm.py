@@ -302,6 +302,7 @@ def _example_chart_values(doc: Document, root: Located, image_values: Located) -
         return None
     workload = Workload(
         name="image.command",
+        installs=found.pins,
         file=doc.name,
         source="helm-values",
         image=ref,

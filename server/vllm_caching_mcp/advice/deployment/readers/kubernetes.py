@@ -20,7 +20,7 @@ from ..containers import (
 )
 from ..flags import read_args
 from ..hygiene import claim_spec, container_hygiene, pod_claims
-from ..launch import Launch, is_vllm_image, starts_with_vllm_options
+from ..launch import Launch, is_simulator, is_vllm_image, starts_with_vllm_options
 from ..lmcache_config import maybe_lmcache_config
 from ..model import Document, EnvUse, HygieneIssue, Location, PortRef, ProxyLaunch, ServiceSpec, Workload
 from ..pods import (
@@ -192,6 +192,7 @@ def _parse_kubernetes(doc: Document, objects: list[Located], reading: Reading) -
                     memory = memory_limit(doc, mem, deployment.notes, "resources.limits.memory")
                 workload = Workload(
                     name=label,
+                    installs=found.pins,
                     file=doc.name,
                     source="kubernetes",
                     image=image,
@@ -254,9 +255,9 @@ def _beside_vllm(
 def _only_vllm_args(argv: list[tuple[str, Location]], image: str | None, name: str) -> bool:
     """Arguments alone that start with vLLM's options, in a container that names no image (a kustomize
     patch of one whose base the files may not hold) or whose image or name says vllm: the image's
-    entrypoint is the vLLM server."""
+    entrypoint is the vLLM server. Not llm-d's simulator, which takes vLLM's options without running vLLM."""
     named = image is None or is_vllm_image(image) or is_vllm_image(name)
-    return named and starts_with_vllm_options([word for word, _ in argv])
+    return named and not is_simulator(image) and starts_with_vllm_options([word for word, _ in argv])
 
 
 # The launch KServe's LLMInferenceService template (config-llm-template, config-llm-prefill-template of

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..containers import launch_from_argv, memory_limit, script_words, started_as_written, whole_number, words_from_list
 from ..flags import read_args
 from ..hygiene import duplicate_env_issues, env_expansion_issues
-from ..launch import Launch
+from ..launch import Launch, is_simulator
 from ..model import Document, EnvUse, Location, Workload
 from ..yaml_nodes import Located, node_location, text_of
 from .base import Reading, mappings
@@ -23,11 +23,6 @@ _ROLES = ("decode", "prefill")
 # parallelism.dataLocal × parallelism.tensor accelerators (nvidia.com/gpu unless accelerator.type says
 # otherwise) and gets DP_SIZE, TP_SIZE, DP_SIZE_LOCAL in its environment.
 _MODEL_COMMANDS = ("custom", "vllmServe", "imageDefault")
-
-
-# llm-d's inference simulator, which the chart's helpers treat as no accelerator workload: it answers
-# the vLLM API without running vLLM.
-_SIMULATOR = "llm-d-inference-sim"
 
 
 def _number(item: Located | None, default: int) -> int:
@@ -166,7 +161,7 @@ def _read_values(doc: Document, root: Located, reading: Reading) -> bool:
         replicas = whole_number(doc, section.get("replicas"), f"{role}.replicas", 0, 1_000_000, deployment.notes)
         for container in section.each("containers"):
             image_item = container.get("image")
-            if image_item is not None and _SIMULATOR in text_of(image_item):
+            if image_item is not None and is_simulator(text_of(image_item)):  # the chart runs no vLLM there
                 continue
             found = _launch(doc, root, role, container, parallel)
             if found is None:
@@ -175,6 +170,7 @@ def _read_values(doc: Document, root: Located, reading: Reading) -> bool:
             where = Location(file=doc.name, line=container.line, path=container.path or None)
             workload = Workload(
                 name=f"modelservice {role} container {cname}",
+                installs=found.pins,
                 file=doc.name,
                 source="helm-values",
                 image=text_of(image_item) if image_item is not None else None,

@@ -22,6 +22,7 @@ def _read_shell_document(doc: Document, deployment: Deployment, totals: Totals) 
             file=doc.name,
             source=launch.source,
             env=launch.env,
+            installs=launch.pins,
             image=launch.image[0] if launch.image else None,
             image_location=launch.image[1] if launch.image else None,
             location=launch.location or Location(file=doc.name, line=1),

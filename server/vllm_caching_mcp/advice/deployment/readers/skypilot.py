@@ -11,7 +11,7 @@ from ..bounds import clip
 from ..containers import docker_resources, whole_number
 from ..flags import read_args
 from ..launch import Launch
-from ..model import Document, EnvUse, HygieneIssue, Location, Workload
+from ..model import Document, EnvUse, HygieneIssue, Location, ReleaseClaim, Workload
 from ..shell import Shell, ShellRun
 from ..yaml_nodes import Located, node_location, text_of
 from .base import Reading, mappings
@@ -111,12 +111,14 @@ def _read_task(doc: Document, root: Located, reading: Reading) -> None:
     unknown |= {"${" + k[1:] + "}": v for k, v in unknown.items()}
     image = _image(doc, resources)
     installs: list[HygieneIssue] = []  # SkyPilot runs setup before run on each node: run starts after its installs
+    pins: list[ReleaseClaim] = []  # setup's pip installs of vLLM and LMCache: run's servers run on them
     for part in ("setup", "run"):
         script = root.get(part)
         if script is None or not isinstance(script.value, str):
             continue
         run = ShellRun(Document(name=doc.name, text=script.value), part, Shell(values, unknown))
         run.installs = list(installs)
+        run.pins = pins
         first = script.line + (1 if script.block else 0)
         for launch in run.launches(first):
             workload = _workload(doc, part, launch, env, image, len(reading.deployment.workloads))
@@ -137,6 +139,7 @@ def _workload(
         file=doc.name,
         source=launch.source,
         env=env + launch.env,
+        installs=launch.pins,
         image=given[0] if given else None,
         image_location=given[1] if given else None,
         location=launch.location or Location(file=doc.name, line=1, path=part),

@@ -1,0 +1,90 @@
+"""pip installs of vLLM or LMCache in a command's words (`pip install vllm==0.11.0`, `uv pip install
+"vllm[audio]==0.11.0"`, `python -m pip install -U lmcache==0.3.9`): what each says about the release
+that then runs."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from .bounds import clip
+from .model import Location, ReleaseClaim
+
+# pip's (and uv pip's) install options that take the next word as their value, so that value is no
+# requirement (`-r requirements.txt`, `--extra-index-url URL`).
+_VALUED = {
+    "-r", "--requirement", "-c", "--constraint", "-e", "--editable", "-i", "--index-url", "--extra-index-url",
+    "-f", "--find-links", "-t", "--target", "--prefix", "--root", "--python", "-p", "--platform",
+    "--python-version", "--implementation", "--abi", "--trusted-host", "--cache-dir", "--src",
+    "--upgrade-strategy", "--progress-bar", "--log", "--proxy", "--retries", "--timeout", "--exists-action",
+    "--cert", "--client-cert", "--index-strategy", "--torch-backend", "--config-settings", "-C",
+    "--global-option", "--no-binary", "--only-binary", "--extra", "--index", "--default-index",
+}  # fmt: skip
+
+_UPGRADE = {"-U", "--upgrade", "--force-reinstall", "--reinstall", "-I", "--ignore-installed"}
+
+_PACKAGES: tuple[Literal["vllm", "lmcache"], ...] = ("vllm", "lmcache")
+
+# A requirement: the distribution name (PEP 503 normalised below), extras, then the version specifiers.
+_REQUIREMENT = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)\s*(\[[^\]]*\])?\s*(?P<spec>[=<>!~].*)?$")
+_EXACT = re.compile(r"^===?\s*v?(?P<version>\d+\.\d+\.\d+(\.post\d+)?)\s*(;.*)?$")
+# A wheel named by its file or URL: vllm-0.11.0-cp38-abi3-manylinux1_x86_64.whl (a local build tag, +cu128, kept out).
+_WHEEL = re.compile(r"(^|/)(?P<name>vllm|lmcache)-(?P<version>\d+\.\d+\.\d+(\.post\d+)?)(\+[\w.]+)?-[^/]*\.whl$", re.I)
+
+
+def _install_start(texts: list[str]) -> int | None:
+    """The index of the first word after `pip install` (pip, pip3, python -m pip, uv pip), or None."""
+    for i, word in enumerate(texts[:-1]):
+        base = word.rsplit("/", 1)[-1]
+        if texts[i + 1] != "install":
+            continue
+        if re.fullmatch(r"pip(3(\.\d+)?)?", base) or (base == "pip" and i > 0 and texts[i - 1] in ("uv", "-m")):
+            return i + 2
+    return None
+
+
+def requirement_claim(word: str, where: Location, upgrade: bool = False) -> ReleaseClaim | None:
+    """What one requirement says of vLLM or LMCache (a word of `pip install`, an item of a pip list such as Ray's
+    runtime_env or a requirements file); None when it names neither."""
+    wheel = _WHEEL.search(word)
+    if wheel is not None:
+        package = wheel["name"].lower()
+        version: str | None = wheel["version"]
+    else:
+        m = _REQUIREMENT.match(word.strip())
+        if m is None:
+            return None
+        package = re.sub(r"[-_.]+", "-", m["name"]).lower()
+        exact = _EXACT.match(m["spec"].strip()) if m["spec"] else None
+        version = exact["version"] if exact else None
+    for known in _PACKAGES:
+        if package == known:
+            return ReleaseClaim(
+                package=known, version=version, requirement=clip(word, 120), upgrade=upgrade, location=where
+            )
+    return None
+
+
+def pip_installs(words: list[tuple[str, Location]]) -> list[ReleaseClaim]:
+    """The vLLM and LMCache requirements a `pip install` command names, in order; none for another command."""
+    texts = [w for w, _ in words]
+    start = _install_start(texts)
+    if start is None:
+        return []
+    upgrade = any(w in _UPGRADE for w in texts[start:])
+    found: list[ReleaseClaim] = []
+    skip = False
+    for word, where in words[start:]:
+        if skip:
+            skip = False
+        elif word.startswith("-"):
+            skip = word in _VALUED
+        elif (claim := requirement_claim(word, where, upgrade)) is not None:
+            found.append(claim)
+    return found
+
+
+def requirement_specifier(requirement: str) -> str:
+    """The version specifiers of a requirement as written (`>=0.10.0` of `vllm[audio]>=0.10.0`), else ''."""
+    m = _REQUIREMENT.match(requirement.strip())
+    return (m["spec"] or "").split(";", 1)[0].strip() if m else ""

@@ -1,0 +1,67 @@
+"""A Dockerfile or Containerfile whose image starts vLLM (its CMD or ENTRYPOINT): the container it runs,
+on the release its base image and pip installs give."""
+
+from __future__ import annotations
+
+from ..containers import launch_from_argv, started_as_written
+from ..dockerfile import DockerBuild, is_dockerfile, read_dockerfile
+from ..flags import read_args
+from ..model import Document, Location, Workload
+from ..shell import Shell
+from ..yaml_nodes import Located
+from .base import Reading
+
+
+def build_workload(build: DockerBuild, name: str, reading: Reading) -> Workload | None:
+    """The vLLM server the image runs when started as built; None when its ENTRYPOINT and CMD start none
+    (with neither, the file only adds to its base: what runs it gives the command)."""
+    stage, doc, notes = build.stage, build.doc, reading.deployment.notes
+    if not build.argv():
+        return None
+    image = stage.image[0] if stage.image else None
+    variables = Shell({u.name: u.value for u in stage.env if u.value is not None})
+    found = launch_from_argv(doc, build.argv(), image, stage.entrypoint is not None, variables, notes)
+    if found is None:
+        return None
+    workload = Workload(
+        name=name,
+        file=doc.name,
+        source="dockerfile",
+        image=image,
+        image_location=stage.image[1] if stage.image else None,
+        env=stage.env + found.env,
+        installs=stage.installs + found.pins,
+        location=_where_it_starts(build),
+    )
+    started_as_written(workload, found, notes)
+    read_args(workload, found.args, stage.unresolved | found.unresolved, found.emptied)
+    return workload
+
+
+def _where_it_starts(build: DockerBuild) -> Location:
+    """The line of the first word the container runs (its ENTRYPOINT or CMD)."""
+    argv = build.argv()
+    return argv[0][1] if argv else Location(file=build.doc.name, line=1)
+
+
+class DockerfileReader:
+    """A Dockerfile (Dockerfile, Dockerfile.vllm, vllm.Dockerfile, Containerfile) whose instructions start with
+    FROM or ARG. The image it builds is a workload when its CMD or ENTRYPOINT starts vLLM; otherwise it only
+    gives the release of the compose service that builds it."""
+
+    yaml = False
+    partial = False
+
+    def claims(self, doc: Document, roots: list[Located], reading: Reading) -> bool:
+        return is_dockerfile(doc)
+
+    def read(self, doc: Document, roots: list[Located], reading: Reading) -> bool:
+        build = reading.dockerfiles.get(doc.name) or read_dockerfile(doc)
+        reading.deployment.notes += build.notes
+        workload = build_workload(build, f"container of {doc.name.rsplit('/', 1)[-1]}", reading)
+        if workload is not None:
+            reading.deployment.workloads.append(workload)
+        return True  # one that starts no server is said once every compose file has been read (read.py)
+
+
+READER = DockerfileReader()
