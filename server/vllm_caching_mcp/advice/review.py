@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from .. import advisories as advisory_lookup
 from ..knowledge import (
+    Condition,
     Knowledge,
     Pitfall,
 )
@@ -302,6 +303,14 @@ def _rule_findings(
     return run
 
 
+def release_free(condition: Condition) -> bool:
+    """A rule about the deployment's hygiene or its objects against each other (what else it tests only narrows it)."""
+    if condition.key in _RELEASE_FREE:
+        return True
+    parts = [*(condition.all_ or ()), *(condition.any_ or ()), *((condition.not_,) if condition.not_ else ())]
+    return any(release_free(part) for part in parts)
+
+
 def _run_rules(
     run: _RuleRun,
     found_at: dict[_FindingKey, Finding],
@@ -320,7 +329,7 @@ def _run_rules(
         if workload.role not in rule.subjects:
             continue
         assert rule.when is not None
-        if not judged and rule.when.key not in _RELEASE_FREE:
+        if not judged and not release_free(rule.when):
             continue
         run.evaluated += 1
         outcome = evaluate(rule.when, ctx, workload.flags)

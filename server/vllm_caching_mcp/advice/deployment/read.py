@@ -207,7 +207,15 @@ def parse_documents(documents: list[Document], knowledge: Knowledge) -> Deployme
             with reading_document(index):
                 keys = LMCACHE_KEYS(knowledge)
                 _read_document(
-                    doc, deployment, totals, proxy_scripts, keys, dotenv, chain, tuple(documents), knowledge.servers,
+                    doc,
+                    deployment,
+                    totals,
+                    proxy_scripts,
+                    keys,
+                    dotenv,
+                    chain,
+                    tuple(documents),
+                    knowledge.servers,
                     dockerfiles,
                 )
             if chain and len(chains) > 1:  # one base, built by several overlays
