@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import io
 from pathlib import Path
 
+import pytest
 import yaml
 
 from conftest import REPO, script_main
-from vllm_caching_mcp.knowledge import Knowledge, LMCacheServerCli
+from vllm_caching_mcp.advice.deployment.server_cli import option_problem
+from vllm_caching_mcp.knowledge import Knowledge, LMCacheServerCli, ServerCommandCli
 from vllm_caching_mcp.versions import Version
 
 SCRIPT = REPO / "scripts" / "build_lmcache_server_cli.py"
@@ -146,3 +151,37 @@ def test_shipped_file_knows_the_buffer_option_was_renamed(knowledge: Knowledge) 
     assert "--l1-size-gb" in module.accepted(Version("0.3.14"))
     server = knowledge.lmcache_server_cli.command("lmcache server", Version("0.5.6"))
     assert server is not None and server.allow_abbrev and "--l1-size-gb" in server.accepted(Version("0.5.6"))
+
+
+def _parser_of(command: ServerCommandCli, version: Version) -> argparse.ArgumentParser:
+    """An argparse parser with the options the inventory records for ``command`` in ``version``."""
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=command.allow_abbrev)
+    for flag, takes_value in command.accepted(version).items():
+        parser.add_argument(flag, action="store" if takes_value else "store_true")
+    return parser
+
+
+@pytest.mark.parametrize(
+    ("words", "refused"),
+    [
+        (["--port", "6555", "--cpu-buffer-size", "60"], True),  # renamed in 0.3.14
+        (["--l1-size", "60"], False),  # a unique prefix of --l1-size-gb
+        (["--l1", "60"], True),  # ambiguous: --l1-size-gb, --l1-init-size-gb, ...
+        (["--l1-size-gb=60", "--max-workers", "4"], False),
+    ],
+)
+def test_argparse_refuses_what_the_review_calls_refused(knowledge: Knowledge, words: list[str], refused: bool) -> None:
+    """The premise of pitfall.lmcache-server-option-unknown, run: argparse exits with code 2 exactly on the
+    command lines option_problem calls refused (0.5.6's multiprocess server)."""
+    version = Version("0.5.6")
+    command = knowledge.lmcache_server_cli.command("python -m lmcache.v1.multiprocess.server", version)
+    assert command is not None
+    problems = [option_problem(w, command, version, {}) for w in words if w.startswith("-")]
+    with contextlib.redirect_stderr(io.StringIO()):
+        try:
+            _parser_of(command, version).parse_args(words)
+            code = 0
+        except SystemExit as exited:
+            code = int(exited.code or 0)
+    assert (code == 2) is refused
+    assert any(p is not None for p in problems) is refused

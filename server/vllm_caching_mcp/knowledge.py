@@ -486,7 +486,14 @@ class Condition(Frozen):
         default=None, description="each deployment-hygiene problem of this kind the readers found around the workload"
     )
     graph: (
-        Literal["port-mismatch", "no-gpu", "gpus-fewer-than-ranks", "lmcache-unreachable", "cache-server-unbounded"]
+        Literal[
+            "port-mismatch",
+            "no-gpu",
+            "gpus-fewer-than-ranks",
+            "lmcache-unreachable",
+            "cache-server-unbounded",
+            "cache-server-option-unknown",
+        ]
         | None
     ) = Field(
         default=None,

@@ -197,10 +197,11 @@ def proxy_launch(words: Words, scripts: tuple[str, ...]) -> tuple[str, Words, Lo
 
 def cache_server_args(
     words: Words, servers: tuple[ServerListener, ...]
-) -> tuple[ServerListener, list[tuple[str, Location]]] | None:
+) -> tuple[ServerListener, list[tuple[str, Location]], str] | None:
     """The LMCache server a command starts (a console script of its ``entry_points``, `lmcache server`,
-    or `python -m` one of its ``modules``) and the words after the command; a `sh -c` script is read
-    word by word. None when the words start none."""
+    or `python -m` one of its ``modules``), the words after the command, and the command as
+    lmcache_server_cli.yaml names it (``python -m M``); a `sh -c` script is read word by word. None when
+    the words start none."""
     words, ends = command_words(words)
     texts = [w for w, _ in words]
 
@@ -215,10 +216,10 @@ def cache_server_args(
             for entry in server.entry_points:
                 command = entry.split()
                 if base == command[0] and texts[i + 1 : i + len(command)] == command[1:]:
-                    return server, until_the_end(i + len(command))
+                    return server, until_the_end(i + len(command)), entry
             module = texts[i + 2] if base.startswith("python") and i + 2 < len(texts) and texts[i + 1] == "-m" else None
             if module in server.modules:
-                return server, until_the_end(i + 3)
+                return server, until_the_end(i + 3), f"python -m {module}"
     return None
 
 
@@ -242,7 +243,7 @@ def is_accelerator(resource: str) -> bool:
 def cache_server(
     label: str,
     file: str,
-    found: tuple[ServerListener, list[tuple[str, Location]]],
+    found: tuple[ServerListener, list[tuple[str, Location]], str],
     where: Location,
     image: str | None,
     env: list[EnvUse],
@@ -250,7 +251,7 @@ def cache_server(
 ) -> Workload:
     """An LMCache server a container starts, with its options as flags (a positional host or port under
     the option name its knowledge entry gives it)."""
-    server, args = found
+    server, args, command = found
     workload = Workload(
         name=label,
         file=file,
@@ -260,6 +261,7 @@ def cache_server(
         location=where,
         role="lmcache-server",
         server=server.id,
+        command=command,
     )
     read_args(workload, args)
     workload.model = None  # a positional word is a host or port here, not a model
