@@ -739,3 +739,33 @@ def test_a_moving_lmcache_image_is_judged_as_the_newest_release_and_says_so() ->
     assert hits(found, "pitfall.lmcache-server-option-unknown") == [("lmcache.yaml", line_of(wrong, "--l1"))]
     message = next(f.message for f in found.findings if f.rule_id == "pitfall.lmcache-server-option-unknown")
     assert "ambiguous" in message and "is assumed: the newest release covered" in message and ":nightly" in message
+
+
+def test_an_lmcache_server_container_gets_the_hygiene_checks_of_a_vllm_one() -> None:
+    text = """apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: lmcache
+spec:
+  selector:
+    matchLabels: {app: lmcache}
+  template:
+    metadata:
+      labels: {app: lmcache}
+    spec:
+      containers:
+        - name: server
+          image: lmcache/standalone:latest
+          command: [bash, -c, "pip install redis && lmcache server --port 6555 --l1-size-gb 20"]
+          env:
+            - name: HF_TOKEN
+              value: hf_abcdefghijklmnopqrstuvwxyz0123456789
+"""
+    found = review(("lmcache.yaml", text))
+    assert hits(found, "pitfall.floating-image-tag") == [("lmcache.yaml", line_of(text, "image:"))]
+    floating = next(f.message for f in found.findings if f.rule_id == "pitfall.floating-image-tag")
+    assert "reviewed as LMCache" in floating and "vLLM" not in floating
+    assert hits(found, "pitfall.install-at-start") == [("lmcache.yaml", line_of(text, "pip install"))]
+    assert hits(found, "pitfall.secret-in-plain-text") == [("lmcache.yaml", line_of(text, "HF_TOKEN"))]
+    pinned = text.replace("standalone:latest", "standalone:v0.5.6")
+    assert hits(review(("lmcache.yaml", pinned)), "pitfall.floating-image-tag") == []

@@ -12,7 +12,7 @@ from .flags import read_args
 from .launch import Launch, is_vllm_image, script_index, split_script, vllm_args
 from .model import GIB, Document, EnvUse, FlagUse, Location, PortRef, Workload
 from .quantity import DOCKER_FORM, docker_bytes, parse_quantity, quantity_bytes
-from .shell import Shell, ShellRun, tokenize_shell
+from .shell import Shell, ShellRun, script_install_issues, tokenize_shell
 from .yaml_nodes import Located, node_location, text_of
 
 
@@ -168,8 +168,8 @@ def command_words(words: Words) -> tuple[Words, set[int]]:
     """A container's command words, a `sh -c` script read word by word, and where each of the script's
     commands ends (`;`, `&`, `&&`, a new line: the index of the word after it)."""
     ends: set[int] = set()
-    at = script_index([w for w, _ in words])
-    if at is not None:
+    at = script_index([w for w, _ in words]) if words else None
+    if words and at is not None:
         script, where = words[at]
         words = []
         for token in tokenize_shell(script, where.line or 1):
@@ -248,9 +248,13 @@ def cache_server(
     image: str | None,
     env: list[EnvUse],
     source: Literal["command-line", "docker-run", "compose", "kubernetes", "helm-values"] = "kubernetes",
+    *,
+    image_location: Location | None = None,
+    words: Words | None = None,
 ) -> Workload:
     """An LMCache server a container starts, with its options as flags (a positional host or port under
-    the option name its knowledge entry gives it)."""
+    the option name its knowledge entry gives it); ``words``, the container's command, give the installs
+    its `sh -c` script runs before the server."""
     server, args, command = found
     workload = Workload(
         name=label,
@@ -262,7 +266,11 @@ def cache_server(
         role="lmcache-server",
         server=server.id,
         command=command,
+        image_location=image_location,
     )
+    at = script_index([w for w, _ in words]) if words else None
+    if words and at is not None:
+        workload.hygiene += script_install_issues(words[at][0], words[at][1])
     read_args(workload, args)
     workload.model = None  # a positional word is a host or port here, not a model
     positional = [(w, loc) for w, loc in args if not w.startswith("-")]

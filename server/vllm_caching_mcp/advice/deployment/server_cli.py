@@ -27,6 +27,7 @@ class ServerRelease:
     version: Version
     basis: str
     assumed: bool
+    because: str = ""
 
     @property
     def named(self) -> str:
@@ -34,7 +35,8 @@ class ServerRelease:
 
     def said(self, text: str) -> str:
         """``text`` (which names the release as ``named``), with the assumption it rests on."""
-        return f"{text}; LMCache {self.version} is assumed: {self.basis}" if self.assumed else text
+        since = f", since {self.because}" if self.because else ""
+        return f"{text}; LMCache {self.version} is assumed: {self.basis}{since}" if self.assumed else text
 
 
 def server_release(image: str | None, knowledge: Knowledge) -> ServerRelease:
@@ -54,7 +56,7 @@ def server_release(image: str | None, knowledge: Knowledge) -> ServerRelease:
     tag = floating_tag(image) if image else None
     if tag is not None:
         why = f"{image} has the moving tag :{tag}"
-    return ServerRelease(newest, f"the newest release covered, since {why}", True)
+    return ServerRelease(newest, "the newest release covered", True, why)
 
 
 def _dated(image: str | None) -> dt.date | None:

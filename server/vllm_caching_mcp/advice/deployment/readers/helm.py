@@ -251,7 +251,9 @@ def _stack_cache_server(doc: Document, spec: Located, reading: Reading) -> None:
         return
     repository = spec.get("repository")
     image = f"{text_of(repository)}:latest-nightly" if repository is not None else None
-    server = cache_server("cacheserverSpec", doc.name, found, node_location(doc, spec), image, [], "helm-values")
+    server = cache_server(
+        "cacheserverSpec", doc.name, found, node_location(doc, spec), image, [], "helm-values", image_location=where
+    )
     resources = spec.get("resources")
     notes = reading.deployment.notes
     limits = resources.get("limits") if resources is not None else None

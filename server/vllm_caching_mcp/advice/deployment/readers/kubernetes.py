@@ -19,7 +19,7 @@ from ..containers import (
     words_from_list,
 )
 from ..flags import read_args
-from ..hygiene import claim_spec, container_hygiene, pod_claims
+from ..hygiene import claim_spec, container_hygiene, duplicate_env_issues, env_expansion_issues, pod_claims
 from ..launch import Launch, is_vllm_image, starts_with_vllm_options
 from ..lmcache_config import maybe_lmcache_config
 from ..model import Document, EnvUse, HygieneIssue, Location, PortRef, ProxyLaunch, ServiceSpec, Workload
@@ -320,7 +320,10 @@ def _other_servers(
     deployment = reading.deployment
     if server is not None:
         at = Location(file=doc.name, line=container.line, path=container.path or None)
-        cache = cache_server(label, doc.name, server, at, image, env)
+        image_item = container.get("image")
+        image_at = node_location(doc, image_item) if image_item is not None else None
+        cache = cache_server(label, doc.name, server, at, image, env, image_location=image_at, words=argv)
+        cache.hygiene += env_expansion_issues(doc, container, None) + duplicate_env_issues(doc, container)
         pod_resources(doc, cache, pod_spec, container, deployment.notes)
         _pod_network(doc, cache, pod, container)
         deployment.cache_servers.append(cache)
