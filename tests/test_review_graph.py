@@ -769,3 +769,15 @@ spec:
     assert hits(found, "pitfall.secret-in-plain-text") == [("lmcache.yaml", line_of(text, "HF_TOKEN"))]
     pinned = text.replace("standalone:latest", "standalone:v0.5.6")
     assert hits(review(("lmcache.yaml", pinned)), "pitfall.floating-image-tag") == []
+
+
+def test_an_lmcache_sidecar_is_judged_once_as_its_own_server() -> None:
+    sidecar = """        - name: lmcache
+          image: lmcache/standalone:nightly
+          command: [lmcache, server, --port, "5555", --l1-size-gb, "20"]
+"""
+    text = vllm_with_mp('{"lmcache.mp.port":5555}').rstrip("\n") + "\n" + sidecar
+    found = review(("vllm.yaml", text))
+    assert hits(found, "pitfall.floating-image-tag") == [("vllm.yaml", line_of(text, "lmcache/standalone"))]
+    message = next(f.message for f in found.findings if f.rule_id == "pitfall.floating-image-tag")
+    assert "reviewed as LMCache" in message

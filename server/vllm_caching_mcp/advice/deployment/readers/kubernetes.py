@@ -144,6 +144,7 @@ def _parse_kubernetes(doc: Document, objects: list[Located], reading: Reading) -
             deployment.services.append(name)
             deployment.service_specs.append(_service_spec(doc, obj, name))
         served: set[int] = set()  # ids of the containers that run vLLM
+        own_hygiene: set[int] = set()  # ids of the containers read as LMCache servers
         pods = _pod_specs(doc, obj, deployment.notes)
         for pod_spec, part, replicas, nodes, containers in pods:
             gpu = gpu_label(pod_spec)
@@ -180,7 +181,10 @@ def _parse_kubernetes(doc: Document, objects: list[Located], reading: Reading) -
                     found = Launch(args=argv)
                 label = f"{kind}/{name}" + (f" {part}" if part else "") + f" container {cname}"
                 if kind in _WORKLOAD_KINDS:
+                    before = len(deployment.cache_servers)
                     _other_servers(doc, label, (pod, pod_spec, container), argv, image, env, reading, found is None)
+                    if len(deployment.cache_servers) > before:
+                        own_hygiene.add(id(container))  # an LMCache server's container is judged as its own
                 if found is None:
                     continue
                 args, script_env = found.args, found.env
@@ -219,7 +223,7 @@ def _parse_kubernetes(doc: Document, objects: list[Located], reading: Reading) -
                 read_args(workload, args, variables.unresolved | found.unresolved, found.emptied)
                 deployment.workloads.append(workload)
         if served:
-            deployment.hygiene += _beside_vllm(doc, kind, pods, served, config_maps)
+            deployment.hygiene += _beside_vllm(doc, kind, pods, served | own_hygiene, config_maps)
 
 
 def _defined_first(kind: str, container: Located, config_maps: dict[str, Located]) -> list[str] | None:
