@@ -17,6 +17,7 @@ from LMCache is imported. Per release and command the script follows what the co
   inside the function, as ``add_arguments`` makes them);
 - every ``add_argument`` call on the parser or its groups with literal option strings; an option
   takes a value unless its ``action`` is one that consumes none (``store_true``, ...);
+- a parser that calls ``parse_known_args`` (unknown options handed back, not refused) is warned about;
 - ``-h``/``--help``, which argparse adds, and ``allow_abbrev`` (argparse's default is True: a unique
   prefix of a long option is accepted as that option).
 
@@ -63,6 +64,7 @@ class Parser:
     built: bool = False
     allow_abbrev: bool = True
     origin: str = "wheel"
+    tolerant: bool = False  # parse_known_args: unknown options are handed back, not refused
 
 
 def commands(ports_file: Path) -> list[Command]:
@@ -190,6 +192,9 @@ class Walker:
         name = _name(call.func)
         if name == "add_argument" and _receiver(call) in parsers:
             self._record(module, call)
+            return
+        if name == "parse_known_args" and _receiver(call) in parsers:
+            self.parser.tolerant = True
             return
         if name is None or isinstance(call.func, ast.Attribute):
             return
@@ -332,6 +337,9 @@ def _render_command(
     newest = per_release[present[-1]]
     if not newest.built:
         return [*lines, "    parser: argv", "    options: []"]
+    tolerant = [v for v in present if per_release[v].tolerant]
+    if tolerant:  # the review calls every unregistered option refused; it would be wrong here
+        problems.append(f"{command.words}: parse_known_args in {', '.join(tolerant)}; unknown options are not refused")
     if len({p.allow_abbrev for p in per_release.values()}) > 1:
         problems.append(f"{command.words}: allow_abbrev differs between releases; the newest's recorded")
     if not newest.allow_abbrev:

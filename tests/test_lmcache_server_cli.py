@@ -185,3 +185,10 @@ def test_argparse_refuses_what_the_review_calls_refused(knowledge: Knowledge, wo
             code = int(exited.code or 0)
     assert (code == 2) is refused
     assert any(p is not None for p in problems) is refused
+
+
+def test_shipped_file_was_read_up_to_the_newest_lmcache_release(knowledge: Knowledge) -> None:
+    newest = knowledge.releases["lmcache"].releases[-1].version
+    assert any(f"lmcache=={newest}:" in str(s) for s in knowledge.lmcache_server_cli.sources), (
+        f"knowledge/lmcache_server_cli.yaml does not read LMCache {newest}: run scripts/build_lmcache_server_cli.py"
+    )
