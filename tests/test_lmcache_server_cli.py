@@ -192,3 +192,14 @@ def test_shipped_file_was_read_up_to_the_newest_lmcache_release(knowledge: Knowl
     assert any(f"lmcache=={newest}:" in str(s) for s in knowledge.lmcache_server_cli.sources), (
         f"knowledge/lmcache_server_cli.yaml does not read LMCache {newest}: run scripts/build_lmcache_server_cli.py"
     )
+
+
+def test_argparse_refuses_a_switch_given_a_value(knowledge: Knowledge) -> None:
+    """The switch half of the premise, run: --x v and --x=v both exit with code 2."""
+    version = Version("0.5.6")
+    command = knowledge.lmcache_server_cli.command("python -m lmcache.v1.multiprocess.server", version)
+    assert command is not None and command.accepted(version)["--disable-metrics"] is False
+    for words in (["--disable-metrics", "true"], ["--disable-metrics=true"]):
+        with contextlib.redirect_stderr(io.StringIO()), pytest.raises(SystemExit) as exited:
+            _parser_of(command, version).parse_args(words)
+        assert exited.value.code == 2

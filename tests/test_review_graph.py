@@ -781,3 +781,18 @@ def test_an_lmcache_sidecar_is_judged_once_as_its_own_server() -> None:
     assert hits(found, "pitfall.floating-image-tag") == [("vllm.yaml", line_of(text, "lmcache/standalone"))]
     message = next(f.message for f in found.findings if f.rule_id == "pitfall.floating-image-tag")
     assert "reviewed as LMCache" in message
+
+
+def test_an_lmcache_server_switch_given_a_value_is_refused() -> None:
+    args = '            - --disable-metrics\n            - "true"\n            - --l1-size-gb\n            - "20"\n'
+    text = mp_server_daemonset("lmcache/standalone:v0.5.6", args)
+    found = review(("lmcache.yaml", text))
+    assert hits(found, "pitfall.lmcache-server-option-unknown") == [
+        ("lmcache.yaml", line_of(text, "--disable-metrics"))
+    ]
+    message = next(f.message for f in found.findings if f.rule_id == "pitfall.lmcache-server-option-unknown")
+    assert "the switch --disable-metrics, which takes no value, given 'true'" in message
+    bare = mp_server_daemonset(
+        "lmcache/standalone:v0.5.6", '            - --disable-metrics\n            - --l1-size-gb\n            - "20"\n'
+    )
+    assert hits(review(("lmcache.yaml", bare)), "pitfall.lmcache-server-option-unknown") == []

@@ -91,6 +91,17 @@ def option_problem(written: str, command: ServerCommandCli, version: Version, re
     return f'no option {option}{when}{hint}: argparse stops with "unrecognized arguments" (exit code 2)'
 
 
+def _switch_given_a_value(flag: FlagUse, command: ServerCommandCli, version: Version) -> str | None:
+    """A switch (store_true: it takes no value) written with one: ``--x=v`` is refused ("ignored explicit
+    argument"), and ``--x v`` leaves ``v`` as a positional word, which these parsers have none of."""
+    option = flag.written.split("=", 1)[0]
+    accepted = command.accepted(version)
+    full = option if option in accepted else next((o for o in accepted if o.startswith(option)), option)
+    if accepted.get(full, True) or not isinstance(flag.value, str):
+        return None
+    return f"the switch {full}, which takes no value, given {flag.value!r}: argparse stops with exit code 2"
+
+
 def _renamed(workload: Workload, knowledge: Knowledge, version: Version) -> dict[str, str]:
     """Each buffer option of the server (ports.yaml) -> the one that sizes the same buffer in ``version``."""
     server = next((s for s in knowledge.servers if s.id == workload.server), None)
@@ -112,7 +123,9 @@ def refused_options(workload: Workload, knowledge: Knowledge) -> list[tuple[Flag
     for flag in workload.flags:
         if not flag.written.startswith("-"):  # a positional host or port, recorded under its option's name
             continue
-        problem = option_problem(flag.written, command, release.version, renamed)
+        problem = option_problem(flag.written, command, release.version, renamed) or _switch_given_a_value(
+            flag, command, release.version
+        )
         if problem is not None:
             found.append((flag, release.said(f"`{command.command}` of {release.named} has {problem}")))
     return found
