@@ -56,6 +56,11 @@ NOT_RECORDED: dict[str, str] = {
     "failure is reproduced instead with the calls 0.27.x's SharedOffloadRegion makes, on a tmpfs smaller than the "
     "region (the pitfall's reproduction, scripts/reproductions/shm_prefault.py, re-run by verify_knowledge.py "
     "--reproduce and tests/test_reproductions.py)",
+    "pitfall.lmcache-server-option-unknown": "the premise is argparse's, in an LMCache server process the oracle "
+    "does not run (it runs `vllm serve`): parse_args exits with code 2 on an option the parser does not register "
+    "and takes a unique prefix of a long option as it (allow_abbrev), reproduced by running argparse with the "
+    "options lmcache_server_cli.yaml records (tests/test_lmcache_server_cli.py; "
+    "wheel:lmcache==0.5.6:lmcache/v1/multiprocess/server.py:529-540)",
     "pitfall.lmcache-value-refused": "the premise is LMCache's file loader, not a `vllm serve` word: from 0.3.4 to "
     "0.3.11 it calls the key's converter outside any try (wheel:lmcache==0.3.9:lmcache/v1/config.py:652), decided "
     "from each release's code by scripts/build_engine_schema.py (lmcache_bad_value) and checked against int() here",

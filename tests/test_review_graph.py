@@ -688,3 +688,111 @@ def test_an_engine_over_nnodes_pods_needs_its_share_of_gpus_in_each() -> None:
     # Ray places the data-parallel ranks: this pod runs its TP x PP only
     ray = deployment(gpus=2, tp=2, extra_args=', --data-parallel-size, "4", --data-parallel-backend, ray')
     assert hits(review(("vllm.yaml", ray)), "pitfall.gpus-fewer-than-ranks") == []
+
+
+def mp_server_daemonset(image: str, args: str) -> str:
+    return f"""apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: lmcache-mp
+spec:
+  selector:
+    matchLabels: {{app: lmcache-mp}}
+  template:
+    metadata:
+      labels: {{app: lmcache-mp}}
+    spec:
+      hostNetwork: true
+      containers:
+        - name: server
+          image: {image}
+          command:
+            - python3
+            - -m
+            - lmcache.v1.multiprocess.server
+{args}          resources:
+            limits:
+              memory: 100Gi
+"""
+
+
+def test_an_lmcache_server_option_its_release_does_not_have() -> None:
+    args = '            - --port\n            - "6555"\n            - --cpu-buffer-size\n            - "60"\n'
+    older = mp_server_daemonset("lmcache/standalone:v0.3.13", args)
+    assert hits(review(("lmcache.yaml", older)), "pitfall.lmcache-server-option-unknown") == []
+    newer = mp_server_daemonset("lmcache/standalone:v0.3.14", args)
+    found = review(("lmcache.yaml", newer))
+    assert hits(found, "pitfall.lmcache-server-option-unknown") == [("lmcache.yaml", line_of(newer, "--cpu-buffer"))]
+    message = next(f.message for f in found.findings if f.rule_id == "pitfall.lmcache-server-option-unknown")
+    assert "--cpu-buffer-size (removed in 0.3.14)" in message and "--l1-size-gb" in message
+    assert "LMCache 0.3.14 (the image tag names it)" in message and "assumed" not in message
+
+
+def test_a_moving_lmcache_image_is_judged_as_the_newest_release_and_says_so() -> None:
+    args = '            - --l1-size\n            - "60"\n            - --max-worker\n            - "4"\n'
+    text = mp_server_daemonset("lmcache/standalone:nightly", args)
+    found = review(("lmcache.yaml", text))
+    # argparse takes a unique prefix as the option: --l1-size is --l1-size-gb, --max-worker --max-workers
+    assert hits(found, "pitfall.lmcache-server-option-unknown") == []
+    wrong = mp_server_daemonset("lmcache/standalone:nightly", '            - --l1\n            - "60"\n')
+    found = review(("lmcache.yaml", wrong))
+    assert hits(found, "pitfall.lmcache-server-option-unknown") == [("lmcache.yaml", line_of(wrong, "--l1"))]
+    message = next(f.message for f in found.findings if f.rule_id == "pitfall.lmcache-server-option-unknown")
+    assert "ambiguous" in message and "is assumed: the newest release covered" in message and ":nightly" in message
+
+
+def test_an_lmcache_server_container_gets_the_hygiene_checks_of_a_vllm_one() -> None:
+    text = """apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: lmcache
+spec:
+  selector:
+    matchLabels: {app: lmcache}
+  template:
+    metadata:
+      labels: {app: lmcache}
+    spec:
+      containers:
+        - name: server
+          image: lmcache/standalone:latest
+          command: [bash, -c, "pip install redis && lmcache server --port 6555 --l1-size-gb 20"]
+          env:
+            - name: HF_TOKEN
+              value: hf_abcdefghijklmnopqrstuvwxyz0123456789
+"""
+    found = review(("lmcache.yaml", text))
+    assert hits(found, "pitfall.floating-image-tag") == [("lmcache.yaml", line_of(text, "image:"))]
+    floating = next(f.message for f in found.findings if f.rule_id == "pitfall.floating-image-tag")
+    assert "reviewed as LMCache" in floating and "vLLM" not in floating
+    assert hits(found, "pitfall.install-at-start") == [("lmcache.yaml", line_of(text, "pip install"))]
+    assert hits(found, "pitfall.secret-in-plain-text") == [("lmcache.yaml", line_of(text, "HF_TOKEN"))]
+    pinned = text.replace("standalone:latest", "standalone:v0.5.6")
+    assert hits(review(("lmcache.yaml", pinned)), "pitfall.floating-image-tag") == []
+
+
+def test_an_lmcache_sidecar_is_judged_once_as_its_own_server() -> None:
+    sidecar = """        - name: lmcache
+          image: lmcache/standalone:nightly
+          command: [lmcache, server, --port, "5555", --l1-size-gb, "20"]
+"""
+    text = vllm_with_mp('{"lmcache.mp.port":5555}').rstrip("\n") + "\n" + sidecar
+    found = review(("vllm.yaml", text))
+    assert hits(found, "pitfall.floating-image-tag") == [("vllm.yaml", line_of(text, "lmcache/standalone"))]
+    message = next(f.message for f in found.findings if f.rule_id == "pitfall.floating-image-tag")
+    assert "reviewed as LMCache" in message
+
+
+def test_an_lmcache_server_switch_given_a_value_is_refused() -> None:
+    args = '            - --disable-metrics\n            - "true"\n            - --l1-size-gb\n            - "20"\n'
+    text = mp_server_daemonset("lmcache/standalone:v0.5.6", args)
+    found = review(("lmcache.yaml", text))
+    assert hits(found, "pitfall.lmcache-server-option-unknown") == [
+        ("lmcache.yaml", line_of(text, "--disable-metrics"))
+    ]
+    message = next(f.message for f in found.findings if f.rule_id == "pitfall.lmcache-server-option-unknown")
+    assert "the switch --disable-metrics, which takes no value, given 'true'" in message
+    bare = mp_server_daemonset(
+        "lmcache/standalone:v0.5.6", '            - --disable-metrics\n            - --l1-size-gb\n            - "20"\n'
+    )
+    assert hits(review(("lmcache.yaml", bare)), "pitfall.lmcache-server-option-unknown") == []

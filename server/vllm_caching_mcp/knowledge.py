@@ -493,7 +493,14 @@ class Condition(Frozen):
         default=None, description="each deployment-hygiene problem of this kind the readers found around the workload"
     )
     graph: (
-        Literal["port-mismatch", "no-gpu", "gpus-fewer-than-ranks", "lmcache-unreachable", "cache-server-unbounded"]
+        Literal[
+            "port-mismatch",
+            "no-gpu",
+            "gpus-fewer-than-ranks",
+            "lmcache-unreachable",
+            "cache-server-unbounded",
+            "cache-server-option-unknown",
+        ]
         | None
     ) = Field(
         default=None,
@@ -727,6 +734,56 @@ class CliInventory(Sourced):
     def entries(self, flag: str) -> tuple[InventoryFlag, ...]:
         """The entries for one spelling; more than one when an option left and later came back."""
         return tuple(f for f in self.flags if f.flag == flag)
+
+
+# --- LMCache server command lines (knowledge/lmcache_server_cli.yaml; built by scripts/build_lmcache_server_cli.py) ---
+
+
+class ServerOption(Frozen):
+    """One option of an LMCache server command: the first release of the command that accepts it and the first
+    that no longer does."""
+
+    flag: str = Field(pattern=r"^--?[A-Za-z0-9][A-Za-z0-9_-]*$")
+    introduced: VersionText | None = None
+    removed: VersionText | None = None
+    takes_value: bool = True
+
+
+class ServerCommandCli(Frozen):
+    """One way to start an LMCache server (``lmcache server``, ``python -m M``, a console script) and its parser."""
+
+    command: str
+    server: str = Field(pattern=r"^ports\.[a-z0-9-]+$", description="the ports.yaml servers entry it starts")
+    introduced: VersionText | None = None
+    removed: VersionText | None = None
+    parser: Literal["argparse", "argv"] = Field(
+        default="argparse", description="argv: it reads sys.argv by position and takes no options"
+    )
+    allow_abbrev: bool = Field(default=True, description="argparse takes a unique prefix of a long option as it")
+    options: tuple[ServerOption, ...] = ()
+
+    def has(self, version: Version) -> bool:
+        return (self.introduced is None or self.introduced <= version) and (
+            self.removed is None or version < self.removed
+        )
+
+    def accepted(self, version: Version) -> dict[str, bool]:
+        """The options ``version`` accepts, each with whether it takes a value."""
+        return {
+            o.flag: o.takes_value
+            for o in self.options
+            if (o.introduced is None or o.introduced <= version) and (o.removed is None or version < o.removed)
+        }
+
+
+class LMCacheServerCli(Sourced):
+    """The options of every LMCache server command, by release; generated from the releases by a script."""
+
+    commands: tuple[ServerCommandCli, ...]
+
+    def command(self, words: str, version: Version) -> ServerCommandCli | None:
+        """The entry of ``words`` (``lmcache server``) in ``version``; None when that release has no such command."""
+        return next((c for c in self.commands if c.command == words and c.has(version)), None)
 
 
 # --- name inventory (knowledge/name_inventory.yaml; built by scripts/build_name_inventory.py) ---
@@ -1756,6 +1813,7 @@ FILES: dict[str, type[Frozen]] = {
     "models.yaml": _ModelsFile,
     "engine.yaml": EngineRules,
     "cli_inventory.yaml": CliInventory,
+    "lmcache_server_cli.yaml": LMCacheServerCli,
     "name_inventory.yaml": NameInventory,
     "engine_schema.yaml": EngineSchema,
     "ports.yaml": _PortsFile,
@@ -1782,6 +1840,7 @@ class Knowledge(Frozen):
     pins: tuple[CompatPin, ...]
     models: tuple[ModelArch, ...]
     cli_inventory: CliInventory
+    lmcache_server_cli: LMCacheServerCli
     name_inventory: NameInventory
     engine_schema: EngineSchema
     port_layouts: tuple[PortLayout, ...]
@@ -2109,6 +2168,7 @@ def _load_and_check(root: Path) -> Knowledge:
             pins=parts["compat.yaml"].pins,  # type: ignore[attr-defined]
             models=parts["models.yaml"].models,  # type: ignore[attr-defined]
             cli_inventory=cast(CliInventory, parts["cli_inventory.yaml"]),
+            lmcache_server_cli=cast(LMCacheServerCli, parts["lmcache_server_cli.yaml"]),
             name_inventory=cast(NameInventory, parts["name_inventory.yaml"]),
             engine_schema=cast(EngineSchema, parts["engine_schema.yaml"]),
             port_layouts=parts["ports.yaml"].layouts,  # type: ignore[attr-defined]

@@ -25,6 +25,7 @@ FILE_NAMES: tuple[str, ...] = (
     "models.yaml",
     "engine.yaml",
     "cli_inventory.yaml",
+    "lmcache_server_cli.yaml",
     "name_inventory.yaml",
     "engine_schema.yaml",
     "ports.yaml",

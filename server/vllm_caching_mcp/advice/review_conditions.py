@@ -43,6 +43,7 @@ from .deployment import (
 )
 from .deployment.graph import CHECKS, Graph
 from .deployment.images import lmcache_image_date, lmcache_image_version
+from .deployment.server_cli import server_release
 from .engine_schema import (
     Problem,
     check_kv_transfer_config,
@@ -492,6 +493,13 @@ def _hygiene(check: str, asked: Asked) -> Outcome:
 
 
 def _assumed_release(ctx: Context) -> str:
+    if ctx.workload is not None and ctx.workload.role == "lmcache-server":
+        release = server_release(ctx.workload.image, ctx.knowledge)
+        basis = release.basis if release.assumed else "the release its tag names today"
+        return (
+            f"; reviewed as LMCache {release.version}, {basis}: a release tag (lmcache/standalone:vX.Y.Z) or a "
+            "digest makes the review exact"
+        )
     source = ctx.effective.version_source
     if source == "image-tag":
         return f"; reviewed as vLLM {ctx.version}, the release its tag names today"

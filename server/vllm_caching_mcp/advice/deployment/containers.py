@@ -12,7 +12,7 @@ from .flags import read_args
 from .launch import Launch, is_vllm_image, script_index, split_script, vllm_args
 from .model import GIB, Document, EnvUse, FlagUse, Location, PortRef, Workload
 from .quantity import DOCKER_FORM, docker_bytes, parse_quantity, quantity_bytes
-from .shell import Shell, ShellRun, tokenize_shell
+from .shell import Shell, ShellRun, script_install_issues, tokenize_shell
 from .yaml_nodes import Located, node_location, text_of
 
 
@@ -168,8 +168,8 @@ def command_words(words: Words) -> tuple[Words, set[int]]:
     """A container's command words, a `sh -c` script read word by word, and where each of the script's
     commands ends (`;`, `&`, `&&`, a new line: the index of the word after it)."""
     ends: set[int] = set()
-    at = script_index([w for w, _ in words])
-    if at is not None:
+    at = script_index([w for w, _ in words]) if words else None
+    if words and at is not None:
         script, where = words[at]
         words = []
         for token in tokenize_shell(script, where.line or 1):
@@ -197,10 +197,11 @@ def proxy_launch(words: Words, scripts: tuple[str, ...]) -> tuple[str, Words, Lo
 
 def cache_server_args(
     words: Words, servers: tuple[ServerListener, ...]
-) -> tuple[ServerListener, list[tuple[str, Location]]] | None:
+) -> tuple[ServerListener, list[tuple[str, Location]], str] | None:
     """The LMCache server a command starts (a console script of its ``entry_points``, `lmcache server`,
-    or `python -m` one of its ``modules``) and the words after the command; a `sh -c` script is read
-    word by word. None when the words start none."""
+    or `python -m` one of its ``modules``), the words after the command, and the command as
+    lmcache_server_cli.yaml names it (``python -m M``); a `sh -c` script is read word by word. None when
+    the words start none."""
     words, ends = command_words(words)
     texts = [w for w, _ in words]
 
@@ -215,10 +216,10 @@ def cache_server_args(
             for entry in server.entry_points:
                 command = entry.split()
                 if base == command[0] and texts[i + 1 : i + len(command)] == command[1:]:
-                    return server, until_the_end(i + len(command))
+                    return server, until_the_end(i + len(command)), entry
             module = texts[i + 2] if base.startswith("python") and i + 2 < len(texts) and texts[i + 1] == "-m" else None
             if module in server.modules:
-                return server, until_the_end(i + 3)
+                return server, until_the_end(i + 3), f"python -m {module}"
     return None
 
 
@@ -242,15 +243,19 @@ def is_accelerator(resource: str) -> bool:
 def cache_server(
     label: str,
     file: str,
-    found: tuple[ServerListener, list[tuple[str, Location]]],
+    found: tuple[ServerListener, list[tuple[str, Location]], str],
     where: Location,
     image: str | None,
     env: list[EnvUse],
     source: Literal["command-line", "docker-run", "compose", "kubernetes", "helm-values"] = "kubernetes",
+    *,
+    image_location: Location | None = None,
+    words: Words | None = None,
 ) -> Workload:
     """An LMCache server a container starts, with its options as flags (a positional host or port under
-    the option name its knowledge entry gives it)."""
-    server, args = found
+    the option name its knowledge entry gives it); ``words``, the container's command, give the installs
+    its `sh -c` script runs before the server."""
+    server, args, command = found
     workload = Workload(
         name=label,
         file=file,
@@ -260,7 +265,12 @@ def cache_server(
         location=where,
         role="lmcache-server",
         server=server.id,
+        command=command,
+        image_location=image_location,
     )
+    at = script_index([w for w, _ in words]) if words else None
+    if words and at is not None:
+        workload.hygiene += script_install_issues(words[at][0], words[at][1])
     read_args(workload, args)
     workload.model = None  # a positional word is a host or port here, not a model
     positional = [(w, loc) for w, loc in args if not w.startswith("-")]

@@ -19,6 +19,7 @@ from ...knowledge import Knowledge, ServerListener
 from ..ports import deployment_ports
 from .flags import parse_number
 from .model import Deployment, Effective, FlagUse, Location, PortRef, ProxyLaunch, ServiceSpec, Workload
+from .server_cli import refused_options
 
 
 @dataclass(frozen=True)
@@ -477,10 +478,16 @@ def cache_server_unbounded(graph: Graph) -> list[Hit]:
     return [Hit("it evicts nothing and has no memory limit: it grows until the node runs out of memory", w.location)]
 
 
+def cache_server_option_unknown(graph: Graph) -> list[Hit]:
+    """Each option on an LMCache server's command line that its release's parser does not accept."""
+    return [Hit(text, flag.location) for flag, text in refused_options(graph.workload, graph.knowledge)]
+
+
 CHECKS: dict[str, Callable[[Graph], list[Hit]]] = {
     "port-mismatch": port_mismatches,
     "no-gpu": gpus_missing,
     "gpus-fewer-than-ranks": gpus_fewer_than_ranks,
     "lmcache-unreachable": lmcache_unreachable,
     "cache-server-unbounded": cache_server_unbounded,
+    "cache-server-option-unknown": cache_server_option_unknown,
 }

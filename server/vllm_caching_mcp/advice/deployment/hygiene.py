@@ -531,3 +531,9 @@ def finish(deployment: Deployment) -> None:
             for issue in deployment.hygiene
             if issue.location.file == workload.file or issue.location.file not in files
         ]
+    for server in deployment.cache_servers:  # an LMCache server's own; its file's, when no vLLM shares it
+        server.hygiene += secret_issues(server)
+        found = image_issue(server.image, server.image_location)
+        if found is not None:
+            server.hygiene.append(found.model_copy(update={"release": True}))
+        server.hygiene += [i for i in deployment.hygiene if i.location.file == server.file not in files]

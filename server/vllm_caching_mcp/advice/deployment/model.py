@@ -212,6 +212,9 @@ class Workload(BaseModel):
     claims: list[ClaimUse] = Field(default_factory=list, description="PersistentVolumeClaims its pod mounts")
     role: Literal["vllm", "lmcache-server"] = "vllm"
     server: str | None = Field(default=None, description="the ports.yaml servers entry an LMCache server is")
+    command: str | None = Field(
+        default=None, description="the command that starts an LMCache server (lmcache server, python -m M)"
+    )
     pod: str | None = Field(
         default=None, description="the pod (template) the container runs in: its containers share it"
     )

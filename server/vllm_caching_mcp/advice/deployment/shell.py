@@ -447,6 +447,18 @@ def _without_redirections(command: list[Token]) -> list[Token]:
     return kept
 
 
+def script_install_issues(script: str, where: Location) -> list[HygieneIssue]:
+    """What the installs of a `sh -c` script that starts another server (an LMCache server) do wrong: its
+    commands read as the shell reads them, as the vLLM launch scripts are."""
+    found: list[HygieneIssue] = []
+    for command in split_commands(tokenize_shell(script, where.line or 1)):
+        command = _without_redirections(command)
+        if any(t.text in ("install", "add") for t in command):
+            at = Location(file=where.file, line=command[0].line, path=where.path)
+            found += install_issues([(t.text, _redirects(t)) for t in command], at)
+    return found
+
+
 def _redirects(token: Token) -> bool:
     """Whether the shell takes a ``>`` or ``<`` inside this word as a redirection (it is not quoted)."""
     return any(not quoted and not expansion and ("<" in text or ">" in text) for text, quoted, expansion in token.parts)

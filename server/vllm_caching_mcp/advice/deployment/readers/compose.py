@@ -266,7 +266,19 @@ def _parse_compose(doc: Document, root: Located, reading: Reading) -> None:
             server = cache_server_args(argv, servers)
             if server is not None:
                 where = Location(file=doc.name, line=service.line, path=service.path)
-                cache = cache_server(f"service {name}", doc.name, server, where, image, [], "compose")
+                image_item = service.get("image")
+                image_at = node_location(doc, image_item) if image_item is not None else None
+                cache = cache_server(
+                    f"service {name}",
+                    doc.name,
+                    server,
+                    where,
+                    image,
+                    [],
+                    "compose",
+                    image_location=image_at,
+                    words=argv,
+                )
                 _compose_resources(doc, service, cache, deployment.notes)
                 cache.pod = _compose_pod(doc, name, service)
                 deployment.cache_servers.append(cache)

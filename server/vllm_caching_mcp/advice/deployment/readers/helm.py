@@ -67,9 +67,13 @@ def _parse_helm_values(doc: Document, root: Located, reading: Reading) -> bool:
             token = values_secret_issue(doc, spec.get("hf_token"), "hf_token")
             engine.hygiene += [issue for issue in (api_key, token) if issue is not None]
             deployment.workloads.append(engine)
-        _stack_images(doc, root, deployment)
+        servers_before = len(deployment.cache_servers)
         if cache_server is not None:
             _stack_cache_server(doc, cache_server, reading)
+        # a cache server read as an object of the deployment has its image judged as its own
+        _stack_images(
+            doc, root, deployment, ("routerSpec",) if len(deployment.cache_servers) > servers_before else None
+        )
         return True
     image_values = root.get("image")
     if image_values is not None and image_values.get("command") is not None:
@@ -138,9 +142,9 @@ def _stack_claim(doc: Document, spec: Located, workload: Workload, deployment: D
     workload.claims.append(ClaimUse(claim=name, location=node_location(doc, storage)))
 
 
-def _stack_images(doc: Document, root: Located, deployment: Deployment) -> None:
+def _stack_images(doc: Document, root: Located, deployment: Deployment, keys: tuple[str, ...] | None = None) -> None:
     """The router's and the cache server's images, pulled beside the engines (repository and tag)."""
-    for key in ("routerSpec", "cacheserverSpec"):
+    for key in keys or ("routerSpec", "cacheserverSpec"):
         part = root.get(key)
         repo = part.get("repository") if part is not None else None
         tag = part.get("tag") if part is not None else None
@@ -251,7 +255,9 @@ def _stack_cache_server(doc: Document, spec: Located, reading: Reading) -> None:
         return
     repository = spec.get("repository")
     image = f"{text_of(repository)}:latest-nightly" if repository is not None else None
-    server = cache_server("cacheserverSpec", doc.name, found, node_location(doc, spec), image, [], "helm-values")
+    server = cache_server(
+        "cacheserverSpec", doc.name, found, node_location(doc, spec), image, [], "helm-values", image_location=where
+    )
     resources = spec.get("resources")
     notes = reading.deployment.notes
     limits = resources.get("limits") if resources is not None else None

@@ -19,7 +19,7 @@ from ..containers import (
     words_from_list,
 )
 from ..flags import read_args
-from ..hygiene import claim_spec, container_hygiene, pod_claims
+from ..hygiene import claim_spec, container_hygiene, duplicate_env_issues, env_expansion_issues, pod_claims
 from ..launch import Launch, is_simulator, is_vllm_image, starts_with_vllm_options
 from ..lmcache_config import maybe_lmcache_config
 from ..model import Document, EnvUse, HygieneIssue, Location, PortRef, ProxyLaunch, ServiceSpec, Workload
@@ -144,6 +144,7 @@ def _parse_kubernetes(doc: Document, objects: list[Located], reading: Reading) -
             deployment.services.append(name)
             deployment.service_specs.append(_service_spec(doc, obj, name))
         served: set[int] = set()  # ids of the containers that run vLLM
+        own_hygiene: set[int] = set()  # ids of the containers read as LMCache servers
         pods = _pod_specs(doc, obj, deployment.notes)
         for pod_spec, part, replicas, nodes, containers in pods:
             gpu = gpu_label(pod_spec)
@@ -180,7 +181,10 @@ def _parse_kubernetes(doc: Document, objects: list[Located], reading: Reading) -
                     found = Launch(args=argv)
                 label = f"{kind}/{name}" + (f" {part}" if part else "") + f" container {cname}"
                 if kind in _WORKLOAD_KINDS:
+                    before = len(deployment.cache_servers)
                     _other_servers(doc, label, (pod, pod_spec, container), argv, image, env, reading, found is None)
+                    if len(deployment.cache_servers) > before:
+                        own_hygiene.add(id(container))  # an LMCache server's container is judged as its own
                 if found is None:
                     continue
                 args, script_env = found.args, found.env
@@ -220,7 +224,7 @@ def _parse_kubernetes(doc: Document, objects: list[Located], reading: Reading) -
                 read_args(workload, args, variables.unresolved | found.unresolved, found.emptied)
                 deployment.workloads.append(workload)
         if served:
-            deployment.hygiene += _beside_vllm(doc, kind, pods, served, config_maps)
+            deployment.hygiene += _beside_vllm(doc, kind, pods, served | own_hygiene, config_maps)
 
 
 def _defined_first(kind: str, container: Located, config_maps: dict[str, Located]) -> list[str] | None:
@@ -321,7 +325,10 @@ def _other_servers(
     deployment = reading.deployment
     if server is not None:
         at = Location(file=doc.name, line=container.line, path=container.path or None)
-        cache = cache_server(label, doc.name, server, at, image, env)
+        image_item = container.get("image")
+        image_at = node_location(doc, image_item) if image_item is not None else None
+        cache = cache_server(label, doc.name, server, at, image, env, image_location=image_at, words=argv)
+        cache.hygiene += env_expansion_issues(doc, container, None) + duplicate_env_issues(doc, container)
         pod_resources(doc, cache, pod_spec, container, deployment.notes)
         _pod_network(doc, cache, pod, container)
         deployment.cache_servers.append(cache)
