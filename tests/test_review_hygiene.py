@@ -461,7 +461,7 @@ spec:
         - name: vllm
           image: vllm/vllm-openai:v0.33.0
           args: [--model, Qwen/Qwen3-8B]
-          volumeMounts: [{name: cache, mountPath: /root/.cache}]
+          volumeMounts: [{name: cache, mountPath: /models}]
   volumeClaimTemplates:
     - metadata: {name: cache}
       spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 100Gi}}}
