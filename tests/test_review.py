@@ -317,6 +317,13 @@ RULE_CASES: dict[str, tuple[str | None, str, str, dict[str, Any]]] = {
         f"vllm serve {M} {NIXL}",
         {},
     ),
+    # prefix_caching_hash_algo's Literal is argparse's choices: 'builtin' is not one
+    "pitfall.option-value-refused": (
+        "0.33.0",
+        f"vllm serve {M} --prefix-caching-hash-algo builtin --enable-prefix-caching",
+        f"vllm serve {M} --prefix-caching-hash-algo xxhash --enable-prefix-caching",
+        {},
+    ),
     # an empty variable, unquoted, leaves --max-model-len with no word after it: argparse stops
     "pitfall.option-value-empty": (
         "0.33.0",

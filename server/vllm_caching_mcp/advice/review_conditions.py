@@ -51,6 +51,7 @@ from .engine_schema import (
     check_lmcache_keys,
     check_lmcache_values,
 )
+from .flag_values import refused_values
 from .review_models import GIB, HostFacts
 
 
@@ -584,6 +585,7 @@ EVALUATORS: dict[str, Callable[[Any, Asked], Outcome]] = {
     "lmcache_schema": _lmcache_schema,
     "flag_value_vanished": _flag_value_vanished,
     "flag_release_dependent": lambda wanted, asked: _flag_release_dependent(asked.ctx, asked.workload_flags),
+    "flag_value_refused": lambda wanted, asked: _flag_value_refused(wanted, asked),
     "hygiene": _hygiene,
     "graph": _graph,
 }
@@ -659,6 +661,24 @@ def _flag_release_dependent(ctx: Context, workload_flags: Sequence[FlagUse]) -> 
                 )
             )
     return Outcome(bool(items), items=items)
+
+
+def _flag_value_refused(wanted: bool, asked: Asked) -> Outcome:
+    """Each option whose value as written the release's parser refuses (advice/flag_values.py)."""
+    ctx = asked.ctx
+    workload = ctx.workload
+    model_named = workload is not None and (
+        workload.model is not None or any(f.name == "--model" for f in workload.flags)
+    )
+    items = [
+        Evidence(
+            f"{r.flag.written}" + ("" if "=" in r.flag.written else f" {r.value}") + f": vLLM {ctx.version}'s "
+            f"parser stops ({r.error}); it accepts {r.accepted}",
+            r.flag.location,
+        )
+        for r in refused_values(asked.workload_flags, ctx.version, ctx.knowledge, model_named)
+    ]
+    return Outcome(bool(items) is wanted, items=items)
 
 
 def _runs(picked: list[Version], releases: list[Version]) -> str:
