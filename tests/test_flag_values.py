@@ -139,3 +139,16 @@ def test_refused_values_names_the_option_the_value_and_what_is_accepted(knowledg
     ]
     assert found[0].accepted == "--enable-chunked-prefill or --no-enable-chunked-prefill, with no value"
     assert found[1].accepted == "'fcfs', 'priority'"  # SchedulerConfig.policy: the renamed option
+
+
+def test_a_memory_fraction_given_as_a_percentage_and_human_readable_lengths() -> None:
+    # 0.11.0's CacheConfig.__post_init__ raises above 1.0 (and lets 0 pass); from 0.11.1 Field(gt=0, le=1)
+    [old] = _found(f"vllm serve {M} --gpu-memory-utilization 90", "0.11.0")
+    assert "--gpu-memory-utilization 90" in old and "when it builds its configuration" in old
+    assert _found(f"vllm serve {M} --gpu-memory-utilization 0", "0.11.0") == []
+    [zero, alias] = _found(f"vllm serve {M} --gpu-memory-utilization=0 --device-memory-utilization 1.5", "0.33.0")
+    assert "above 0 and at most 1" in zero and "--device-memory-utilization 1.5" in alias
+    assert _found(f"vllm serve {M} --gpu-memory-utilization 0.95", "0.33.0") == []
+    # max_model_len's type reads k/m/g in every covered release (human_readable_int, then _or_auto)
+    for version in ("0.11.0", "0.33.0"):
+        assert _found(f"vllm serve {M} --max-model-len 32k --max-num-batched-tokens 8k", version) == []

@@ -50,14 +50,53 @@ UNREAD = ("$", "{{", "`")  # a reference the reader left as written
 
 
 @dataclass(frozen=True)
+class Bound:
+    """A float field's range, from the release that first checks it so (until the next entry)."""
+
+    since: Version
+    above: float | None  # exclusive lower bound; None: none checked
+    at_most: float
+    refuses: str  # where and how vLLM refuses a number outside
+    source: str
+
+    @property
+    def accepted(self) -> str:
+        low = f"above {self.above:g} and " if self.above is not None else ""
+        return f"a number {low}at most {self.at_most:g} (a fraction of the GPU's memory, not a percentage)"
+
+
+# Refused when EngineArgs builds CacheConfig, before the engine starts: 0.11.0's __post_init__ raises
+# for more than 1.0; from 0.11.1 the field is Field(gt=0, le=1) and pydantic refuses the value.
+BOUNDS: dict[str, tuple[Bound, ...]] = {
+    "gpu_memory_utilization": (
+        Bound(
+            Version("0.11.0"),
+            None,
+            1.0,
+            "CacheConfig raises 'GPU memory utilization must be less than 1.0'",
+            "wheel:vllm==0.11.0:vllm/config/cache.py:168-171",
+        ),
+        Bound(
+            Version("0.11.1"),
+            0.0,
+            1.0,
+            "CacheConfig's field is Field(gt=0, le=1), so pydantic refuses it",
+            "wheel:vllm==0.33.0:vllm/config/cache.py:215",
+        ),
+    )
+}
+
+
+@dataclass(frozen=True)
 class Refusal:
     """One option whose value the release's parser refuses, with what it accepts."""
 
     flag: FlagUse
     option: str
     value: str
-    error: str  # argparse's words
+    error: str  # argparse's words, or the config check's
     accepted: str
+    stage: str = "its argument parser stops"  # where vLLM refuses it
 
 
 def refused_values(
@@ -76,8 +115,10 @@ def refused_values(
         option = _option(flag.name, accepted)
         if option is None:
             continue
-        refusal = _switch_value(flag, option, value, version, knowledge, model_named) or _choice(
-            flag, option, value, version, knowledge
+        refusal = (
+            _switch_value(flag, option, value, version, knowledge, model_named)
+            or _choice(flag, option, value, version, knowledge)
+            or _out_of_bounds(flag, option, value, version)
         )
         if refusal is not None:
             found.append(refusal)
@@ -150,6 +191,24 @@ def _field(option: str, version: Version, knowledge: Knowledge) -> SchemaEntry |
         ),
         None,
     )
+
+
+def _out_of_bounds(flag: FlagUse, option: str, value: str, version: Version) -> Refusal | None:
+    """A number argparse reads (type=float) that the config class then refuses when vLLM builds it."""
+    name = (RENAMED.get(option) or (None, option[2:].replace("-", "_")))[1]
+    runs = [b for b in BOUNDS.get(name, ()) if b.since <= version]
+    if not runs:
+        return None
+    bound = runs[-1]
+    try:
+        number = float(value)
+    except ValueError:
+        return Refusal(flag, option, value, f"argument {option}: invalid float value: {value!r}", bound.accepted)
+    low_ok = bound.above is None or number > bound.above
+    if low_ok and number <= bound.at_most:
+        return None
+    stage = "stops when it builds its configuration, before the engine starts"
+    return Refusal(flag, option, value, f"{bound.refuses}; {bound.source}", bound.accepted, stage)
 
 
 def _choices(type_text: str | None) -> tuple[list[str | int], bool] | None:

@@ -672,8 +672,8 @@ def _flag_value_refused(wanted: bool, asked: Asked) -> Outcome:
     )
     items = [
         Evidence(
-            f"{r.flag.written}" + ("" if "=" in r.flag.written else f" {r.value}") + f": vLLM {ctx.version}'s "
-            f"parser stops ({r.error}); it accepts {r.accepted}",
+            f"{r.flag.written}" + ("" if "=" in r.flag.written else f" {r.value}") + f": vLLM {ctx.version} "
+            f"{r.stage} ({r.error}); it accepts {r.accepted}",
             r.flag.location,
         )
         for r in refused_values(asked.workload_flags, ctx.version, ctx.knowledge, model_named)
