@@ -152,3 +152,13 @@ def test_a_memory_fraction_given_as_a_percentage_and_human_readable_lengths() ->
     # max_model_len's type reads k/m/g in every covered release (human_readable_int, then _or_auto)
     for version in ("0.11.0", "0.33.0"):
         assert _found(f"vllm serve {M} --max-model-len 32k --max-num-batched-tokens 8k", version) == []
+
+
+def test_the_finding_names_the_covered_releases_that_take_the_value() -> None:
+    [message] = _found(f"vllm serve {M} --prefix-caching-hash-algo xxhash", "0.11.0")
+    assert "vLLM 0.11.0's argument parser stops" in message and "vLLM 0.13.0 - 0.33.0 take it" in message
+    # 'all' left mamba_cache_mode's Literal in 0.32.0; with no release in the files, the review says so
+    [mode] = [f.message for f in review(f"vllm serve {M} --mamba-cache-mode all").findings if f.rule_id == RULE]
+    assert "vLLM 0.15.0 - 0.31.0 take it" in mode and "do not say which release runs" in mode
+    [builtin] = _found(f"vllm serve {M} --prefix-caching-hash-algo builtin", "0.33.0")
+    assert "take it" not in builtin  # no covered release does

@@ -96,7 +96,7 @@ class Refusal:
     value: str
     error: str  # argparse's words, or the config check's
     accepted: str
-    stage: str = "its argument parser stops"  # where vLLM refuses it
+    stage: str = "'s argument parser stops"  # where vLLM refuses it, after "vLLM 0.33.0"
 
 
 def refused_values(
@@ -207,7 +207,7 @@ def _out_of_bounds(flag: FlagUse, option: str, value: str, version: Version) -> 
     low_ok = bound.above is None or number > bound.above
     if low_ok and number <= bound.at_most:
         return None
-    stage = "stops when it builds its configuration, before the engine starts"
+    stage = " stops when it builds its configuration, before the engine starts"
     return Refusal(flag, option, value, f"{bound.refuses}; {bound.source}", bound.accepted, stage)
 
 

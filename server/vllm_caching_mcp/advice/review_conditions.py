@@ -664,20 +664,26 @@ def _flag_release_dependent(ctx: Context, workload_flags: Sequence[FlagUse]) -> 
 
 
 def _flag_value_refused(wanted: bool, asked: Asked) -> Outcome:
-    """Each option whose value as written the release's parser refuses (advice/flag_values.py)."""
+    """Each option whose value as written the release refuses before the server starts (advice/flag_values.py),
+    with the covered releases that take it, where some do."""
     ctx = asked.ctx
     workload = ctx.workload
-    model_named = workload is not None and (
-        workload.model is not None or any(f.name == "--model" for f in workload.flags)
-    )
-    items = [
-        Evidence(
-            f"{r.flag.written}" + ("" if "=" in r.flag.written else f" {r.value}") + f": vLLM {ctx.version} "
-            f"{r.stage} ({r.error}); it accepts {r.accepted}",
-            r.flag.location,
-        )
-        for r in refused_values(asked.workload_flags, ctx.version, ctx.knowledge, model_named)
-    ]
+    named = workload is not None and (workload.model is not None or any(f.name == "--model" for f in workload.flags))
+    releases = ctx.knowledge.release_versions()
+    items = []
+    for r in refused_values(asked.workload_flags, ctx.version, ctx.knowledge, named):
+        taken = [
+            v
+            for v in releases
+            if r.option in ctx.knowledge.cli_inventory.accepted(v)
+            and not refused_values([r.flag], v, ctx.knowledge, named)
+        ]
+        elsewhere = f"; vLLM {_runs(taken, releases)} take it" if taken else ""
+        if taken and ctx.effective.version_source == "assumed-newest":
+            elsewhere += f" (the files do not say which release runs; reviewed as {ctx.version})"
+        written = r.flag.written + ("" if "=" in r.flag.written else f" {r.value}")
+        text = f"{written}: vLLM {ctx.version}{r.stage} ({r.error}); it accepts {r.accepted}{elsewhere}"
+        items.append(Evidence(text, r.flag.location))
     return Outcome(bool(items) is wanted, items=items)
 
 
