@@ -162,3 +162,26 @@ def test_the_finding_names_the_covered_releases_that_take_the_value() -> None:
     assert "vLLM 0.15.0 - 0.31.0 take it" in mode and "do not say which release runs" in mode
     [builtin] = _found(f"vllm serve {M} --prefix-caching-hash-algo builtin", "0.33.0")
     assert "take it" not in builtin  # no covered release does
+
+
+_SERVE_CONFIG = """\
+applications:
+  - name: llm
+    import_path: ray.serve.llm:build_openai_app
+    args:
+      llm_configs:
+        - model_loading_config: {model_id: qwen, model_source: Qwen/Qwen2.5-7B-Instruct}
+          engine_kwargs:
+            enable_prefix_caching: "true"
+            block_size: 48
+            gpu_memory_utilization: 90
+"""
+
+
+def test_engine_kwargs_skip_the_parser_but_not_the_config_checks() -> None:
+    # Ray Serve hands engine_kwargs to EngineArgs: no argparse (a string for a bool, an int outside a
+    # SkipValidation Literal pass), but CacheConfig still checks the memory fraction
+    found = [
+        f.message for f in review(("serve_config.yaml", _SERVE_CONFIG), version="0.11.0").findings if f.rule_id == RULE
+    ]
+    assert len(found) == 1 and "--gpu-memory-utilization 90" in found[0], found

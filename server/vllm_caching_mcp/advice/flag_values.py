@@ -100,12 +100,13 @@ class Refusal:
 
 
 def refused_values(
-    flags: Sequence[FlagUse], version: Version, knowledge: Knowledge, model_named: bool
+    flags: Sequence[FlagUse], version: Version, knowledge: Knowledge, model_named: bool, parsed: bool = True
 ) -> list[Refusal]:
-    """Each option of ``flags`` (as written) whose value ``version``'s parser refuses.
+    """Each option of ``flags`` (as written) whose value ``version`` refuses before the server starts.
 
     ``model_named``: the model is given (positionally or with --model), so a word a switch leaves over
-    is one positional too many."""
+    is one positional too many. ``parsed``: argparse reads the words; keyword arguments to EngineArgs
+    (Ray Serve's engine_kwargs) skip it, so only the config classes' own checks apply to them."""
     accepted = knowledge.cli_inventory.accepted(version)
     found = []
     for flag in flags:
@@ -116,10 +117,12 @@ def refused_values(
         if option is None:
             continue
         refusal = (
-            _switch_value(flag, option, value, version, knowledge, model_named)
-            or _choice(flag, option, value, version, knowledge)
-            or _out_of_bounds(flag, option, value, version)
-        )
+            parsed
+            and (
+                _switch_value(flag, option, value, version, knowledge, model_named)
+                or _choice(flag, option, value, version, knowledge)
+            )
+        ) or _out_of_bounds(flag, option, value, version)
         if refusal is not None:
             found.append(refusal)
     return found

@@ -669,14 +669,15 @@ def _flag_value_refused(wanted: bool, asked: Asked) -> Outcome:
     ctx = asked.ctx
     workload = ctx.workload
     named = workload is not None and (workload.model is not None or any(f.name == "--model" for f in workload.flags))
+    parsed = workload is None or not workload.engine_kwargs
     releases = ctx.knowledge.release_versions()
     items = []
-    for r in refused_values(asked.workload_flags, ctx.version, ctx.knowledge, named):
+    for r in refused_values(asked.workload_flags, ctx.version, ctx.knowledge, named, parsed):
         taken = [
             v
             for v in releases
             if r.option in ctx.knowledge.cli_inventory.accepted(v)
-            and not refused_values([r.flag], v, ctx.knowledge, named)
+            and not refused_values([r.flag], v, ctx.knowledge, named, parsed)
         ]
         elsewhere = f"; vLLM {_runs(taken, releases)} take it" if taken else ""
         if taken and ctx.effective.version_source == "assumed-newest":
