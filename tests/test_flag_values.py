@@ -185,3 +185,28 @@ def test_engine_kwargs_skip_the_parser_but_not_the_config_checks() -> None:
         f.message for f in review(("serve_config.yaml", _SERVE_CONFIG), version="0.11.0").findings if f.rule_id == RULE
     ]
     assert len(found) == 1 and "--gpu-memory-utilization 90" in found[0], found
+
+
+def test_a_manifest_args_list_with_a_switch_given_a_value() -> None:
+    manifest = f"""apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: vllm}}
+spec:
+  template:
+    spec:
+      containers:
+        - name: vllm
+          image: vllm/vllm-openai:v0.11.0
+          args:
+            - --model={M}
+            - --max-model-len=65536
+            - --enable-prefix-caching
+            - --enable-chunked-prefill=false
+            - --kv-cache-dtype=fp8
+"""
+    [message] = _found(manifest, "0.11.0")
+    assert message.endswith(
+        "--enable-chunked-prefill=false: vLLM 0.11.0's argument parser stops (argument --enable-chunked-prefill: "
+        "ignored explicit argument 'false'); it accepts --enable-chunked-prefill or --no-enable-chunked-prefill, "
+        "with no value"
+    ), message

@@ -148,7 +148,7 @@ def _switch_value(
     accepted = knowledge.cli_inventory.accepted(version)
     positive = "--" + option[5:] if option.startswith("--no-") and "--" + option[5:] in accepted else option
     field = _field(positive, version, knowledge)
-    negated = field is not None and (field.at("type", version) or "").split("|")[0].strip() == "bool"
+    negated = field is not None and _is_bool(field.at("type", version))
     how = f"{positive} or --no-{positive[2:]}, with no value" if negated else f"{option} alone, or leave it out"
     if "=" in flag.written:
         error = f"argument {option}: ignored explicit argument {value!r}"
@@ -212,6 +212,15 @@ def _out_of_bounds(flag: FlagUse, option: str, value: str, version: Version) -> 
         return None
     stage = " stops when it builds its configuration, before the engine starts"
     return Refusal(flag, option, value, f"{bound.refuses}; {bound.source}", bound.accepted, stage)
+
+
+def _is_bool(type_text: str | None) -> bool:
+    """A field get_kwargs makes a BooleanOptionalAction (--X and --no-X): bool among its types, str not."""
+    try:
+        names = {_name(m) for m in _members(ast.parse(type_text or "", mode="eval").body)}
+    except SyntaxError:
+        return False
+    return "bool" in names and "str" not in names
 
 
 def _choices(type_text: str | None) -> tuple[list[str | int], bool] | None:
