@@ -32,7 +32,8 @@ from .deployment.model import FlagUse
 
 # The config classes of the schema whose fields EngineArgs.add_cli_args turns into options with
 # get_kwargs(<class>) and `--<field with dashes>`, except these, read from add_cli_args' calls
-# (`add_argument("--kv-cache-dtype", **cache_kwargs["cache_dtype"])`) in every release covered:
+# (`add_argument("--kv-cache-dtype", **cache_kwargs["cache_dtype"])`) in every release covered;
+# scripts/check_option_fields.py checks both tables against each release's add_cli_args:
 RENAMED = {
     "--kv-cache-dtype": ("CacheConfig", "cache_dtype"),  # wheel:vllm==0.33.0:vllm/engine/arg_utils.py:1397
     "--scheduling-policy": ("SchedulerConfig", "policy"),  # wheel:vllm==0.33.0:vllm/engine/arg_utils.py:1781-1782
