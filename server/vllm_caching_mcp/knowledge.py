@@ -489,6 +489,11 @@ class Condition(Frozen):
         description="release not stated: each option the assumed release accepts that covered releases after "
         "its introduction refuse",
     )
+    flag_value_refused: bool | None = Field(
+        default=None,
+        description="each option whose value as written the release's parser refuses: a switch given a value, "
+        "a value outside the choices of the config field's Literal",
+    )
     hygiene: HygieneCheck | None = Field(
         default=None, description="each deployment-hygiene problem of this kind the readers found around the workload"
     )

@@ -51,6 +51,7 @@ from .engine_schema import (
     check_lmcache_keys,
     check_lmcache_values,
 )
+from .flag_values import refused_values
 from .review_models import GIB, HostFacts
 
 
@@ -584,6 +585,7 @@ EVALUATORS: dict[str, Callable[[Any, Asked], Outcome]] = {
     "lmcache_schema": _lmcache_schema,
     "flag_value_vanished": _flag_value_vanished,
     "flag_release_dependent": lambda wanted, asked: _flag_release_dependent(asked.ctx, asked.workload_flags),
+    "flag_value_refused": lambda wanted, asked: _flag_value_refused(wanted, asked),
     "hygiene": _hygiene,
     "graph": _graph,
 }
@@ -659,6 +661,31 @@ def _flag_release_dependent(ctx: Context, workload_flags: Sequence[FlagUse]) -> 
                 )
             )
     return Outcome(bool(items), items=items)
+
+
+def _flag_value_refused(wanted: bool, asked: Asked) -> Outcome:
+    """Each option whose value as written the release refuses before the server starts (advice/flag_values.py),
+    with the covered releases that take it, where some do."""
+    ctx = asked.ctx
+    workload = ctx.workload
+    named = workload is not None and (workload.model is not None or any(f.name == "--model" for f in workload.flags))
+    parsed = workload is None or not workload.engine_kwargs
+    releases = ctx.knowledge.release_versions()
+    items = []
+    for r in refused_values(asked.workload_flags, ctx.version, ctx.knowledge, named, parsed):
+        taken = [
+            v
+            for v in releases
+            if r.option in ctx.knowledge.cli_inventory.accepted(v)
+            and not refused_values([r.flag], v, ctx.knowledge, named, parsed)
+        ]
+        elsewhere = f"; vLLM {_runs(taken, releases)} take it" if taken else ""
+        if taken and ctx.effective.version_source == "assumed-newest":
+            elsewhere += f" (the files do not say which release runs; reviewed as {ctx.version})"
+        written = r.flag.written + ("" if "=" in r.flag.written else f" {r.value}")
+        text = f"{written}: vLLM {ctx.version}{r.stage} ({r.error}); it accepts {r.accepted}{elsewhere}"
+        items.append(Evidence(text, r.flag.location))
+    return Outcome(bool(items) is wanted, items=items)
 
 
 def _runs(picked: list[Version], releases: list[Version]) -> str:

@@ -168,6 +168,11 @@ class Workload(BaseModel):
     source: Literal[
         "command-line", "docker-run", "compose", "kubernetes", "helm-values", "lmcache-config", "dockerfile"
     ]
+    engine_kwargs: bool = Field(
+        default=False,
+        description="its options are keyword arguments to EngineArgs (Ray Serve's engine_kwargs), read as the "
+        "words that set them; vLLM's argument parser never sees them",
+    )
     model: str | None = None
     model_location: Location | None = None
     image: str | None = None

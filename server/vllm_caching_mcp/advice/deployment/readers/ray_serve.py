@@ -158,6 +158,7 @@ def _workload(
     kwargs = llm.get("engine_kwargs")
     if kwargs is not None:
         read_args(workload, kwargs_words(doc, kwargs, prefix, notes))
+        workload.engine_kwargs = True
     workload.nodes = _nodes(workload)
     return workload
 
