@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from reading import review
+from reading import known_moving_tag, review
 from vllm_caching_mcp.advice.backend import ChooseBackendResult
 from vllm_caching_mcp.advice.render import RenderConfigResult
 from vllm_caching_mcp.advice.sizing import SizeOffloadResult
@@ -55,7 +55,7 @@ def test_every_rendered_config_passes_review(version: str, backend: str, output:
     findings = review(*files_of(rendered), version=version, host={"ram_gib": 1024, "gpu": "H100"}).findings
     # Security advisories are about the release, not the rendered configuration (render warns of them itself).
     findings = [f for f in findings if not f.rule_id.startswith("advisory.")]
-    assert [(f.rule_id, f.message) for f in findings if f.severity != "info"] == []
+    assert [(f.rule_id, f.message) for f in findings if f.severity != "info" and not known_moving_tag(f)] == []
 
 
 def test_size_then_render_then_review_on_an_8xh200_node() -> None:
