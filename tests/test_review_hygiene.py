@@ -17,6 +17,7 @@ from vllm_caching_mcp.advice.review import ReviewResult
 HYGIENE = {
     "pitfall.kill-by-name",
     "pitfall.compose-services-collide",
+    "pitfall.secret-data-not-base64",
     "pitfall.secret-in-plain-text",
     "pitfall.install-at-start",
     "pitfall.install-pin-redirected",
@@ -594,3 +595,37 @@ def test_compose_services_that_start_together_and_collide() -> None:
         if rule == "pitfall.compose-services-collide"
     ]
     assert found == [("pitfall.compose-services-collide", 9), ("pitfall.compose-services-collide", 14)]
+
+
+SECRET_AND_SERVER = """apiVersion: v1
+kind: Secret
+metadata: {name: hf-token}
+data:
+  token: $HF_TOKEN
+  encoded: aGZfZXhhbXBsZQ==
+  templated: "{{ .Values.token | b64enc }}"
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: qwen}
+spec:
+  template:
+    spec:
+      containers:
+        - name: vllm
+          image: vllm/vllm-openai:v0.33.0
+          args: [--model, Qwen/Qwen3-8B]
+          env:
+            - name: HF_TOKEN
+              valueFrom: {secretKeyRef: {name: hf-token, key: token}}
+          resources: {limits: {nvidia.com/gpu: 1}}
+"""
+
+
+def test_a_secret_whose_data_is_not_base64() -> None:
+    """The API server refuses the Secret over `$HF_TOKEN`; an encoded value and a chart's template are fine."""
+    result = review(("deploy.yaml", SECRET_AND_SERVER))
+    assert [h for h in hits(result) if h[0] == "pitfall.secret-data-not-base64"] == [
+        ("pitfall.secret-data-not-base64", 5)
+    ]
+    assert all("HF_TOKEN" not in f.message or "variable" in f.message for f in result.findings)

@@ -293,6 +293,7 @@ HygieneCheck = Literal[
     "rwo-claim-shared",
     "kills-by-name",
     "compose-conflict",
+    "secret-data-not-base64",
 ]
 
 

@@ -6,6 +6,8 @@ rest run once over the read deployment (`finish`). No finding carries a secret's
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 
 from ... import redact
@@ -271,6 +273,40 @@ def kill_issue(words: list[str], previous: list[str], location: Location) -> Hyg
         "only the servers this script started: other jobs, notebooks and agents in Python end with them",
         location=location,
     )
+
+
+# --- Kubernetes Secrets ---
+
+
+def secret_data_issues(doc: Document, secret: Located) -> list[HygieneIssue]:
+    """Values of a Secret's `data` that are not base64 (the API server refuses the object: "illegal base64
+    data"); a raw token or a `$VAR` kubectl does not expand belongs in `stringData`. Template values are skipped."""
+    data = secret.get("data")
+    if data is None or not isinstance(data.value, dict):
+        return []
+    issues = []
+    for key, item in data.value.items():
+        value = text_of(item).replace("\n", "").replace("\r", "")
+        if not value or "{{" in value:
+            continue
+        try:
+            base64.b64decode(value, validate=True)
+        except (binascii.Error, ValueError):
+            issues.append(
+                HygieneIssue(
+                    check="secret-data-not-base64",
+                    text=f"data.{key} of Secret {_name_of(secret)} is not base64 ({len(value)} characters"
+                    + (", a variable kubectl does not expand" if "$" in value else "")
+                    + "): the API server refuses the Secret; write the plain value under stringData",
+                    location=node_location(doc, item),
+                )
+            )
+    return issues
+
+
+def _name_of(obj: Located) -> str:
+    meta = obj.get("metadata")
+    return text_of(meta.get("name")) if meta is not None and meta.get("name") is not None else "?"
 
 
 # --- compose services that cannot start together ---

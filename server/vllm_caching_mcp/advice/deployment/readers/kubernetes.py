@@ -19,7 +19,14 @@ from ..containers import (
     words_from_list,
 )
 from ..flags import read_args
-from ..hygiene import claim_spec, container_hygiene, duplicate_env_issues, env_expansion_issues, pod_claims
+from ..hygiene import (
+    claim_spec,
+    container_hygiene,
+    duplicate_env_issues,
+    env_expansion_issues,
+    pod_claims,
+    secret_data_issues,
+)
 from ..launch import Launch, is_simulator, is_vllm_image, starts_with_vllm_options
 from ..lmcache_config import maybe_lmcache_config
 from ..model import Document, EnvUse, HygieneIssue, Location, PortRef, ProxyLaunch, ServiceSpec, Workload
@@ -140,6 +147,8 @@ def _parse_kubernetes(doc: Document, objects: list[Located], reading: Reading) -
         kind = text_of(obj.get("kind")) if obj.get("kind") else ""
         meta = obj.get("metadata")
         name = text_of(meta.get("name")) if meta is not None and meta.get("name") is not None else "?"
+        if kind == "Secret":
+            deployment.hygiene += secret_data_issues(doc, obj)
         if kind == "Service":
             deployment.services.append(name)
             deployment.service_specs.append(_service_spec(doc, obj, name))
