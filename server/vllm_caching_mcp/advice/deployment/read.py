@@ -8,14 +8,26 @@ import re
 from ...knowledge import Knowledge, ServerListener
 from ..common import AdviceError
 from .bounds import Totals, clip, reading_document
-from .flags import read_args
+from .flags import VLLM_OPTION_NAMES, read_args
 from .hygiene import duplicate_key_issues, finish
 from .images import image_notes
 from .kustomize import Overlay, Patch, Patcher, read_builds, what_it_sets
 from .launch import WRAPPERS
 from .lmcache_config import LMCACHE_KEYS
 from .model import Deployment, Document, Location, ProxyLaunch, ProxyUse, UnreadLaunch, Workload
-from .readers import compose, helm, kserve, kubernetes, lmcache, modelservice, ray_serve, skypilot, vllm_runtime
+from .readers import (
+    compose,
+    generic,
+    helm,
+    kserve,
+    kubernetes,
+    lmcache,
+    modelservice,
+    ray_serve,
+    skypilot,
+    vllm_config,
+    vllm_runtime,
+)
 from .readers import shell as shell_text
 from .readers.base import Reader, Reading, mappings
 from .readers.compose import read_dotenv
@@ -34,6 +46,8 @@ READERS: tuple[Reader, ...] = (
     helm.READER,
     modelservice.READER,
     lmcache.READER,
+    vllm_config.READER,  # a `vllm serve --config` file: option names as keys
+    generic.READER,  # the last of the YAML readers: any mapping that starts vLLM, whatever holds it
     shell_text.READER,
 )
 
@@ -48,6 +62,7 @@ def _read_document(
     build: list[Overlay] | None = None,
     documents: tuple[Document, ...] = (),
     servers: tuple[ServerListener, ...] = (),
+    vllm_options: frozenset[str] = frozenset(),
 ) -> None:
     """Add the workloads of one document, as the kustomize ``build`` (overlays innermost first) patches it
     when it is a resource of one; AdviceError("text", ...) when its text cannot be read."""
@@ -74,6 +89,7 @@ def _read_document(
         documents=documents,
         servers=servers,
         proxy_scripts=tuple(proxy_scripts),
+        vllm_options=vllm_options,
     )
     before = len(deployment.workloads) + len(deployment.cache_servers)
     reader = _read_with_readers(doc, roots, reading)
@@ -94,6 +110,8 @@ def _read_with_readers(doc: Document, roots: list[Located], reading: Reading) ->
     """The first reader that claims and reads the document; after a partial one, the readers after it are
     asked for the YAML documents it did not take (the Services and ConfigMaps beside a custom resource)."""
     first: Reader | None = None
+    before = len(reading.deployment.workloads) + len(reading.deployment.cache_servers)
+    all_roots = roots
     for reader in READERS:
         if not (reader.claims(doc, roots, reading) and reader.read(doc, roots, reading)):
             continue
@@ -103,6 +121,10 @@ def _read_with_readers(doc: Document, roots: list[Located], reading: Reading) ->
         roots = [root for root in roots if id(root) not in reading.taken]
         if not mappings(roots):
             break
+    read_nothing = len(reading.deployment.workloads) + len(reading.deployment.cache_servers) == before
+    if first is not None and first.yaml and first is not generic.READER and read_nothing:
+        # a shape claimed it and found no vLLM server (a custom resource with no pod spec): any mapping may start one
+        generic.READER.read(doc, all_roots, reading)
     return first
 
 
@@ -165,7 +187,16 @@ def parse_documents(documents: list[Document], knowledge: Knowledge) -> Deployme
             with reading_document(index):
                 keys = LMCACHE_KEYS(knowledge)
                 _read_document(
-                    doc, deployment, totals, proxy_scripts, keys, dotenv, chain, tuple(documents), knowledge.servers
+                    doc,
+                    deployment,
+                    totals,
+                    proxy_scripts,
+                    keys,
+                    dotenv,
+                    chain,
+                    tuple(documents),
+                    knowledge.servers,
+                    VLLM_OPTION_NAMES(knowledge),
                 )
             if chain and len(chains) > 1:  # one base, built by several overlays
                 for workload in deployment.workloads[before:]:
@@ -173,7 +204,14 @@ def parse_documents(documents: list[Document], knowledge: Knowledge) -> Deployme
             totals.check(deployment)
         if len(deployment.workloads) == read_before and (unread := _unread_launch(doc)) is not None:
             deployment.unread.append(unread)
-    reading = Reading(deployment, totals, LMCACHE_KEYS(knowledge), dotenv, documents=tuple(documents))
+    reading = Reading(
+        deployment,
+        totals,
+        LMCACHE_KEYS(knowledge),
+        dotenv,
+        documents=tuple(documents),
+        vllm_options=VLLM_OPTION_NAMES(knowledge),
+    )
     alone = builds.alone()
     read_alone: set[str] = set()
     for overlay in builds.overlays:

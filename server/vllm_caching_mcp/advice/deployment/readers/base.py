@@ -32,6 +32,7 @@ class Reading:
     documents: tuple[Document, ...] = ()
     servers: tuple[ServerListener, ...] = ()  # the LMCache servers a container may start (knowledge/ports.yaml)
     proxy_scripts: tuple[str, ...] = ()  # the file names of the P/D proxies the knowledge knows
+    vllm_options: frozenset[str] = frozenset()  # every option `vllm serve` takes in a covered release
 
 
 class Reader(Protocol):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from ..bounds import clip
 from ..containers import (
     cache_server,
     cache_server_args,
@@ -20,9 +21,26 @@ from ..containers import (
 )
 from ..flags import read_args
 from ..hygiene import claim_spec, container_hygiene, pod_claims
-from ..launch import Launch, is_vllm_image, starts_with_vllm_options
+from ..launch import (
+    Launch,
+    is_vllm_image,
+    looks_like_vllm_args,
+    script_index,
+    starts_with_vllm_options,
+    vllm_option_share,
+)
 from ..lmcache_config import maybe_lmcache_config
-from ..model import Document, EnvUse, HygieneIssue, Location, PortRef, ProxyLaunch, ServiceSpec, Workload
+from ..model import (
+    Document,
+    EnvUse,
+    HygieneIssue,
+    Location,
+    PortRef,
+    ProxyLaunch,
+    ServiceSpec,
+    UnreadLaunch,
+    Workload,
+)
 from ..pods import (
     SERVING_RUNTIME_KINDS,
     container_env,
@@ -178,7 +196,13 @@ def _parse_kubernetes(doc: Document, objects: list[Located], reading: Reading) -
                     found = _kserve_launch(doc, env, [] if command else argv, "8001" if decode_of_pd else "8000")
                 if found is None and not command and _only_vllm_args(argv, image, cname):
                     found = Launch(args=argv)
+                if found is None and not command and looks_like_vllm_args([w for w, _ in argv], reading.vllm_options):
+                    found = Launch(args=argv)
+                    deployment.notes.append(_args_alone_note(doc, container, image, argv, reading.vllm_options))
                 label = f"{kind}/{name}" + (f" {part}" if part else "") + f" container {cname}"
+                script = _script_run(doc, command, image) if found is None else None
+                if script is not None:
+                    deployment.unread.append(script)
                 if kind in _WORKLOAD_KINDS:
                     _other_servers(doc, label, (pod, pod_spec, container), argv, image, env, reading, found is None)
                 if found is None:
@@ -249,6 +273,31 @@ def _beside_vllm(
                 continue
             issues += container_hygiene(doc, container, _defined_first(kind, container, config_maps), vllm=False)
     return issues
+
+
+def _script_run(doc: Document, command: list[Located], image: str | None) -> UnreadLaunch | None:
+    """A vLLM image's container whose command runs a script the image holds (`/usr/local/bin/run.sh`): its
+    vLLM command is in the script, which the files do not hold, so nothing of it is reviewed."""
+    words = [text_of(c) for c in command]
+    if not words or image is None or not is_vllm_image(image) or script_index(words) is not None:
+        return None
+    program = words[0].rsplit("/", 1)[-1]
+    if not (program.endswith((".sh", ".bash", ".py")) or ("/" in words[0] and not program.startswith("python"))):
+        return None
+    where = node_location(doc, command[0])
+    text = f"{' '.join(words)[:80]}: a script in the image {image}; the vLLM command it runs is not in the files"
+    return UnreadLaunch(location=where, text=clip(text, 200))
+
+
+def _args_alone_note(
+    doc: Document, container: Located, image: str | None, argv: list[tuple[str, Location]], options: frozenset[str]
+) -> str:
+    total, ours, _ = vllm_option_share([w for w, _ in argv], options)
+    return (
+        f"{node_location(doc, container)}: read as a vLLM server by its arguments ({ours} of {total} are options "
+        f"`vllm serve` takes), though its image {image or '(none)'} does not name vLLM: its entrypoint is taken to "
+        "be the server"
+    )
 
 
 def _only_vllm_args(argv: list[tuple[str, Location]], image: str | None, name: str) -> bool:
