@@ -14,6 +14,7 @@ from ..hygiene import liveness_issue
 from ..launch import Launch, is_vllm_image, looks_like_vllm_args, vllm_args
 from ..model import Document, EnvUse, Location, Workload
 from ..pods import pod_resources
+from ..shell import tokenize_shell
 from ..yaml_nodes import Located, node_location, text_of
 from .base import Reading, mappings
 
@@ -26,6 +27,7 @@ _ENV_KEYS = ("env", "extraEnv", "extra_env", "environment", "envVars", "env_vars
 _CONTAINER_KEYS = {"containers", "initContainers", "ephemeralContainers", "mainContainer"}
 # A template's value the files do not hold: `__MODEL_NAME__`, `${var.model_name}`, `{{ .Values.x }}`, `<MODEL>`.
 _PLACEHOLDER = re.compile(r"__[A-Za-z0-9_]+__|\$\{[^}]*\}|\{\{[^}]*\}\}|<[A-Za-z_][\w-]*>")
+_TEMPLATE = re.compile(r"\{\{[^}]*\}\}")
 # KubeAI's Model: `resourceProfile: NAME:COUNT` gives COUNT of the profile's accelerator.
 _PROFILE = re.compile(r"(?P<name>[\w.-]+):(?P<count>\d+)")
 
@@ -106,8 +108,15 @@ def _command(doc: Document, node: Located, image: str | None) -> _Found | None:
         if isinstance(item.value, str):
             if not re.search(r"\bvllm\b", item.value):
                 continue
-            words = script_words(doc, item)
-            launch = launch_from_argv(doc, [("sh", words[0][1]), ("-c", words[0][1]), (item.value, words[0][1])], image)
+            # `{{ .Values.x }}` is one value the files do not hold, not three words
+            text = _TEMPLATE.sub(lambda m: re.sub(r"\s+", "", m.group()), item.value)
+            where = node_location(doc, item)
+            words = [
+                (t.text, Location(file=where.file, line=t.line, path=where.path))
+                for t in tokenize_shell(text, where.line or 1)
+                if not t.separator
+            ]
+            launch = launch_from_argv(doc, [("sh", where), ("-c", where), (text, where)], image)
             inner = vllm_args(words)
             if launch is None and inner is not None:
                 launch = Launch(args=inner)
