@@ -25,6 +25,7 @@ from .readers import (
     modelservice,
     ray_serve,
     skypilot,
+    terraform,
     vllm_config,
     vllm_runtime,
 )
@@ -48,6 +49,7 @@ READERS: tuple[Reader, ...] = (
     lmcache.READER,
     vllm_config.READER,  # a `vllm serve --config` file: option names as keys
     generic.READER,  # the last of the YAML readers: any mapping that starts vLLM, whatever holds it
+    terraform.READER,  # the YAML a Terraform resource carries in heredocs
     shell_text.READER,
 )
 
