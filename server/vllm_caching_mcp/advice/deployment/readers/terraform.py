@@ -77,9 +77,8 @@ class TerraformReader:
             try:
                 documents = load_yaml(doc.name, _interpolations_unquoted(body), reading.totals, first)
             except AdviceError as problem:
-                notes.append(
-                    f"{doc.name}:{first}: the heredoc of {resource} is not read as YAML: {str(problem).removeprefix('text: ')}"
-                )
+                why = str(problem).removeprefix("text: ")
+                notes.append(f"{doc.name}:{first}: the heredoc of {resource} is not read as YAML: {why}")
                 continue
             read_generic(doc, documents, reading, within=resource)
         if _YAMLENCODE.search(doc.text):
