@@ -5,6 +5,7 @@ command or arguments start vLLM is a vLLM workload."""
 
 from __future__ import annotations
 
+import re
 from typing import NamedTuple
 
 from ..bounds import clip
@@ -200,11 +201,11 @@ def _parse_kubernetes(doc: Document, objects: list[Located], reading: Reading) -
                     found = Launch(args=argv)
                     deployment.notes.append(_args_alone_note(doc, container, image, argv, reading.vllm_options))
                 label = f"{kind}/{name}" + (f" {part}" if part else "") + f" container {cname}"
-                script = _script_run(doc, command, image) if found is None else None
-                if script is not None:
-                    deployment.unread.append(script)
                 if kind in _WORKLOAD_KINDS:
                     _other_servers(doc, label, (pod, pod_spec, container), argv, image, env, reading, found is None)
+                script = _script_run(doc, command, argv, image, reading) if found is None else None
+                if script is not None:
+                    deployment.unread.append(script)
                 if found is None:
                     continue
                 args, script_env = found.args, found.env
@@ -275,18 +276,30 @@ def _beside_vllm(
     return issues
 
 
-def _script_run(doc: Document, command: list[Located], image: str | None) -> UnreadLaunch | None:
+def _script_run(
+    doc: Document, command: list[Located], argv: list[tuple[str, Location]], image: str | None, reading: Reading
+) -> UnreadLaunch | None:
     """A vLLM image's container whose command runs a script the image holds (`/usr/local/bin/run.sh`): its
-    vLLM command is in the script, which the files do not hold, so nothing of it is reviewed."""
-    words = [text_of(c) for c in command]
-    if not words or image is None or not is_vllm_image(image) or script_index(words) is not None:
+    vLLM command is in the script, which the files do not hold, so nothing of it is reviewed. Not a shell or
+    an interpreter given its script in the files (read already), nor an LMCache server or a P/D proxy."""
+    texts = [w for w, _ in argv]
+    if not command or image is None or not is_vllm_image(image) or script_index(texts) is not None:
         return None
-    program = words[0].rsplit("/", 1)[-1]
-    if not (program.endswith((".sh", ".bash", ".py")) or ("/" in words[0] and not program.startswith("python"))):
+    program = texts[0].rsplit("/", 1)[-1]
+    interpreter = program in _INTERPRETERS or program.startswith("python")
+    if interpreter or not (program.endswith((".sh", ".bash", ".py")) or _STARTER.match(program)):
         return None
-    where = node_location(doc, command[0])
-    text = f"{' '.join(words)[:80]}: a script in the image {image}; the vLLM command it runs is not in the files"
-    return UnreadLaunch(location=where, text=clip(text, 200))
+    if cache_server_args(argv, reading.servers) is not None or proxy_launch(argv, reading.proxy_scripts) is not None:
+        return None
+    text = f"{' '.join(texts)[:80]}: a script in the image {image}; the vLLM command it runs is not in the files"
+    return UnreadLaunch(location=node_location(doc, command[0]), text=clip(text, 200))
+
+
+_INTERPRETERS = {
+    "sh", "bash", "dash", "ash", "zsh", "env", "exec", "vllm", "tini", "dumb-init", "uv", "torchrun", "ray",
+}  # fmt: skip
+# Names a start script has when it has no extension (`run`, `start-server`, `entrypoint`, `launch_vllm`).
+_STARTER = re.compile(r"(run|start|entrypoint|docker-entrypoint|launch|serve)([-_.]|$)")
 
 
 def _args_alone_note(
