@@ -27,7 +27,8 @@ _ENV_KEYS = ("env", "extraEnv", "extra_env", "environment", "envVars", "env_vars
 # The pod specs of manifests: the manifest readers judged every container there already.
 _CONTAINER_KEYS = {"containers", "initContainers", "ephemeralContainers", "mainContainer"}
 # A template's value the files do not hold: `__MODEL_NAME__`, `${var.model_name}`, `{{ .Values.x }}`, `<MODEL>`.
-_PLACEHOLDER = re.compile(r"__[A-Za-z0-9_]+__|\$\{[^}]*\}|\{\{[^}]*\}\}|<[A-Za-z_][\w-]*>")
+# A `${…}` with a dot in it is Terraform's (`${var.x}`), never a shell parameter; `${NAME}` is left to the shell reader.
+_PLACEHOLDER = re.compile(r"__[A-Za-z0-9_]+__|\$\{[^}]*\.[^}]*\}|\{\{[^}]*\}\}|<[A-Za-z_][\w-]*>")
 _TEMPLATE = re.compile(r"\{\{[^}]*\}\}")
 # KubeAI's Model: `resourceProfile: NAME:COUNT` gives COUNT of the profile's accelerator.
 _PROFILE = re.compile(r"(?P<name>[\w.-]+):(?P<count>\d+)")
@@ -87,7 +88,7 @@ def _env(doc: Document, node: Located) -> list[EnvUse]:
 
 def _placeholders(words: list[tuple[str, Location]]) -> dict[str, str]:
     return {
-        word: "a placeholder the files fill in elsewhere (a template's value)"
+        word: "a placeholder a template or Terraform fills in elsewhere"
         for word, _ in words
         if _PLACEHOLDER.search(word)
     }
@@ -142,7 +143,7 @@ def _arguments(doc: Document, node: Located, vllm_image: bool, reading: Reading)
             continue
         words = script_words(doc, item) if isinstance(item.value, str) else words_from_list(doc, item.items(), "")
         texts = [w for w, _ in words]
-        named = _args_key(str(key)) and vllm_image and (not texts or texts[0].startswith("-") or texts[0] == "serve")
+        named = _args_key(str(key)) and vllm_image and (not texts or texts[0][:1] == "-" or "/" in texts[0] or texts[0] == "serve")
         if named or looks_like_vllm_args(texts, reading.vllm_options):
             args = words[1:] if texts[:1] == ["serve"] else words
             how = f"its {key} are the arguments of a vLLM image" if named else f"its {key} are `vllm serve` options"
@@ -195,7 +196,7 @@ def _workload(doc: Document, chain: list[Located], found: _Found, reading: Readi
     if url is not None and text_of(url).startswith("hf://"):
         workload.model, workload.model_location = text_of(url).removeprefix("hf://"), node_location(doc, url)
     started_as_written(workload, found.launch, notes)
-    unresolved = {**_placeholders(found.launch.args), **found.launch.unresolved}
+    unresolved = {**found.launch.unresolved, **_placeholders(found.launch.args)}
     read_args(workload, found.launch.args, unresolved, found.launch.emptied)
     notes.append(
         f"{workload.location}: read as a vLLM server because {found.how}; what its chart or operator adds around "
