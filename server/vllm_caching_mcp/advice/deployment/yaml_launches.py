@@ -143,7 +143,8 @@ def _arguments(doc: Document, node: Located, vllm_image: bool, reading: Reading)
             continue
         words = script_words(doc, item) if isinstance(item.value, str) else words_from_list(doc, item.items(), "")
         texts = [w for w, _ in words]
-        named = _args_key(str(key)) and vllm_image and (not texts or texts[0][:1] == "-" or "/" in texts[0] or texts[0] == "serve")
+        first = texts[0] if texts else "-"
+        named = _args_key(str(key)) and vllm_image and (first[:1] == "-" or "/" in first or first == "serve")
         if named or looks_like_vllm_args(texts, reading.vllm_options):
             args = words[1:] if texts[:1] == ["serve"] else words
             how = f"its {key} are the arguments of a vLLM image" if named else f"its {key} are `vllm serve` options"
