@@ -283,3 +283,12 @@ def test_a_vllm_image_running_something_known_or_unnamed_is_no_unread_script(com
     text = text.replace("--model=org/model-7b", "--x=1")  # the args are not vLLM's either
     with pytest.raises(NothingToReview):
         read(("deploy.yaml", text))
+
+
+def test_the_engine_an_operator_names_makes_its_arguments_vllm_s() -> None:
+    text = "kind: Model\napiVersion: x/v1\nspec:\n  engine: VLLM\n  args: [--max-num-seqs=8]\n  env: [A=1]\n"
+    [workload], _ = workloads(("model.yaml", text))
+    assert flags(workload) == {"--max-num-seqs": "8"}
+    assert [(e.name, e.value) for e in workload.env] == [("A", "1")]
+    with pytest.raises(NothingToReview):  # another engine's arguments
+        read(("model.yaml", text.replace("VLLM", "OLlama")))

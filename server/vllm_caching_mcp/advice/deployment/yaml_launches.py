@@ -23,6 +23,8 @@ from .yaml_nodes import Located, node_location, text_of
 # engineArgs, extraCmdArgs, ...): every key that ends in "args", dashes and underscores aside.
 _ARGS_KEY = re.compile(r"[a-z]*args|arguments|extraarguments")
 _COMMAND_KEYS = ("command", "cmd", "entrypoint", "script")
+# Keys an operator names the serving engine under (KubeAI's Model `engine: VLLM`): its arguments are vLLM's.
+_ENGINE_KEYS = ("engine", "backend", "runtime", "server", "framework")
 _ENV_KEYS = ("env", "extraEnv", "extra_env", "environment", "envVars", "env_vars")
 # The pod specs of manifests: the manifest readers judged every container there already.
 _CONTAINER_KEYS = {"containers", "initContainers", "ephemeralContainers", "mainContainer"}
@@ -70,6 +72,10 @@ def _env(doc: Document, node: Located) -> list[EnvUse]:
             for name, value in item.value.items():
                 found.append(EnvUse(name=str(name), value=text_of(value), location=node_location(doc, value)))
         for entry in item.items():
+            if isinstance(entry.value, str) and "=" in entry.value:  # compose's `- NAME=value`
+                key, _, value_text = entry.value.partition("=")
+                found.append(EnvUse(name=key, value=value_text, location=node_location(doc, entry)))
+                continue
             name = entry.get("name")
             if name is None:
                 continue
@@ -132,8 +138,8 @@ def _command(doc: Document, node: Located, image: str | None) -> _Found | None:
 
 
 def _arguments(doc: Document, node: Located, vllm_image: bool, reading: Reading) -> _Found | None:
-    """An argument list: under an args-like key of a mapping whose image is vLLM's (the image's entrypoint is
-    the server), or any list of words that are overwhelmingly `vllm serve` options."""
+    """An argument list: under an args-like key of a mapping whose image (or engine) is vLLM's (the image's
+    entrypoint is the server), or any list of words that are overwhelmingly `vllm serve` options."""
     for key, item in node.value.items():
         if not isinstance(item, Located) or not isinstance(item.value, list | str):
             continue
@@ -215,6 +221,8 @@ def _walk(doc: Document, node: Located, chain: list[Located], reading: Reading, 
         return
     chain = [*chain, node]
     _, _, vllm_image = _image(doc, chain)
+    engines = [node.get(k).value for k in _ENGINE_KEYS if node.get(k) is not None]
+    vllm_image = vllm_image or any(isinstance(e, str) and is_vllm_image(e) for e in engines)
     found = _command(doc, node, None) or _arguments(doc, node, vllm_image, reading)
     if found is not None:
         reading.deployment.workloads.append(_workload(doc, chain, found, reading, within))
