@@ -489,6 +489,11 @@ class Condition(Frozen):
         description="release not stated: each option the assumed release accepts that covered releases after "
         "its introduction refuse",
     )
+    vendor_build: bool | None = Field(
+        default=None,
+        description="release not stated and the workload's image names no vLLM: a vendor's build, whose options "
+        "may not be upstream's",
+    )
     hygiene: HygieneCheck | None = Field(
         default=None, description="each deployment-hygiene problem of this kind the readers found around the workload"
     )
