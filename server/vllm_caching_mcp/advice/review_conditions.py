@@ -485,7 +485,7 @@ def _vendor_build(wanted: bool, asked: Asked) -> Outcome:
     effective = asked.ctx.effective
     image = effective.image
     vendor = effective.version_source == "assumed-newest" and bool(image) and "vllm" not in (image or "").lower()
-    evidence = [Evidence(f"the image {image} names no vLLM release and none is stated")] if vendor else []
+    evidence = [Evidence("the workload's image names no vLLM release and none is stated")] if vendor else []
     return Outcome(vendor is wanted, evidence)
 
 
