@@ -292,3 +292,15 @@ def test_the_engine_an_operator_names_makes_its_arguments_vllm_s() -> None:
     assert [(e.name, e.value) for e in workload.env] == [("A", "1")]
     with pytest.raises(NothingToReview):  # another engine's arguments
         read(("model.yaml", text.replace("VLLM", "OLlama")))
+
+
+def test_a_compose_service_of_any_image_whose_command_is_vllm_options() -> None:
+    text = (
+        "services:\n  llm:\n    image: acme/neuron-runtime:2.1\n"
+        "    command: [--model, org/m, --max-num-seqs, '8', --block-size, '32', --max-model-len, '4096']\n"
+    )
+    [workload], notes = workloads(("compose.yaml", text))
+    assert flags(workload)["--block-size"] == "32" and workload.flags[0].location.line == 4
+    assert any("service llm read as a vLLM server by its arguments" in n for n in notes)
+    with pytest.raises(NothingToReview):  # an SGLang service
+        read(("compose.yaml", text.replace("--max-num-seqs", "--tp-size").replace("--block-size", "--page-size")))

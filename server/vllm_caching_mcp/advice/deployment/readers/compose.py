@@ -17,6 +17,7 @@ from ..containers import (
 )
 from ..flags import read_args
 from ..hygiene import compose_conflicts
+from ..launch import Launch, looks_like_vllm_args
 from ..model import Document, EnvUse, Location, PortRef, ProxyLaunch, Workload
 from ..shell import ASSIGNMENT
 from ..yaml_nodes import Located, node_location, text_of
@@ -193,6 +194,13 @@ def _parse_compose(doc: Document, root: Located, reading: Reading) -> None:
                 "which is not read here; give them in environment: to have them reviewed"
             )
         found = launch_from_argv(doc, argv, image, overridden=service.get("entrypoint") is not None)
+        texts = [w for w, _ in argv]
+        if found is None and service.get("entrypoint") is None and looks_like_vllm_args(texts, reading.vllm_options):
+            found = Launch(args=argv)  # the image's entrypoint is taken to be the server: its arguments say so
+            deployment.notes.append(
+                f"{node_location(doc, service)}: service {name} read as a vLLM server by its arguments, though its "
+                f"image {image or '(none)'} does not name vLLM"
+            )
         proxy = proxy_launch(argv, proxy_scripts) if found is None else None
         if proxy is not None:
             network = service.get("network_mode")
