@@ -304,3 +304,12 @@ def test_a_compose_service_of_any_image_whose_command_is_vllm_options() -> None:
     assert any("service llm read as a vLLM server by its arguments" in n for n in notes)
     with pytest.raises(NothingToReview):  # an SGLang service
         read(("compose.yaml", text.replace("--max-num-seqs", "--tp-size").replace("--block-size", "--page-size")))
+
+
+def test_the_argument_lists_of_one_mapping_are_read_together() -> None:
+    text = "image: vllm/vllm-openai:v0.11.0\nargs: [--model, m]\nextraArgs: [--max-num-seqs, '4']\n"
+    [workload], _ = workloads(("values.yaml", text))
+    assert flags(workload) == {"--model": "m", "--max-num-seqs": "4"}
+    text = "server:\n  command: [vllm, serve]\n  args: [m, --max-num-seqs, '4']\n"
+    [workload], _ = workloads(("values.yaml", text))
+    assert workload.model == "m" and flags(workload) == {"--max-num-seqs": "4"}

@@ -130,30 +130,45 @@ def _command(doc: Document, node: Located, image: str | None) -> _Found | None:
                 launch = Launch(args=inner)
             if launch is not None and inner is not None and len(launch.args) < len(inner):
                 launch = Launch(args=inner)  # a template the shell cannot parse (`${var.x}`): its words as written
-        else:
-            launch = launch_from_argv(doc, words_from_list(doc, item.items(), ""), None, overridden=True)
+        else:  # a container's form: `command: [vllm, serve]` with its `args` beside it
+            args = _word_list(doc, "args", node.get("args")) or []
+            launch = launch_from_argv(doc, words_from_list(doc, item.items(), "") + args, None, overridden=True)
         if launch is not None:
             return _Found(launch, item, f"its {key} runs vLLM")
     return None
 
 
+def _word_list(doc: Document, key: str, item: object) -> list[tuple[str, Location]] | None:
+    """The words of a list of scalars, or of an args-like key's string; None for any other value."""
+    if not isinstance(item, Located) or not isinstance(item.value, list | str):
+        return None
+    if isinstance(item.value, list) and not all(isinstance(i.value, str | int | float) for i in item.items()):
+        return None
+    if isinstance(item.value, str):
+        return script_words(doc, item) if _args_key(key) else None
+    return words_from_list(doc, item.items(), "")
+
+
 def _arguments(doc: Document, node: Located, vllm_image: bool, reading: Reading) -> _Found | None:
     """An argument list: under an args-like key of a mapping whose image (or engine) is vLLM's (the image's
-    entrypoint is the server), or any list of words that are overwhelmingly `vllm serve` options."""
+    entrypoint is the server), or any list of words that are overwhelmingly `vllm serve` options. The other
+    args-like lists of the mapping follow it (a chart passes `args` and `extraArgs` both)."""
     for key, item in node.value.items():
-        if not isinstance(item, Located) or not isinstance(item.value, list | str):
+        words = _word_list(doc, str(key), item)
+        if words is None:
             continue
-        if isinstance(item.value, list) and not all(isinstance(i.value, str | int | float) for i in item.items()):
-            continue
-        if isinstance(item.value, str) and not _args_key(str(key)):
-            continue
-        words = script_words(doc, item) if isinstance(item.value, str) else words_from_list(doc, item.items(), "")
         texts = [w for w, _ in words]
         first = texts[0] if texts else "-"
         named = _args_key(str(key)) and vllm_image and (first[:1] == "-" or "/" in first or first == "serve")
         if named or looks_like_vllm_args(texts, reading.vllm_options):
             args = words[1:] if texts[:1] == ["serve"] else words
-            how = f"its {key} are the arguments of a vLLM image" if named else f"its {key} are `vllm serve` options"
+            keys = [str(key)]
+            for other, more in node.value.items():
+                extra = _word_list(doc, str(other), more) if other != key and _args_key(str(other)) else None
+                if extra is not None:
+                    args, keys = args + extra, [*keys, str(other)]
+            what = " and ".join(keys)
+            how = f"its {what} are the arguments of a vLLM image" if named else f"its {what} are `vllm serve` options"
             return _Found(Launch(args=args), item, how)
     return None
 
