@@ -313,3 +313,9 @@ def test_the_argument_lists_of_one_mapping_are_read_together() -> None:
     text = "server:\n  command: [vllm, serve]\n  args: [m, --max-num-seqs, '4']\n"
     [workload], _ = workloads(("values.yaml", text))
     assert workload.model == "m" and flags(workload) == {"--max-num-seqs": "4"}
+
+
+def test_a_long_list_of_data_is_not_read_as_a_command() -> None:
+    text = "allowedHosts:\n" + "".join(f"  - --host-{i}\n" for i in range(60_000))
+    with pytest.raises(NothingToReview):  # not "a command of more than 50,000 words"
+        read(("values.yaml", text))

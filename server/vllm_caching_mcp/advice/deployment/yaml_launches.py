@@ -138,10 +138,16 @@ def _command(doc: Document, node: Located, image: str | None) -> _Found | None:
     return None
 
 
+# Longer lists under keys that do not say they are arguments are data (hosts, labels, buckets).
+_MAX_LIST_WORDS = 1_000
+
+
 def _word_list(doc: Document, key: str, item: object) -> list[tuple[str, Location]] | None:
     """The words of a list of scalars, or of an args-like key's string; None for any other value."""
     if not isinstance(item, Located) or not isinstance(item.value, list | str):
         return None
+    if isinstance(item.value, list) and not _args_key(key) and len(item.value) > _MAX_LIST_WORDS:
+        return None  # a list of data, not of arguments: not read word by word
     if isinstance(item.value, list) and not all(isinstance(i.value, str | int | float) for i in item.items()):
         return None
     if isinstance(item.value, str):
