@@ -64,3 +64,30 @@ def test_a_heredoc_that_is_no_yaml_is_said() -> None:
     text = 'resource "helm_release" "x" {\n  values = [<<EOT\nkey: [unclosed\nEOT\n  ]\n}\n'
     deployment = read(("main.tf", text), ("serve.sh", "vllm serve m --max-num-seqs 4\n"))
     assert any("heredoc of helm_release.x is not read as YAML" in n for n in deployment.notes)
+
+
+MANIFEST = """resource "kubectl_manifest" "server" {
+  yaml_body = <<-YAML
+    apiVersion: apps/v1
+    kind: Deployment
+    metadata:
+      name: llm
+    spec:
+      template:
+        spec:
+          containers:
+            - name: vllm
+              image: vllm/vllm-openai:v0.11.0
+              args: ["--model", "${var.model}", "--max-num-seqs", "16"]
+              resources:
+                limits: {nvidia.com/gpu: 1}
+  YAML
+}
+"""
+
+
+def test_a_manifest_in_a_heredoc_is_read_by_the_manifest_reader() -> None:
+    [workload], _ = workloads(("k8s.tf", MANIFEST))
+    assert workload.name == "kubectl_manifest.server: Deployment/llm container vllm"
+    assert (workload.gpu_count, workload.gpu_location.line) == (1, 15)
+    assert [(f.name, f.location.line) for f in workload.flags] == [("--model", 13), ("--max-num-seqs", 13)]

@@ -93,6 +93,7 @@ def _read_document(
         proxy_scripts=tuple(proxy_scripts),
         vllm_options=vllm_options,
     )
+    reading.read_yaml = lambda inner, documents: _read_with_readers(inner, documents, reading, yaml_only=True)
     before = len(deployment.workloads) + len(deployment.cache_servers)
     reader = _read_with_readers(doc, roots, reading)
     if reader is None or reader.yaml:
@@ -108,13 +109,16 @@ def _read_document(
         deployment.notes.append(f"{doc.name}: no vLLM server found in it")
 
 
-def _read_with_readers(doc: Document, roots: list[Located], reading: Reading) -> Reader | None:
+def _read_with_readers(doc: Document, roots: list[Located], reading: Reading, yaml_only: bool = False) -> Reader | None:
     """The first reader that claims and reads the document; after a partial one, the readers after it are
-    asked for the YAML documents it did not take (the Services and ConfigMaps beside a custom resource)."""
+    asked for the YAML documents it did not take (the Services and ConfigMaps beside a custom resource).
+    ``yaml_only``: YAML documents found inside another text (a Terraform heredoc), for the YAML readers."""
     first: Reader | None = None
     before = len(reading.deployment.workloads) + len(reading.deployment.cache_servers)
     all_roots = roots
     for reader in READERS:
+        if yaml_only and not reader.yaml:
+            continue
         if not (reader.claims(doc, roots, reading) and reader.read(doc, roots, reading)):
             continue
         first = first or reader

@@ -199,12 +199,12 @@ def _probes(doc: Document, chain: list[Located], workload: Workload) -> None:
         workload.hygiene.append(probe)
 
 
-def _workload(doc: Document, chain: list[Located], found: _Found, reading: Reading, within: str) -> Workload:
+def _workload(doc: Document, chain: list[Located], found: _Found, reading: Reading) -> Workload:
     node, notes = chain[-1], reading.deployment.notes
     image, image_location, _ = _image(doc, chain)
     root = chain[0]
     kind = text_of(root.get("kind")) if root.get("kind") is not None else ""
-    label = f"{within} " if within else f"{kind} " if kind else ""
+    label = f"{kind} " if kind else ""
     workload = Workload(
         name=f"{label}{found.item.path or 'document'}",
         file=doc.name,
@@ -233,10 +233,10 @@ def _workload(doc: Document, chain: list[Located], found: _Found, reading: Readi
     return workload
 
 
-def _walk(doc: Document, node: Located, chain: list[Located], reading: Reading, within: str) -> None:
+def _walk(doc: Document, node: Located, chain: list[Located], reading: Reading) -> None:
     if isinstance(node.value, list):
         for item in node.items():
-            _walk(doc, item, chain, reading, within)
+            _walk(doc, item, chain, reading)
         return
     if not isinstance(node.value, dict):
         return
@@ -246,18 +246,17 @@ def _walk(doc: Document, node: Located, chain: list[Located], reading: Reading, 
     vllm_image = vllm_image or any(isinstance(e, str) and is_vllm_image(e) for e in engines)
     found = _command(doc, node, None) or _arguments(doc, node, vllm_image, reading)
     if found is not None:
-        reading.deployment.workloads.append(_workload(doc, chain, found, reading, within))
+        reading.deployment.workloads.append(_workload(doc, chain, found, reading))
         reading.totals.check(reading.deployment)
         return
     for key, child in node.value.items():
         if key not in _CONTAINER_KEYS and isinstance(child, Located):
-            _walk(doc, child, chain, reading, within)
+            _walk(doc, child, chain, reading)
 
 
-def read_generic(doc: Document, roots: list[Located], reading: Reading, within: str = "") -> bool:
-    """The workloads of every mapping of ``roots`` that starts vLLM; whether any was found. ``within``: what
-    holds the YAML, named in the workloads' names (a Terraform resource)."""
+def read_generic(doc: Document, roots: list[Located], reading: Reading) -> bool:
+    """The workloads of every mapping of ``roots`` that starts vLLM; whether any was found."""
     before = len(reading.deployment.workloads)
     for root in mappings(roots):
-        _walk(doc, root, [], reading, within)
+        _walk(doc, root, [], reading)
     return len(reading.deployment.workloads) > before

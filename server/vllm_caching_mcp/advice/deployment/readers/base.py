@@ -6,6 +6,7 @@ containers, lmcache_config) and this one, never another reader (tests/test_deplo
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -33,6 +34,9 @@ class Reading:
     servers: tuple[ServerListener, ...] = ()  # the LMCache servers a container may start (knowledge/ports.yaml)
     proxy_scripts: tuple[str, ...] = ()  # the file names of the P/D proxies the knowledge knows
     vllm_options: frozenset[str] = frozenset()  # every option `vllm serve` takes in a covered release
+    # the dispatcher, for YAML documents a reader finds inside another text (a Terraform heredoc): the YAML
+    # readers read them as they read any file's
+    read_yaml: Callable[[Document, list[Located]], object] | None = None
 
 
 class Reader(Protocol):

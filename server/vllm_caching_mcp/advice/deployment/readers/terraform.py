@@ -80,7 +80,13 @@ class TerraformReader:
                 why = str(problem).removeprefix("text: ")
                 notes.append(f"{doc.name}:{first}: the heredoc of {resource} is not read as YAML: {why}")
                 continue
-            read_generic(doc, documents, reading, within=resource)
+            before_one = len(reading.deployment.workloads)
+            if reading.read_yaml is not None:
+                reading.read_yaml(doc, documents)  # a manifest, a chart's values: as the YAML readers read them
+            else:
+                read_generic(doc, documents, reading)
+            for workload in reading.deployment.workloads[before_one:]:
+                workload.name = f"{resource}: {workload.name}"
         if _YAMLENCODE.search(doc.text):
             notes.append(f"{doc.name}: values written as yamlencode({{…}}) are Terraform objects, not read here")
         if len(reading.deployment.workloads) == before:
