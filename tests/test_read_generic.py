@@ -319,3 +319,10 @@ def test_a_long_list_of_data_is_not_read_as_a_command() -> None:
     text = "allowedHosts:\n" + "".join(f"  - --host-{i}\n" for i in range(60_000))
     with pytest.raises(NothingToReview):  # not "a command of more than 50,000 words"
         read(("values.yaml", text))
+
+
+def test_serve_first_is_the_subcommand_of_an_image_whose_entrypoint_is_vllm() -> None:
+    command = "[serve, org/m, --max-num-seqs, '8', --block-size, '3']"
+    text = f"services:\n  llm:\n    image: acme/x:1\n    command: {command}\n"
+    [workload], _ = workloads(("compose.yaml", text))
+    assert workload.model == "org/m" and flags(workload) == {"--max-num-seqs": "8", "--block-size": "3"}

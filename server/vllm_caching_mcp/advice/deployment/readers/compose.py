@@ -196,7 +196,8 @@ def _parse_compose(doc: Document, root: Located, reading: Reading) -> None:
         found = launch_from_argv(doc, argv, image, overridden=service.get("entrypoint") is not None)
         texts = [w for w, _ in argv]
         if found is None and service.get("entrypoint") is None and looks_like_vllm_args(texts, reading.vllm_options):
-            found = Launch(args=argv)  # the image's entrypoint is taken to be the server: its arguments say so
+            # the image's entrypoint is taken to be the server (or `vllm`, given `serve` first): its arguments say so
+            found = Launch(args=argv[1:] if argv[0][0] == "serve" else argv)
             deployment.notes.append(
                 f"{node_location(doc, service)}: service {name} read as a vLLM server by its arguments, though its "
                 f"image {image or '(none)'} does not name vLLM"

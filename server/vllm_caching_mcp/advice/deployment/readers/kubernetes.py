@@ -198,7 +198,7 @@ def _parse_kubernetes(doc: Document, objects: list[Located], reading: Reading) -
                 if found is None and not command and _only_vllm_args(argv, image, cname):
                     found = Launch(args=argv)
                 if found is None and not command and looks_like_vllm_args([w for w, _ in argv], reading.vllm_options):
-                    found = Launch(args=argv)
+                    found = Launch(args=argv[1:] if argv[0][0] == "serve" else argv)  # an entrypoint of `vllm`
                     deployment.notes.append(_args_alone_note(doc, container, image, argv, reading.vllm_options))
                 label = f"{kind}/{name}" + (f" {part}" if part else "") + f" container {cname}"
                 if kind in _WORKLOAD_KINDS:
