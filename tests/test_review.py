@@ -367,6 +367,13 @@ RULE_CASES: dict[str, tuple[str | None, str, str, dict[str, Any]]] = {
         {},
     ),
     # no tag names the release: --disable-log-requests is refused by 0.17.0 - 0.32.0, accepted by 0.33.0
+    # a build whose image names no vLLM: its option may be its fork's own; on a vLLM image it is an error
+    "pitfall.unknown-flag-vendor-build": (
+        None,
+        f"docker run --entrypoint vllm acme/gaudi-runtime:1.20.0 serve {M} --device hpu",
+        f"docker run --entrypoint vllm acme/gaudi-runtime:1.20.0 serve {M} --max-num-seqs 8",
+        {},
+    ),
     "pitfall.flag-depends-on-release": (
         None,
         f"vllm serve {M} --disable-log-requests",
@@ -424,7 +431,7 @@ def fired(result: ReviewResult) -> set[str]:
 def test_every_rule_has_a_passing_and_a_failing_example(knowledge: Knowledge) -> None:
     rule_ids = {r.id for r in list_rules(knowledge)}
     assert rule_ids == set(RULE_CASES) | SEPARATELY_TESTED
-    assert len(rule_ids) == 64
+    assert len(rule_ids) == 65
 
 
 @pytest.mark.parametrize("rule_id", sorted(RULE_CASES))
@@ -1212,6 +1219,15 @@ def test_unknown_flag_follows_argparse_abbreviations(knowledge_copy: Path) -> No
         f"--max-num is ambiguous in vLLM {k.newest()}: it could be --max-num-batched-tokens, --max-num-seqs; "
         "write the option in full"
     ]
+
+
+def test_an_option_no_release_takes_is_an_error_on_a_vllm_image_and_a_warning_on_a_vendor_build() -> None:
+    vendor = review(f"docker run --entrypoint vllm acme/gaudi-runtime:1.20.0 serve {M} --device hpu")
+    assert "pitfall.unknown-flag" not in fired(vendor) and "pitfall.unknown-flag-vendor-build" in fired(vendor)
+    for upstream in (f"docker run vllm/vllm-openai:latest {M} --device hpu", f"vllm serve {M} --device hpu"):
+        assert "pitfall.unknown-flag" in fired(review(upstream))
+    stated = review(f"docker run --entrypoint vllm acme/gaudi-runtime:1.20.0 serve {M} --device hpu", version="0.33.0")
+    assert "pitfall.unknown-flag" in fired(stated) and "pitfall.unknown-flag-vendor-build" not in fired(stated)
 
 
 def test_every_condition_key_has_an_evaluator() -> None:

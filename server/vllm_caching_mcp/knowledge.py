@@ -495,6 +495,11 @@ class Condition(Frozen):
         description="each option whose value as written the release's parser refuses: a switch given a value, "
         "a value outside the choices of the config field's Literal",
     )
+    vendor_build: bool | None = Field(
+        default=None,
+        description="release not stated and the workload's image names no vLLM: a vendor's build, whose options "
+        "may not be upstream's",
+    )
     hygiene: HygieneCheck | None = Field(
         default=None, description="each deployment-hygiene problem of this kind the readers found around the workload"
     )

@@ -484,6 +484,16 @@ def _start_problem(wanted: bool, asked: Asked) -> Outcome:
     return Outcome((problem is not None) is wanted, [Evidence(problem)] if problem else [])
 
 
+def _vendor_build(wanted: bool, asked: Asked) -> Outcome:
+    """The release is not stated and the image names no vLLM (a Gaudi, Neuron or in-house build read as
+    vLLM by its arguments): its options may be its own, not those of an upstream release."""
+    effective = asked.ctx.effective
+    image = effective.image
+    vendor = effective.version_source == "assumed-newest" and bool(image) and "vllm" not in (image or "").lower()
+    evidence = [Evidence("the workload's image names no vLLM release and none is stated")] if vendor else []
+    return Outcome(vendor is wanted, evidence)
+
+
 def _hygiene(check: str, asked: Asked) -> Outcome:
     """Each problem of this kind the readers found around the workload; a floating vLLM image says the
     release the review took instead."""
@@ -586,6 +596,7 @@ EVALUATORS: dict[str, Callable[[Any, Asked], Outcome]] = {
     "flag_value_vanished": _flag_value_vanished,
     "flag_release_dependent": lambda wanted, asked: _flag_release_dependent(asked.ctx, asked.workload_flags),
     "flag_value_refused": lambda wanted, asked: _flag_value_refused(wanted, asked),
+    "vendor_build": _vendor_build,
     "hygiene": _hygiene,
     "graph": _graph,
 }

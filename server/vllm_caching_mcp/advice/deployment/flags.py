@@ -39,6 +39,10 @@ def _switches(knowledge: Knowledge) -> frozenset[str]:
 SWITCHES = PerKnowledge(_switches)
 
 
+# Every option `vllm serve` takes in some covered release (knowledge/cli_inventory.yaml).
+VLLM_OPTION_NAMES = PerKnowledge(lambda knowledge: frozenset(f.flag for f in knowledge.cli_inventory.flags))
+
+
 def read_args(
     workload: Workload,
     args: list[tuple[str, Location]],
@@ -52,10 +56,10 @@ def read_args(
     known = unresolved or {}
 
     def why(text: str) -> str | None:
+        if text in known:  # a word as written (a template's placeholder such as __MODEL_NAME__)
+            return known[text]
         if not known or ("$" not in text and "`" not in text and "{{" not in text):
             return None
-        if text in known:
-            return known[text]
         return next((known[m.group()] for m in REFERENCE.finditer(text) if m.group() in known), None)
 
     positional_taken = workload.model is not None

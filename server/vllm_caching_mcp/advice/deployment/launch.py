@@ -45,6 +45,66 @@ def starts_with_vllm_options(texts: list[str]) -> bool:
     return False
 
 
+# Options `vllm serve` shares with other OpenAI-compatible servers: SGLang's ServerArgs
+# (wheel:sglang==0.5.2:sglang/srt/server_args.py takes every one of these but --seed, --config, --tokenizer
+# and --device), and the generic names Hugging Face TGI's launcher and llama.cpp's server take too. An
+# argument list of these alone is not told apart from those servers' by its words.
+SHARED_SERVER_OPTIONS = frozenset({
+    "--api-key", "--attention-backend", "--chat-template", "--cpu-offload-gb", "--data-parallel-size",
+    "--disable-custom-all-reduce", "--download-dir", "--dtype", "--enable-eplb", "--enable-lora", "--host",
+    "--kv-cache-dtype", "--kv-events-config", "--load-format", "--log-level", "--lora-target-modules",
+    "--max-lora-rank", "--model", "--model-impl", "--model-loader-extra-config", "--nnodes", "--node-rank",
+    "--offload-group-size", "--offload-num-in-group", "--offload-prefetch-step", "--pipeline-parallel-size",
+    "--port", "--quantization", "--reasoning-parser", "--revision", "--served-model-name", "--skip-tokenizer-init",
+    "--stream-interval", "--tensor-parallel-size", "--tokenizer-mode", "--tool-call-parser", "--tool-server",
+    "--trust-remote-code", "--seed", "--config", "--tokenizer", "--device",
+})  # fmt: skip
+
+
+# How many options (a positional model counted) and what share of them `vllm serve` must accept for a list
+# of arguments to be read as vLLM's where no `vllm serve` and no vLLM image says so: three options of which
+# four in five are vLLM's leave room for a removed option or a fork's own (`--device hpu`) and none for
+# another server's list, whose own options (SGLang's --tp-size, --mem-fraction-static, --context-length,
+# TGI's --model-id, --num-shard, --max-input-length, llama.cpp's --ctx-size, --n-gpu-layers) vLLM does not take.
+MIN_OPTIONS, MIN_VLLM_SHARE = 3, 0.8
+
+
+def _option_name(word: str) -> str | None:
+    """The option a word names (``--max_model_len=8k`` → ``--max-model-len``), None for a value."""
+    if not word.startswith("-") or len(word) < 2 or word[1:2].isdigit() or word[1:2] == ".":
+        return None
+    name = word.split("=", 1)[0]
+    return "--" + name[2:].replace("_", "-").lower() if name.startswith("--") else name
+
+
+def _accepted(name: str, accepted: frozenset[str]) -> bool:
+    """Whether vLLM's parser takes the option: its own name, or the one option it is a prefix of (argparse's
+    allow_abbrev, which FlexibleArgumentParser keeps: wheel:vllm==0.33.0:vllm/utils/argparse_utils.py:156)."""
+    if name in accepted:
+        return True
+    return name.startswith("--") and len(name) > 4 and sum(1 for a in accepted if a.startswith(name)) == 1
+
+
+def vllm_option_share(texts: list[str], accepted: frozenset[str]) -> tuple[int, int, bool]:
+    """(options, of which vLLM's, whether one of those is vLLM's alone): the positional model first counts
+    as one of vLLM's."""
+    names = [n for n in map(_option_name, texts) if n is not None]
+    model = bool(texts) and _option_name(texts[0]) is None and bool(texts[0])
+    ours = [n for n in names if _accepted(n, accepted)]
+    own = any(n not in SHARED_SERVER_OPTIONS and n.startswith("--") for n in ours)
+    return len(names) + model, len(ours) + model, own
+
+
+def looks_like_vllm_args(texts: list[str], accepted: frozenset[str]) -> bool:
+    """Whether arguments are `vllm serve` options by their words alone, whatever runs them (``accepted``:
+    every option a covered release takes): at least MIN_OPTIONS, MIN_VLLM_SHARE of them vLLM's, one of
+    those an option no other common server takes."""
+    if not accepted:
+        return False
+    total, ours, own = vllm_option_share(texts, accepted)
+    return total >= MIN_OPTIONS and ours >= MIN_VLLM_SHARE * total and own
+
+
 def _without_dynamo_options(words: list[tuple[str, Location]]) -> list[tuple[str, Location]]:
     kept: list[tuple[str, Location]] = []
     skip = 0

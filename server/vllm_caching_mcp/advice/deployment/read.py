@@ -9,7 +9,7 @@ from ...knowledge import Knowledge, ServerListener
 from ..common import AdviceError
 from .bounds import Totals, clip, reading_document
 from .dockerfile import DockerBuild, is_dockerfile, read_dockerfile
-from .flags import read_args
+from .flags import VLLM_OPTION_NAMES, read_args
 from .hygiene import duplicate_key_issues, finish
 from .images import image_notes
 from .kustomize import Overlay, Patch, Patcher, read_builds, what_it_sets
@@ -19,6 +19,7 @@ from .model import Deployment, Document, Location, ProxyLaunch, ProxyUse, Unread
 from .readers import (
     compose,
     dockerfile,
+    generic,
     helm,
     kserve,
     kubernetes,
@@ -26,6 +27,8 @@ from .readers import (
     modelservice,
     ray_serve,
     skypilot,
+    terraform,
+    vllm_config,
     vllm_runtime,
 )
 from .readers import shell as shell_text
@@ -47,6 +50,9 @@ READERS: tuple[Reader, ...] = (
     modelservice.READER,
     lmcache.READER,
     dockerfile.READER,
+    vllm_config.READER,  # a `vllm serve --config` file: option names as keys
+    generic.READER,  # the last of the YAML readers: any mapping that starts vLLM, whatever holds it
+    terraform.READER,  # the YAML a Terraform resource carries in heredocs
     shell_text.READER,
 )
 
@@ -62,6 +68,7 @@ def _read_document(
     documents: tuple[Document, ...] = (),
     servers: tuple[ServerListener, ...] = (),
     dockerfiles: dict[str, DockerBuild] | None = None,
+    vllm_options: frozenset[str] = frozenset(),
 ) -> None:
     """Add the workloads of one document, as the kustomize ``build`` (overlays innermost first) patches it
     when it is a resource of one; AdviceError("text", ...) when its text cannot be read."""
@@ -89,7 +96,9 @@ def _read_document(
         servers=servers,
         dockerfiles=dockerfiles or {},
         proxy_scripts=tuple(proxy_scripts),
+        vllm_options=vllm_options,
     )
+    reading.read_yaml = lambda inner, documents: _read_with_readers(inner, documents, reading, yaml_only=True)
     before = len(deployment.workloads) + len(deployment.cache_servers)
     reader = _read_with_readers(doc, roots, reading)
     if reader is None or reader.yaml:
@@ -105,11 +114,16 @@ def _read_document(
         deployment.notes.append(f"{doc.name}: no vLLM server found in it")
 
 
-def _read_with_readers(doc: Document, roots: list[Located], reading: Reading) -> Reader | None:
+def _read_with_readers(doc: Document, roots: list[Located], reading: Reading, yaml_only: bool = False) -> Reader | None:
     """The first reader that claims and reads the document; after a partial one, the readers after it are
-    asked for the YAML documents it did not take (the Services and ConfigMaps beside a custom resource)."""
+    asked for the YAML documents it did not take (the Services and ConfigMaps beside a custom resource).
+    ``yaml_only``: YAML documents found inside another text (a Terraform heredoc), for the YAML readers."""
     first: Reader | None = None
+    before = len(reading.deployment.workloads) + len(reading.deployment.cache_servers)
+    all_roots = roots
     for reader in READERS:
+        if yaml_only and not reader.yaml:
+            continue
         if not (reader.claims(doc, roots, reading) and reader.read(doc, roots, reading)):
             continue
         first = first or reader
@@ -118,6 +132,10 @@ def _read_with_readers(doc: Document, roots: list[Located], reading: Reading) ->
         roots = [root for root in roots if id(root) not in reading.taken]
         if not mappings(roots):
             break
+    read_nothing = len(reading.deployment.workloads) + len(reading.deployment.cache_servers) == before
+    if first is not None and first.yaml and first is not generic.READER and read_nothing:
+        # a shape claimed it and found no vLLM server (a custom resource with no pod spec): any mapping may start one
+        generic.READER.read(doc, all_roots, reading)
     return first
 
 
@@ -217,6 +235,7 @@ def parse_documents(documents: list[Document], knowledge: Knowledge) -> Deployme
                     tuple(documents),
                     knowledge.servers,
                     dockerfiles,
+                    VLLM_OPTION_NAMES(knowledge),
                 )
             if chain and len(chains) > 1:  # one base, built by several overlays
                 for workload in deployment.workloads[before:]:
@@ -224,7 +243,14 @@ def parse_documents(documents: list[Document], knowledge: Knowledge) -> Deployme
             totals.check(deployment)
         if len(deployment.workloads) == read_before and (unread := _unread_launch(doc)) is not None:
             deployment.unread.append(unread)
-    reading = Reading(deployment, totals, LMCACHE_KEYS(knowledge), dotenv, documents=tuple(documents))
+    reading = Reading(
+        deployment,
+        totals,
+        LMCACHE_KEYS(knowledge),
+        dotenv,
+        documents=tuple(documents),
+        vllm_options=VLLM_OPTION_NAMES(knowledge),
+    )
     alone = builds.alone()
     read_alone: set[str] = set()
     for overlay in builds.overlays:
@@ -253,8 +279,9 @@ def parse_documents(documents: list[Document], knowledge: Knowledge) -> Deployme
             "documents",
             "no vLLM server found: give a `vllm serve` or `python -m vllm.entrypoints.openai.api_server` line, a "
             "`docker run` of a vLLM image, a docker-compose file, Kubernetes manifests (a RayService, KServe, "
-            "production-stack's VLLMRuntime too), a kustomization, Helm values, a SkyPilot task, a Ray Serve config "
-            "or an LMCache config YAML",
+            "production-stack's VLLMRuntime too), a kustomization, Helm values, a SkyPilot task, a Ray Serve config, "
+            "an LMCache config YAML, a `vllm serve --config` file, or any YAML (values of any chart, a custom "
+            "resource, a Terraform heredoc) that holds `vllm serve` options or a command that runs it",
         )
     if not deployment.workloads and deployment.lmcache_configs:
         deployment.workloads.append(

@@ -7,6 +7,7 @@ containers, lmcache_config, images, dockerfile) and this one, never another read
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -36,6 +37,10 @@ class Reading:
     servers: tuple[ServerListener, ...] = ()  # the LMCache servers a container may start (knowledge/ports.yaml)
     proxy_scripts: tuple[str, ...] = ()  # the file names of the P/D proxies the knowledge knows
     dockerfiles: dict[str, DockerBuild] = field(default_factory=dict)
+    vllm_options: frozenset[str] = frozenset()  # every option `vllm serve` takes in a covered release
+    # the dispatcher, for YAML documents a reader finds inside another text (a Terraform heredoc): the YAML
+    # readers read them as they read any file's
+    read_yaml: Callable[[Document, list[Located]], object] | None = None
 
 
 class Reader(Protocol):

@@ -21,6 +21,7 @@ from ..dockerfile import DockerBuild, read_dockerfile
 from ..flags import read_args
 from ..hygiene import compose_conflicts
 from ..images import image_version
+from ..launch import Launch, looks_like_vllm_args
 from ..model import Document, EnvUse, Location, PortRef, ProxyLaunch, Workload
 from ..shell import ASSIGNMENT
 from ..yaml_nodes import Located, node_location, text_of
@@ -253,6 +254,14 @@ def _parse_compose(doc: Document, root: Located, reading: Reading) -> None:
             )
         overridden = entrypoint is not None or (built is not None and built.stage.entrypoint is not None)
         found = launch_from_argv(doc, argv, image, overridden=overridden)
+        texts = [w for w, _ in argv]
+        if found is None and not overridden and texts and looks_like_vllm_args(texts, reading.vllm_options):
+            # the image's entrypoint is taken to be the server (or `vllm`, given `serve` first): its arguments say so
+            found = Launch(args=argv[1:] if argv[0][0] == "serve" else argv)
+            deployment.notes.append(
+                f"{node_location(doc, service)}: service {name} read as a vLLM server by its arguments, though its "
+                f"image {image or '(none)'} does not name vLLM"
+            )
         proxy = proxy_launch(argv, proxy_scripts) if found is None else None
         if proxy is not None:
             network = service.get("network_mode")

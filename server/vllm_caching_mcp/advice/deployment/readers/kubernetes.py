@@ -5,8 +5,10 @@ command or arguments start vLLM is a vLLM workload."""
 
 from __future__ import annotations
 
+import re
 from typing import NamedTuple
 
+from ..bounds import clip
 from ..containers import (
     cache_server,
     cache_server_args,
@@ -27,9 +29,27 @@ from ..hygiene import (
     pod_claims,
     secret_data_issues,
 )
-from ..launch import Launch, is_simulator, is_vllm_image, starts_with_vllm_options
+from ..launch import (
+    Launch,
+    is_simulator,
+    is_vllm_image,
+    looks_like_vllm_args,
+    script_index,
+    starts_with_vllm_options,
+    vllm_option_share,
+)
 from ..lmcache_config import maybe_lmcache_config
-from ..model import Document, EnvUse, HygieneIssue, Location, PortRef, ProxyLaunch, ServiceSpec, Workload
+from ..model import (
+    Document,
+    EnvUse,
+    HygieneIssue,
+    Location,
+    PortRef,
+    ProxyLaunch,
+    ServiceSpec,
+    UnreadLaunch,
+    Workload,
+)
 from ..pods import (
     SERVING_RUNTIME_KINDS,
     container_env,
@@ -188,12 +208,18 @@ def _parse_kubernetes(doc: Document, objects: list[Located], reading: Reading) -
                     found = _kserve_launch(doc, env, [] if command else argv, "8001" if decode_of_pd else "8000")
                 if found is None and not command and _only_vllm_args(argv, image, cname):
                     found = Launch(args=argv)
+                if found is None and not command and looks_like_vllm_args([w for w, _ in argv], reading.vllm_options):
+                    found = Launch(args=argv[1:] if argv[0][0] == "serve" else argv)  # an entrypoint of `vllm`
+                    deployment.notes.append(_args_alone_note(doc, container, image, argv, reading.vllm_options))
                 label = f"{kind}/{name}" + (f" {part}" if part else "") + f" container {cname}"
                 if kind in _WORKLOAD_KINDS:
                     before = len(deployment.cache_servers)
                     _other_servers(doc, label, (pod, pod_spec, container), argv, image, env, reading, found is None)
                     if len(deployment.cache_servers) > before:
                         own_hygiene.add(id(container))  # an LMCache server's container is judged as its own
+                script = _script_run(doc, command, argv, image, reading) if found is None else None
+                if script is not None:
+                    deployment.unread.append(script)
                 if found is None:
                     continue
                 args, script_env = found.args, found.env
@@ -263,6 +289,43 @@ def _beside_vllm(
                 continue
             issues += container_hygiene(doc, container, _defined_first(kind, container, config_maps), vllm=False)
     return issues
+
+
+def _script_run(
+    doc: Document, command: list[Located], argv: list[tuple[str, Location]], image: str | None, reading: Reading
+) -> UnreadLaunch | None:
+    """A vLLM image's container whose command runs a script the image holds (`/usr/local/bin/run.sh`): its
+    vLLM command is in the script, which the files do not hold, so nothing of it is reviewed. Not a shell or
+    an interpreter given its script in the files (read already), nor an LMCache server or a P/D proxy."""
+    texts = [w for w, _ in argv]
+    if not command or image is None or not is_vllm_image(image) or script_index(texts) is not None:
+        return None
+    program = texts[0].rsplit("/", 1)[-1]
+    interpreter = program in _INTERPRETERS or program.startswith("python")
+    if interpreter or not (program.endswith((".sh", ".bash", ".py")) or _STARTER.match(program)):
+        return None
+    if cache_server_args(argv, reading.servers) is not None or proxy_launch(argv, reading.proxy_scripts) is not None:
+        return None
+    text = f"{' '.join(texts)[:80]}: a script in the image {image}; the vLLM command it runs is not in the files"
+    return UnreadLaunch(location=node_location(doc, command[0]), text=clip(text, 200))
+
+
+_INTERPRETERS = {
+    "sh", "bash", "dash", "ash", "zsh", "env", "exec", "vllm", "tini", "dumb-init", "uv", "torchrun", "ray",
+}  # fmt: skip
+# Names a start script has when it has no extension (`run`, `start-server`, `entrypoint`, `launch_vllm`).
+_STARTER = re.compile(r"(run|start|entrypoint|docker-entrypoint|launch|serve)([-_.]|$)")
+
+
+def _args_alone_note(
+    doc: Document, container: Located, image: str | None, argv: list[tuple[str, Location]], options: frozenset[str]
+) -> str:
+    total, ours, _ = vllm_option_share([w for w, _ in argv], options)
+    return (
+        f"{node_location(doc, container)}: read as a vLLM server by its arguments ({ours} of {total} are options "
+        f"`vllm serve` takes), though its image {image or '(none)'} does not name vLLM: its entrypoint is taken to "
+        "be the server"
+    )
 
 
 def _only_vllm_args(argv: list[tuple[str, Location]], image: str | None, name: str) -> bool:

@@ -1,0 +1,262 @@
+"""Any YAML that starts vLLM where no reader of its own shape knows it: Helm values of any chart, an
+operator's custom resource (KubeAI's Model with `engine: VLLM`), a tool's own config. Every mapping is
+looked at: one that holds an argument list (under `args`, `extraArgs`, `vllmArgs`, `engineArgs`, ...,
+or any list whose words are `vllm serve` options) or a command that runs `vllm serve` is a vLLM
+workload, with the env, image, GPUs and probes written beside it or above it. Shared by the generic
+YAML reader and by the readers of files that carry YAML inside (Terraform's heredoc values)."""
+
+from __future__ import annotations
+
+import re
+
+from .containers import launch_from_argv, script_words, started_as_written, whole_number, words_from_list
+from .flags import read_args
+from .hygiene import liveness_issue
+from .launch import Launch, is_vllm_image, looks_like_vllm_args, vllm_args
+from .model import Document, EnvUse, Location, Workload
+from .pods import pod_resources
+from .readers.base import Reading, mappings
+from .shell import tokenize_shell
+from .yaml_nodes import Located, node_location, text_of
+
+# Keys a chart or an operator gives the server's arguments under (extraArgs, extra_args, vllmArgs, serverArgs,
+# engineArgs, extraCmdArgs, ...): every key that ends in "args", dashes and underscores aside.
+_ARGS_KEY = re.compile(r"[a-z]*args|arguments|extraarguments")
+_COMMAND_KEYS = ("command", "cmd", "entrypoint", "script")
+# Keys an operator names the serving engine under (KubeAI's Model `engine: VLLM`): its arguments are vLLM's.
+_ENGINE_KEYS = ("engine", "backend", "runtime", "server", "framework")
+_ENV_KEYS = ("env", "extraEnv", "extra_env", "environment", "envVars", "env_vars")
+# The pod specs of manifests: the manifest readers judged every container there already.
+_CONTAINER_KEYS = {"containers", "initContainers", "ephemeralContainers", "mainContainer"}
+# A template's value the files do not hold: `__MODEL_NAME__`, `${var.model_name}`, `{{ .Values.x }}`, `<MODEL>`.
+# A `${…}` with a dot in it is Terraform's (`${var.x}`), never a shell parameter; `${NAME}` is left to the shell reader.
+_PLACEHOLDER = re.compile(r"__[A-Za-z0-9_]+__|\$\{[^}]*\.[^}]*\}|\{\{[^}]*\}\}|<[A-Za-z_][\w-]*>")
+_TEMPLATE = re.compile(r"\{\{[^}]*\}\}")
+# KubeAI's Model: `resourceProfile: NAME:COUNT` gives COUNT of the profile's accelerator.
+_PROFILE = re.compile(r"(?P<name>[\w.-]+):(?P<count>\d+)")
+
+
+def _args_key(key: str) -> bool:
+    return _ARGS_KEY.fullmatch(key.lower().replace("_", "").replace("-", "")) is not None
+
+
+def _image(doc: Document, chain: list[Located]) -> tuple[str | None, Location | None, bool]:
+    """The image of the nearest mapping on the way up that names one: a string, or `{registry, repository,
+    tag}` as Helm charts write it; whether its name says vLLM. A repository without a tag is the chart's
+    default tag, which these files do not hold: its release is not known (and no tag hygiene is judged)."""
+    for node in reversed(chain):
+        item = node.get("image")
+        if item is None:
+            continue
+        if isinstance(item.value, str):
+            return item.value, node_location(doc, item), is_vllm_image(item.value)
+        repository = item.get("repository")
+        if repository is None:
+            continue
+        registry, tag = item.get("registry"), item.get("tag")
+        name = "/".join(text_of(p) for p in (registry, repository) if p is not None and text_of(p))
+        if tag is None or not text_of(tag):
+            return None, node_location(doc, repository), is_vllm_image(name)
+        return f"{name}:{text_of(tag)}", node_location(doc, tag), is_vllm_image(name)
+    return None, None, False
+
+
+def _env(doc: Document, node: Located) -> list[EnvUse]:
+    """The variables written beside the arguments: a list of name/value (valueFrom, a reference) or a mapping."""
+    found: list[EnvUse] = []
+    for key in _ENV_KEYS:
+        item = node.get(key)
+        if item is None:
+            continue
+        if isinstance(item.value, dict):
+            for name, value in item.value.items():
+                found.append(EnvUse(name=str(name), value=text_of(value), location=node_location(doc, value)))
+        for entry in item.items():
+            if isinstance(entry.value, str) and "=" in entry.value:  # compose's `- NAME=value`
+                key, _, value_text = entry.value.partition("=")
+                found.append(EnvUse(name=key, value=value_text, location=node_location(doc, entry)))
+                continue
+            name = entry.get("name")
+            if name is None:
+                continue
+            value = entry.get("value")
+            reference = None if value is not None else "valueFrom" if entry.get("valueFrom") is not None else None
+            found.append(
+                EnvUse(
+                    name=text_of(name),
+                    value=text_of(value) if value is not None or reference is None else None,
+                    reference=reference,
+                    location=node_location(doc, entry),
+                )
+            )
+    return found
+
+
+def _placeholders(words: list[tuple[str, Location]]) -> dict[str, str]:
+    return {
+        word: "a placeholder a template or Terraform fills in elsewhere"
+        for word, _ in words
+        if _PLACEHOLDER.search(word)
+    }
+
+
+class _Found:
+    """One launch found in a mapping: its words, where they are, and how it was recognised."""
+
+    def __init__(self, launch: Launch, item: Located, how: str) -> None:
+        self.launch, self.item, self.how = launch, item, how
+
+
+def _command(doc: Document, node: Located, image: str | None) -> _Found | None:
+    """A command (a string, a shell script, or a list) that runs `vllm serve`."""
+    for key in _COMMAND_KEYS:
+        item = node.get(key)
+        if item is None:
+            continue
+        if isinstance(item.value, str):
+            if not re.search(r"\bvllm\b", item.value):
+                continue
+            # `{{ .Values.x }}` is one value the files do not hold, not three words
+            text = _TEMPLATE.sub(lambda m: re.sub(r"\s+", "", m.group()), item.value)
+            where = node_location(doc, item)
+            words = [
+                (t.text, Location(file=where.file, line=t.line, path=where.path))
+                for t in tokenize_shell(text, where.line or 1)
+                if not t.separator
+            ]
+            launch = launch_from_argv(doc, [("sh", where), ("-c", where), (text, where)], image)
+            inner = vllm_args(words)
+            if launch is None and inner is not None:
+                launch = Launch(args=inner)
+            if launch is not None and inner is not None and len(launch.args) < len(inner):
+                launch = Launch(args=inner)  # a template the shell cannot parse (`${var.x}`): its words as written
+        else:  # a container's form: `command: [vllm, serve]` with its `args` beside it
+            args = _word_list(doc, "args", node.get("args")) or []
+            launch = launch_from_argv(doc, words_from_list(doc, item.items(), "") + args, None, overridden=True)
+        if launch is not None:
+            return _Found(launch, item, f"its {key} runs vLLM")
+    return None
+
+
+# Longer lists under keys that do not say they are arguments are data (hosts, labels, buckets).
+_MAX_LIST_WORDS = 1_000
+
+
+def _word_list(doc: Document, key: str, item: object) -> list[tuple[str, Location]] | None:
+    """The words of a list of scalars, or of an args-like key's string; None for any other value."""
+    if not isinstance(item, Located) or not isinstance(item.value, list | str):
+        return None
+    if isinstance(item.value, list) and not _args_key(key) and len(item.value) > _MAX_LIST_WORDS:
+        return None  # a list of data, not of arguments: not read word by word
+    if isinstance(item.value, list) and not all(isinstance(i.value, str | int | float) for i in item.items()):
+        return None
+    if isinstance(item.value, str):
+        return script_words(doc, item) if _args_key(key) else None
+    return words_from_list(doc, item.items(), "")
+
+
+def _arguments(doc: Document, node: Located, vllm_image: bool, reading: Reading) -> _Found | None:
+    """An argument list: under an args-like key of a mapping whose image (or engine) is vLLM's (the image's
+    entrypoint is the server), or any list of words that are overwhelmingly `vllm serve` options. The other
+    args-like lists of the mapping follow it (a chart passes `args` and `extraArgs` both)."""
+    for key, item in node.value.items():
+        words = _word_list(doc, str(key), item)
+        if words is None:
+            continue
+        texts = [w for w, _ in words]
+        first = texts[0] if texts else "-"
+        named = _args_key(str(key)) and vllm_image and (first[:1] == "-" or "/" in first or first == "serve")
+        if named or looks_like_vllm_args(texts, reading.vllm_options):
+            args = words[1:] if texts[:1] == ["serve"] else words
+            keys = [str(key)]
+            for other, more in node.value.items():
+                extra = _word_list(doc, str(other), more) if other != key and _args_key(str(other)) else None
+                if extra is not None:
+                    args, keys = args + extra, [*keys, str(other)]
+            what = " and ".join(keys)
+            how = f"its {what} are the arguments of a vLLM image" if named else f"its {what} are `vllm serve` options"
+            return _Found(Launch(args=args), item, how)
+    return None
+
+
+def _gpus(doc: Document, node: Located, workload: Workload, notes: list[str]) -> None:
+    """GPUs from `resources` beside the arguments (as a container's), or KubeAI's `resourceProfile: NAME:COUNT`."""
+    if node.get("resources") is not None and isinstance(node.get("resources").value, dict):
+        pod_resources(doc, workload, node, node, notes)
+    profile = node.get("resourceProfile")
+    match = _PROFILE.fullmatch(text_of(profile)) if profile is not None else None
+    if profile is not None and match is not None and "gpu" in match["name"]:
+        workload.gpu_count = int(match["count"])
+        workload.gpu_location = node_location(doc, profile)
+        workload.accelerator = "amd.com/gpu" if match["name"].startswith("amd") else "nvidia.com/gpu"
+
+
+def _probes(doc: Document, chain: list[Located], workload: Workload) -> None:
+    """A liveness probe written beside the arguments or above them, as a Kubernetes probe."""
+    holder = next((n for n in reversed(chain) if n.get("livenessProbe") or n.get("startupProbe")), None)
+    probe = liveness_issue(doc, holder) if holder is not None else None
+    if probe is not None:
+        workload.hygiene.append(probe)
+
+
+def _workload(doc: Document, chain: list[Located], found: _Found, reading: Reading) -> Workload:
+    node, notes = chain[-1], reading.deployment.notes
+    image, image_location, _ = _image(doc, chain)
+    root = chain[0]
+    kind = text_of(root.get("kind")) if root.get("kind") is not None else ""
+    label = f"{kind} " if kind else ""
+    workload = Workload(
+        name=f"{label}{found.item.path or 'document'}",
+        file=doc.name,
+        source="kubernetes" if kind else "helm-values",
+        image=image,
+        image_location=image_location,
+        env=_env(doc, node) + found.launch.env,
+        location=node_location(doc, found.item),
+        pod_elsewhere=True,  # a chart's template or an operator builds the pod: its /dev/shm is not in the files
+        replicas=whole_number(doc, node.get("replicas"), "replicas", 0, 1_000_000, notes)
+        if node.get("replicas") is not None
+        else None,
+    )
+    _gpus(doc, node, workload, notes)
+    _probes(doc, chain, workload)
+    url = node.get("url")
+    if url is not None and text_of(url).startswith("hf://"):
+        workload.model, workload.model_location = text_of(url).removeprefix("hf://"), node_location(doc, url)
+    started_as_written(workload, found.launch, notes)
+    unresolved = {**found.launch.unresolved, **_placeholders(found.launch.args)}
+    read_args(workload, found.launch.args, unresolved, found.launch.emptied)
+    notes.append(
+        f"{workload.location}: read as a vLLM server because {found.how}; what its chart or operator adds around "
+        "it (the rest of the command, the pod) is not in the files"
+    )
+    return workload
+
+
+def _walk(doc: Document, node: Located, chain: list[Located], reading: Reading) -> None:
+    if isinstance(node.value, list):
+        for item in node.items():
+            _walk(doc, item, chain, reading)
+        return
+    if not isinstance(node.value, dict):
+        return
+    chain = [*chain, node]
+    _, _, vllm_image = _image(doc, chain)
+    engines = [node.get(k).value for k in _ENGINE_KEYS if node.get(k) is not None]
+    vllm_image = vllm_image or any(isinstance(e, str) and is_vllm_image(e) for e in engines)
+    found = _command(doc, node, None) or _arguments(doc, node, vllm_image, reading)
+    if found is not None:
+        reading.deployment.workloads.append(_workload(doc, chain, found, reading))
+        reading.totals.check(reading.deployment)
+        return
+    for key, child in node.value.items():
+        if key not in _CONTAINER_KEYS and isinstance(child, Located):
+            _walk(doc, child, chain, reading)
+
+
+def read_generic(doc: Document, roots: list[Located], reading: Reading) -> bool:
+    """The workloads of every mapping of ``roots`` that starts vLLM; whether any was found."""
+    before = len(reading.deployment.workloads)
+    for root in mappings(roots):
+        _walk(doc, root, [], reading)
+    return len(reading.deployment.workloads) > before
