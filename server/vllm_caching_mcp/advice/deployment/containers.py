@@ -71,6 +71,38 @@ def launch_from_argv(
     return None
 
 
+def shell_launch_workload(
+    name: str,
+    file: str,
+    launch: Launch,
+    at: Location,
+    env: list[EnvUse] | None = None,
+    image: tuple[str, Location] | None = None,
+) -> Workload:
+    """The workload a launch of shell text starts (a script's `vllm serve` or `docker run`): ``at`` where it is
+    when the launch has no place of its own, ``env`` what the text's runner sets before it, ``image`` the one
+    it runs on when the launch names none (SkyPilot's image_id)."""
+    given = launch.image or image
+    workload = Workload(
+        name=name,
+        file=file,
+        source=launch.source,
+        env=(env or []) + launch.env,
+        installs=launch.pins,
+        image=given[0] if given else None,
+        image_location=given[1] if given else None,
+        location=launch.location or at,
+    )
+    docker_resources(workload, launch.options)
+    workload.hygiene += launch.hygiene
+    read_args(workload, launch.args, launch.unresolved, launch.emptied)
+    if launch.image is not None and launch.image[0] in launch.unresolved:
+        workload.unresolved.append(
+            f"{launch.image[1]}: the image {clip(launch.image[0], 80)}: {launch.unresolved[launch.image[0]]}"
+        )
+    return workload
+
+
 def started_as_written(workload: Workload, launch: Launch, notes: list[str]) -> None:
     workload.hygiene += launch.hygiene
     if launch.problem is not None:

@@ -6,10 +6,9 @@ from typing import Literal
 
 from ...common import docker_run_options
 from ..bounds import Totals
-from ..containers import cache_server, cache_server_args, docker_resources
-from ..flags import read_args
+from ..containers import cache_server, cache_server_args, docker_resources, shell_launch_workload
 from ..launch import DOCKER_SWITCHES
-from ..model import Deployment, Document, Location, Workload
+from ..model import Deployment, Document, Location
 from ..shell import parse_shell, split_commands, tokenize_shell
 from ..yaml_nodes import Located
 from .base import Reading, mappings
@@ -17,23 +16,8 @@ from .base import Reading, mappings
 
 def _read_shell_document(doc: Document, deployment: Deployment, totals: Totals) -> None:
     for n, launch in enumerate(parse_shell(doc, notes=deployment.notes, hygiene=deployment.hygiene)):
-        workload = Workload(
-            name=f"{'docker run' if launch.source == 'docker-run' else 'vllm'} #{n + 1}",
-            file=doc.name,
-            source=launch.source,
-            env=launch.env,
-            installs=launch.pins,
-            image=launch.image[0] if launch.image else None,
-            image_location=launch.image[1] if launch.image else None,
-            location=launch.location or Location(file=doc.name, line=1),
-        )
-        docker_resources(workload, launch.options)
-        workload.hygiene += launch.hygiene
-        read_args(workload, launch.args, launch.unresolved, launch.emptied)
-        if launch.image is not None and launch.image[0] in launch.unresolved:
-            workload.unresolved.append(
-                f"{launch.image[1]}: the image {launch.image[0]}: {launch.unresolved[launch.image[0]]}"
-            )
+        name = f"{'docker run' if launch.source == 'docker-run' else 'vllm'} #{n + 1}"
+        workload = shell_launch_workload(name, doc.name, launch, Location(file=doc.name, line=1))
         deployment.workloads.append(workload)
         totals.check(deployment)  # as they come: a text of 100,000 servers stops at the first past the bound
 

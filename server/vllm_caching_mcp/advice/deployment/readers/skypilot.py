@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import re
 
-from ..bounds import clip
-from ..containers import docker_resources, whole_number
-from ..flags import read_args
+from ..containers import shell_launch_workload, whole_number
 from ..launch import Launch
 from ..model import Document, EnvUse, HygieneIssue, Location, ReleaseClaim, Workload
 from ..shell import Shell, ShellRun
@@ -133,25 +131,8 @@ def _read_task(doc: Document, root: Located, reading: Reading) -> None:
 def _workload(
     doc: Document, part: str, launch: Launch, env: list[EnvUse], image: tuple[str, Location] | None, n: int
 ) -> Workload:
-    given = launch.image or image
-    workload = Workload(
-        name=f"SkyPilot {part} {'docker run' if launch.source == 'docker-run' else 'vllm'} #{n + 1}",
-        file=doc.name,
-        source=launch.source,
-        env=env + launch.env,
-        installs=launch.pins,
-        image=given[0] if given else None,
-        image_location=given[1] if given else None,
-        location=launch.location or Location(file=doc.name, line=1, path=part),
-    )
-    docker_resources(workload, launch.options)
-    workload.hygiene += launch.hygiene
-    read_args(workload, launch.args, launch.unresolved, launch.emptied)
-    if launch.image is not None and launch.image[0] in launch.unresolved:
-        workload.unresolved.append(
-            f"{launch.image[1]}: the image {clip(launch.image[0], 80)}: {launch.unresolved[launch.image[0]]}"
-        )
-    return workload
+    name = f"SkyPilot {part} {'docker run' if launch.source == 'docker-run' else 'vllm'} #{n + 1}"
+    return shell_launch_workload(name, doc.name, launch, Location(file=doc.name, line=1, path=part), env, image)
 
 
 class SkyPilotReader:
