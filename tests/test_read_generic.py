@@ -275,7 +275,7 @@ def test_yaml_of_other_settings_is_no_config_file(text: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "command", ["[/home/ray/anaconda3/bin/ray, start, --block]", "[/bin/bash, -c, 'python3 app.py']", "[/opt/tool]"]
+    "command", ["[/usr/local/bin/ray, start, --block]", "[/bin/bash, -c, 'python3 app.py']", "[/opt/tool]"]
 )
 def test_a_vllm_image_running_something_known_or_unnamed_is_no_unread_script(command: str) -> None:
     text = DEPLOYMENT.replace("registry.example.com/ai/gaudi-runtime:1.2.0", "vllm/vllm-openai:v0.11.0")
