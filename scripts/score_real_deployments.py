@@ -162,10 +162,11 @@ def is_floating(must: dict[str, Any]) -> bool:
 
 
 def unreadable(entry: dict[str, Any], outcome: Outcome) -> tuple[bool, str | None]:
-    """Exit 2, or an answer with no workload, where the file runs vLLM (the README's definition)."""
+    """Exit 2, or an answer with no workload (neither vLLM nor an LMCache server), where the file runs vLLM or
+    LMCache (the README's definition)."""
     if outcome.result is None:
         why = f"exit 2: {outcome.error}"
-    elif not outcome.result.workloads:
+    elif not outcome.result.workloads and not outcome.result.cache_servers:
         unread = "; ".join(f"line {u.location.line}: {u.text}" for u in outcome.result.not_reviewed)
         why = "no workload" + (f" (not reviewed: {unread})" if unread else "")
     else:

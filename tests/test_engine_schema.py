@@ -589,6 +589,18 @@ def test_an_lmcache_variable_is_unread_only_when_no_code_of_the_release_spells_i
     assert engine_schema.check_lmcache_env(["NOT_LMCACHE", "lmcache_chunk_size"], "0.5.6", knowledge) == []
 
 
+@pytest.mark.parametrize(("value", "leftover"), [("True", True), ("1", True), ("false", False), (None, False)])
+def test_a_variable_gone_but_set_to_its_old_default_is_a_leftover(
+    knowledge: Knowledge, value: str | None, leftover: bool
+) -> None:
+    # LMCACHE_USE_EXPERIMENTAL defaulted to True until LMCache 0.3.12 stopped reading it
+    found = engine_schema.lmcache_leftover_default("LMCACHE_USE_EXPERIMENTAL", value, "0.5.6", knowledge)
+    assert (found is not None) == leftover
+    if found is not None:
+        assert found.severity == "info" and "gone in 0.3.12" in found.message
+    assert engine_schema.lmcache_leftover_default("LMCACHE_USE_EXPERIMENTAL", "True", "0.3.9", knowledge) is None
+
+
 def test_an_lmcache_file_value_the_converter_refuses_raises_up_to_0_3_11_and_becomes_none_after(
     knowledge: Knowledge,
 ) -> None:

@@ -46,3 +46,15 @@ def test_compose_bash_c_given_the_line_as_one_item_reads_it_as_a_shell_script() 
     [w], notes = workloads(("c.yaml", COMPOSE_BASH_C % "['MAX=64; exec vllm serve m --max-num-seqs $MAX']"))
     assert w.start_problem is None and flags(w) == {"--max-num-seqs": "64"}
     assert not any("does not start" in n for n in notes)
+
+
+def test_compose_device_ids_count_each_gpu_of_a_comma_list() -> None:
+    # Docker joins device_ids with commas for the NVIDIA runtime: ["5,6"] and ["5", "6"] are both two GPUs
+    for ids in ('["5,6"]', '["5", "6"]'):
+        compose = (
+            "services:\n  vllm:\n    image: vllm/vllm-openai:v0.22.1\n    command: --model m --tensor-parallel-size 2\n"
+            "    deploy:\n      resources:\n        reservations:\n          devices:\n"
+            f"            - driver: nvidia\n              device_ids: {ids}\n              capabilities: [gpu]\n"
+        )
+        [w], _ = workloads(("compose.yaml", compose))
+        assert w.gpu_count == 2, ids

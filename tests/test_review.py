@@ -345,6 +345,13 @@ RULE_CASES: dict[str, tuple[str | None, str, str, dict[str, Any]]] = {
         f"LMCACHE_CHUNK_SIZE=256 vllm serve {M} {LMCACHE_V1}",
         {},
     ),
+    # LMCache stopped reading LMCACHE_USE_EXPERIMENTAL in 0.3.12; True was its default until then
+    "pitfall.lmcache-leftover-default": (
+        "0.33.0",
+        f"LMCACHE_USE_EXPERIMENTAL=True vllm serve {M} {LMCACHE_V1}",
+        f"LMCACHE_USE_EXPERIMENTAL=False vllm serve {M} {LMCACHE_V1}",
+        {},
+    ),
     # NixlConnector reads no eviction_policy: OffloadingConnector's key does nothing there
     "pitfall.transfer-config-key-ignored": (
         "0.33.0",
@@ -431,7 +438,7 @@ def fired(result: ReviewResult) -> set[str]:
 def test_every_rule_has_a_passing_and_a_failing_example(knowledge: Knowledge) -> None:
     rule_ids = {r.id for r in list_rules(knowledge)}
     assert rule_ids == set(RULE_CASES) | SEPARATELY_TESTED
-    assert len(rule_ids) == 65
+    assert len(rule_ids) == 66
 
 
 @pytest.mark.parametrize("rule_id", sorted(RULE_CASES))
@@ -776,6 +783,10 @@ def test_an_lmcache_config_written_for_0_3_is_judged_by_the_lmcache_release_it_r
     assert all("assumed LMCache 0.5.6, the newest covered" in f.message for f in found)
     assert "use pd_role" in found[1].message and "Unknown configuration key: nixl_role" in found[1].message
     assert "LMCACHE_CHUNKSIZE" in found[3].message and found[3].severity == "warning"
+    # a variable LMCache stopped reading, set to what it defaulted to: a leftover, at info
+    leftover = review(f"LMCACHE_USE_EXPERIMENTAL=True vllm serve {M} {transfer}")
+    (drop,) = [f for f in leftover.findings if f.rule_id == "pitfall.lmcache-leftover-default"]
+    assert drop.severity == "info" and "pitfall.lmcache-key-ignored" not in fired(leftover)
     # no LMCache connector: a leftover LMCACHE_* variable is read by nothing and harmless
     plain = review(f"LMCACHE_USE_EXPERIMENTAL=True LMCACHE_CHUNKSIZE=1 vllm serve {M}")
     assert "pitfall.lmcache-key-ignored" not in fired(plain)

@@ -355,6 +355,10 @@ def test_what_an_install_does_wrong(words: list[tuple[str, bool]], expected: lis
         ("lmcache/vllm-openai:nightly-2025-05-27", None),  # dated: one build
         ("vllm/vllm-openai@sha256:" + "a" * 64, None),
         ("{{ .Values.image }}", None),  # a template fills it in
+        ("vllm/vllm-openai:gptoss", "gptoss"),  # vLLM's own image: a tag that names no release is a feature build
+        ("vllm/vllm-openai:v0.10.1-gptoss", None),
+        ("vllm/vllm-openai:nightly-8ba2f3c1d2e4", None),  # a commit's build
+        ("myorg/vllm-openai:gptoss", None),  # another repository's tags are its own
     ],
 )
 def test_which_image_tags_move(image: str, tag: str | None) -> None:

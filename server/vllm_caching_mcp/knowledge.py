@@ -479,8 +479,10 @@ class Condition(Frozen):
         default=None,
         description="a transfer/events config field or extra-config key the release refuses or never reads",
     )
-    lmcache_schema: Literal["refused", "ignored"] | None = Field(
-        default=None, description="an LMCache config key or LMCACHE_* variable its release refuses or never reads"
+    lmcache_schema: Literal["refused", "ignored", "leftover"] | None = Field(
+        default=None,
+        description="an LMCache config key or LMCACHE_* variable its release refuses or never reads "
+        "(leftover: no longer read, and set to the value it defaulted to while it was)",
     )
     flag_value_vanished: bool | None = Field(
         default=None, description="each value-taking option whose value expands to nothing (argparse stops)"

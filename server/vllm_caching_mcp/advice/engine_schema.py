@@ -25,11 +25,11 @@ from typing import Any, Literal, Union
 import yaml
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
-from ..knowledge import EngineSchema, Knowledge, SchemaEntry, normalize_name
+from ..knowledge import EngineSchema, Knowledge, SchemaEntry, normalize_name, ranged_at
 from ..versions import Version, as_text, parse_version
 from .common import PRODUCT_LABELS
 
-Severity = Literal["error", "warning"]
+Severity = Literal["error", "warning", "info"]  # info: a leftover that does nothing, as it did before
 SchemaKind = Literal["config_field", "extra_config_key", "env_var", "lmcache_key", "lmcache_alias"]
 _KIND_WORDS = {
     "config_field": "field of {owner}",
@@ -44,7 +44,8 @@ ADAPTER = "LMCache's vLLM adapter (for LMCacheConnectorV1 and LMCacheMPConnector
 
 
 class Problem(BaseModel):
-    """One key a deployment sets that the engine refuses (error) or drops or never reads (warning)."""
+    """One key a deployment sets that the engine refuses (error), drops or never reads (warning), or no longer
+    reads where it was set to what it defaulted to (info)."""
 
     severity: Severity
     key: str = Field(description="the key as set: 'kv_buffer_size', 'extra_config.eviction_policy', 'nixl_role'")
@@ -630,6 +631,39 @@ def check_lmcache_env(
             )
         )
     return problems
+
+
+_TRUE_WORDS, _FALSE_WORDS = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
+
+
+def _same_value(written: str, default: str | int | float | bool | tuple[str, ...] | None) -> bool:
+    text = written.strip().strip("\"'").lower()
+    if isinstance(default, bool):
+        return text in (_TRUE_WORDS if default else _FALSE_WORDS)
+    return default is not None and text == str(default).lower()
+
+
+def lmcache_leftover_default(name: str, value: str | None, lmcache_version: Version | str, knowledge: Knowledge) -> Problem | None:
+    """An ``LMCACHE_*`` variable the release no longer reads, set to the value it defaulted to while it was
+    read: the line does nothing, and it did nothing before either (a leftover, not a lost setting)."""
+    release = _version(lmcache_version)
+    if value is None:
+        return None
+    for setting in knowledge.settings:
+        if setting.name != name or setting.kind != "env_var" or setting.removed is None or release < setting.removed:
+            continue
+        before = [v for v in map(_version, knowledge.engine_schema.releases_read["lmcache"]) if v < setting.removed]
+        last = ranged_at(setting.defaults, max(before)) if before else None
+        if last is None or not _same_value(value, last.value):
+            return None
+        return Problem(
+            severity="info",
+            key=name,
+            message=f"LMCache {release} no longer reads {name} (gone in {setting.removed}); {name}={value} was its "
+            f"default while it was read, so the line changed nothing before and changes nothing now: drop it.",
+            sources=list(setting.sources),
+        )
+    return None
 
 
 # --- values of LMCache config file keys -------------------------------------------------------

@@ -51,11 +51,13 @@ from .deployment import (
 )
 from .deployment.model import VersionSource
 from .deployment.release import Release, lmcache_release, workload_release
+from .deployment.server_cli import server_release
 from .review_advisories import advisory_findings, advisory_rule_id
 from .review_brief import in_brief
 from .review_conditions import MAX_SUGGESTIONS, Context, Outcome, Shared, evaluate, rules
 from .review_models import (
     RANK,
+    CacheServerReport,
     Finding,
     HostFacts,
     NotChecked,
@@ -130,6 +132,7 @@ def review_deployment(request: ReviewRequest, knowledge: Knowledge) -> ReviewRes
     result = ReviewResult(
         version_context=context,
         workloads=_workload_reports(deployment, effectives, security.floors),
+        cache_servers=[_cache_server_report(s, knowledge) for s in deployment.cache_servers],
         findings=configuration.findings + security.findings,
         not_reviewed=deployment.unread,
         not_checked=configuration.not_checked,
@@ -470,6 +473,22 @@ def _workload_reports(
         )
         for w, e in zip(deployment.workloads, effectives, strict=True)
     ]
+
+
+def _cache_server_report(server: Workload, knowledge: Knowledge) -> CacheServerReport:
+    release = server_release(server.image, knowledge)
+    basis = (
+        f"assumed, {release.basis}" + (f": {release.because}" if release.because else "")
+        if release.assumed
+        else release.basis
+    )
+    return CacheServerReport(
+        name=server.name,
+        file=server.file,
+        image=server.image,
+        lmcache_version=str(release.version),
+        version_basis=basis,
+    )
 
 
 SPEC = ToolSpec(

@@ -48,6 +48,7 @@ from .engine_schema import (
     Problem,
     check_kv_transfer_config,
     check_lmcache_env,
+    lmcache_leftover_default,
     check_lmcache_keys,
     check_lmcache_values,
 )
@@ -337,7 +338,7 @@ def _engine_schema(verdict: str, asked: Asked) -> Outcome:
     key = id(ctx.effective)
     if key not in ctx.shared.schema_problems:
         ctx.shared.schema_problems[key] = _transfer_schema_problems(ctx)
-    wanted = "error" if verdict == "refused" else "warning"
+    wanted = {"refused": "error", "ignored": "warning", "leftover": "info"}[verdict]
     # An unregistered connector is the connector rules' finding; its keys are not checked here.
     items = [
         Evidence(_problem_text(p), where)
@@ -375,7 +376,7 @@ def _lmcache_schema(verdict: str, asked: Asked) -> Outcome:
     found = ctx.shared.lmcache_findings[key]
     if found.missing is not None:
         return Outcome(None, missing=[found.missing])
-    wanted = "error" if verdict == "refused" else "warning"
+    wanted = {"refused": "error", "ignored": "warning", "leftover": "info"}[verdict]
     items = [
         Evidence(f"{_problem_text(p).replace('vLLM says', 'LMCache says')} ({found.said})", u.location)
         for p, u in found.problems
@@ -424,9 +425,10 @@ def _lmcache_findings(ctx: Context) -> LMCacheFindings:
     problems = [
         (p, u) for u in from_files for p in check_lmcache_keys([_lmcache_file_key(u) or ""], release, ctx.knowledge)
     ]
-    problems += [
-        (p, u) for u in uses if u not in from_files for p in check_lmcache_env([u.name], release, ctx.knowledge, vllm)
-    ]
+    for use in (u for u in uses if u not in from_files):
+        leftover = lmcache_leftover_default(use.name, use.value, release, ctx.knowledge)
+        found = [leftover] if leftover else check_lmcache_env([use.name], release, ctx.knowledge, vllm)
+        problems += [(p, use) for p in found]
     problems += [
         (p, u)
         for u in from_files

@@ -134,6 +134,16 @@ class WorkloadReport(BaseModel):
     )
 
 
+class CacheServerReport(BaseModel):
+    """An LMCache server the deployment runs beside vLLM (or alone): checked against its pod, not as vLLM."""
+
+    name: str
+    file: str
+    image: str | None
+    lmcache_version: str = Field(description="the LMCache release its command line was checked against")
+    version_basis: str = Field(description="how that release is known, or why it is assumed")
+
+
 class RuleInfo(BaseModel):
     id: str
     severity: Severity
@@ -148,6 +158,7 @@ class RuleInfo(BaseModel):
 class ReviewResult(Result):
     version_context: VersionContext
     workloads: list[WorkloadReport]
+    cache_servers: list[CacheServerReport] = Field(default_factory=list)
     findings: list[Finding]
     findings_left_out: int = Field(default=0, description="findings not listed to keep the answer short")
     workloads_left_out: int = Field(default=0, description="workloads not listed to keep the answer short")
@@ -183,6 +194,10 @@ class ReviewResult(Result):
             lines.append(
                 f"{w.name} ({w.file}): vLLM {w.vllm_version} ({source[w.version_source]}{read_at}); {conn}{floor}"
             )
+        lines += [
+            f"LMCache server {s.name} ({s.file}): LMCache {s.lmcache_version} ({s.version_basis})"
+            for s in self.cache_servers
+        ]
         counts = {s: sum(f.occurrences for f in self.findings if f.severity == s) for s in ("error", "warning", "info")}
         total = sum(counts.values())
         distinct = f" ({len(self.findings)} distinct)" if total != len(self.findings) else ""

@@ -126,6 +126,9 @@ def values_secret_issue(doc: Document, item: Located | None, key: str) -> Hygien
 # --- image tags ----------------------------------------------------------------------------------
 
 _MOVING_TAGS = {"latest", "nightly", "main", "master", "dev", "develop", "edge", "stable", "head", "canary", "release"}
+# vLLM's own images are tagged with releases (v0.22.1, v0.22.1-cu130) and dated or commit nightlies; any
+# other tag on them (gptoss, a model's name) is a feature build that is pushed again, not a release.
+_OFFICIAL_REPOSITORY = re.compile(r"(^|/)vllm/vllm-(openai|tpu|cpu)[\w-]*$")
 
 
 def floating_tag(image: str) -> str | None:
@@ -141,7 +144,14 @@ def floating_tag(image: str) -> str | None:
         return tag
     moving = re.fullmatch(r"(latest|nightly)-[\w.-]+|[\w.-]+-(latest|nightly)", tag) is not None
     dated = re.search(r"\d{4}-?\d{2}-?\d{2}|[0-9a-f]{7,}", tag) is not None  # a dated or commit build
+    if _is_official_feature_tag(text, tag) and not dated:
+        return tag
     return tag if moving and not dated else None
+
+
+def _is_official_feature_tag(image: str, tag: str) -> bool:
+    repository = image.rsplit(":", 1)[0]
+    return _OFFICIAL_REPOSITORY.search(repository) is not None and re.match(r"v?\d+\.\d+", tag) is None
 
 
 def image_issue(image: str | None, location: Location | None, what: str = "") -> HygieneIssue | None:
@@ -149,7 +159,12 @@ def image_issue(image: str | None, location: Location | None, what: str = "") ->
     if tag is None or location is None:
         return None
     untagged = ":" not in (image or "").rsplit("/", 1)[-1]
-    written = "no tag (Docker pulls :latest)" if untagged else f"the moving tag :{tag}"
+    if untagged:
+        written = "no tag (Docker pulls :latest)"
+    elif _is_official_feature_tag(image or "", tag):
+        written = f"the tag :{tag}, which names no vLLM release (a feature build, pushed again)"
+    else:
+        written = f"the moving tag :{tag}"
     return HygieneIssue(
         check="floating-image-tag",
         text=f"{what}{clip(image or '', 100)} has {written}: the release it runs changes with each pull",
