@@ -326,3 +326,45 @@ def test_serve_first_is_the_subcommand_of_an_image_whose_entrypoint_is_vllm() ->
     text = f"services:\n  llm:\n    image: acme/x:1\n    command: {command}\n"
     [workload], _ = workloads(("compose.yaml", text))
     assert workload.model == "org/m" and flags(workload) == {"--max-num-seqs": "8", "--block-size": "3"}
+
+
+CHART_VALUES = """\
+vllm:
+  replicaCount: 1
+  image:
+    repository: vllm/vllm-openai
+    tag: "v0.22.1"
+  model:
+    name: Qwen/Qwen3-8B
+    maxModelLen: 16384
+  maxNumBatchedTokens: 1024
+  enableChunkedPrefill: false
+  tensorParallelSize: null
+  resources:
+    limits:
+      nvidia.com/gpu: '1'
+tokenizer:
+  image: {repository: example/tokenizer, tag: v0.1}
+  maxModelLen: 4096
+"""
+
+
+def test_chart_values_named_as_vllm_options_are_the_options_its_templates_pass() -> None:
+    [w], notes = workloads(("values.yaml", CHART_VALUES))
+    assert w.image == "vllm/vllm-openai:v0.22.1" and w.gpu_count == 1
+    assert flags(w) == {
+        "--model": "Qwen/Qwen3-8B",
+        "--max-model-len": "16384",
+        "--max-num-batched-tokens": "1024",
+        "--no-enable-chunked-prefill": True,
+    }  # a null value is the chart's default: not passed
+    assert [f.location.line for f in w.flags if f.name == "--max-model-len"] == [8]
+    assert any("named as `vllm serve` options of its image" in n for n in notes)
+
+
+def test_chart_values_of_another_image_or_with_one_option_name_are_no_vllm_server() -> None:
+    one = "app:\n  image: {repository: vllm/vllm-openai, tag: v0.22.1}\n  maxModelLen: 4096\n  replicaCount: 2\n"
+    other = CHART_VALUES.replace("vllm/vllm-openai", "example/server").split("tokenizer:")[0]
+    for text in (one, other):
+        with pytest.raises(NothingToReview):
+            read(("values.yaml", text))

@@ -1575,3 +1575,10 @@ def test_a_dated_lmcache_nightly_image_is_judged_as_the_lmcache_release_of_its_d
     assert run("2025-08-01") == []  # LMCache 0.3.2's day: the key was read
     [late] = run("2025-12-01")
     assert "LMCACHE_ENABLE_NIXL" in late and "build date 2025-12-01" in late
+
+
+def test_ucx_without_cuda_is_no_fault_of_a_build_that_runs_no_cuda() -> None:
+    image = "vault.habana.ai/gaudi-docker/1.18.0/pytorch-installer-2.4.0:latest"
+    gaudi = f"docker run -e UCX_TLS=tcp {image} vllm serve {M} {NIXL}"
+    assert "pitfall.nixl-ucx-without-cuda" not in fired(review(gaudi))
+    assert "pitfall.nixl-ucx-without-cuda" in fired(review(gaudi.replace(image, "nvcr.io/nvidia/pytorch:25.01-py3")))

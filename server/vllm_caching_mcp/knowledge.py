@@ -502,6 +502,11 @@ class Condition(Frozen):
         description="release not stated and the workload's image names no vLLM: a vendor's build, whose options "
         "may not be upstream's",
     )
+    gpu_build: bool | None = Field(
+        default=None,
+        description="the workload runs a GPU build of vLLM (CUDA or ROCm): not a CPU, simulator, Gaudi, Neuron, "
+        "TPU or XPU build, judged by its image, --device and VLLM_TARGET_DEVICE",
+    )
     hygiene: HygieneCheck | None = Field(
         default=None, description="each deployment-hygiene problem of this kind the readers found around the workload"
     )
@@ -513,6 +518,7 @@ class Condition(Frozen):
             "lmcache-unreachable",
             "cache-server-unbounded",
             "cache-server-option-unknown",
+            "vllm-not-in-image",
         ]
         | None
     ) = Field(

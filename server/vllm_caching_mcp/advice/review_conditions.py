@@ -41,7 +41,8 @@ from .deployment import (
     normalize_flag,
     parse_number,
 )
-from .deployment.graph import CHECKS, Graph
+from .deployment.bounds import clip
+from .deployment.graph import CHECKS, Graph, is_gpu_build
 from .deployment.images import lmcache_image_date, lmcache_image_version
 from .deployment.server_cli import server_release
 from .engine_schema import (
@@ -496,6 +497,15 @@ def _vendor_build(wanted: bool, asked: Asked) -> Outcome:
     return Outcome(vendor is wanted, evidence)
 
 
+def _gpu_build(wanted: bool, asked: Asked) -> Outcome:
+    ctx = asked.ctx
+    if ctx.workload is None:
+        return Outcome(None, missing=["the workload's image and device"])
+    gpu = is_gpu_build(ctx.workload, ctx.effective)
+    image = ctx.effective.image or "no image named"
+    return Outcome(gpu is wanted, [Evidence(f"{'a GPU' if gpu else 'not a GPU'} build of vLLM ({clip(image, 80)})")])
+
+
 def _hygiene(check: str, asked: Asked) -> Outcome:
     """Each problem of this kind the readers found around the workload; a floating vLLM image says the
     release the review took instead."""
@@ -599,6 +609,7 @@ EVALUATORS: dict[str, Callable[[Any, Asked], Outcome]] = {
     "flag_release_dependent": lambda wanted, asked: _flag_release_dependent(asked.ctx, asked.workload_flags),
     "flag_value_refused": lambda wanted, asked: _flag_value_refused(wanted, asked),
     "vendor_build": _vendor_build,
+    "gpu_build": _gpu_build,
     "hygiene": _hygiene,
     "graph": _graph,
 }

@@ -264,7 +264,7 @@ def _proxy_mismatches(graph: Graph) -> list[Hit]:
 # --- GPUs ---
 
 
-def _is_gpu_build(workload: Workload, effective: Effective) -> bool:
+def is_gpu_build(workload: Workload, effective: Effective) -> bool:
     """A vLLM server that runs on GPUs: an image named for vLLM's OpenAI server build (vllm/vllm-openai and the
     builds derived from it) or for CUDA, or one that names no vLLM build at all (a base image vLLM is installed
     into, whose wheel is the CUDA build); not a CPU build, a simulator, or another accelerator's. Another
@@ -316,7 +316,7 @@ def _ranks_placed_elsewhere(flags: dict[str, FlagUse]) -> bool:
 def gpus_missing(graph: Graph) -> list[Hit]:
     """A GPU vLLM server whose container is given no GPU at all, where the files show all it is given."""
     w, e = graph.workload, graph.effective
-    if not w.gpus_stated or not _is_gpu_build(w, e) or "NVIDIA_VISIBLE_DEVICES" in e.env:
+    if not w.gpus_stated or not is_gpu_build(w, e) or "NVIDIA_VISIBLE_DEVICES" in e.env:
         return []
     if w.accelerator is not None and w.gpu_count != 0:
         return []
@@ -483,6 +483,34 @@ def cache_server_option_unknown(graph: Graph) -> list[Hit]:
     return [Hit(text, flag.location) for flag, text in refused_options(graph.workload, graph.knowledge)]
 
 
+# Base images of an operating system, a language or a framework: none of them ships vLLM (the vLLM builds of
+# these publishers have names of their own: nvcr.io/nvidia/vllm, rocm/vllm, vault.habana.ai/.../vllm-...).
+_BASE_IMAGE = re.compile(
+    r"^(?:(?:docker\.io|registry-1\.docker\.io)/)?(?:library/)?"
+    r"(?:ubuntu|debian|alpine|centos|rockylinux|almalinux|fedora|amazonlinux|busybox|python|"
+    r"nvidia/cuda|pytorch/pytorch|rocm/pytorch|rocm/dev-ubuntu-\d+\.\d+|"
+    r"nvcr\.io/nvidia/(?:cuda|pytorch)|vault\.habana\.ai/gaudi-docker/[\w./-]*/pytorch-installer-[\w.]+)(?::|@|$)"
+)
+
+
+def vllm_not_in_image(graph: Graph) -> list[Hit]:
+    """A command that runs vLLM in a base image that has none, with no install of vLLM before it; quiet where
+    something is installed at start that may bring vLLM (`pip install -r`, a local path)."""
+    w = graph.workload
+    image = (w.image or "").strip().strip("\"'")
+    if w.role != "vllm" or not image or _BASE_IMAGE.match(image) is None:
+        return []
+    if any(c.package == "vllm" for c in w.installs) or any(i.check == "install-at-start" for i in w.hygiene):
+        return []
+    return [
+        Hit(
+            f"{clip(image, 80)} is a base image that ships no vLLM, and nothing installs vLLM before {w.name} runs "
+            "it: the command exits with 'No module named vllm' (or 'vllm: command not found')",
+            w.image_location or w.location,
+        )
+    ]
+
+
 CHECKS: dict[str, Callable[[Graph], list[Hit]]] = {
     "port-mismatch": port_mismatches,
     "no-gpu": gpus_missing,
@@ -490,4 +518,5 @@ CHECKS: dict[str, Callable[[Graph], list[Hit]]] = {
     "lmcache-unreachable": lmcache_unreachable,
     "cache-server-unbounded": cache_server_unbounded,
     "cache-server-option-unknown": cache_server_option_unknown,
+    "vllm-not-in-image": vllm_not_in_image,
 }

@@ -12,7 +12,8 @@ import re
 from .containers import launch_from_argv, script_words, started_as_written, whole_number, words_from_list
 from .flags import read_args
 from .hygiene import liveness_issue
-from .launch import Launch, is_vllm_image, looks_like_vllm_args, vllm_args
+from .bounds import clip
+from .launch import Launch, is_vllm_image, looks_like_vllm_args, vllm_args, vllm_option_share
 from .model import Document, EnvUse, Location, Workload
 from .pods import pod_resources
 from .readers.base import Reading, mappings
@@ -179,6 +180,59 @@ def _arguments(doc: Document, node: Located, vllm_image: bool, reading: Reading)
     return None
 
 
+# Keys of a chart's values that hold a setting of the chart, not of vLLM, although a `vllm serve` option has
+# the same name (the chart's own image, replicas, resources and probes are read as such).
+_CHART_OWN_KEYS = {"image", "resources", "replicas", "replicaCount", "name", "port", "host", "labels", "env"}
+
+
+def _option_name(key: str) -> str:
+    """`--max-model-len` for maxModelLen, max_model_len or max-model-len."""
+    return "--" + re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "-", key).replace("_", "-").lower()
+
+
+def _chart_option_words(doc: Document, node: Located, options: frozenset[str]) -> list[tuple[str, Location]]:
+    """The scalar keys of ``node`` and of the mappings right under it that are named as `vllm serve` options,
+    as the option and its value; a nested `name` of a `model` mapping is the model."""
+    words: list[tuple[str, Location]] = []
+    for key, item in node.value.items():
+        if not isinstance(item, Located) or key in _CHART_OWN_KEYS:
+            continue
+        if isinstance(item.value, dict):
+            if key == "model" and item.get("name") is not None and isinstance(item.get("name").value, str):
+                words += [
+                    ("--model", node_location(doc, item.get("name"))),
+                    (text_of(item.get("name")), node_location(doc, item.get("name"))),
+                ]
+            words += _chart_option_words(doc, item, options) if key not in _CONTAINER_KEYS else []
+            continue
+        flag, value = _option_name(str(key)), item.value
+        if value is None or isinstance(value, list) or (flag not in options and f"--no-{flag[2:]}" not in options):
+            continue
+        where = node_location(doc, item)
+        if isinstance(value, bool):
+            if value or f"--no-{flag[2:]}" in options:
+                words.append((flag if value else f"--no-{flag[2:]}", where))
+        else:
+            words += [(flag, where), (str(value), where)]
+    return words
+
+
+def _chart_options(doc: Document, node: Located, vllm_image: bool, reading: Reading) -> _Found | None:
+    """A chart's values section for a vLLM image whose keys are named as `vllm serve` options (maxModelLen,
+    gpuMemoryUtilization): its templates, not in the files, pass them on; at least two of them, one an
+    option no other common server takes."""
+    if not vllm_image or node.get("image") is None:
+        return None
+    words = _chart_option_words(doc, node, reading.vllm_options)
+    names = [w for w, _ in words if w.startswith("--") and w != "--model"]
+    _, ours, own = vllm_option_share(names, reading.vllm_options)
+    if ours < 2 or not own:
+        return None
+    keys = ", ".join(dict.fromkeys(n.removeprefix("--") for n in names))
+    how = f"its keys are named as `vllm serve` options of its image ({clip(keys, 120)}), which its templates pass on"
+    return _Found(Launch(args=words), node, how)
+
+
 def _gpus(doc: Document, node: Located, workload: Workload, notes: list[str]) -> None:
     """GPUs from `resources` beside the arguments (as a container's), or KubeAI's `resourceProfile: NAME:COUNT`."""
     if node.get("resources") is not None and isinstance(node.get("resources").value, dict):
@@ -244,7 +298,11 @@ def _walk(doc: Document, node: Located, chain: list[Located], reading: Reading) 
     _, _, vllm_image = _image(doc, chain)
     engines = [node.get(k).value for k in _ENGINE_KEYS if node.get(k) is not None]
     vllm_image = vllm_image or any(isinstance(e, str) and is_vllm_image(e) for e in engines)
-    found = _command(doc, node, None) or _arguments(doc, node, vllm_image, reading)
+    found = (
+        _command(doc, node, None)
+        or _arguments(doc, node, vllm_image, reading)
+        or _chart_options(doc, node, vllm_image, reading)
+    )
     if found is not None:
         reading.deployment.workloads.append(_workload(doc, chain, found, reading))
         reading.totals.check(reading.deployment)
