@@ -36,7 +36,7 @@ def configuration_findings(*documents: str | tuple[str, str]) -> list[str]:
         ("pip install vllm==0.12.0", [("vllm", "0.12.0")]),
         ('uv pip install --system "vllm[audio]==0.12.0" lmcache==0.3.9', [("vllm", "0.12.0"), ("lmcache", "0.3.9")]),
         ("python3 -m pip install -U --extra-index-url https://wheels.example.com vllm", [("vllm", None)]),
-        ("pip3 install 'vllm>=0.10.0' -r requirements.txt", [("vllm", None)]),
+        ("pip3 install 'vllm>=0.10.0' -r requirements.txt", [("vllm", None), ("unknown", None)]),
         (
             "pip install https://wheels.example.com/vllm-0.12.0+cu128-cp38-abi3-manylinux1_x86_64.whl",
             [("vllm", "0.12.0")],
@@ -44,6 +44,9 @@ def configuration_findings(*documents: str | tuple[str, str]) -> list[str]:
         ("pip install vllm-flash-attn==2.6.1 lmcache-ext", []),
         ("pip install -c vllm==0.1.0 torch", []),  # the value of -c is a file, not a requirement
         ("pip download vllm==0.12.0", []),
+        # packages the files do not name: what they bring is not known
+        ("pip install -r requirements.txt torch==2.8.0", [("unknown", None)]),
+        ("pip install -e . git+https://github.com/org/repo", [("unknown", None), ("unknown", None)]),
     ],
 )
 def test_pip_install_words_name_their_requirements(command: str, requirements: list[tuple[str, str | None]]) -> None:

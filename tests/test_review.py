@@ -71,6 +71,13 @@ RULE_CASES: dict[str, tuple[str | None, str, str, dict[str, Any]]] = {
         f"docker run --gpus 1 {IMAGE} --model {M}",
         {},
     ),
+    # ubuntu holds no vLLM; a pinned install before the launch brings it
+    "pitfall.vllm-not-in-image": (
+        "0.33.0",
+        f"docker run --gpus 1 ubuntu:22.04 vllm serve {M}",
+        f"docker run --gpus 1 ubuntu:22.04 sh -c 'pip install vllm==0.33.0 && vllm serve {M}'",
+        {},
+    ),
     # vLLM binds 8000 unless --port says otherwise; -p publishes the container's 8080
     "pitfall.server-port-not-reached": (
         "0.33.0",
@@ -438,7 +445,7 @@ def fired(result: ReviewResult) -> set[str]:
 def test_every_rule_has_a_passing_and_a_failing_example(knowledge: Knowledge) -> None:
     rule_ids = {r.id for r in list_rules(knowledge)}
     assert rule_ids == set(RULE_CASES) | SEPARATELY_TESTED
-    assert len(rule_ids) == 66
+    assert len(rule_ids) == 67
 
 
 @pytest.mark.parametrize("rule_id", sorted(RULE_CASES))
@@ -1582,3 +1589,9 @@ def test_ucx_without_cuda_is_no_fault_of_a_build_that_runs_no_cuda() -> None:
     gaudi = f"docker run -e UCX_TLS=tcp {image} vllm serve {M} {NIXL}"
     assert "pitfall.nixl-ucx-without-cuda" not in fired(review(gaudi))
     assert "pitfall.nixl-ucx-without-cuda" in fired(review(gaudi.replace(image, "nvcr.io/nvidia/pytorch:25.01-py3")))
+
+
+def test_vllm_in_a_base_image_is_not_judged_where_an_install_may_bring_it() -> None:
+    base = f"docker run --gpus 1 python:3.12 sh -c 'pip install -r requirements.txt && vllm serve {M}'"
+    assert "pitfall.vllm-not-in-image" not in fired(review(base))
+    assert "pitfall.vllm-not-in-image" not in fired(review(f"docker run --gpus 1 nvcr.io/nvidia/vllm:25.09-py3 {M}"))

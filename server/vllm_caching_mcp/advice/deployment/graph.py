@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from ...knowledge import Knowledge, ServerListener
 from ..ports import deployment_ports
+from .bounds import clip
 from .flags import parse_number
 from .model import Deployment, Effective, FlagUse, Location, PortRef, ProxyLaunch, ServiceSpec, Workload
 from .server_cli import refused_options
@@ -495,12 +496,12 @@ _BASE_IMAGE = re.compile(
 
 def vllm_not_in_image(graph: Graph) -> list[Hit]:
     """A command that runs vLLM in a base image that has none, with no install of vLLM before it; quiet where
-    something is installed at start that may bring vLLM (`pip install -r`, a local path)."""
+    something is installed that may bring vLLM (`pip install -r`, a source tree, a URL)."""
     w = graph.workload
     image = (w.image or "").strip().strip("\"'")
     if w.role != "vllm" or not image or _BASE_IMAGE.match(image) is None:
         return []
-    if any(c.package == "vllm" for c in w.installs) or any(i.check == "install-at-start" for i in w.hygiene):
+    if any(c.package in ("vllm", "unknown") for c in w.installs):
         return []
     return [
         Hit(

@@ -74,14 +74,28 @@ def pip_installs(words: list[tuple[str, Location]]) -> list[ReleaseClaim]:
     upgrade = any(w in _UPGRADE for w in texts[start:])
     found: list[ReleaseClaim] = []
     skip = False
-    for word, where in words[start:]:
+    rest = words[start:]
+    for i, (word, where) in enumerate(rest):
         if skip:
             skip = False
         elif word.startswith("-"):
             skip = word in _VALUED
+            if word in _FROM_ELSEWHERE and i + 1 < len(rest):
+                found.append(_unknown(f"{word} {rest[i + 1][0]}", where))
         elif (claim := requirement_claim(word, where, upgrade)) is not None:
             found.append(claim)
+        elif _SOURCE.search(word):
+            found.append(_unknown(word, where))
     return found
+
+
+# Installs whose packages the files do not name: a requirements file, a source tree, a URL or a local archive.
+_FROM_ELSEWHERE = {"-r", "--requirement", "-e", "--editable"}
+_SOURCE = re.compile(r"^(\.|/|~)|://|^git\+|\.(whl|tar\.gz|zip)$")
+
+
+def _unknown(requirement: str, where: Location) -> ReleaseClaim:
+    return ReleaseClaim(package="unknown", version=None, requirement=clip(requirement, 120), location=where)
 
 
 def requirement_specifier(requirement: str) -> str:

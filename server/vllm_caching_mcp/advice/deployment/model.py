@@ -153,7 +153,9 @@ class ReleaseClaim(BaseModel):
     """A place that says which release of a package a workload runs, other than its image tag: a pip
     install before the launch (in its script, its container command or its Dockerfile)."""
 
-    package: Literal["vllm", "lmcache"]
+    package: Literal["vllm", "lmcache", "unknown"] = Field(
+        description="unknown: packages the files do not name (a requirements file, a source tree, a URL)"
+    )
     version: str | None = Field(description="the release pinned (==); null when the install names none exactly")
     requirement: str = Field(description="the requirement as written: vllm==0.11.0, vllm>=0.10, vllm")
     upgrade: bool = Field(default=False, description="pip's --upgrade: it replaces a release already installed")
