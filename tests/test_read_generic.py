@@ -232,11 +232,14 @@ def test_values_that_start_no_vllm(text: str) -> None:
 def test_containers_of_a_manifest_are_left_to_the_manifest_reader() -> None:
     text = DEPLOYMENT.replace("registry.example.com/ai/gaudi-runtime:1.2.0", "vllm/vllm-openai:v0.11.0")
     text = text.replace("          args:", "          command: [/opt/start.sh]\n          args:")
-    # the manifest reader found no launch (a script runs); the generic one does not read the args past it
+    # the manifest reader reads a start script given vLLM's options as passing them on; the generic reader
+    # does not read the container a second time
     deployment = read(("deploy.yaml", text))
-    assert deployment.workloads == []
-    [unread] = deployment.unread
-    assert "/opt/start.sh" in unread.text and "not in the files" in unread.text and unread.location.line == 10
+    [workload] = deployment.workloads
+    assert workload.source == "kubernetes" and deployment.unread == []
+    assert any(
+        "/opt/start.sh is a script the files do not hold, given `vllm serve` options" in n for n in deployment.notes
+    )
 
 
 CONFIG = """model: org/m-8b

@@ -643,7 +643,9 @@ def _same_value(written: str, default: str | int | float | bool | tuple[str, ...
     return default is not None and text == str(default).lower()
 
 
-def lmcache_leftover_default(name: str, value: str | None, lmcache_version: Version | str, knowledge: Knowledge) -> Problem | None:
+def lmcache_leftover_default(
+    name: str, value: str | None, lmcache_version: Version | str, knowledge: Knowledge
+) -> Problem | None:
     """An ``LMCACHE_*`` variable the release no longer reads, set to the value it defaulted to while it was
     read: the line does nothing, and it did nothing before either (a leftover, not a lost setting)."""
     release = _version(lmcache_version)

@@ -49,6 +49,7 @@ from .deployment import (
     resolve,
     resolve_cache_server,
 )
+from .deployment.bounds import clip
 from .deployment.model import VersionSource
 from .deployment.release import Release, lmcache_release, workload_release
 from .deployment.server_cli import server_release
@@ -133,7 +134,7 @@ def review_deployment(request: ReviewRequest, knowledge: Knowledge) -> ReviewRes
         version_context=context,
         workloads=_workload_reports(deployment, effectives, security.floors),
         cache_servers=[_cache_server_report(s, knowledge) for s in deployment.cache_servers],
-        findings=configuration.findings + security.findings,
+        findings=_as_templates_render(configuration.findings, deployment) + security.findings,
         not_reviewed=deployment.unread,
         not_checked=configuration.not_checked,
         disabled_rules=list(request.disabled_rules),
@@ -473,6 +474,30 @@ def _workload_reports(
         )
         for w, e in zip(deployment.workloads, effectives, strict=True)
     ]
+
+
+def _as_templates_render(findings: list[Finding], deployment: Deployment) -> list[Finding]:
+    """Findings in a chart template judged by what it renders: none at a key whose content an action writes, and
+    one inside an if/with/range at most a warning that says the values decide (a key written in two branches is
+    not written twice)."""
+    kept = []
+    for finding in findings:
+        file, line = finding.location.file, finding.location.line or 0
+        if line in deployment.template_filled.get(file, set()):
+            continue
+        condition = deployment.template_conditional.get(file, {}).get(line)
+        if condition is None:
+            kept.append(finding)
+            continue
+        if finding.rule_id == "pitfall.duplicate-yaml-key":
+            continue
+        said = f"{finding.message} (the template renders line {line} only where `{clip(condition, 80)}` holds)"
+        kept.append(
+            finding.model_copy(
+                update={"severity": "warning" if finding.severity == "error" else finding.severity, "message": said}
+            )
+        )
+    return kept
 
 
 def _cache_server_report(server: Workload, knowledge: Knowledge) -> CacheServerReport:

@@ -113,6 +113,8 @@ def port_mismatches(graph: Graph) -> list[Hit]:
     elsewhere = others | beside | connector_ports(graph)
     for probe in w.probe_ports:
         number = _resolve(probe, pod_ports)
+        if number is None and any(p.name == probe.name for p in pod_ports):
+            continue  # a named port whose number the files do not hold (a template's value)
         if number is None:
             text = f"{probe.what} names port {probe.name!r}, which no container of the pod has"
             hits.append(Hit(text, probe.location))

@@ -299,6 +299,12 @@ class Deployment(BaseModel):
     cache_servers: list[Workload] = Field(
         default_factory=list, description="LMCache servers the files start (role lmcache-server), read like workloads"
     )
+    template_conditional: dict[str, dict[int, str]] = Field(
+        default_factory=dict, description="per chart template: its lines inside an if/with/range, with that action"
+    )
+    template_filled: dict[str, set[int]] = Field(
+        default_factory=dict, description="per chart template: keys whose content a template action writes"
+    )
     notes: list[str] = Field(default_factory=list, description="what could not be read, and why")
 
 

@@ -35,6 +35,7 @@ from .readers import shell as shell_text
 from .readers.base import Reader, Reading, mappings
 from .readers.compose import read_dotenv
 from .shell import ASSIGNMENT, parse_shell, split_commands, tokenize_shell
+from .chart_template import is_chart_template, rendered_shape
 from .yaml_nodes import DuplicateKey, Located, load_yaml, text_of
 
 # The input shapes, asked in this order: the first that claims a document reads it, so a document that
@@ -81,9 +82,12 @@ def _read_document(
     try:
         roots = load_yaml(doc.name, doc.text, totals, duplicates=duplicates)
     except AdviceError:
-        if yaml_named:
+        if is_chart_template(doc.text):
+            doc, roots = _chart_template(doc, totals, deployment)
+        elif yaml_named:
             raise
-        roots = []
+        else:
+            roots = []
     found = mappings(roots)
     if found and build:
         Patcher(totals, deployment.notes).apply(doc, found, build)
@@ -112,6 +116,22 @@ def _read_document(
     read_nothing = len(deployment.workloads) + len(deployment.cache_servers) == before
     if (reader is None or reader.yaml) and read_nothing and not deployment.lmcache_configs:
         deployment.notes.append(f"{doc.name}: no vLLM server found in it")
+
+
+def _chart_template(doc: Document, totals: Totals, deployment: Deployment) -> tuple[Document, list[Located]]:
+    """A chart's template as the YAML it renders to, its actions set aside (chart_template), with the lines that
+    depend on the chart's values kept for the review to judge findings there by."""
+    shape = rendered_shape(doc.text)
+    shaped = doc.model_copy(update={"text": shape.text})
+    roots = load_yaml(doc.name, shaped.text, totals)
+    deployment.template_conditional[doc.name] = shape.conditional
+    deployment.template_filled[doc.name] = shape.filled
+    deployment.notes.append(
+        f"{doc.name}: read as a Helm chart template, its actions set aside: a `| default` value is taken as the "
+        "value, a line inside an if/with/range is judged as rendered only where the chart's values ask for it, and "
+        "a key whose content an include or toYaml writes is not judged; `helm template` renders it for an exact review"
+    )
+    return shaped, roots
 
 
 def _read_with_readers(doc: Document, roots: list[Located], reading: Reading, yaml_only: bool = False) -> Reader | None:

@@ -95,7 +95,9 @@ def _compose_gpus(doc: Document, service: Located, workload: Workload, notes: li
         ids = device.get("device_ids") if isinstance(device.value, dict) else None
         if ids is not None and isinstance(ids.value, list):
             # Docker hands the ids to the NVIDIA runtime joined by commas, so ["5,6"] is two GPUs.
-            workload.gpu_count = len([part for item in ids.items() for part in text_of(item).split(",") if part.strip()])
+            workload.gpu_count = len(
+                [part for item in ids.items() for part in text_of(item).split(",") if part.strip()]
+            )
         elif count is not None and isinstance(count.value, int):
             workload.gpu_count = whole_number(doc, count, "count", 0, 1_000, notes)
 

@@ -211,6 +211,8 @@ def _parse_kubernetes(doc: Document, objects: list[Located], reading: Reading) -
                 if found is None and not command and looks_like_vllm_args([w for w, _ in argv], reading.vllm_options):
                     found = Launch(args=argv[1:] if argv[0][0] == "serve" else argv)  # an entrypoint of `vllm`
                     deployment.notes.append(_args_alone_note(doc, container, image, argv, reading.vllm_options))
+                if found is None and command and _start_script(argv[: len(argv) - len(args_words)]):
+                    found = _script_given_vllm_args(doc, container, argv, args_words, reading)
                 label = f"{kind}/{name}" + (f" {part}" if part else "") + f" container {cname}"
                 if kind in _WORKLOAD_KINDS:
                     before = len(deployment.cache_servers)
@@ -308,6 +310,35 @@ def _script_run(
         return None
     text = f"{' '.join(texts)[:80]}: a script in the image {image}; the vLLM command it runs is not in the files"
     return UnreadLaunch(location=node_location(doc, command[0]), text=clip(text, 200))
+
+
+def _start_script(command: list[tuple[str, Location]]) -> bool:
+    """A command that is one start script (`/scripts/startup.sh`, `run`), not a shell or an interpreter."""
+    if len(command) != 1:
+        return False
+    program = command[0][0].rsplit("/", 1)[-1]
+    if program in _INTERPRETERS or program.startswith("python"):
+        return False
+    return program.endswith((".sh", ".bash")) or _STARTER.match(program) is not None
+
+
+def _script_given_vllm_args(
+    doc: Document,
+    container: Located,
+    argv: list[tuple[str, Location]],
+    args: list[tuple[str, Location]],
+    reading: Reading,
+) -> Launch | None:
+    """A start script the files do not hold, given arguments that are `vllm serve` options: read as the options
+    it passes on to vLLM (`exec vllm serve "$@"`), said in a note."""
+    if not args or not looks_like_vllm_args([w for w, _ in args], reading.vllm_options):
+        return None
+    reading.deployment.notes.append(
+        f"{node_location(doc, container)}: {clip(argv[0][0], 60)} is a script the files do not hold, given "
+        "`vllm serve` options as its arguments: read as the options it passes on to vLLM; what else it does "
+        "is not reviewed"
+    )
+    return Launch(args=args)
 
 
 _INTERPRETERS = {
