@@ -371,3 +371,19 @@ def test_chart_values_of_another_image_or_with_one_option_name_are_no_vllm_serve
     for text in (one, other):
         with pytest.raises(NothingToReview):
             read(("values.yaml", text))
+
+
+def test_an_inference_config_a_configmap_holds_is_read_where_it_sits() -> None:
+    text = (
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: params}\ndata:\n  inference_config.yaml: |\n"
+        "    max_probe_steps: 6\n    vllm:\n      gpu-memory-utilization: 0.95\n      max-model-len: 131072\n"
+        "      tensor-parallel-size: 2\n      enable-chunked-prefill: true\n"
+    )
+    [w], _ = workloads(("workspace.yaml", text))
+    assert flags(w) == {
+        "--gpu-memory-utilization": "0.95",
+        "--max-model-len": "131072",
+        "--tensor-parallel-size": "2",
+        "--enable-chunked-prefill": True,
+    }
+    assert [f.location.line for f in w.flags if f.name == "--max-model-len"] == [9]

@@ -49,9 +49,9 @@ from .engine_schema import (
     Problem,
     check_kv_transfer_config,
     check_lmcache_env,
-    lmcache_leftover_default,
     check_lmcache_keys,
     check_lmcache_values,
+    lmcache_leftover_default,
 )
 from .flag_values import refused_values
 from .review_models import GIB, HostFacts

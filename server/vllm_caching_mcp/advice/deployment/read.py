@@ -8,6 +8,7 @@ import re
 from ...knowledge import Knowledge, ServerListener
 from ..common import AdviceError
 from .bounds import Totals, clip, reading_document
+from .chart_template import is_chart_template, rendered_shape
 from .dockerfile import DockerBuild, is_dockerfile, read_dockerfile
 from .flags import VLLM_OPTION_NAMES, read_args
 from .hygiene import duplicate_key_issues, finish
@@ -35,7 +36,6 @@ from .readers import shell as shell_text
 from .readers.base import Reader, Reading, mappings
 from .readers.compose import read_dotenv
 from .shell import ASSIGNMENT, parse_shell, split_commands, tokenize_shell
-from .chart_template import is_chart_template, rendered_shape
 from .yaml_nodes import DuplicateKey, Located, load_yaml, text_of
 
 # The input shapes, asked in this order: the first that claims a document reads it, so a document that

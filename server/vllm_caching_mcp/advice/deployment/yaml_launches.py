@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import re
 
+from ..common import AdviceError
+from .bounds import clip
 from .containers import launch_from_argv, script_words, started_as_written, whole_number, words_from_list
 from .flags import read_args
 from .hygiene import liveness_issue
-from .bounds import clip
 from .launch import Launch, is_vllm_image, looks_like_vllm_args, vllm_args, vllm_option_share
 from .model import Document, EnvUse, Location, Workload
 from .pods import pod_resources
 from .readers.base import Reading, mappings
 from .shell import tokenize_shell
-from .yaml_nodes import Located, node_location, text_of
+from .yaml_nodes import Located, load_yaml, node_location, text_of
 
 # Keys a chart or an operator gives the server's arguments under (extraArgs, extra_args, vllmArgs, serverArgs,
 # engineArgs, extraCmdArgs, ...): every key that ends in "args", dashes and underscores aside.
@@ -233,6 +234,32 @@ def _chart_options(doc: Document, node: Located, vllm_image: bool, reading: Read
     return _Found(Launch(args=words), node, how)
 
 
+def _option_mapping(doc: Document, node: Located, reading: Reading) -> _Found | None:
+    """A mapping whose keys are overwhelmingly `vllm serve` options without their dashes (`max-model-len: 4096`),
+    as a `vllm serve --config` file has them, wherever it sits (a ConfigMap's inference config)."""
+    from .readers.vllm_config import config_args, option_words
+
+    scalars = [k for k, v in node.value.items() if isinstance(v, Located) and not isinstance(v.value, dict)]
+    total, ours, own = vllm_option_share(option_words(node), reading.vllm_options)
+    # a few more of a file's keys may be options of releases before the covered ones (max-seq-len-to-capture)
+    if len(scalars) < len(node.value) / 2 or not (own and ours >= 4 and ours >= 0.7 * total):
+        return None
+    return _Found(Launch(args=config_args(doc, node, reading.vllm_options)), node, "its keys are `vllm serve` options")
+
+
+def _embedded_yaml(doc: Document, node: Located, chain: list[Located], reading: Reading) -> None:
+    """The YAML files a mapping holds as text (a ConfigMap's `inference_config.yaml: |`), walked in place."""
+    for key, item in node.value.items():
+        if not (isinstance(item, Located) and isinstance(item.value, str) and str(key).endswith((".yaml", ".yml"))):
+            continue
+        try:
+            roots = load_yaml(doc.name, item.value, reading.totals, item.line + (1 if item.block else 0))
+        except AdviceError:
+            continue  # text that is no YAML: a template, a script
+        for root in mappings(roots):
+            _walk(doc, root, [*chain, item], reading)
+
+
 def _gpus(doc: Document, node: Located, workload: Workload, notes: list[str]) -> None:
     """GPUs from `resources` beside the arguments (as a container's), or KubeAI's `resourceProfile: NAME:COUNT`."""
     if node.get("resources") is not None and isinstance(node.get("resources").value, dict):
@@ -302,6 +329,7 @@ def _walk(doc: Document, node: Located, chain: list[Located], reading: Reading) 
         _command(doc, node, None)
         or _arguments(doc, node, vllm_image, reading)
         or _chart_options(doc, node, vllm_image, reading)
+        or (_option_mapping(doc, node, reading) if chain[:-1] else None)  # a whole file of options: vllm_config's
     )
     if found is not None:
         reading.deployment.workloads.append(_workload(doc, chain, found, reading))
@@ -310,6 +338,7 @@ def _walk(doc: Document, node: Located, chain: list[Located], reading: Reading) 
     for key, child in node.value.items():
         if key not in _CONTAINER_KEYS and isinstance(child, Located):
             _walk(doc, child, chain, reading)
+    _embedded_yaml(doc, node, chain, reading)
 
 
 def read_generic(doc: Document, roots: list[Located], reading: Reading) -> bool:

@@ -20,11 +20,11 @@ from ..yaml_nodes import Located, node_location
 from .base import Reading, mappings
 
 
-def _option_words(root: Located) -> list[str]:
+def option_words(root: Located) -> list[str]:
     return ["--" + str(key) for key in root.value]
 
 
-def _config_args(doc: Document, root: Located, options: frozenset[str]) -> list[tuple[str, Location]]:
+def config_args(doc: Document, root: Located, options: frozenset[str]) -> list[tuple[str, Location]]:
     args: list[tuple[str, Location]] = []
     for key, item in root.value.items():
         if not isinstance(item, Located):
@@ -52,7 +52,7 @@ def _is_config(roots: list[Located], options: frozenset[str]) -> bool:
     if len(found) != 1 or found[0].get("kind") is not None:
         return False
     keys = [str(k) for k in found[0].value]
-    return all(not k.startswith("-") for k in keys) and looks_like_vllm_args(_option_words(found[0]), options)
+    return all(not k.startswith("-") for k in keys) and looks_like_vllm_args(option_words(found[0]), options)
 
 
 class VllmConfigReader:
@@ -73,7 +73,7 @@ class VllmConfigReader:
             location=node_location(doc, root),
             pod_elsewhere=True,
         )
-        read_args(workload, _config_args(doc, root, reading.vllm_options))
+        read_args(workload, config_args(doc, root, reading.vllm_options))
         reading.deployment.workloads.append(workload)
         reading.deployment.notes.append(
             f"{doc.name}: read as a vLLM config file (`vllm serve --config {doc.name.rsplit('/', 1)[-1]}`): the "
