@@ -7,6 +7,7 @@ YAML reader and by the readers of files that carry YAML inside (Terraform's here
 
 from __future__ import annotations
 
+import json
 import re
 
 from ..common import AdviceError
@@ -234,11 +235,38 @@ def _chart_options(doc: Document, node: Located, vllm_image: bool, reading: Read
     return _Found(Launch(args=words), node, how)
 
 
+def option_words(root: Located) -> list[str]:
+    """Each key of a mapping as the option it names (`max-model-len` as `--max-model-len`)."""
+    return ["--" + str(key) for key in root.value]
+
+
+def config_args(doc: Document, root: Located, options: frozenset[str]) -> list[tuple[str, Location]]:
+    """The words `vllm serve --config` makes of a mapping of options (see readers/vllm_config.py)."""
+    args: list[tuple[str, Location]] = []
+    for key, item in root.value.items():
+        if not isinstance(item, Located):
+            continue
+        flag, where = "--" + str(key), node_location(doc, item)
+        value = item.plain()
+        if isinstance(value, bool):
+            negated = "--no-" + str(key).replace("_", "-")
+            if value or negated in options:
+                args.append((flag if value else negated, where))
+        elif isinstance(value, list):
+            if value:
+                args += [(flag, where)] + [
+                    (str(v), node_location(doc, i)) for v, i in zip(value, item.items(), strict=False)
+                ]
+        elif isinstance(value, dict):
+            args += [(flag, where), (json.dumps(value), where)]
+        else:
+            args += [(flag, where), (str(value), where)]
+    return args
+
+
 def _option_mapping(doc: Document, node: Located, reading: Reading) -> _Found | None:
     """A mapping whose keys are overwhelmingly `vllm serve` options without their dashes (`max-model-len: 4096`),
     as a `vllm serve --config` file has them, wherever it sits (a ConfigMap's inference config)."""
-    from .readers.vllm_config import config_args, option_words
-
     scalars = [k for k, v in node.value.items() if isinstance(v, Located) and not isinstance(v.value, dict)]
     total, ours, own = vllm_option_share(option_words(node), reading.vllm_options)
     # a few more of a file's keys may be options of releases before the covered ones (max-seq-len-to-capture)

@@ -11,40 +11,12 @@ form exists."""
 
 from __future__ import annotations
 
-import json
-
 from ..flags import read_args
 from ..launch import looks_like_vllm_args
-from ..model import Document, Location, Workload
+from ..model import Document, Workload
+from ..yaml_launches import config_args, option_words
 from ..yaml_nodes import Located, node_location
 from .base import Reading, mappings
-
-
-def option_words(root: Located) -> list[str]:
-    return ["--" + str(key) for key in root.value]
-
-
-def config_args(doc: Document, root: Located, options: frozenset[str]) -> list[tuple[str, Location]]:
-    args: list[tuple[str, Location]] = []
-    for key, item in root.value.items():
-        if not isinstance(item, Located):
-            continue
-        flag, where = "--" + str(key), node_location(doc, item)
-        value = item.plain()
-        if isinstance(value, bool):
-            negated = "--no-" + str(key).replace("_", "-")
-            if value or negated in options:
-                args.append((flag if value else negated, where))
-        elif isinstance(value, list):
-            if value:
-                args += [(flag, where)] + [
-                    (str(v), node_location(doc, i)) for v, i in zip(value, item.items(), strict=False)
-                ]
-        elif isinstance(value, dict):
-            args += [(flag, where), (json.dumps(value), where)]
-        else:
-            args += [(flag, where), (str(value), where)]
-    return args
 
 
 def _is_config(roots: list[Located], options: frozenset[str]) -> bool:
