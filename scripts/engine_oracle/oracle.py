@@ -597,7 +597,6 @@ def _stage_specs(args: Any, tp: int, pp: int, platform: Any) -> tuple[list[dict[
     from vllm.model_executor.model_loader.utils import initialize_model
     from vllm.usage.usage_lib import UsageContext
     from vllm.utils.torch_utils import set_default_torch_dtype
-    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
     stage_specs: list[dict[str, Any]] = []
     stage_configs: list[Any] = []
@@ -627,7 +626,7 @@ def _stage_specs(args: Any, tp: int, pp: int, platform: Any) -> tuple[list[dict[
             stage_runner = _Runner()
             stage_runner.vllm_config = stage_config  # type: ignore[attr-defined]
             stage_runner.shared_kv_cache_layers = {}  # type: ignore[attr-defined]
-            stage_specs.append(GPUModelRunner.get_kv_cache_spec(stage_runner))  # type: ignore[arg-type]
+            stage_specs.append(compat.kv_cache_spec(stage_runner))
         stage_configs.append(stage_config)
         runner = runner or stage_runner
     return stage_specs, stage_configs, runner
@@ -760,9 +759,8 @@ _PRELOAD = (
     "torch",
     "vllm.engine.arg_utils",
     "vllm.model_executor.model_loader.utils",
-    "vllm.v1.worker.gpu_model_runner",
     "vllm.v1.core.kv_cache_utils",
-)
+)  # and the model runner's module (compat.model_runner_module)
 
 
 def _serve(gpu_key: str, budget_bytes: int, jobs: int, timeout: float) -> int:
@@ -776,7 +774,9 @@ def _serve(gpu_key: str, budget_bytes: int, jobs: int, timeout: float) -> int:
     import importlib
 
     _install_platform(GPUS[gpu_key])
-    for name in _PRELOAD:
+    import compat
+
+    for name in (*_PRELOAD, compat.model_runner_module()):
         importlib.import_module(name)
     cells = [json.loads(line) for line in sys.stdin if line.strip()]
     running: dict[int, tuple[dict[str, Any], Path, float]] = {}

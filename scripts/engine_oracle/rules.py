@@ -640,7 +640,8 @@ def _kv_cache_config(vllm_config: Any, platform: Any) -> Any:
     from vllm.config import set_current_vllm_config
     from vllm.model_executor.model_loader.utils import initialize_model
     from vllm.utils.torch_utils import set_default_torch_dtype
-    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+
+    import compat
 
     tp = vllm_config.parallel_config.tensor_parallel_size
     oracle._fake_parallel_groups(tp, 1)
@@ -657,7 +658,7 @@ def _kv_cache_config(vllm_config: Any, platform: Any) -> Any:
         runner = _Runner()
         runner.vllm_config = vllm_config  # type: ignore[attr-defined]
         runner.shared_kv_cache_layers = {}  # type: ignore[attr-defined]
-        specs = [GPUModelRunner.get_kv_cache_spec(runner)] * tp  # type: ignore[arg-type]
+        specs = [compat.kv_cache_spec(runner)] * tp
         return offload.plan_kv_cache(vllm_config, runner, specs, BUDGET_BYTES)[0]
 
 
