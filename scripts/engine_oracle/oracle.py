@@ -439,13 +439,17 @@ def _layer_kinds(spec: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def _provenance(vllm_version: str, torch_version: str) -> dict[str, Any]:
+    import compat
+
+    spec_call = (
+        "GPUModelRunner.get_kv_cache_spec" if compat.has_model_runner_v1() else "gpu.attn_utils.get_kv_cache_spec"
+    )
     return {
         "vllm_version": vllm_version,
         "torch_version": torch_version,
         "recorded_at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "method": "model class built on the meta device (EngineArgs.create_engine_config; "
-        "initialize_model; update_block_size_for_backend; GPUModelRunner.get_kv_cache_spec; "
-        "get_kv_cache_configs)",
+        f"initialize_model; update_block_size_for_backend; {spec_call}; get_kv_cache_configs)",
         "determine_available_memory": "replaced by the per-rank budget",
     }
 
