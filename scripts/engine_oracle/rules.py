@@ -635,13 +635,12 @@ def _parse(argv: list[str]) -> Any:
 def _kv_cache_config(vllm_config: Any, platform: Any) -> Any:
     """The KV cache config the engine would hand the scheduler: oracle.py's build of the model on the meta
     device, then the release's own planning (kv_cache_planning from 0.33.0, kv_cache_utils before)."""
+    import compat
     import torch
     import vllm.utils.torch_utils as torch_utils
     from vllm.config import set_current_vllm_config
     from vllm.model_executor.model_loader.utils import initialize_model
     from vllm.utils.torch_utils import set_default_torch_dtype
-
-    import compat
 
     tp = vllm_config.parallel_config.tensor_parallel_size
     oracle._fake_parallel_groups(tp, 1)

@@ -118,7 +118,11 @@ def _frontend_field(tree: SourceTree, target: str) -> Observation:
         for node in ast.walk(module) if module is not None else ():
             if isinstance(node, ast.ClassDef) and node.name in ("FrontendArgs", "BaseFrontendArgs"):
                 for stmt in node.body:
-                    if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.target.id == field:
+                    if (
+                        isinstance(stmt, ast.AnnAssign)
+                        and isinstance(stmt.target, ast.Name)
+                        and stmt.target.id == field
+                    ):
                         return Observation(True, path, stmt.lineno)
     return Observation(False)
 
