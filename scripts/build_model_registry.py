@@ -43,8 +43,9 @@ REGISTRY = "vllm/model_executor/models/registry.py"
 CONFIGS = "vllm/transformers_utils/config.py"
 OLDEST = Version("0.11.0")
 # The transformers each release installs with it: the newest release its wheel's Requires-Dist admits when it
-# was recorded (wheel:vllm==0.33.0 METADATA: transformers<5.21.0,>=5.16.1).
-TRANSFORMERS_OF = {"0.33.0": "5.20.2"}
+# was recorded (wheel:vllm==0.33.0 METADATA: transformers<5.21.0,>=5.16.1; wheel:vllm==0.34.0 METADATA:
+# transformers<5.23.0,>=5.16.1).
+TRANSFORMERS_OF = {"0.33.0": "5.20.2", "0.34.0": "5.22.2"}
 
 
 def _module(path: Path) -> ast.Module:

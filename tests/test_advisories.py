@@ -328,7 +328,7 @@ def test_the_live_list_keeps_the_stored_conditions_and_adds_what_is_new(
             withdrawn_at="2026-11-25T00:00:00Z",
         ),
     ]
-    second = [gh_advisory("GHSA-w3w3-w3w3-w3w3", None, "< 0.34.0", "0.34.0", "high")]
+    second = [gh_advisory("GHSA-w3w3-w3w3-w3w3", None, "< 0.35.0", "0.35.0", "high")]
     github.script("/advisories", page(first, f"{github.base}/advisories?after=abc"), page(second))
     result = current_advisories(knowledge, "vllm")
     assert result.provenance.source == "live"
@@ -336,11 +336,11 @@ def test_the_live_list_keeps_the_stored_conditions_and_adds_what_is_new(
     assert got["GHSA-94f4-hr76-p5j6"].requires.configured == ("--api-key", "VLLM_API_KEY")
     assert "GHSA-2pc9-4j83-qjmr" not in got  # withdrawn upstream
     new = got["GHSA-w3w3-w3w3-w3w3"]
-    assert new.requires.given() == [] and new.ranges[0].fixed_in == Version("0.34.0")
+    assert new.requires.given() == [] and new.ranges[0].fixed_in == Version("0.35.0")
     assert "CVE-2026-94627" in got  # a CVE GitHub does not list stays as stored
     assert any("GHSA-w3w3-w3w3-w3w3: new" in n for n in result.notes)
     assert any("withdrawn" in n for n in result.notes)
-    # a new high advisory fixed only in 0.34.0 takes the floor past every known release
+    # a new high advisory fixed only in 0.35.0 takes the floor past every known release
     assert floor(result.advisories, "vllm", knowledge.release_versions("vllm"), PLAIN).release is None
     [asked, followed] = github.requests
     assert asked.path == "/advisories?ecosystem=pip&affects=vllm&per_page=100" and followed.path.endswith("after=abc")
@@ -497,7 +497,7 @@ def test_refresh_dates_the_snapshot_only_when_github_agrees(
     with FakeGitHub() as base:
         pass  # a port nobody answers on once stopped
     fake = FakeGitHub()
-    script_github_as_stored(fake, knowledge, [gh_advisory("GHSA-w3w3-w3w3-w3w3", None, "< 0.34.0", "0.34.0")])
+    script_github_as_stored(fake, knowledge, [gh_advisory("GHSA-w3w3-w3w3-w3w3", None, "< 0.35.0", "0.35.0")])
     with fake as live:
         differs = run_refresh(knowledge_copy, live, tmp_path / "cache", "--write")
     assert differs.returncode == 1, differs.stderr

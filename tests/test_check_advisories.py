@@ -75,7 +75,7 @@ def test_a_live_advisory_the_snapshot_lacks_is_listed_and_judged_for_the_release
         "/advisories",
         page(
             [
-                gh_advisory(NEW, None, "< 0.34.0", "0.34.0", "high"),
+                gh_advisory(NEW, None, "< 0.35.0", "0.35.0", "high"),
                 gh_advisory("GHSA-2222-3333-4444", None, "< 0.20.0", "0.20.0", "critical"),
                 gh_advisory(API_KEY_BYPASS, "CVE-2026-48746", ">= 0.3.0, < 0.22.0", "0.22.0", "critical"),
                 gh_advisory(
@@ -91,7 +91,7 @@ def test_a_live_advisory_the_snapshot_lacks_is_listed_and_judged_for_the_release
     assert asked.headers["authorization"] == f"Bearer {TOKEN}"
 
     new = entry(result, NEW)
-    assert (new.verdict, new.release_status, new.fixed_in, new.curated) == ("applies", "affected", "0.34.0", False)
+    assert (new.verdict, new.release_status, new.fixed_in, new.curated) == ("applies", "affected", "0.35.0", False)
     assert new.citation is None and new.cvss_score == 9.8 and new.source == f"https://github.com/advisories/{NEW}"
     assert entry(result, "GHSA-2222-3333-4444").verdict == "not_in_this_release"
     # The live record keeps the snapshot's condition: with the API key not given, it stays open.
@@ -102,13 +102,13 @@ def test_a_live_advisory_the_snapshot_lacks_is_listed_and_judged_for_the_release
     assert "GHSA-2pc9-4j83-qjmr" not in {a.id for a in result.advisories}
     assert any(n.startswith(f"{NEW}: new since the snapshot") for n in result.notes)
     assert any("GHSA-2pc9-4j83-qjmr: withdrawn" in n for n in result.notes)
-    # A high advisory fixed only in 0.34.0 keeps every known release below a floor.
+    # A high advisory fixed only in 0.35.0 keeps every known release below a floor.
     assert result.floor.status == "none_clear" and NEW in result.floor.open_at_floor
     assert NEW in result.summary() and "GitHub Advisory Database, live" in result.summary()
 
 
 def test_a_second_ask_is_answered_from_the_cache_and_says_how_old_it_is(github: FakeGitHub) -> None:
-    github.script("/advisories", page([gh_advisory(NEW, None, "< 0.34.0", "0.34.0")]))
+    github.script("/advisories", page([gh_advisory(NEW, None, "< 0.35.0", "0.35.0")]))
     assert ask(package="vllm").provenance.source == "live"
     again = ask(package="vllm")
     assert again.provenance.source == "cache" and again.provenance.cache_age_seconds is not None
@@ -286,7 +286,7 @@ def test_the_cli_prints_the_offline_answer_with_the_snapshot_date(capsys: pytest
 
 
 def test_the_cli_call_prints_the_live_structured_answer(github: FakeGitHub, capsys: pytest.CaptureFixture[str]) -> None:
-    github.script("/advisories", page([gh_advisory(NEW, None, "< 0.34.0", "0.34.0")]))
+    github.script("/advisories", page([gh_advisory(NEW, None, "< 0.35.0", "0.35.0")]))
     assert (
         cli.main(
             ["call", "check_advisories", json.dumps({"version": "0.33.0", "multi_node": False, "include": "relevant"})]

@@ -364,7 +364,7 @@ def test_check_version_changes_neither_the_request_nor_the_knowledge() -> None:
 def test_an_environment_variable_no_release_reads_gets_a_definite_no_and_the_loader_flag() -> None:
     result = ask(name="VLLM_USE_FASTSAFETENSOR", version="0.33.0")
     assert not result.matches and not result.inventory_matches and result.not_found is not None
-    assert "No vLLM release from 0.11.0 to 0.33.0 reads" in result.not_found.answer
+    assert "No vLLM release from 0.11.0 to 0.34.0 reads" in result.not_found.answer
     assert "--load-format fastsafetensors" in [s.name for s in result.not_found.suggestions]
 
 
@@ -432,8 +432,8 @@ def test_a_minor_line_is_taken_as_its_newest_patch_and_the_answer_says_so() -> N
 
 def test_a_release_newer_than_the_knowledge_shows_in_the_status_line() -> None:
     result = ask(name="OffloadingConnector", version="0.99")
-    assert "newer than 0.33.0" in result.matches[0].answer
-    assert "newer than 0.33.0" in result.summary().splitlines()[0]
+    assert "newer than 0.34.0" in result.matches[0].answer
+    assert "newer than 0.34.0" in result.summary().splitlines()[0]
 
 
 def test_a_deprecation_older_than_the_coverage_says_when_it_was() -> None:

@@ -464,7 +464,7 @@ def test_the_shipped_schema_has_the_cache_scheduler_and_parallel_fields_the_whee
 def test_the_shipped_schema_has_vllms_environment_variables_with_default_and_parse_rule(knowledge: Knowledge) -> None:
     env = {e.name: e for e in knowledge.engine_schema.vllm_env}
     port = env["VLLM_NIXL_SIDE_CHANNEL_PORT"]  # NIXL's side-channel base port moved in 0.11.1
-    assert port.parse == "int(<env>)" and port.source.startswith("wheel:vllm==0.33.0:vllm/envs.py:")
+    assert port.parse == "int(<env>)" and port.source.startswith("wheel:vllm==0.34.0:vllm/envs.py:")
     assert port.at("default", Version("0.11.0")) == "'5557'" and port.at("default", Version("0.11.1")) == "'5600'"
     assert str(env["VLLM_USE_V1"].removed) == "0.11.1"
     assert len(env) > 300  # the whole table, not a chosen few
@@ -666,7 +666,7 @@ def test_check_version_answers_a_cache_config_field_from_the_schema() -> None:
     assert (match.kind, match.owner, match.status) == ("config_field", "CacheConfig", "available")
     assert match.default == "None"
     assert match.default_changes == ["0.11.0: None", "0.12.0: True"]
-    assert match.sources == ["wheel:vllm==0.33.0:vllm/config/cache.py:257"]
+    assert match.sources == ["wheel:vllm==0.34.0:vllm/config/cache.py:267"]
     assert "enable_prefix_caching is a field of CacheConfig in vLLM 0.11.0" in result.summary()  # type: ignore[attr-defined]
     assert result.matches  # type: ignore[attr-defined]  # the tracked --enable-prefix-caching still answers too
 

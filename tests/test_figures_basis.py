@@ -26,7 +26,7 @@ def _golden(version: str) -> list[dict[str, Any]]:
     return cells
 
 
-@pytest.mark.parametrize("version", ["0.20.2", "0.22.1", "0.33.0"])
+@pytest.mark.parametrize("version", ["0.20.2", "0.22.1", "0.33.0", "0.34.0"])
 def test_the_rule_names_exactly_the_architectures_the_golden_files_recorded(knowledge: Knowledge, version: str) -> None:
     recorded = {
         json.loads((REPO / str(c["inputs"]["config"])).read_text())["architectures"][0] for c in _golden(version)

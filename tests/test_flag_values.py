@@ -156,7 +156,7 @@ def test_a_memory_fraction_given_as_a_percentage_and_human_readable_lengths() ->
 
 def test_the_finding_names_the_covered_releases_that_take_the_value() -> None:
     [message] = _found(f"vllm serve {M} --prefix-caching-hash-algo xxhash", "0.11.0")
-    assert "vLLM 0.11.0's argument parser stops" in message and "vLLM 0.13.0 - 0.33.0 take it" in message
+    assert "vLLM 0.11.0's argument parser stops" in message and "vLLM 0.13.0 - 0.34.0 take it" in message
     # 'all' left mamba_cache_mode's Literal in 0.32.0; with no release in the files, the review says so
     [mode] = [f.message for f in review(f"vllm serve {M} --mamba-cache-mode all").findings if f.rule_id == RULE]
     assert "vLLM 0.15.0 - 0.31.0 take it" in mode and "do not say which release runs" in mode

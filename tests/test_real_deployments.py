@@ -170,9 +170,9 @@ def test_the_scoreboard_in_markdown(corpus: tuple[Path, Path]) -> None:
     assert "| found (at any severity) | 1 (50%) |" in lines
     assert "| precision (right / judged) | 50% |" in lines
     assert "| unreadable files | 1 |" in lines
-    assert "| shell/found.sh | unstated | 0.33.0 (assumed-newest) ✓ | 1 | chunk-size-ignored | - | - | 1 | - |" in lines
+    assert "| shell/found.sh | unstated | 0.34.0 (assumed-newest) ✓ | 1 | chunk-size-ignored | - | - | 1 | - |" in lines
     assert (
-        "| shell/wrong.sh | unstated | 0.33.0 (assumed-newest) ✓ | 1 | - | elsewhere "
+        "| shell/wrong.sh | unstated | 0.34.0 (assumed-newest) ✓ | 1 | - | elsewhere "
         "| pitfall.lmcache-key-ignored line 3 [chunk size called ignored] | 0 | - |"
     ) in lines
     assert "| shell/not-fetched.sh | unstated | missing | 1 | - | - | - | - | missing |" in lines

@@ -100,7 +100,7 @@ spec:
 
 def test_an_unpinned_install_leaves_the_release_unknown_and_says_it() -> None:
     result = review(f"pip install vllm\nvllm serve {M}\n")
-    assert [(w.vllm_version, w.version_source) for w in result.workloads] == [("0.33.0", "assumed-newest")]
+    assert [(w.vllm_version, w.version_source) for w in result.workloads] == [("0.34.0", "assumed-newest")]
     assert any("serve0.sh:1: pip installs vllm with no exact version" in n and "not known" in n for n in result.notes)
     assert not [f for f in result.findings if f.rule_id.startswith("advisory.")]  # nothing judged of an unknown release
     assert release(f"pip install vllm\nvllm serve {M}\n", version="0.20.0")[:2] == ("0.20.0", "stated")

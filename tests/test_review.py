@@ -632,7 +632,7 @@ def test_image_tag_decides_the_version_and_says_so(knowledge: Knowledge) -> None
     assert (w.vllm_version, w.version_source) == ("0.22.1", "image-tag")
     assert any("image tag says vLLM 0.22.1, not the stated 0.30.0" in n for n in result.notes)
     other = review("docker run lmcache/vllm-openai:v0.3.9 --model m")
-    assert (other.workloads[0].vllm_version, other.workloads[0].version_source) == ("0.33.0", "assumed-newest")
+    assert (other.workloads[0].vllm_version, other.workloads[0].version_source) == ("0.34.0", "assumed-newest")
 
 
 # ------------------------------------------------------------------- real-looking manifests

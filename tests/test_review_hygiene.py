@@ -115,7 +115,7 @@ def test_a_deployment_gets_each_finding_at_its_line() -> None:
         ("pitfall.rwo-volume-shared-by-replicas", line_of(text, "claimName: model-cache")),
     ]
     by_rule = {f.rule_id: f.message for f in result.findings}
-    assert "reviewed as vLLM 0.33.0, the newest the review covers" in by_rule["pitfall.floating-image-tag"]
+    assert "reviewed as vLLM 0.34.0, the newest the review covers" in by_rule["pitfall.floating-image-tag"]
     assert "3 pods mount the claim model-cache" in by_rule["pitfall.rwo-volume-shared-by-replicas"]
     assert "70 s (30 + 4 × 10)" not in by_rule["pitfall.liveness-probe-kills-model-load"]
     assert "60 s (30 + 3 × 10)" in by_rule["pitfall.liveness-probe-kills-model-load"]

@@ -3,7 +3,11 @@
 run_cell does what the installed release's ``EngineCore._initialize_kv_caches`` and its executor do.
 Up to the model class and the layer specs every recorded release has the same calls
 (``create_engine_config``, ``initialize_model``, ``Platform.update_block_size_for_backend`` after
-load_model, ``GPUModelRunner.get_kv_cache_spec``). From there the releases differ:
+load_model, the model runner's ``get_kv_cache_spec``). From there the releases differ:
+
+* 0.34.0 has only Model Runner V2 (``vllm/v1/worker/gpu/``): the layer specs come from
+  ``gpu/attn_utils.get_kv_cache_spec(vllm_config)``; before it ``GPUModelRunner.get_kv_cache_spec``
+  (``vllm/v1/worker/gpu_model_runner.py``) reads the same layers.
 
 * 0.33.0 registers the spec classes (``register_all_kvcache_specs``), resolves one KV cache layout
   for all workers (``resolve_kv_cache_layout``), groups the layers before profiling
@@ -78,8 +82,32 @@ def kv_cache_layout(vllm_config: Any, runner: Any, world: int, specs: list[dict[
     return str(backend_utils.get_kv_cache_layout())
 
 
+def has_model_runner_v1() -> bool:
+    """Whether the release still has Model Runner V1 (gpu_model_runner.py); 0.34.0 has only V2."""
+    return _has_module("vllm.v1.worker.gpu_model_runner")
+
+
+def model_runner_module() -> str:
+    """The module that holds the release's layer-spec function, for the server to import before it forks."""
+    return "vllm.v1.worker.gpu_model_runner" if has_model_runner_v1() else "vllm.v1.worker.gpu.attn_utils"
+
+
+def kv_cache_spec(runner: Any) -> dict[str, Any]:
+    """The model runner's get_kv_cache_spec for one stage: ``runner`` carries vllm_config and
+    shared_kv_cache_layers, all that GPUModelRunner.get_kv_cache_spec reads; V2's function takes the config."""
+    if has_model_runner_v1():
+        from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+
+        return dict(GPUModelRunner.get_kv_cache_spec(runner))
+    from vllm.v1.worker.gpu.attn_utils import get_kv_cache_spec
+
+    return dict(get_kv_cache_spec(runner.vllm_config))
+
+
 def uses_model_runner_v2(vllm_config: Any) -> bool:
     """Whether the release's worker would build Model Runner V2 for this config (recorded, not used)."""
+    if not has_model_runner_v1():
+        return True
     decided = getattr(vllm_config, "use_v2_model_runner", None)
     if decided is not None:
         return bool(decided)

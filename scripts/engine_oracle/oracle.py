@@ -439,13 +439,17 @@ def _layer_kinds(spec: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def _provenance(vllm_version: str, torch_version: str) -> dict[str, Any]:
+    import compat
+
+    spec_call = (
+        "GPUModelRunner.get_kv_cache_spec" if compat.has_model_runner_v1() else "gpu.attn_utils.get_kv_cache_spec"
+    )
     return {
         "vllm_version": vllm_version,
         "torch_version": torch_version,
         "recorded_at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "method": "model class built on the meta device (EngineArgs.create_engine_config; "
-        "initialize_model; update_block_size_for_backend; GPUModelRunner.get_kv_cache_spec; "
-        "get_kv_cache_configs)",
+        f"initialize_model; update_block_size_for_backend; {spec_call}; get_kv_cache_configs)",
         "determine_available_memory": "replaced by the per-rank budget",
     }
 
@@ -597,7 +601,6 @@ def _stage_specs(args: Any, tp: int, pp: int, platform: Any) -> tuple[list[dict[
     from vllm.model_executor.model_loader.utils import initialize_model
     from vllm.usage.usage_lib import UsageContext
     from vllm.utils.torch_utils import set_default_torch_dtype
-    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
     stage_specs: list[dict[str, Any]] = []
     stage_configs: list[Any] = []
@@ -627,7 +630,7 @@ def _stage_specs(args: Any, tp: int, pp: int, platform: Any) -> tuple[list[dict[
             stage_runner = _Runner()
             stage_runner.vllm_config = stage_config  # type: ignore[attr-defined]
             stage_runner.shared_kv_cache_layers = {}  # type: ignore[attr-defined]
-            stage_specs.append(GPUModelRunner.get_kv_cache_spec(stage_runner))  # type: ignore[arg-type]
+            stage_specs.append(compat.kv_cache_spec(stage_runner))
         stage_configs.append(stage_config)
         runner = runner or stage_runner
     return stage_specs, stage_configs, runner
@@ -760,9 +763,8 @@ _PRELOAD = (
     "torch",
     "vllm.engine.arg_utils",
     "vllm.model_executor.model_loader.utils",
-    "vllm.v1.worker.gpu_model_runner",
     "vllm.v1.core.kv_cache_utils",
-)
+)  # and the model runner's module (compat.model_runner_module)
 
 
 def _serve(gpu_key: str, budget_bytes: int, jobs: int, timeout: float) -> int:
@@ -776,7 +778,9 @@ def _serve(gpu_key: str, budget_bytes: int, jobs: int, timeout: float) -> int:
     import importlib
 
     _install_platform(GPUS[gpu_key])
-    for name in _PRELOAD:
+    import compat
+
+    for name in (*_PRELOAD, compat.model_runner_module()):
         importlib.import_module(name)
     cells = [json.loads(line) for line in sys.stdin if line.strip()]
     running: dict[int, tuple[dict[str, Any], Path, float]] = {}

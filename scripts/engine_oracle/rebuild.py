@@ -29,8 +29,9 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 
 # The releases the golden files cover: the newest, and one from each era of the hybrid KV cache
-# manager with connectors (before 0.22, 0.22, 0.23 onward; knowledge/connectors.yaml `hma`).
-RELEASES = ("0.20.2", "0.22.1", "0.33.0")
+# manager with connectors (before 0.22, 0.22, 0.23 onward; knowledge/connectors.yaml `hma`) and of the
+# default block size (16 tokens through 0.33, 64 from 0.34; flag.block-size).
+RELEASES = ("0.20.2", "0.22.1", "0.33.0", "0.34.0")
 # rules.py also has cases for a release outside the golden files (the native shorthand before 0.14).
 RULE_RELEASES = (*RELEASES, "0.13.0")
 LMCACHE = "0.5.6"  # the LMCache the rules' LMCache cases run against (knowledge/ENGINE.md)

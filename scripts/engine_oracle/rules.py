@@ -635,12 +635,12 @@ def _parse(argv: list[str]) -> Any:
 def _kv_cache_config(vllm_config: Any, platform: Any) -> Any:
     """The KV cache config the engine would hand the scheduler: oracle.py's build of the model on the meta
     device, then the release's own planning (kv_cache_planning from 0.33.0, kv_cache_utils before)."""
+    import compat
     import torch
     import vllm.utils.torch_utils as torch_utils
     from vllm.config import set_current_vllm_config
     from vllm.model_executor.model_loader.utils import initialize_model
     from vllm.utils.torch_utils import set_default_torch_dtype
-    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
     tp = vllm_config.parallel_config.tensor_parallel_size
     oracle._fake_parallel_groups(tp, 1)
@@ -657,7 +657,7 @@ def _kv_cache_config(vllm_config: Any, platform: Any) -> Any:
         runner = _Runner()
         runner.vllm_config = vllm_config  # type: ignore[attr-defined]
         runner.shared_kv_cache_layers = {}  # type: ignore[attr-defined]
-        specs = [GPUModelRunner.get_kv_cache_spec(runner)] * tp  # type: ignore[arg-type]
+        specs = [compat.kv_cache_spec(runner)] * tp
         return offload.plan_kv_cache(vllm_config, runner, specs, BUDGET_BYTES)[0]
 
 

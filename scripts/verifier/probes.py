@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Callable
 
@@ -25,6 +26,7 @@ from .readers import (
 from .source import NotCheckable, Observation, SourceTree
 
 VLLM_FLAG_FILES = ("vllm/engine/arg_utils.py", "vllm/entrypoints/openai/cli_args.py")
+FRONTEND_ARGS_FILES = ("vllm/entrypoints/openai/cli_args.py", "vllm/entrypoints/common/cli_args.py")
 VLLM_CONFIG_FILES = ("vllm/config/*.py", "vllm/config.py", "vllm/engine/arg_utils.py")
 
 
@@ -107,10 +109,31 @@ def _registered(tree: SourceTree, probe: Probe, target: str, aliases: tuple[str,
     return Observation(True, FACTORY, hit[2]) if hit else Observation(False, FACTORY)
 
 
+def _frontend_field(tree: SourceTree, target: str) -> Observation:
+    """An option `vllm serve` makes of a FrontendArgs field (its add_cli_args runs get_kwargs over the
+    dataclass, so ``--port`` is the field ``port``, with no add_argument call naming it)."""
+    field = target.removeprefix("--").replace("-", "_")
+    for path in tree.glob(FRONTEND_ARGS_FILES):
+        module = tree.module(path)
+        for node in ast.walk(module) if module is not None else ():
+            if isinstance(node, ast.ClassDef) and node.name in ("FrontendArgs", "BaseFrontendArgs"):
+                for stmt in node.body:
+                    if (
+                        isinstance(stmt, ast.AnnAssign)
+                        and isinstance(stmt.target, ast.Name)
+                        and stmt.target.id == field
+                    ):
+                        return Observation(True, path, stmt.lineno)
+    return Observation(False)
+
+
 def _flag(tree: SourceTree, probe: Probe, target: str, aliases: tuple[str, ...]) -> Observation:
     pkg = tree.package
     patterns = list(probe.files) or (list(VLLM_FLAG_FILES) if pkg == "vllm" else [f"{pkg}/**.py"])
-    return first_constant(tree, tree.containing(patterns, target), {target}, add_argument_options)
+    found = first_constant(tree, tree.containing(patterns, target), {target}, add_argument_options)
+    if found.value or probe.files or pkg != "vllm":
+        return found
+    return _frontend_field(tree, target)
 
 
 def _metric(tree: SourceTree, probe: Probe, target: str, aliases: tuple[str, ...]) -> Observation:

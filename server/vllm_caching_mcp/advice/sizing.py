@@ -81,10 +81,9 @@ _DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "fp8": 1, "fp8_e4m3":
 # Bytes per parameter of the released weights; mxfp4 packs 4-bit values with one 8-bit scale per
 # 32 (4.25 bits). Only an estimate of the footprint: embeddings and unquantized layers differ.
 _WEIGHT_BYTES = {"bfloat16": 2.0, "float16": 2.0, "fp8": 1.0, "mxfp4": 4.25 / 8}
-# vLLM's block size when neither --block-size nor the attention backend sets one (CacheConfig.DEFAULT_BLOCK_SIZE;
-# flag.block-size); FlashAttention's kernel block alignment (MultipleOf(16)); MLA hybrids align to 128
-# (engine.hybrid-block-size).
-_DEFAULT_BLOCK_SIZE = 16
+# FlashAttention's kernel block alignment (MultipleOf(16)); MLA hybrids align to 128 (engine.hybrid-block-size).
+# vLLM's block when neither --block-size nor the attention backend sets another (CacheConfig.DEFAULT_BLOCK_SIZE:
+# 16, 64 from 0.34.0) is engine.attention-backend-block's value for the release (_default_block_size).
 _KERNEL_BLOCK_ALIGNMENT = 16
 _MLA_KERNEL_BLOCK_ALIGNMENT = 128
 # Pinned host memory cannot be swapped: keep at least this much of the node for everything else.
@@ -929,13 +928,23 @@ def _fp8_on_triton_check(arch: Architecture, gpu: Gpu, version: Version, token: 
     )
 
 
+def _default_block_size(knowledge: Knowledge, version: Version) -> int:
+    """CacheConfig.DEFAULT_BLOCK_SIZE of the release: the value of engine.attention-backend-block."""
+    found = knowledge.engine.rule("engine.attention-backend-block").value_at(version)
+    value = None if found is None else found.value
+    if not isinstance(value, int) or isinstance(value, bool):  # pragma: no cover - the knowledge tests
+        raise LookupError(f"engine.attention-backend-block has no default block for {version}")
+    return value
+
+
 def _backend_block_size(
     request: SizeOffloadRequest, knowledge: Knowledge, version: Version, gpu: Gpu, token: _TokenBytes, trail: _Trail
 ) -> int:
     """The block before hybrid alignment: --block-size, or the one the default attention backend brings
-    (knowledge/engine.yaml attention_backends; only MLA picks a non-16 block among the GPUs known)."""
+    (knowledge/engine.yaml attention_backends; without a row for the case, the release's default block)."""
     if request.block_size is not None:
         return request.block_size
+    default_block = _default_block_size(knowledge, version)
     capability = knowledge.engine.capability(gpu.id)
     dtype_kind = "fp8" if token.kv_dtype.startswith("fp8") else "16-bit"
     attention = "mla" if token.mla else "gqa"
@@ -943,16 +952,16 @@ def _backend_block_size(
     if capability is not None:
         row = knowledge.engine.backend_block(version, capability.major, attention, dtype_kind)
     if row is None and not token.mla:
-        return _DEFAULT_BLOCK_SIZE  # every backend vLLM picks for it takes the 16-token default
+        return default_block  # every backend vLLM picks for it takes the release's default block
     trail.rule("engine.attention-backend-block")
     if row is None:
         trail.warn(
             f"Which MLA attention backend vLLM {version} picks on {gpu.name} for {dtype_kind} KV, and the block it "
-            f"brings, is not recorded: the figures assume {_DEFAULT_BLOCK_SIZE}-token blocks. A backend with larger "
+            f"brings, is not recorded: the figures assume {default_block}-token blocks. A backend with larger "
             "blocks (FlashInfer MLA 32/64, CUTLASS MLA 128) gives proportionally fewer, larger blocks; the bytes "
             "per token and the sessions do not change."
         )
-        return _DEFAULT_BLOCK_SIZE
+        return default_block
     trail.note(
         "block size of the attention backend",
         f"{row.backend}, vLLM's default for {'MLA' if token.mla else 'attention'} with {dtype_kind} KV on compute "
@@ -1450,6 +1459,15 @@ def _gpu_memory_utilization(request: SizeOffloadRequest, version: Version, trail
     assert isinstance(setting, Setting)
     default = ranged_at(setting.defaults, version)
     value = None if default is None else default.value
+    if value is None:
+        # From 0.34.0 the default is None, resolved by the sizing mode (engine.gpu-kv-budget): 1.0 with the
+        # extensible KV cache, 0.92 without it (LMCacheMPConnector, the lmcache backend's connector, turns it off).
+        resolved = trail.rule("engine.gpu-kv-budget").value_at(version)
+        pair = resolved.value if resolved is not None else None
+        if isinstance(pair, tuple) and len(pair) == 2:
+            if request.offload_backend == "lmcache":
+                return float(pair[1]), f"vLLM {version}'s default without the extensible KV cache (LMCacheMPConnector)"
+            return float(pair[0]), f"vLLM {version}'s default with the extensible KV cache (sized from measured memory)"
     if not isinstance(value, int | float) or isinstance(value, bool):  # pragma: no cover - the knowledge tests
         raise LookupError(f"flag.gpu-memory-utilization has no numeric default for {version}")
     return float(value), f"vLLM {version}'s default"
