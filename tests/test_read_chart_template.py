@@ -49,7 +49,7 @@ def test_a_template_keeps_its_lines_and_marks_what_its_values_decide() -> None:
     assert lines[3] == "  name: '{{ include \"vllm.fullname\" . }}'" and lines[5] == ""
     assert lines[29] == "          tensorParallel: 2"  # the template's default
     assert lines[12].endswith(':v0.22.1"')  # a default inside a quoted string too
-    assert shape.conditional[18] == "if .Values.swapSpace" and 16 not in shape.conditional
+    assert "`if .Values.swapSpace`" in shape.conditional[18] and 16 not in shape.conditional
     assert shape.filled == {5, 28}  # labels and resources: their content is an include's, the values' toYaml
 
 
@@ -59,6 +59,9 @@ def test_a_template_is_reviewed_as_it_renders() -> None:
     assert any("read as a Helm chart template" in n for n in notes)
     result = review(("templates/deployment.yaml", TEMPLATE), version="0.22.1")
     (swap,) = [f for f in result.findings if "--swap-space" in f.message]
-    assert swap.severity == "warning" and "only where `if .Values.swapSpace` holds" in swap.message
+    assert (
+        swap.severity == "warning"
+        and "line 18: the template renders it only where `if .Values.swapSpace` holds" in swap.message
+    )
     # HF_TOKEN in both branches of an if is not a key written twice; resources a toYaml fills is not "no GPU"
     assert not {"pitfall.duplicate-yaml-key", "pitfall.no-gpu-requested"} & {f.rule_id for f in result.findings}

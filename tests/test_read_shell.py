@@ -6,8 +6,9 @@ The shell constructs one by one (quotes, groups, functions, heredocs) are in tes
 
 from __future__ import annotations
 
-from reading import KNOWLEDGE, effective, flags, read, workloads
+from reading import KNOWLEDGE, effective, flags, read, review, workloads
 from vllm_caching_mcp.advice.deployment import resolve
+from vllm_caching_mcp.advice.deployment.shell import conditional_lines
 from vllm_caching_mcp.versions import parse_version
 
 
@@ -73,3 +74,19 @@ def test_the_lmcache_image_takes_serve_and_the_model_after_it() -> None:
     text = "docker run --gpus all lmcache/vllm-openai:v0.3.9 serve Qwen/Qwen3-8B --max-num-seqs 8\n"
     [w], _ = workloads(("run.sh", text))
     assert w.model == "Qwen/Qwen3-8B" and w.gpu_count is None
+
+
+def test_words_behind_an_alternate_expansion_are_judged_as_passed_only_where_it_is_set() -> None:
+    script = (
+        'MODE=fast\nvllm serve m \\\n  ${REVISION:+--revision "$REVISION"} \\\n'
+        '  ${SWAP:+--swap-space "$SWAP"} \\\n  ${MODE:+--enforce-eager}\n'
+    )
+    [w], _ = workloads(("serve.sh", script))
+    assert {"--revision", "--swap-space", "--enforce-eager"} <= set(flags(w))
+    result = review(("serve.sh", script), version="0.33.0")
+    (swap,) = [f for f in result.findings if "--swap-space" in f.message]
+    assert swap.severity == "warning" and "line 4: it is passed only where SWAP is set" in swap.message
+    assert conditional_lines(script) == {
+        3: "it is passed only where REVISION is set (`${REVISION:+...}`)",
+        4: "it is passed only where SWAP is set (`${SWAP:+...}`)",
+    }  # MODE is assigned in the script: its words are passed as the script says

@@ -477,21 +477,21 @@ def _workload_reports(
 
 
 def _as_templates_render(findings: list[Finding], deployment: Deployment) -> list[Finding]:
-    """Findings in a chart template judged by what it renders: none at a key whose content an action writes, and
-    one inside an if/with/range at most a warning that says the values decide (a key written in two branches is
-    not written twice)."""
+    """Findings judged by what the files render or pass: none at a chart template's key whose content an action
+    writes; one on a line passed only where a condition holds (a template's if/with/range, a shell
+    `${VAR:+...}`) at most a warning that says so (a key written in two branches is not written twice)."""
     kept = []
     for finding in findings:
         file, line = finding.location.file, finding.location.line or 0
         if line in deployment.template_filled.get(file, set()):
             continue
-        condition = deployment.template_conditional.get(file, {}).get(line)
+        condition = deployment.conditional_lines.get(file, {}).get(line)
         if condition is None:
             kept.append(finding)
             continue
         if finding.rule_id == "pitfall.duplicate-yaml-key":
             continue
-        said = f"{finding.message} (the template renders line {line} only where `{clip(condition, 80)}` holds)"
+        said = f"{finding.message} (line {line}: {clip(condition, 120)})"
         kept.append(
             finding.model_copy(
                 update={"severity": "warning" if finding.severity == "error" else finding.severity, "message": said}

@@ -58,7 +58,7 @@ def rendered_shape(text: str) -> Shape:
         if content and start < content[0] and end > content[-1]:
             continue  # `{{- if .Values.enabled }}` around the whole document: it renders or it does not
         for n in range(start + 1, end):
-            shape.conditional[n] = opened.strip("{}- ")
+            shape.conditional[n] = f"the template renders it only where `{opened.strip('{}- ')}` holds"
     shape.filled = _filled_keys(lines)
     return shape
 

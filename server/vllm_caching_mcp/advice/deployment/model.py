@@ -299,8 +299,10 @@ class Deployment(BaseModel):
     cache_servers: list[Workload] = Field(
         default_factory=list, description="LMCache servers the files start (role lmcache-server), read like workloads"
     )
-    template_conditional: dict[str, dict[int, str]] = Field(
-        default_factory=dict, description="per chart template: its lines inside an if/with/range, with that action"
+    conditional_lines: dict[str, dict[int, str]] = Field(
+        default_factory=dict,
+        description="per file: lines it renders or passes only where a condition holds (a chart template's "
+        "if/with/range, a shell `${VAR:+...}`), with that condition",
     )
     template_filled: dict[str, set[int]] = Field(
         default_factory=dict, description="per chart template: keys whose content a template action writes"

@@ -35,7 +35,7 @@ from .readers import (
 from .readers import shell as shell_text
 from .readers.base import Reader, Reading, mappings
 from .readers.compose import read_dotenv
-from .shell import ASSIGNMENT, parse_shell, split_commands, tokenize_shell
+from .shell import ASSIGNMENT, conditional_lines, parse_shell, split_commands, tokenize_shell
 from .yaml_nodes import DuplicateKey, Located, load_yaml, text_of
 
 # The input shapes, asked in this order: the first that claims a document reads it, so a document that
@@ -107,6 +107,8 @@ def _read_document(
     reader = _read_with_readers(doc, roots, reading)
     if reader is None or reader.yaml:
         deployment.hygiene += duplicate_key_issues(doc.name, duplicates)
+    if "+" in doc.text and (passed := conditional_lines(doc.text)):
+        deployment.conditional_lines[doc.name] = {**passed, **deployment.conditional_lines.get(doc.name, {})}
     if reader is not None and not reader.yaml:
         deployment.proxy_launches += _shell_proxy_launches(doc, uses)
     if reader is None:  # only a YAML-named file: the shell reader claims every other
@@ -124,7 +126,7 @@ def _chart_template(doc: Document, totals: Totals, deployment: Deployment) -> tu
     shape = rendered_shape(doc.text)
     shaped = doc.model_copy(update={"text": shape.text})
     roots = load_yaml(doc.name, shaped.text, totals)
-    deployment.template_conditional[doc.name] = shape.conditional
+    deployment.conditional_lines[doc.name] = shape.conditional
     deployment.template_filled[doc.name] = shape.filled
     deployment.notes.append(
         f"{doc.name}: read as a Helm chart template, its actions set aside: a `| default` value is taken as the "

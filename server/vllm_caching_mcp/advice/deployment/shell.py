@@ -226,6 +226,27 @@ def split_commands(tokens: list[Token]) -> list[list[Token]]:
     return [c for c in commands if c]
 
 
+_ALTERNATE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*):?\+")
+
+
+def conditional_lines(text: str) -> dict[int, str]:
+    """The lines of each `${NAME:+words}` whose NAME the text never assigns: the words are passed only where
+    whoever starts it sets NAME."""
+    found: dict[int, str] = {}
+    for m in _ALTERNATE.finditer(text):
+        name = m[1]
+        if re.search(rf"(^|[\s;&|(]|export\s+|ENV\s+|ARG\s+){name}=", text, re.M):
+            continue
+        depth, end = 1, m.end()
+        while end < len(text) and depth:
+            depth += {"{": 1, "}": -1}.get(text[end], 0)
+            end += 1
+        first, last = text.count("\n", 0, m.start()) + 1, text.count("\n", 0, end) + 1
+        for line in range(first, last + 1):
+            found.setdefault(line, f"it is passed only where {name} is set (`${{{name}:+...}}`)")
+    return found
+
+
 ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.S)
 
 
@@ -293,6 +314,11 @@ class Shell:
                 self.values[name] = default
             return default, why
         if kind == "+":
+            if name not in self.values and name.isidentifier():
+                # set by whoever starts the script, or not at all: its words are read as given, and the review
+                # judges them as passed only where NAME is set (conditional_lines)
+                inner, _ = self.string(word)
+                return inner, None
             return self.string(word) if not empty else ("", None)
         if empty:  # ${X:?message}: the script stops when X is not set
             return self.reference(unit, f"{name} is not set in the files (the script stops without it)")
