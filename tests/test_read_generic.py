@@ -387,3 +387,13 @@ def test_an_inference_config_a_configmap_holds_is_read_where_it_sits() -> None:
         "--enable-chunked-prefill": True,
     }
     assert [f.location.line for f in w.flags if f.name == "--max-model-len"] == [9]
+
+
+def test_a_ci_step_that_starts_vllm_is_read() -> None:
+    action = (
+        "runs:\n  using: composite\n  steps:\n    - name: Start\n      shell: bash\n      run: |\n"
+        "        docker run -d -p 8000:8000 vllm/vllm-openai:v0.22.1 --model org/m --max-model-len 4096\n"
+        "        curl -f http://localhost:8000/health\n    - name: Test\n      run: pip install pytest && pytest\n"
+    )
+    [w], _ = workloads(("action.yml", action))
+    assert w.image == "vllm/vllm-openai:v0.22.1" and flags(w)["--max-model-len"] == "4096"

@@ -25,7 +25,7 @@ from .yaml_nodes import Located, load_yaml, node_location, text_of
 # Keys a chart or an operator gives the server's arguments under (extraArgs, extra_args, vllmArgs, serverArgs,
 # engineArgs, extraCmdArgs, ...): every key that ends in "args", dashes and underscores aside.
 _ARGS_KEY = re.compile(r"[a-z]*args|arguments|extraarguments")
-_COMMAND_KEYS = ("command", "cmd", "entrypoint", "script")
+_COMMAND_KEYS = ("command", "cmd", "entrypoint", "script", "run")  # run: a GitHub Actions step, a CI job
 # Keys an operator names the serving engine under (KubeAI's Model `engine: VLLM`): its arguments are vLLM's.
 _ENGINE_KEYS = ("engine", "backend", "runtime", "server", "framework")
 _ENV_KEYS = ("env", "extraEnv", "extra_env", "environment", "envVars", "env_vars")
