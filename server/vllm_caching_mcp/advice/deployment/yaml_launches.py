@@ -311,6 +311,8 @@ def _probes(doc: Document, chain: list[Located], workload: Workload) -> None:
 def _workload(doc: Document, chain: list[Located], found: _Found, reading: Reading) -> Workload:
     node, notes = chain[-1], reading.deployment.notes
     image, image_location, _ = _image(doc, chain)
+    if image is None and found.launch.image is not None:  # a `docker run` in the command names it
+        image, image_location = found.launch.image
     root = chain[0]
     kind = text_of(root.get("kind")) if root.get("kind") is not None else ""
     label = f"{kind} " if kind else ""
