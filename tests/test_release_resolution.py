@@ -63,6 +63,13 @@ def test_the_image_tag_gives_the_release_at_its_line() -> None:
     )
 
 
+def test_a_release_of_four_numbers_is_read_from_the_tag() -> None:
+    assert release(f"docker run --gpus all docker.io/vllm/vllm-openai:v0.9.0.1 --model {M}")[:2] == (
+        "0.9.0.1",
+        "image-tag",
+    )
+
+
 def test_a_pip_pin_in_a_script_gives_the_release_at_its_line() -> None:
     script = f"set -e\npip install --no-cache-dir vllm==0.12.0\nvllm serve {M} --port 8000\n"
     assert release(script) == ("0.12.0", "pip-install", "serve0.sh:2")
