@@ -711,3 +711,13 @@ if __name__ == "__main__":  # python tests/test_engine_schema.py --write: record
         EXPECTED.parent.mkdir(parents=True, exist_ok=True)
         EXPECTED.write_text(_without_digest(written), encoding="utf-8")
         print(f"wrote {EXPECTED.relative_to(REPO)}")
+
+
+def test_a_vllm_variable_no_code_of_the_release_reads(knowledge: Knowledge) -> None:
+    names = ["VLLM_RPC_TIMEOUT", "VLLM_API_KEY", "NOT_VLLM", "vllm_lower"]
+    assert engine_schema.check_vllm_env(names, "0.22.1", knowledge) == []  # still read there
+    (gone,) = engine_schema.check_vllm_env(names, "0.33.0", knowledge)
+    assert gone.key == "VLLM_RPC_TIMEOUT" and "no longer from 0.23.0" in gone.message
+    assert "Unknown vLLM environment variable detected" in gone.message  # logged from 0.17.0
+    (early,) = engine_schema.check_vllm_env(["VLLM_ENGINE_READY_TIMEOUT_S"], "0.11.0", knowledge)
+    assert "Unknown vLLM environment variable" not in early.message

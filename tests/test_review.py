@@ -71,6 +71,13 @@ RULE_CASES: dict[str, tuple[str | None, str, str, dict[str, Any]]] = {
         f"docker run --gpus 1 {IMAGE} --model {M}",
         {},
     ),
+    # VLLM_RPC_TIMEOUT is read by no code from 0.23.0; VLLM_ENGINE_READY_TIMEOUT_S is
+    "pitfall.vllm-env-unread": (
+        "0.33.0",
+        f"VLLM_RPC_TIMEOUT=300 vllm serve {M}",
+        f"VLLM_ENGINE_READY_TIMEOUT_S=300 vllm serve {M}",
+        {},
+    ),
     # ubuntu holds no vLLM; a pinned install before the launch brings it
     "pitfall.vllm-not-in-image": (
         "0.33.0",
@@ -445,7 +452,7 @@ def fired(result: ReviewResult) -> set[str]:
 def test_every_rule_has_a_passing_and_a_failing_example(knowledge: Knowledge) -> None:
     rule_ids = {r.id for r in list_rules(knowledge)}
     assert rule_ids == set(RULE_CASES) | SEPARATELY_TESTED
-    assert len(rule_ids) == 67
+    assert len(rule_ids) == 68
 
 
 @pytest.mark.parametrize("rule_id", sorted(RULE_CASES))

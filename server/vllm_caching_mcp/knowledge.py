@@ -484,6 +484,9 @@ class Condition(Frozen):
         description="an LMCache config key or LMCACHE_* variable its release refuses or never reads "
         "(leftover: no longer read, and set to the value it defaulted to while it was)",
     )
+    vllm_env_unread: bool | None = Field(
+        default=None, description="each VLLM_* variable the workload sets that no code of the release reads"
+    )
     flag_value_vanished: bool | None = Field(
         default=None, description="each value-taking option whose value expands to nothing (argparse stops)"
     )

@@ -668,6 +668,44 @@ def lmcache_leftover_default(
     return None
 
 
+# --- VLLM_* environment variables -------------------------------------------------------------
+
+# From 0.17.0 the engine's argument parsing checks every VLLM_* variable against vllm/envs.py's
+# environment_variables and logs the ones it does not define (wheel:vllm==0.17.0:vllm/envs.py:1704-1710).
+ENV_VALIDATION_FROM = Version("0.17.0")
+
+
+def check_vllm_env(names: Iterable[str], vllm_version: Version | str, knowledge: Knowledge) -> list[Problem]:
+    """``VLLM_*`` variables no code of the release reads (the name inventory's runs), so setting them does nothing."""
+    release = _version(vllm_version)
+    if not knowledge.name_inventory.releases_read.get("vllm") or not knowledge.engine_schema.was_read("vllm", release):
+        return []
+    problems = []
+    for name in names:
+        if not name.startswith("VLLM_") or name != name.upper():
+            continue
+        runs = [e for e in knowledge.name_inventory.find(name) if e.kind == "env_var" and e.package == "vllm"]
+        if any(_in_run(e.introduced, e.removed, release) for e in runs):
+            continue
+        gone = [e.removed for e in runs if e.removed is not None and e.removed <= release]
+        was = f" (no longer from {max(gone)})" if gone else ""
+        logged = ' and logs "Unknown vLLM environment variable detected"' if release >= ENV_VALIDATION_FROM else ""
+        problems.append(
+            Problem(
+                severity="warning",
+                key=name,
+                message=f"No code of vLLM {release} reads {name}{was}: the engine ignores it{logged}, so the setting "
+                "does nothing.",
+                sources=[*(knowledge.name_inventory.sources[:1]), "wheel:vllm==0.17.0:vllm/envs.py:1704-1710"],
+            )
+        )
+    return problems
+
+
+def _in_run(introduced: Version | None, removed: Version | None, release: Version) -> bool:
+    return (introduced is None or introduced <= release) and (removed is None or release < removed)
+
+
 # --- values of LMCache config file keys -------------------------------------------------------
 
 _CONVERTERS: dict[str, Callable[[Any], Any]] = {"int": int, "float": float}

@@ -51,6 +51,7 @@ from .engine_schema import (
     check_lmcache_env,
     check_lmcache_keys,
     check_lmcache_values,
+    check_vllm_env,
     lmcache_leftover_default,
 )
 from .flag_values import refused_values
@@ -563,6 +564,17 @@ def _flag_value_vanished(wanted: bool, asked: Asked) -> Outcome:
     return Outcome(bool(items) is wanted, items=items)
 
 
+def _vllm_env_unread(wanted: bool, asked: Asked) -> Outcome:
+    ctx = asked.ctx
+    uses = [u for u in ctx.effective.env.values() if u.name.startswith("VLLM_")]
+    items = [
+        Evidence(f"{use.name}: {p.message}", use.location)
+        for use in uses
+        for p in check_vllm_env([use.name], ctx.version, ctx.knowledge)
+    ]
+    return Outcome(bool(items) is wanted, items=items)
+
+
 def _graph(check: str, asked: Asked) -> Outcome:
     """Each place where the workload disagrees with another object of the deployment (deployment/graph.py)."""
     ctx = asked.ctx
@@ -606,6 +618,7 @@ EVALUATORS: dict[str, Callable[[Any, Asked], Outcome]] = {
     "engine_schema": _engine_schema,
     "lmcache_schema": _lmcache_schema,
     "flag_value_vanished": _flag_value_vanished,
+    "vllm_env_unread": _vllm_env_unread,
     "flag_release_dependent": lambda wanted, asked: _flag_release_dependent(asked.ctx, asked.workload_flags),
     "flag_value_refused": lambda wanted, asked: _flag_value_refused(wanted, asked),
     "vendor_build": _vendor_build,

@@ -12,7 +12,9 @@ from .model import Workload
 
 # The official image names its vLLM release in the tag (v0.22.1, v0.22.1-cu130); other images
 # (lmcache/vllm-openai, private builds) tag their own versions, so only this repository counts.
-_OFFICIAL_IMAGE = re.compile(r"(^|/)vllm/vllm-openai(-[a-z0-9]+)?:v?(?P<version>\d+\.\d+\.\d+(\.\d+)?(\.post\d+)?)(-[\w.-]+)?$")
+_OFFICIAL_IMAGE = re.compile(
+    r"(^|/)vllm/vllm-openai(-[a-z0-9]+)?:v?(?P<version>\d+\.\d+\.\d+(\.\d+)?(\.post\d+)?)(-[\w.-]+)?$"
+)
 # A build derived from it that keeps its name and leads its tag with the release it was built from
 # (aibrix/vllm-openai-aibrix-kvcache:v0.10.2-20251022, aibrix/vllm-openai:v0.10.0-cu128-nixl-v0.4.1-lmcache-0.3.2,
 # whose later parts name what was added); lmcache/vllm-openai, whose tags are LMCache's, is not.
