@@ -3,6 +3,7 @@ of a vLLM image."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -241,15 +242,17 @@ def docker_run(words: list[tuple[str, Location]], env: list[EnvUse], exported: d
 
 
 def is_vllm_image(image: str) -> bool:
-    return "vllm" in image.lower()
+    """An image whose name says it runs vLLM (not a simulator or mock of its API)."""
+    return "vllm" in image.lower() and not is_simulator(image)
 
 
-# llm-d's inference simulator answers the vLLM API (and takes its options) without running vLLM.
-SIMULATOR = "llm-d-inference-sim"
+# Images that answer the vLLM API (and take its options) without running vLLM: llm-d's inference simulator,
+# Dynamo's mocker, and mock or fake engines of that kind, by their names.
+SIMULATOR = re.compile(r"inference-sim|(^|[/_-])(mock|mocker|fake|dummy|simulator)([/_:-]|$)|-mock(er)?-|mocker")
 
 
 def is_simulator(image: str | None) -> bool:
-    return image is not None and SIMULATOR in image.lower()
+    return image is not None and SIMULATOR.search(image.lower()) is not None
 
 
 def may_start_vllm(texts: list[str]) -> bool:
