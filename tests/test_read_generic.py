@@ -403,6 +403,9 @@ def test_a_ci_step_that_starts_vllm_is_read() -> None:
     "image", ["ghcr.io/org/dynamo-mocker-vllm:latest", "ghcr.io/llm-d/llm-d-inference-sim:v0.3.0", "org/vllm-mock:1"]
 )
 def test_a_mock_of_vllm_s_api_is_no_vllm_server(image: str) -> None:
-    text = f"apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: m}}\nspec:\n  template:\n    spec:\n      containers:\n        - name: engine\n          image: {image}\n"
+    text = (
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: m}\nspec:\n  template:\n    spec:\n"
+        f"      containers:\n        - name: engine\n          image: {image}\n"
+    )
     with pytest.raises(NothingToReview):
         read(("mock.yaml", text))

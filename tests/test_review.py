@@ -1602,3 +1602,9 @@ def test_vllm_in_a_base_image_is_not_judged_where_an_install_may_bring_it() -> N
     base = f"docker run --gpus 1 python:3.12 sh -c 'pip install -r requirements.txt && vllm serve {M}'"
     assert "pitfall.vllm-not-in-image" not in fired(review(base))
     assert "pitfall.vllm-not-in-image" not in fired(review(f"docker run --gpus 1 nvcr.io/nvidia/vllm:25.09-py3 {M}"))
+
+
+def test_a_vllm_variable_the_files_own_script_expands_is_not_vllm_s() -> None:
+    script = f"export VLLM_MAX_NUM_SEQS=64 VLLM_RPC_TIMEOUT=300\nvllm serve {M} --max-num-seqs $VLLM_MAX_NUM_SEQS\n"
+    found = [f.message for f in review(script, version="0.33.0").findings if f.rule_id == "pitfall.vllm-env-unread"]
+    assert len(found) == 1 and "VLLM_RPC_TIMEOUT" in found[0]

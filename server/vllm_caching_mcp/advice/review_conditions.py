@@ -566,7 +566,10 @@ def _flag_value_vanished(wanted: bool, asked: Asked) -> Outcome:
 
 def _vllm_env_unread(wanted: bool, asked: Asked) -> Outcome:
     ctx = asked.ctx
-    uses = [u for u in ctx.effective.env.values() if u.name.startswith("VLLM_")]
+    if ctx.knowledge is None or _vendor_build(True, asked).value:
+        return Outcome(False)  # a vendor's build (Gaudi's, Neuron's) reads variables of its own
+    referenced = ctx.deployment.referenced_env if ctx.deployment is not None else set()
+    uses = [u for u in ctx.effective.env.values() if u.name.startswith("VLLM_") and u.name not in referenced]
     items = [
         Evidence(f"{use.name}: {p.message}", use.location)
         for use in uses

@@ -304,6 +304,11 @@ class Deployment(BaseModel):
         description="per file: lines it renders or passes only where a condition holds (a chart template's "
         "if/with/range, a shell `${VAR:+...}`), with that condition",
     )
+    referenced_env: set[str] = Field(
+        default_factory=set,
+        description="variables the files' own scripts and commands expand, or a launcher they name reads "
+        "(KServe's VLLM_ADDITIONAL_ARGS): set for them, not for vLLM",
+    )
     template_filled: dict[str, set[int]] = Field(
         default_factory=dict, description="per chart template: keys whose content a template action writes"
     )

@@ -218,6 +218,10 @@ class NothingToReview(AdviceError):
     ``allow_empty`` answers that as a clean review)."""
 
 
+# A variable a script, a command or a Kubernetes field expands: $NAME, ${NAME...}, $(NAME).
+_REFERENCE = re.compile(r"\$[{(]?([A-Za-z_][A-Za-z0-9_]*)")
+
+
 def parse_documents(documents: list[Document], knowledge: Knowledge) -> Deployment:
     """Every vLLM workload (and LMCache configuration) in the documents."""
     if not documents:
@@ -285,6 +289,7 @@ def parse_documents(documents: list[Document], knowledge: Knowledge) -> Deployme
         if overlay in alone:
             deployment.notes += what_it_sets(overlay, len(deployment.workloads) > before)
     deployment.notes += builds.unapplied()
+    deployment.referenced_env |= {m[1] for doc in documents for m in _REFERENCE.finditer(doc.text)}
     _built_by_compose(deployment, dockerfiles)
     finish(deployment)
     # once each: a KServe runtime's template value is not known in it nor in each model it serves

@@ -251,6 +251,7 @@ def _parse_kubernetes(doc: Document, objects: list[Located], reading: Reading) -
                 evaluated = frozenset(
                     {"VLLM_ADDITIONAL_ARGS"} if kind in _KSERVE_KINDS else ()
                 )  # its template evals it
+                deployment.referenced_env |= evaluated
                 defined = _defined_first(kind, container, config_maps)
                 workload.hygiene += container_hygiene(doc, container, defined, vllm=True, evaluated=evaluated)
                 workload.claims = pod_claims(doc, pod_spec)
