@@ -78,6 +78,13 @@ RULE_CASES: dict[str, tuple[str | None, str, str, dict[str, Any]]] = {
         f"VLLM_ENGINE_READY_TIMEOUT_S=300 vllm serve {M}",
         {},
     ),
+    # each of the two TP workers pins its own 200 GiB
+    "pitfall.lmcache-cpu-size-per-rank": (
+        "0.33.0",
+        f"LMCACHE_MAX_LOCAL_CPU_SIZE=200 vllm serve {M} --tensor-parallel-size 2 {LMCACHE_V1}",
+        f"LMCACHE_MAX_LOCAL_CPU_SIZE=200 vllm serve {M} {LMCACHE_V1}",
+        {},
+    ),
     # ubuntu holds no vLLM; a pinned install before the launch brings it
     "pitfall.vllm-not-in-image": (
         "0.33.0",
@@ -452,7 +459,7 @@ def fired(result: ReviewResult) -> set[str]:
 def test_every_rule_has_a_passing_and_a_failing_example(knowledge: Knowledge) -> None:
     rule_ids = {r.id for r in list_rules(knowledge)}
     assert rule_ids == set(RULE_CASES) | SEPARATELY_TESTED
-    assert len(rule_ids) == 68
+    assert len(rule_ids) == 69
 
 
 @pytest.mark.parametrize("rule_id", sorted(RULE_CASES))
@@ -701,6 +708,7 @@ def test_docker_run_with_lmcache_backend(knowledge: Knowledge) -> None:
     assert brief(result) == [
         ("pitfall.lmcache-v1-hybrid-model", 10, None),
         ("pitfall.lmcache-cpu-size-mismatch", 5, None),
+        ("pitfall.lmcache-cpu-size-per-rank", 5, None),  # 20 GiB pinned by each of the two workers
     ]
     assert not any("No vLLM version was given" in w for w in result.version_context.warnings)
 
@@ -742,6 +750,7 @@ def test_leaderworkerset_with_lmcache_config_map(knowledge: Knowledge) -> None:
         ("pitfall.lmcache-p2p-incomplete", 11, "enable_p2p"),
         # the group's containers request no GPU
         ("pitfall.no-gpu-requested", 26, "spec.leaderWorkerTemplate.leaderTemplate.spec.containers[0]"),
+        ("pitfall.lmcache-cpu-size-per-rank", 10, "max_local_cpu_size"),  # 40 GiB by each of 8 workers a host
     ]
     p2p = result.findings[1].message
     assert "LMCACHE_CONTROLLER_PULL_URL is not set" in p2p and "LMCACHE_TRANSFER_CHANNEL" not in p2p
