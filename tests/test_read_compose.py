@@ -4,7 +4,10 @@ given its command as one string or as one item (issue 15).
 
 from __future__ import annotations
 
-from reading import flags, workloads
+import pytest
+
+from reading import flags, read, workloads
+from vllm_caching_mcp.advice.deployment.read import NothingToReview
 
 
 def test_compose_reads_the_dotenv_beside_it_and_an_entrypoint_that_is_not_vllm_is_not_a_server() -> None:
@@ -58,3 +61,13 @@ def test_compose_device_ids_count_each_gpu_of_a_comma_list() -> None:
         )
         [w], _ = workloads(("compose.yaml", compose))
         assert w.gpu_count == 2, ids
+
+
+def test_a_vllm_service_built_from_a_dockerfile_not_given_is_said_not_reviewed() -> None:
+    compose = "services:\n  lmcache:\n    build: .\n    image: lmcache-gptoss:latest\n    ports: ['8000:8000']\n"
+    deployment = read(("compose.yaml", compose))
+    [unread] = deployment.unread
+    assert unread.location.line == 3 and "that Dockerfile is not among the documents" in unread.text
+    other = compose.replace("lmcache", "web")
+    with pytest.raises(NothingToReview):
+        read(("compose.yaml", other))

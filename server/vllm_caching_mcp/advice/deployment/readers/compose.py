@@ -22,7 +22,7 @@ from ..flags import read_args
 from ..hygiene import compose_conflicts
 from ..images import image_version
 from ..launch import Launch, looks_like_vllm_args
-from ..model import Document, EnvUse, Location, PortRef, ProxyLaunch, Workload
+from ..model import Document, EnvUse, Location, PortRef, ProxyLaunch, UnreadLaunch, Workload
 from ..shell import ASSIGNMENT
 from ..yaml_nodes import Located, node_location, text_of
 from .base import Reading, mappings
@@ -182,6 +182,11 @@ def _words(doc: Document, item: Located | None) -> list[tuple[str, Location]] | 
     return script_words(doc, item) if isinstance(item.value, str) else words_from_list(doc, item.items(), "")
 
 
+def _named_for_vllm(name: str, image: str | None) -> bool:
+    """A service whose name or image says it serves vLLM or LMCache."""
+    return any(re.search(r"vllm|lmcache", text, re.I) for text in (name, image or ""))
+
+
 def _build_of(doc: Document, name: str, service: Located, reading: Reading) -> DockerBuild | None:
     """The Dockerfile a service's `build:` names (context, dockerfile, dockerfile_inline), when it is among the
     documents (by its path from the compose file, else by its name alone when one document has it)."""
@@ -294,6 +299,14 @@ def _parse_compose(doc: Document, root: Located, reading: Reading) -> None:
                 _compose_resources(doc, service, cache, deployment.notes)
                 cache.pod = _compose_pod(doc, name, service)
                 deployment.cache_servers.append(cache)
+            elif built is None and service.get("build") is not None and not argv and _named_for_vllm(name, image):
+                deployment.unread.append(
+                    UnreadLaunch(
+                        location=node_location(doc, service.get("build")),
+                        text=f"service {clip(name, 40)} ({clip(image or 'no image', 60)}) runs what the Dockerfile it "
+                        "builds from says, and that Dockerfile is not among the documents",
+                    )
+                )
             continue
         args, script_env = found.args, found.env
         env: list[EnvUse] = []
