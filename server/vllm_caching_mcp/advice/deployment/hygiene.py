@@ -302,8 +302,8 @@ def secret_data_issues(doc: Document, secret: Located) -> list[HygieneIssue]:
     issues = []
     for key, item in data.value.items():
         value = text_of(item).replace("\n", "").replace("\r", "")
-        if not value or "{{" in value:
-            continue
+        if not value or "{{" in value or re.fullmatch(r"<[^<>]+>", value):
+            continue  # a template's value, or `<your-base64-token>` for the reader to fill in
         try:
             base64.b64decode(value, validate=True)
         except (binascii.Error, ValueError):

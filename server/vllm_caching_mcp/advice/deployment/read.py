@@ -22,6 +22,7 @@ from .readers import (
     dockerfile,
     generic,
     helm,
+    kaito,
     kserve,
     kubernetes,
     lmcache,
@@ -44,6 +45,7 @@ READERS: tuple[Reader, ...] = (
     ray_serve.READER,  # partial: a RayService's Services and ConfigMaps go on to the manifest reader
     kserve.READER,  # partial, likewise
     vllm_runtime.READER,  # partial, likewise
+    kaito.READER,  # partial, likewise
     kubernetes.READER,
     skypilot.READER,
     compose.READER,
