@@ -88,11 +88,16 @@ def test_an_exec_entrypoint_takes_cmd_as_its_arguments_and_env_forms_are_read() 
 
 def test_a_dockerfile_whose_image_starts_no_server_gives_no_workload() -> None:
     deployment = read(
-        ("Dockerfile", "FROM vllm/vllm-openai:v0.12.0\nRUN pip install lmcache==0.3.9\n"),
+        ("Dockerfile", "FROM python:3.12\nRUN pip install vllm==0.12.0 lmcache==0.3.9\n"),
         ("serve.sh", "vllm serve m\n"),
     )
     assert [w.source for w in deployment.workloads] == ["command-line"]
     assert any("whose ENTRYPOINT and CMD start no vLLM server" in n for n in deployment.notes), deployment.notes
+    # built on vLLM's own image, it keeps that image's ENTRYPOINT, `vllm serve`: a server whose arguments come at run
+    [kept], notes = workloads(("Dockerfile", "FROM vllm/vllm-openai:v0.12.0\nRUN pip install lmcache==0.3.9\n"))
+    assert (
+        kept.source == "dockerfile" and kept.flags == [] and any("whose ENTRYPOINT is `vllm serve`" in n for n in notes)
+    )
     built = read(("Dockerfile", "FROM vllm/vllm-openai:v0.12.0\n"), ("c.yaml", "services:\n  e:\n    build: .\n"))
     assert not any("start no vLLM server" in n for n in built.notes), built.notes
 

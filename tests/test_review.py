@@ -85,6 +85,13 @@ RULE_CASES: dict[str, tuple[str | None, str, str, dict[str, Any]]] = {
         f"LMCACHE_MAX_LOCAL_CPU_SIZE=200 vllm serve {M} {LMCACHE_V1}",
         {},
     ),
+    # two NIXL servers of one script on one host: both on the side-channel port 5600 unless told otherwise
+    "pitfall.ports-bound-twice": (
+        "0.33.0",
+        f"vllm serve {M} --port 8100 {NIXL} & vllm serve {M} --port 8200 {NIXL}",
+        f"vllm serve {M} --port 8100 {NIXL} & VLLM_NIXL_SIDE_CHANNEL_PORT=5700 vllm serve {M} --port 8200 {NIXL}",
+        {},
+    ),
     # ubuntu holds no vLLM; a pinned install before the launch brings it
     "pitfall.vllm-not-in-image": (
         "0.33.0",
@@ -459,7 +466,7 @@ def fired(result: ReviewResult) -> set[str]:
 def test_every_rule_has_a_passing_and_a_failing_example(knowledge: Knowledge) -> None:
     rule_ids = {r.id for r in list_rules(knowledge)}
     assert rule_ids == set(RULE_CASES) | SEPARATELY_TESTED
-    assert len(rule_ids) == 69
+    assert len(rule_ids) == 70
 
 
 @pytest.mark.parametrize("rule_id", sorted(RULE_CASES))
@@ -1617,3 +1624,18 @@ def test_a_vllm_variable_the_files_own_script_expands_is_not_vllm_s() -> None:
     script = f"export VLLM_MAX_NUM_SEQS=64 VLLM_RPC_TIMEOUT=300\nvllm serve {M} --max-num-seqs $VLLM_MAX_NUM_SEQS\n"
     found = [f.message for f in review(script, version="0.33.0").findings if f.rule_id == "pitfall.vllm-env-unread"]
     assert len(found) == 1 and "VLLM_RPC_TIMEOUT" in found[0]
+
+
+def test_two_servers_of_one_script_on_one_http_port() -> None:
+    script = f"vllm serve {M} &\nvllm serve {M} --port 8000\n"
+    (hit,) = [f for f in review(script, version="0.33.0").findings if f.rule_id == "pitfall.ports-bound-twice"]
+    assert hit.location.line == 2 and "port 8000: its HTTP server (--port 8000" in hit.message
+    apart = f"vllm serve {M} &\nvllm serve {M} --port 8001\n"
+    assert "pitfall.ports-bound-twice" not in fired(review(apart, version="0.33.0"))
+
+
+def test_a_server_the_script_waits_for_frees_its_ports_before_the_next_starts() -> None:
+    sequential = f"vllm serve {M} {NIXL}\nvllm serve {M} --port 8001 {NIXL}\n"
+    assert "pitfall.ports-bound-twice" not in fired(review(sequential, version="0.33.0"))
+    recipes = f"prefill:\n    vllm serve {M} --port 8100 {NIXL}\n\ndecode:\n    vllm serve {M} --port 8200 {NIXL}\n"
+    assert "pitfall.ports-bound-twice" in fired(review(("Justfile", recipes), version="0.33.0"))

@@ -522,6 +522,7 @@ class Condition(Frozen):
             "cache-server-unbounded",
             "cache-server-option-unknown",
             "vllm-not-in-image",
+            "ports-bound-twice",
         ]
         | None
     ) = Field(

@@ -583,7 +583,7 @@ def _graph(check: str, asked: Asked) -> Outcome:
     ctx = asked.ctx
     if ctx.workload is None or ctx.deployment is None:
         return Outcome(False)
-    hits = CHECKS[check](Graph(ctx.workload, ctx.effective, ctx.deployment, ctx.knowledge))
+    hits = CHECKS[check](Graph(ctx.workload, ctx.effective, ctx.deployment, ctx.knowledge, tuple(ctx.others)))
     items = [Evidence(hit.text, hit.location) for hit in hits]
     return Outcome(bool(items), items=items)
 

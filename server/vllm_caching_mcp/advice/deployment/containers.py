@@ -92,6 +92,7 @@ def shell_launch_workload(
         image=given[0] if given else None,
         image_location=given[1] if given else None,
         location=launch.location or at,
+        background=launch.background,
     )
     docker_resources(workload, launch.options)
     workload.hygiene += launch.hygiene

@@ -39,6 +39,7 @@ class Graph:
     effective: Effective
     deployment: Deployment
     knowledge: Knowledge
+    others: tuple[Effective, ...] = ()  # the other workloads' resolved configurations, for checks across them
 
 
 def _server(knowledge: Knowledge, server_id: str) -> ServerListener | None:
@@ -84,6 +85,10 @@ def _pod_ports(deployment: Deployment, workload: Workload) -> list[PortRef]:
     return deployment.pod_ports.get(workload.pod, workload.ports) if workload.pod else workload.ports
 
 
+# What Kubernetes accepts as a port's name (an IANA service name): anything else is a value the files do not hold.
+_PORT_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,13}[a-z0-9])?")
+
+
 def _resolve(ref: PortRef, ports: list[PortRef]) -> int | None:
     if ref.number is not None:
         return ref.number
@@ -113,8 +118,10 @@ def port_mismatches(graph: Graph) -> list[Hit]:
     elsewhere = others | beside | connector_ports(graph)
     for probe in w.probe_ports:
         number = _resolve(probe, pod_ports)
-        if number is None and any(p.name == probe.name for p in pod_ports):
-            continue  # a named port whose number the files do not hold (a template's value)
+        if number is None and (
+            any(p.name == probe.name for p in pod_ports) or not _PORT_NAME.fullmatch(probe.name or "")
+        ):
+            continue  # a named port whose number the files do not hold, or a value no name can be (a template's)
         if number is None:
             text = f"{probe.what} names port {probe.name!r}, which no container of the pod has"
             hits.append(Hit(text, probe.location))
@@ -130,13 +137,16 @@ def port_mismatches(graph: Graph) -> list[Hit]:
 def connector_ports(graph: Graph) -> set[int]:
     """The ports the workload's KV connectors bind in its pod (a NIXL or Mooncake side channel: ports.yaml
     layouts); empty when their settings are not port numbers."""
-    e = graph.effective
+    return set(_connector_ports(graph.effective, graph.knowledge))
+
+
+def _connector_ports(e: Effective, knowledge: Knowledge) -> dict[int, str]:
     env = {name: use.value for name, use in e.env.items() if use.value is not None}
     extra = e.extra_configs[0] if e.extra_configs else {}
     tp, dp = int(e.facts.get("tp", 1)), int(e.facts.get("dp", 1))
     try:
         uses = deployment_ports(
-            graph.knowledge,
+            knowledge,
             e.version,
             [c.name for c in e.connectors],
             tensor_parallel_size=max(1, tp),
@@ -145,8 +155,65 @@ def connector_ports(graph: Graph) -> set[int]:
             extra_config=extra,
         )
     except ValueError:
-        return set()
-    return {u.port for u in uses if "only connects" not in u.listener}
+        return {}
+    return {u.port: f"{u.connector}'s {u.what} ({u.set_by})" for u in uses if "only connects" not in u.listener}
+
+
+def _host(workload: Workload) -> tuple[str, str] | None:
+    """What shares the workload's network: a script's launches run on one host, a pod's containers share its
+    network; None when the files do not say (a container with its own network, a host of a cluster)."""
+    if workload.pod is not None:
+        return ("pod", workload.pod)
+    if workload.source == "command-line":
+        return ("host", workload.file)
+    return None
+
+
+def _bound(workload: Workload, effective: Effective, knowledge: Knowledge) -> dict[int, str]:
+    ports = _connector_ports(effective, knowledge)
+    listen = listen_port(workload, effective, knowledge)
+    if listen is not None:
+        ports[listen.port] = f"its HTTP server ({listen.said()})"
+    return ports
+
+
+# Files of recipes, each run on its own (`just prefill` and `just decode` in two terminals), not in sequence.
+_RECIPES = re.compile(r"(^|[/.])(gnu)?makefile$|(^|[/.])\.?justfile$|\.(mk|just)$", re.I)
+
+
+def ports_bound_twice(graph: Graph) -> list[Hit]:
+    """A port this workload binds that a server started before it on the same host (or in the same pod) binds
+    too: the later one cannot bind it. Said once, at the later workload. A script's earlier server counts when it
+    runs in the background (`&`): one the script waits for has stopped before the next starts; a Makefile's or a
+    Justfile's recipes are run each on its own, side by side."""
+    w, d = graph.workload, graph.deployment
+    host = _host(w)
+    if host is None or w not in d.workloads:
+        return []
+    by_name = {x.name: x for x in d.workloads}
+    mine = _bound(w, graph.effective, graph.knowledge)
+    hits = []
+    for other in graph.others:
+        earlier = by_name.get(other.workload)
+        if (
+            earlier is None
+            or earlier is w
+            or _host(earlier) != host
+            or d.workloads.index(earlier) > d.workloads.index(w)
+        ):
+            continue
+        if host[0] == "host" and not (earlier.background or _RECIPES.search(earlier.file)):
+            continue  # a server the script waits for has stopped before its next command starts
+        theirs = _bound(earlier, other, graph.knowledge)
+        for port in sorted(set(mine) & set(theirs)):
+            hits.append(
+                Hit(
+                    f"port {port}: {mine[port]} and, in {earlier.name} on the same host, {theirs[port]}: the second "
+                    "server to start fails to bind it (Address already in use)",
+                    w.location,
+                )
+            )
+    return hits
 
 
 def selecting_services(deployment: Deployment, workload: Workload) -> list[ServiceSpec]:
@@ -522,4 +589,5 @@ CHECKS: dict[str, Callable[[Graph], list[Hit]]] = {
     "cache-server-unbounded": cache_server_unbounded,
     "cache-server-option-unknown": cache_server_option_unknown,
     "vllm-not-in-image": vllm_not_in_image,
+    "ports-bound-twice": ports_bound_twice,
 }

@@ -161,7 +161,7 @@ def image_issue(image: str | None, location: Location | None, what: str = "") ->
     untagged = ":" not in (image or "").rsplit("/", 1)[-1]
     if untagged:
         written = "no tag (Docker pulls :latest)"
-    elif _is_official_feature_tag(image or "", tag):
+    elif tag not in _MOVING_TAGS and _is_official_feature_tag(image or "", tag):
         written = f"the tag :{tag}, which names no vLLM release (a feature build, pushed again)"
     else:
         written = f"the moving tag :{tag}"

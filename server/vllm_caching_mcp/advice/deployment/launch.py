@@ -175,6 +175,7 @@ class Launch:
     problem: str | None = None  # why the command as written does not start the server it names
     hygiene: list[HygieneIssue] = field(default_factory=list)  # what the script does wrong before it starts vLLM
     pins: list[ReleaseClaim] = field(default_factory=list)  # pip installs of vLLM or LMCache run before it
+    background: bool = False  # started with `&`: the script goes on while it runs
 
 
 def vllm_args(words: list[tuple[str, Location]]) -> list[tuple[str, Location]] | None:

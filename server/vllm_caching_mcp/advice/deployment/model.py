@@ -217,6 +217,9 @@ class Workload(BaseModel):
         default_factory=list, description="deployment-hygiene problems around it (secrets, installs, probes, ...)"
     )
     claims: list[ClaimUse] = Field(default_factory=list, description="PersistentVolumeClaims its pod mounts")
+    background: bool = Field(
+        default=False, description="a script starts it with `&` and goes on: what the script runs next runs beside it"
+    )
     role: Literal["vllm", "lmcache-server"] = "vllm"
     server: str | None = Field(default=None, description="the ports.yaml servers entry an LMCache server is")
     command: str | None = Field(

@@ -150,10 +150,11 @@ def tokenize_shell(text: str, first_line: int = 1) -> list[Token]:
             continue
         if c == "\n" or c in ";|&)":
             finish()
+            double = c in "&|" and text.startswith(c, i + 1)  # `&&` and `||` are lists, not a background `&`
             if not tokens or not tokens[-1].separator:
-                tokens.append(Token(c, line, separator=True))
+                tokens.append(Token(c * (1 + double), line, separator=True))
             line += c == "\n"
-            i += 1
+            i += 1 + double
             continue
         if c == "(":  # a subshell (or an array's opening): its own word, read as a keyword
             finish()
@@ -216,14 +217,22 @@ def tokenize_shell(text: str, first_line: int = 1) -> list[Token]:
 
 
 def split_commands(tokens: list[Token]) -> list[list[Token]]:
-    commands: list[list[Token]] = [[]]
+    return [command for command, _ in split_commands_ended(tokens)]
+
+
+def split_commands_ended(tokens: list[Token]) -> list[tuple[list[Token], str]]:
+    """Each command and the separator that ends it (`&` runs it in the background; '' at the end)."""
+    commands: list[tuple[list[Token], str]] = []
+    current: list[Token] = []
     for t in tokens:
-        if t.separator:
-            if commands[-1]:
-                commands.append([])
-        else:
-            commands[-1].append(t)
-    return [c for c in commands if c]
+        if not t.separator:
+            current.append(t)
+        elif current:
+            commands.append((current, t.text))
+            current = []
+    if current:
+        commands.append((current, ""))
+    return commands
 
 
 _ALTERNATE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*):?\+")
@@ -556,7 +565,7 @@ class ShellRun:
 
     def launches(self, first_line: int) -> Iterator[Launch]:
         previous: list[str] = []
-        for command in split_commands(tokenize_shell(self.doc.text, first_line)):
+        for command, end in split_commands_ended(tokenize_shell(self.doc.text, first_line)):
             if command and (found := kill_issue([t.text for t in command], previous, self.at(command[0]))):
                 self.file_issues.append(found)
             previous = [t.text for t in command]
@@ -577,7 +586,9 @@ class ShellRun:
             if command[0].text in _DECLARATIONS:
                 self.declare(command)
                 continue
-            yield from self.command(command)
+            for launch in self.command(command):
+                launch.background = end == "&"
+                yield launch
 
     def command(self, command: list[Token]) -> Iterator[Launch]:
         assigned: list[tuple[str, str, Token, str | None]] = []  # VAR=value before the command

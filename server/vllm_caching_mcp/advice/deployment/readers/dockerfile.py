@@ -3,24 +3,38 @@ on the release its base image and pip installs give."""
 
 from __future__ import annotations
 
+import re
+
 from ..containers import launch_from_argv, started_as_written
 from ..dockerfile import DockerBuild, is_dockerfile, read_dockerfile
 from ..flags import read_args
+from ..launch import Launch
 from ..model import Document, Location, Workload
 from ..shell import Shell
 from ..yaml_nodes import Located
 from .base import Reading
+
+_OFFICIAL_REPOSITORY = re.compile(r"(^|/)vllm/vllm-openai$")
 
 
 def build_workload(build: DockerBuild, name: str, reading: Reading) -> Workload | None:
     """The vLLM server the image runs when started as built; None when its ENTRYPOINT and CMD start none
     (with neither, the file only adds to its base: what runs it gives the command)."""
     stage, doc, notes = build.stage, build.doc, reading.deployment.notes
-    if not build.argv():
-        return None
     image = stage.image[0] if stage.image else None
-    variables = Shell({u.name: u.value for u in stage.env if u.value is not None})
-    found = launch_from_argv(doc, build.argv(), image, stage.entrypoint is not None, variables, notes)
+    if not build.argv():
+        if image is None or _OFFICIAL_REPOSITORY.search(image.rsplit(":", 1)[0].split("@")[0]) is None:
+            return None
+        # vllm/vllm-openai's ENTRYPOINT is `vllm serve`: an image built on it that sets none serves vLLM, with
+        # the arguments whatever runs it gives
+        found: Launch | None = Launch(args=[])
+        notes.append(
+            f"{doc.name}: builds on {image}, whose ENTRYPOINT is `vllm serve`, and sets no ENTRYPOINT or CMD of its "
+            "own: read as a vLLM server whose arguments are given where the image is run"
+        )
+    else:
+        variables = Shell({u.name: u.value for u in stage.env if u.value is not None})
+        found = launch_from_argv(doc, build.argv(), image, stage.entrypoint is not None, variables, notes)
     if found is None:
         return None
     workload = Workload(
