@@ -181,6 +181,35 @@ def _bound(workload: Workload, effective: Effective, knowledge: Knowledge) -> di
 _RECIPES = re.compile(r"(^|[/.])(gnu)?makefile$|(^|[/.])\.?justfile$|\.(mk|just)$", re.I)
 
 
+@dataclass(frozen=True)
+class _SideBySide:
+    """A deployment's workloads by position, and per host those still running when a later one starts."""
+
+    deployment: Deployment
+    positions: dict[int, int]
+    running: dict[tuple[str, str], list[tuple[int, Workload, Effective]]]
+
+
+_INDEXED: list[_SideBySide] = []  # the review's last deployment: every workload of it asks
+
+
+def _side_by_side(d: Deployment, everyone: tuple[Effective, ...]) -> _SideBySide:
+    if _INDEXED and _INDEXED[0].deployment is d:
+        return _INDEXED[0]
+    positions = {id(x): i for i, x in enumerate(d.workloads)}  # by identity: models compare field by field
+    by_name = {x.name: x for x in d.workloads}
+    running: dict[tuple[str, str], list[tuple[int, Workload, Effective]]] = {}
+    effectives = {e.workload: e for e in everyone}
+    for x in d.workloads:
+        host, e = _host(x), effectives.get(x.name)
+        if host is None or e is None or by_name.get(x.name) is not x:
+            continue
+        if host[0] != "host" or x.background or _RECIPES.search(x.file):  # one a script waits for has stopped
+            running.setdefault(host, []).append((positions[id(x)], x, e))
+    _INDEXED[:] = [_SideBySide(d, positions, running)]
+    return _INDEXED[0]
+
+
 def ports_bound_twice(graph: Graph) -> list[Hit]:
     """A port this workload binds that a server started before it on the same host (or in the same pod) binds
     too: the later one cannot bind it. Said once, at the later workload. A script's earlier server counts when it
@@ -188,22 +217,16 @@ def ports_bound_twice(graph: Graph) -> list[Hit]:
     Justfile's recipes are run each on its own, side by side."""
     w, d = graph.workload, graph.deployment
     host = _host(w)
-    if host is None or w not in d.workloads:
+    index = _side_by_side(d, (*graph.others, graph.effective))
+    if host is None or id(w) not in index.positions:
         return []
-    by_name = {x.name: x for x in d.workloads}
+    mine_at = index.positions[id(w)]
+    earlier_ones = [(x, e) for at, x, e in index.running.get(host, []) if at < mine_at]
+    if not earlier_ones:
+        return []
     mine = _bound(w, graph.effective, graph.knowledge)
     hits = []
-    for other in graph.others:
-        earlier = by_name.get(other.workload)
-        if (
-            earlier is None
-            or earlier is w
-            or _host(earlier) != host
-            or d.workloads.index(earlier) > d.workloads.index(w)
-        ):
-            continue
-        if host[0] == "host" and not (earlier.background or _RECIPES.search(earlier.file)):
-            continue  # a server the script waits for has stopped before its next command starts
+    for earlier, other in earlier_ones:
         theirs = _bound(earlier, other, graph.knowledge)
         for port in sorted(set(mine) & set(theirs)):
             hits.append(
