@@ -169,11 +169,13 @@ def _host(workload: Workload) -> tuple[str, str] | None:
     return None
 
 
-def _bound(workload: Workload, effective: Effective, knowledge: Knowledge) -> dict[int, str]:
-    ports = _connector_ports(effective, knowledge)
+def _bound(workload: Workload, effective: Effective, knowledge: Knowledge) -> dict[int, tuple[str, Location | None]]:
+    """Each port the server binds: what binds it, and the setting that makes it bind there."""
+    connector_at = effective.connectors[0].location if effective.connectors else None
+    ports = {port: (what, connector_at) for port, what in _connector_ports(effective, knowledge).items()}
     listen = listen_port(workload, effective, knowledge)
     if listen is not None:
-        ports[listen.port] = f"its HTTP server ({listen.said()})"
+        ports[listen.port] = (f"its HTTP server ({listen.said()})", listen.location)
     return ports
 
 
@@ -229,11 +231,12 @@ def ports_bound_twice(graph: Graph) -> list[Hit]:
     for earlier, other in earlier_ones:
         theirs = _bound(earlier, other, graph.knowledge)
         for port in sorted(set(mine) & set(theirs)):
+            (what, at), (their_what, _) = mine[port], theirs[port]
             hits.append(
                 Hit(
-                    f"port {port}: {mine[port]} and, in {earlier.name} on the same host, {theirs[port]}: the second "
-                    "server to start fails to bind it (Address already in use)",
-                    w.location,
+                    f"port {port}: {what} and, in {earlier.name} on the same host, {their_what}: the second server "
+                    "to start fails to bind it (Address already in use)",
+                    at or w.location,
                 )
             )
     return hits
