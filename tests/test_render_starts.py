@@ -17,9 +17,11 @@ from pydantic import ValidationError
 from reading import known_moving_tag
 from vllm_caching_mcp.advice.common import AdviceError
 from vllm_caching_mcp.advice.deployment import Document
+from vllm_caching_mcp.advice.ports import deployment_ports, layouts_at
 from vllm_caching_mcp.advice.render import RenderConfigRequest, RenderConfigResult, render_config, shell_words
 from vllm_caching_mcp.advice.review import ReviewRequest, review_deployment
 from vllm_caching_mcp.knowledge import Knowledge
+from vllm_caching_mcp.versions import parse_version
 
 MODEL = "meta-llama/Llama-3.1-70B-Instruct"
 BACKENDS: dict[str, dict[str, Any]] = {
@@ -404,8 +406,9 @@ def test_names_default_to_model_and_backend_and_can_be_given(knowledge: Knowledg
 # --- ports on one host ---------------------------------------------------------------------------
 
 
-def _listening(script: str, span: int) -> list[int]:
-    """Every port the process of one rendered script listens on."""
+def _listening(script: str, span: dict[str, int]) -> list[int]:
+    """Every port the process of one rendered script listens on (``span``: the ports a side channel's base
+    variable opens, as the release's layout in knowledge/ports.yaml counts them)."""
     words = shell_words(script)
     env = dict(w.split("=", 1) for w in words if "=" in w and w.split("=", 1)[0].isupper())
     for i, word in enumerate(words):
@@ -422,7 +425,7 @@ def _listening(script: str, span: int) -> list[int]:
         ports += [int(p) for p in env.get(name, "").split(",") if p]
     for name in ("VLLM_NIXL_SIDE_CHANNEL_PORT", "VLLM_MOONCAKE_BOOTSTRAP_PORT"):
         if name in env:
-            ports += range(int(env[name]), int(env[name]) + span)
+            ports += range(int(env[name]), int(env[name]) + span.get(name, 1))
     return ports
 
 
@@ -449,10 +452,28 @@ def test_no_two_processes_on_one_host_share_a_port(
 ) -> None:
     result = render(knowledge, backend=backend, version="0.33.0", format=fmt, **extra)
     parallelism = extra.get("parallelism", {})
-    span = parallelism.get("tensor_parallel_size", 1) * parallelism.get("data_parallel_size", 1)
+    tp, dp = parallelism.get("tensor_parallel_size", 1), parallelism.get("data_parallel_size", 1)
+    span: dict[str, int] = {}
+    for connector in ("NixlConnector", "MooncakeConnector"):
+        for layout in layouts_at(knowledge, connector, parse_version("0.33.0")):
+            uses = deployment_ports(knowledge, "0.33.0", [connector], tensor_parallel_size=tp, data_parallel_size=dp)
+            span[layout.base_env or ""] = len({u.port for u in uses if u.layout == layout.id})
     seen: dict[int, str] = {}
     for f in result.files:
         for port in _listening(f.content, span):
             assert port not in seen, f"{f.name} and {seen.get(port)} both listen on {port}"
             seen[port] = f.name
     assert len(result.files) >= 2
+
+
+@pytest.mark.parametrize(("version", "opened"), [("0.11.0", [5557, 5558, 5559, 5560]), ("0.33.0", [5600])])
+def test_the_side_channel_ports_a_prefill_pod_opens_follow_the_release_s_layout(
+    knowledge: Knowledge, version: str, opened: list[int]
+) -> None:
+    """0.11.0 binds one NIXL side channel per TP worker, later releases one per engine (knowledge/ports.yaml)."""
+    result = render(
+        knowledge, backend="nixl_pd", version=version, format="kubernetes", parallelism={"tensor_parallel_size": 4}
+    )
+    container = pod(workload(documents(result), "prefill"))["containers"][0]
+    side = [p["containerPort"] for p in container["ports"] if str(p.get("name", "")).startswith("side-channel")]
+    assert side == opened

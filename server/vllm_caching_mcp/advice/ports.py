@@ -3,7 +3,8 @@
 The layouts are data (knowledge/ports.yaml, read in the wheels): a base that an environment variable
 or an extra-config key overrides, and how each engine (data-parallel rank) and tensor-parallel rank
 offsets it. ``deployment_ports`` answers "which ports do I open for TP 4 x DP 2 with NixlConnector on
-0.33.0". A pure function; render_config and the review are to call it (not wired yet).
+0.33.0". A pure function: render_config opens the side-channel ports it gives, and the review checks
+the ports of the objects around a server (and of the servers that share its host) against it.
 """
 
 from __future__ import annotations

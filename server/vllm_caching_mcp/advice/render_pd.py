@@ -17,6 +17,7 @@ from .common import (
 
 if TYPE_CHECKING:  # jinja2 is imported on the first render, not at server start-up
     pass
+from .ports import deployment_ports, layouts_at
 from .render_models import DEFAULT_GPUS_PER_HOST, GIB, PROXY_DIR, Component, Env, Origin, Port, children_key
 from .render_plan import PlannerBase
 
@@ -47,11 +48,11 @@ class PdPlans(PlannerBase):
                 c.pinned_gib, c.shm_tier_gib = gib, self._shm_tier("cpu", gib)
             host = self.host(given, label, f"{label} instance")
             if connector_id == "connector.mooncake":
-                bootstrap = self._side_ports(label, given, "env.vllm-mooncake-bootstrap-port")
+                bootstrap = self._side_ports(label, given, "env.vllm-mooncake-bootstrap-port", "MooncakeConnector")
                 c.env.append(Env("VLLM_MOONCAKE_BOOTSTRAP_PORT", str(bootstrap[0])))
                 c.ports += [Port("bootstrap" if n == 0 else f"bootstrap-{n}", p) for n, p in enumerate(bootstrap)]
             else:
-                side = self._side_ports(label, given, "env.vllm-nixl-side-channel-port")
+                side = self._side_ports(label, given, "env.vllm-nixl-side-channel-port", "NixlConnector")
                 c.env += [
                     Env("VLLM_NIXL_SIDE_CHANNEL_HOST", host, "status.podIP" if self.kube else None),
                     Env("VLLM_NIXL_SIDE_CHANNEL_PORT", str(side[0])),
@@ -98,13 +99,23 @@ class PdPlans(PlannerBase):
                 "put prefill and decode on different hosts (hosts.prefill, hosts.decode) or lower their parallelism"
             )
 
-    def _side_ports(self, label: str, host: str | None, entry_id: str) -> list[int]:
-        """The ports one role's side channel (or bootstrap server) listens on: the release's default
-        plus one per data-parallel rank (× TP before 0.14.0); on one host the second role's start where
-        the first role's end."""
+    def _side_ports(self, label: str, host: str | None, entry_id: str, connector: str) -> list[int]:
+        """The ports one role's side channel (or bootstrap server) listens on, as the release's layout in
+        knowledge/ports.yaml gives them for its TP and DP (advice/ports.py, the review's own reading); on one host
+        the second role's start where the first role's end."""
         self.cite_fact("single_host_ports")
-        span = self.r.parallelism.data_parallel_size * self.tp
-        default = int(self.default_of(entry_id))
+        variable = self.setting(entry_id).name
+        uses = deployment_ports(
+            self.k,
+            self.version,
+            [connector],
+            tensor_parallel_size=self.tp,
+            data_parallel_size=self.r.parallelism.data_parallel_size,
+        )
+        named = {layout.id for layout in layouts_at(self.k, connector, self.version) if layout.base_env == variable}
+        layout = sorted({u.port for u in uses if u.layout in named})
+        default = layout[0] if layout else int(self.default_of(entry_id))
+        span = max(1, len(layout))
         ports = list(range(default, default + span)) if self.kube else self.ports_on(host).block(default, span)
         if ports[0] != default:
             self.note(
