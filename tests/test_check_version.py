@@ -526,3 +526,12 @@ def test_the_connector_filter_leaves_out_other_connectors_changes() -> None:
     assert any("NixlConnector" in s for s in summaries)
     unfiltered = run_tool("check_version", {k: v for k, v in asked.items() if k != "connectors"})
     assert any("OffloadingConnector" in c.summary for c in unfiltered.changes)  # type: ignore[attr-defined]
+
+
+def test_an_lmcache_server_option_is_answered_with_its_command_and_span(knowledge: Knowledge) -> None:
+    result = check_version(CheckVersionRequest(name="--cpu-buffer-size", lmcache_version="0.5.6"), knowledge)
+    spans = {(m.where, m.status, m.introduced, m.removed) for m in result.inventory_matches}
+    assert ("python -m lmcache.v1.multiprocess.server", "removed", "0.3.10", "0.3.14") in spans
+    assert result.not_found is None
+    live = check_version(CheckVersionRequest(name="--cpu-buffer-size", lmcache_version="0.3.12"), knowledge)
+    assert any(m.status == "available" for m in live.inventory_matches)

@@ -541,6 +541,9 @@ def _answer_name(
     wants_lmcache |= any(m.package == "lmcache" for m in in_schema)
     if not entries:
         wants_lmcache |= any(e.package == "lmcache" for e in knowledge.name_inventory.find(request.name))
+        wants_lmcache |= dashed and any(
+            o.flag == request.name.strip() for c in knowledge.lmcache_server_cli.commands for o in c.options
+        )
     if wants_lmcache:
         lm_version, result.lmcache_context = resolve_version(
             knowledge, request.lmcache_version, package="lmcache", field="lmcache_version"
@@ -552,7 +555,7 @@ def _answer_name(
         versions = {"vllm": (version, True), "lmcache": (lm_version or newest_lm, True)}
         inventory = name_lookup.inventory_matches(knowledge, request.name, versions)
         if dashed:
-            inventory = [m for m in inventory if m.kind == "cli_flag"]
+            inventory = [m for m in inventory if m.kind in ("cli_flag", "lmcache_server_option")]
         if in_schema:  # the schema says more about an LMCache key than the name inventory's existence
             inventory = [m for m in inventory if m.kind != "lmcache_config"]
         if any(m.kind == "env_var" and m.status == "available" for m in result.schema_matches):

@@ -31,6 +31,7 @@ _KIND_WORDS = {
     "env_var": "environment variable",
     "lmcache_config": "LMCache config key",
     "class": "class",
+    "lmcache_server_option": "option of an LMCache server command",
 }
 
 
@@ -38,7 +39,7 @@ class InventoryMatch(BaseModel):
     """A name found in a generated inventory: which releases have it, not what it does."""
 
     name: str
-    kind: Literal["cli_flag", "env_var", "lmcache_config", "class"]
+    kind: Literal["cli_flag", "env_var", "lmcache_config", "class", "lmcache_server_option"]
     package: Literal["vllm", "lmcache"]
     version: str = Field(description="the release of `package` this status is for")
     status: InventoryStatus = Field(description="unknown: the release is outside the releases whose wheels were read")
@@ -47,7 +48,7 @@ class InventoryMatch(BaseModel):
     removed: str | None
     env_name: str | None = Field(default=None, description="LMCache keys: the LMCACHE_* environment variable")
     alias_of: str | None = Field(default=None, description="LMCache: the current key a deprecated name maps to")
-    where: str | None = Field(default=None, description="the file that defines or reads it")
+    where: str | None = Field(default=None, description="the file that defines or reads it (or the server command)")
     sources: list[str]
 
 
@@ -111,6 +112,36 @@ def inventory_matches(
     for entry in names.find(name):
         read = list(names.releases_read.get(entry.package, ()))
         found.append(_name_match(entry, versions[entry.package][0], read))
+    return found + _server_option_matches(knowledge, name, versions["lmcache"][0])
+
+
+def _server_option_matches(knowledge: Knowledge, name: str, version: Version) -> list[InventoryMatch]:
+    """The LMCache server commands that have (or had) an option of this spelling, each with its span."""
+    text = name.strip()
+    if not text.startswith("-"):
+        return []
+    read = knowledge.release_versions("lmcache")
+    found = []
+    for command in knowledge.lmcache_server_cli.commands:
+        for option in (o for o in command.options if o.flag == text):
+            introduced = option.introduced or command.introduced
+            removed = option.removed or command.removed
+            match = InventoryMatch(
+                name=option.flag,
+                kind="lmcache_server_option",
+                package="lmcache",
+                version=str(version),
+                status=_status(introduced, removed, version, read),
+                answer="",
+                introduced=as_text(introduced),
+                removed=as_text(removed),
+                where=command.command,
+                sources=list(knowledge.lmcache_server_cli.sources[:1]),
+            )
+            match.answer = _sentence(match, read, version).replace(
+                f"({_KIND_WORDS[match.kind]})", f"(an option of `{command.command}`)", 1
+            )
+            found.append(match)
     return found
 
 
