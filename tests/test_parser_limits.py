@@ -630,6 +630,9 @@ LINE_SHAPES: dict[str, Callable[[int], str]] = {
     "equals signs": lambda n: "vllm serve m --x" + "=" * n + "\n",
     "device list": lambda n: "CUDA_VISIBLE_DEVICES=" + "0," * n + " vllm serve m\n",
     "dotted keys": lambda n: "vllm serve m --kv-transfer-config." + "a." * n + "b 1\n",
+    "unclosed template actions": lambda n: "kind: Deployment\nx: " + "{{ " * n + "\n{{- if .Values.a }}\n",
+    "nested alternates": lambda n: "vllm serve m " + "${A:+\\\n" * n + "}" * n + "\n",
+    "nested template ifs": lambda n: "kind: Deployment\n" + "{{- if .Values.a }}\n" * n + "{{- end }}\n" * n,
 }
 
 

@@ -20,6 +20,14 @@ _TEMPLATE_MARK = re.compile(
 )
 
 
+def _actions(line: str) -> list[str]:
+    return _ACTION.findall(line) if "}}" in line else []  # no end: no action (and no search from every `{{`)
+
+
+def _without_actions(line: str) -> str:
+    return _ACTION.sub("", line) if "}}" in line else line
+
+
 def is_chart_template(text: str) -> bool:
     """Whether the text holds Go template actions of a chart (``.Values``, ``include``, ``if``/``end``)."""
     return _TEMPLATE_MARK.search(text) is not None
@@ -44,21 +52,26 @@ def rendered_shape(text: str) -> Shape:
     """The template with its actions set aside, line for line, and the lines that depend on its values."""
     lines = text.split("\n")
     shape = Shape("\n".join(_line_shape(line) for line in lines))
-    blocks: list[tuple[int, str]] = []  # the open if/with/range actions: line, text
-    spans: list[tuple[int, int, str]] = []
+    content = [n for n, line in enumerate(lines, 1) if _without_actions(line).strip()]
+    ends: dict[int, int] = {}  # the line each if/with/range opens on -> the line its end is on
+    opened: list[int] = []
     for number, line in enumerate(lines, 1):
-        for action in _ACTION.findall(line):
+        for action in _actions(line):
             if _OPEN.match(action):
-                blocks.append((number, action))
-            elif _END.match(action) and blocks:
-                start, opened = blocks.pop()
-                spans.append((start, number, opened))
-    content = [n for n, line in enumerate(lines, 1) if line.strip() and _ACTION.sub("", line).strip()]
-    for start, end, opened in sorted(spans, key=lambda s: s[0] - s[1]):  # outer first, inner ones overwrite
-        if content and start < content[0] and end > content[-1]:
-            continue  # `{{- if .Values.enabled }}` around the whole document: it renders or it does not
-        for n in range(start + 1, end):
-            shape.conditional[n] = f"the template renders it only where `{opened.strip('{}- ')}` holds"
+                opened.append(number)
+            elif _END.match(action) and opened:
+                ends[opened.pop()] = number
+    # `{{- if .Values.enabled }}` around the whole document: it renders or it does not, no line of it depends
+    whole = {start for start, end in ends.items() if content and start < content[0] and end > content[-1]}
+    stack: list[tuple[int, str]] = []  # the open blocks that make a line conditional: their end, their action
+    for number, line in enumerate(lines, 1):
+        while stack and stack[-1][0] <= number:
+            stack.pop()
+        if stack:
+            shape.conditional[number] = f"the template renders it only where `{stack[-1][1]}` holds"
+        for action in _actions(line):
+            if _OPEN.match(action) and number in ends and number not in whole:
+                stack.append((ends[number], action.strip("{}- ")))
     shape.filled = _filled_keys(lines)
     return shape
 
@@ -73,7 +86,7 @@ def _filled_keys(lines: list[str]) -> set[int]:
         for after in lines[i + 1 :]:
             if not after.strip():
                 continue
-            if not _ACTION.sub("", after).strip():
+            if not _without_actions(after).strip():
                 actions += 1
                 continue
             if len(after) - len(after.lstrip()) <= indent and actions:
@@ -95,9 +108,9 @@ _LEAD = re.compile(r"(?:- )*(?:[^\s:'\"#-][^:'\"#]*:\s+(?:- )*)?")  # list dashe
 
 
 def _line_shape(line: str) -> str:
-    if "{{" not in line:
+    if "{{" not in line or "}}" not in line:
         return line
-    if not _ACTION.sub("", line).strip():
+    if not _without_actions(line).strip():
         return ""  # a line of actions alone: a control line, or an include whose output is not known
     body = line.lstrip()
     indent = line[: len(line) - len(body)]

@@ -235,24 +235,37 @@ def split_commands_ended(tokens: list[Token]) -> list[tuple[list[Token], str]]:
     return commands
 
 
-_ALTERNATE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*):?\+")
+_ASSIGNED = re.compile(r"(?:^|[\s;&|(]|export\s+|ENV\s+|ARG\s+)([A-Za-z_][A-Za-z0-9_]*)=", re.M)
+_BRACE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*):?\+|[{}]|\n")
 
 
 def conditional_lines(text: str) -> dict[int, str]:
     """The lines of each `${NAME:+words}` whose NAME the text never assigns: the words are passed only where
-    whoever starts it sets NAME."""
+    whoever starts it sets NAME. One pass over the braces: each `}` closes the innermost open one, and a line
+    takes the innermost alternate open on it."""
+    assigned = set(_ASSIGNED.findall(text))
     found: dict[int, str] = {}
-    for m in _ALTERNATE.finditer(text):
-        name = m[1]
-        if re.search(rf"(^|[\s;&|(]|export\s+|ENV\s+|ARG\s+){name}=", text, re.M):
-            continue
-        depth, end = 1, m.end()
-        while end < len(text) and depth:
-            depth += {"{": 1, "}": -1}.get(text[end], 0)
-            end += 1
-        first, last = text.count("\n", 0, m.start()) + 1, text.count("\n", 0, end) + 1
-        for line in range(first, last + 1):
-            found.setdefault(line, f"it is passed only where {name} is set (`${{{name}:+...}}`)")
+    line = 1
+    braces: list[bool] = []  # whether each open brace is an alternate's
+    alternates: list[str] = []  # the names of the open alternates, innermost last
+
+    def mark(name: str) -> None:
+        found.setdefault(line, f"it is passed only where {name} is set (`${{{name}:+...}}`)")
+
+    for m in _BRACE.finditer(text):
+        if m.group() == "\n":
+            line += 1
+            if alternates:
+                mark(alternates[-1])
+        elif m.group() == "}":
+            if braces and braces.pop():
+                alternates.pop()
+        elif m.group() == "{" or m[1] in assigned:
+            braces.append(False)
+        else:
+            braces.append(True)
+            alternates.append(m[1])
+            mark(m[1])
     return found
 
 
@@ -271,6 +284,10 @@ class _Field(NamedTuple):
     unresolved: str | None = None
 
 
+# `${A:+...}` inside `${B:+...}`: deeper than this no script nests them, and each level is a call.
+MAX_NESTED_ALTERNATES = 32
+
+
 class Shell:
     """Shell variables as a script sets them, command by command, and the expansions that use them.
 
@@ -281,6 +298,7 @@ class Shell:
         self.values: dict[str, str] = dict(inherited or {})
         self.unresolved: dict[str, str] = dict(unresolved or {})  # reference as written → why
         self.expanded = 0  # characters the expansions of the current command produced
+        self.nested = 0  # `${A:+${B:+...}}` being worked out inside each other
 
     def reference(self, unit: str, why: str) -> tuple[str, str]:
         self.unresolved.setdefault(unit, why)
@@ -326,7 +344,13 @@ class Shell:
             if name not in self.values and name.isidentifier():
                 # set by whoever starts the script, or not at all: its words are read as given, and the review
                 # judges them as passed only where NAME is set (conditional_lines)
-                inner, _ = self.string(word)
+                if self.nested >= MAX_NESTED_ALTERNATES:
+                    return self.reference(unit, f"expansions nested more than {MAX_NESTED_ALTERNATES} deep")
+                self.nested += 1
+                try:
+                    inner, _ = self.string(word)
+                finally:
+                    self.nested -= 1
                 return inner, None
             return self.string(word) if not empty else ("", None)
         if empty:  # ${X:?message}: the script stops when X is not set
