@@ -6,6 +6,8 @@ Deployment, a compose file with a router."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from reading import review
@@ -234,6 +236,18 @@ def test_ray_waits_for_gpus_a_one_gpu_pod_never_has() -> None:
     # the multiprocessing executor's own refusal is the error rule's, not reported twice
     plain = review(("vllm.yaml", deployment(tp=4)))
     assert hits(plain, "pitfall.world-size-over-visible-gpus") and not hits(plain, "pitfall.gpus-fewer-than-ranks")
+
+
+def test_a_container_that_joins_a_ray_cluster_lets_ray_place_the_ranks() -> None:
+    def pod(first: str) -> str:
+        serve = f"vllm serve {M} --tensor-parallel-size 4 --distributed-executor-backend ray"
+        command = f"          command: [sh, -c, '{first}{serve}']\n"
+        return re.sub(r"          args: \[.*\]\n", command, deployment(tp=4))
+
+    alone = review(("vllm.yaml", pod("")))
+    assert hits(alone, "pitfall.gpus-fewer-than-ranks")  # Ray waits for 4 GPUs a one-GPU pod never has
+    joined = review(("vllm.yaml", pod("ray start --address=$RAY_HEAD:6379 && ")))
+    assert hits(joined, "pitfall.gpus-fewer-than-ranks") == []
 
 
 def lws(gpus: int, env: str = "") -> str:

@@ -396,6 +396,9 @@ def _engine_gpus_per_pod(effective: Effective, workload: Workload) -> tuple[int,
     nnodes = parse_number(flags["--nnodes"].value) if "--nnodes" in flags else None
     if "--nnodes" in flags and nnodes is None:
         return None
+    executor = flags.get("--distributed-executor-backend")
+    if workload.ray_cluster and executor is not None and executor.value == "ray":
+        return None  # the container joins a Ray cluster: Ray places the TP x PP workers on its nodes
     hosts = max(workload.nodes, int(nnodes or 1))
     needed = math.ceil(tp * pp / hosts) * dp_local
     spread = f" over the {hosts} pods of its group" if hosts > 1 else ""

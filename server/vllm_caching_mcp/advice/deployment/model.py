@@ -217,6 +217,9 @@ class Workload(BaseModel):
         default_factory=list, description="deployment-hygiene problems around it (secrets, installs, probes, ...)"
     )
     claims: list[ClaimUse] = Field(default_factory=list, description="PersistentVolumeClaims its pod mounts")
+    ray_cluster: bool = Field(
+        default=False, description="its container starts or joins a Ray cluster first: Ray places the workers"
+    )
     background: bool = Field(
         default=False, description="a script starts it with `&` and goes on: what the script runs next runs beside it"
     )
