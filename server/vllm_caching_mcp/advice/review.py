@@ -134,7 +134,7 @@ def review_deployment(request: ReviewRequest, knowledge: Knowledge) -> ReviewRes
         version_context=context,
         workloads=_workload_reports(deployment, effectives, security.floors),
         cache_servers=[_cache_server_report(s, knowledge) for s in deployment.cache_servers],
-        findings=_as_templates_render(configuration.findings, deployment) + security.findings,
+        findings=_as_rendered(configuration.findings, deployment) + security.findings,
         not_reviewed=deployment.unread,
         not_checked=configuration.not_checked,
         disabled_rules=list(request.disabled_rules),
@@ -476,7 +476,7 @@ def _workload_reports(
     ]
 
 
-def _as_templates_render(findings: list[Finding], deployment: Deployment) -> list[Finding]:
+def _as_rendered(findings: list[Finding], deployment: Deployment) -> list[Finding]:
     """Findings judged by what the files render or pass: none at a chart template's key whose content an action
     writes; one on a line passed only where a condition holds (a template's if/with/range, a shell
     `${VAR:+...}`) at most a warning that says so (a key written in two branches is not written twice)."""

@@ -330,6 +330,10 @@ def _tier_unregistered(wanted: bool, asked: Asked) -> Outcome:
     return Outcome(bool(items) is wanted, items=items)
 
 
+# The severity of the schema problems each verdict of an engine_schema / lmcache_schema rule reports.
+_VERDICT_SEVERITY = {"refused": "error", "ignored": "warning", "leftover": "info"}
+
+
 def _engine_schema(verdict: str, asked: Asked) -> Outcome:
     """Each --kv-transfer-config / --kv-events-config field and extra-config key the release refuses
     ("refused": vLLM stops at start-up) or never reads ("ignored"), from the schema read in the wheels;
@@ -340,7 +344,7 @@ def _engine_schema(verdict: str, asked: Asked) -> Outcome:
     key = id(ctx.effective)
     if key not in ctx.shared.schema_problems:
         ctx.shared.schema_problems[key] = _transfer_schema_problems(ctx)
-    wanted = {"refused": "error", "ignored": "warning", "leftover": "info"}[verdict]
+    wanted = _VERDICT_SEVERITY[verdict]
     # An unregistered connector is the connector rules' finding; its keys are not checked here.
     items = [
         Evidence(_problem_text(p), where)
@@ -378,7 +382,7 @@ def _lmcache_schema(verdict: str, asked: Asked) -> Outcome:
     found = ctx.shared.lmcache_findings[key]
     if found.missing is not None:
         return Outcome(None, missing=[found.missing])
-    wanted = {"refused": "error", "ignored": "warning", "leftover": "info"}[verdict]
+    wanted = _VERDICT_SEVERITY[verdict]
     items = [
         Evidence(f"{_problem_text(p).replace('vLLM says', 'LMCache says')} ({found.said})", u.location)
         for p, u in found.problems
@@ -566,7 +570,7 @@ def _flag_value_vanished(wanted: bool, asked: Asked) -> Outcome:
 
 def _vllm_env_unread(wanted: bool, asked: Asked) -> Outcome:
     ctx = asked.ctx
-    if ctx.knowledge is None or _vendor_build(True, asked).value:
+    if _vendor_build(True, asked).value:
         return Outcome(False)  # a vendor's build (Gaudi's, Neuron's) reads variables of its own
     referenced = ctx.deployment.referenced_env if ctx.deployment is not None else set()
     uses = [u for u in ctx.effective.env.values() if u.name.startswith("VLLM_") and u.name not in referenced]

@@ -10,24 +10,22 @@ from .bounds import clip
 from .hygiene import floating_tag
 from .model import Workload
 
+# A release as a tag writes it: 0.22.1, 0.9.0.1, 0.8.5.post1 (a leading v is matched before it).
+_RELEASE = r"(?P<version>\d+\.\d+\.\d+(\.\d+)?(\.post\d+)?)"
 # The official image names its vLLM release in the tag (v0.22.1, v0.22.1-cu130); other images
 # (lmcache/vllm-openai, private builds) tag their own versions, so only this repository counts.
-_OFFICIAL_IMAGE = re.compile(
-    r"(^|/)vllm/vllm-openai(-[a-z0-9]+)?:v?(?P<version>\d+\.\d+\.\d+(\.\d+)?(\.post\d+)?)(-[\w.-]+)?$"
-)
+_OFFICIAL_IMAGE = re.compile(r"(^|/)vllm/vllm-openai(-[a-z0-9]+)?:v?" + _RELEASE + r"(-[\w.-]+)?$")
 # A build derived from it that keeps its name and leads its tag with the release it was built from
 # (aibrix/vllm-openai-aibrix-kvcache:v0.10.2-20251022, aibrix/vllm-openai:v0.10.0-cu128-nixl-v0.4.1-lmcache-0.3.2,
 # whose later parts name what was added); lmcache/vllm-openai, whose tags are LMCache's, is not.
-_DERIVED_IMAGE = re.compile(
-    r"(^|/)(?P<repo>[\w.-]+)/[\w.-]*vllm-openai[\w.-]*:v?(?P<version>\d+\.\d+\.\d+(\.\d+)?(\.post\d+)?)(-[\w.-]+)?$"
-)
+_DERIVED_IMAGE = re.compile(r"(^|/)(?P<repo>[\w.-]+)/[\w.-]*vllm-openai[\w.-]*:v?" + _RELEASE + r"(-[\w.-]+)?$")
 
 
 # lmcache/vllm-openai is built on vLLM's nightly or its latest release when the image is built, and
 # its version tags are LMCache's ("lmcache/vllm-openai:{version} - Specific version (e.g., v0.1.0)",
 # LMCache/LMCache docker/README.md, Published Images; the Dockerfile's image-build target installs
 # vLLM nightly, image-release the stable vLLM of the day): no tag names the vLLM release inside.
-_LMCACHE_IMAGE = re.compile(r"(^|/)lmcache/vllm-openai:v?(?P<version>\d+\.\d+\.\d+(\.\d+)?(\.post\d+)?)$")
+_LMCACHE_IMAGE = re.compile(r"(^|/)lmcache/vllm-openai:v?" + _RELEASE + "$")
 
 
 def image_release_note(image: str) -> str | None:

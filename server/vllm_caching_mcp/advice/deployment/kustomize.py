@@ -232,7 +232,7 @@ def _read_patch(
     inline = entry.get("patch") if isinstance(entry.value, dict) else entry if "\n" in text_of(entry) else None
     path = entry.get("path") if isinstance(entry.value, dict) else None if inline is not None else entry
     if inline is not None:
-        roots = load_yaml(name, text_of(inline), totals, inline.line + (1 if inline.block else 0))
+        roots = load_yaml(name, text_of(inline), totals, inline.text_line)
         file, source = name, f"{where}"
     elif path is not None:
         matches = _documents_at(text_of(path), posixpath.dirname(name), [d.name for d in documents])

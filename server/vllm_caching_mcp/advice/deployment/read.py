@@ -337,7 +337,7 @@ def _read_patch_alone(patch: Patch, documents: list[Document], reading: Reading)
         if value is None or not isinstance(value.value, str) or not _LAUNCH_MARKER.search(value.value):
             continue
         script = Document(name=patch.document, text=value.value)
-        first = value.line + (1 if value.block else 0)
+        first = value.text_line
         for launch in parse_shell(script, first, value.path, reading.deployment.notes):
             what = f"{patch.target.get('kind', '?')}/{patch.target.get('name', '?')}" if patch.target else "?"
             workload = Workload(

@@ -281,7 +281,7 @@ def _embedded_yaml(doc: Document, node: Located, chain: list[Located], reading: 
         if not (isinstance(item, Located) and isinstance(item.value, str) and str(key).endswith((".yaml", ".yml"))):
             continue
         try:
-            roots = load_yaml(doc.name, item.value, reading.totals, item.line + (1 if item.block else 0))
+            roots = load_yaml(doc.name, item.value, reading.totals, item.text_line)
         except AdviceError:
             continue  # text that is no YAML: a template, a script
         for root in mappings(roots):

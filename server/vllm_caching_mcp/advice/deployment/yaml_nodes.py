@@ -43,6 +43,11 @@ class Located:
         self.block = False  # a literal or folded block scalar: its text starts on the next line
 
     @property
+    def text_line(self) -> int:
+        """The line its text starts on: the next one for a block scalar (`key: |`)."""
+        return self.line + (1 if self.block else 0)
+
+    @property
     def path(self) -> str:
         steps = []
         node: Located | None = self
@@ -287,4 +292,4 @@ def text_of(item: Located | None) -> str:
 
 def node_location(doc: Document, item: Located, prefix: str = "") -> Location:
     path = f"{prefix}{item.path}" if prefix and item.path else (item.path or prefix or None)
-    return Location(file=item.file or doc.name, line=item.line + (1 if item.block else 0), path=path)
+    return Location(file=item.file or doc.name, line=item.text_line, path=path)

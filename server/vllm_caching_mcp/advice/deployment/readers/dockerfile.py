@@ -14,7 +14,8 @@ from ..shell import Shell
 from ..yaml_nodes import Located
 from .base import Reading
 
-_OFFICIAL_REPOSITORY = re.compile(r"(^|/)vllm/vllm-openai$")
+# vLLM's OpenAI server image, whose ENTRYPOINT is `vllm serve` (an image built on it keeps that).
+_VLLM_SERVE_IMAGE = re.compile(r"(^|/)vllm/vllm-openai$")
 
 
 def build_workload(build: DockerBuild, name: str, reading: Reading) -> Workload | None:
@@ -23,7 +24,7 @@ def build_workload(build: DockerBuild, name: str, reading: Reading) -> Workload 
     stage, doc, notes = build.stage, build.doc, reading.deployment.notes
     image = stage.image[0] if stage.image else None
     if not build.argv():
-        if image is None or _OFFICIAL_REPOSITORY.search(image.rsplit(":", 1)[0].split("@")[0]) is None:
+        if image is None or _VLLM_SERVE_IMAGE.search(image.rsplit(":", 1)[0].split("@")[0]) is None:
             return None
         # vllm/vllm-openai's ENTRYPOINT is `vllm serve`: an image built on it that sets none serves vLLM, with
         # the arguments whatever runs it gives

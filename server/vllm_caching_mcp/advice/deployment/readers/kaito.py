@@ -38,7 +38,7 @@ def _vllm_options(doc: Document, config_map: Located, reading: Reading) -> Locat
     text = data.get("inference_config.yaml") if data is not None else None
     if text is None or not isinstance(text.value, str):
         return None
-    roots = load_yaml(doc.name, text.value, reading.totals, text.line + (1 if text.block else 0))
+    roots = load_yaml(doc.name, text.value, reading.totals, text.text_line)
     section = roots[0].get("vllm") if roots and isinstance(roots[0].value, dict) else None
     return section if section is not None and isinstance(section.value, dict) else None
 

@@ -68,9 +68,8 @@ def _cluster(spec: Located, key: str = "rayClusterConfig") -> _Cluster:
 
 def _serve_config(doc: Document, item: Located, reading: Reading) -> Located | None:
     """The Serve config in a RayService's serveConfigV2, its lines those of the file."""
-    first = item.line + (1 if item.block else 0)
     try:
-        roots = load_yaml(doc.name, text_of(item), reading.totals, first)
+        roots = load_yaml(doc.name, text_of(item), reading.totals, item.text_line)
     except AdviceError as problem:
         why = str(problem).removeprefix(f"{problem.field}: ")
         raise AdviceError("text", f"{node_location(doc, item)}: the Ray Serve config in it: {why}") from None
@@ -192,7 +191,7 @@ def _read_ray_job(doc: Document, root: Located, reading: Reading) -> bool:
     run = ShellRun(Document(name=doc.name, text=text_of(entrypoint)), entrypoint.path, Shell())
     cluster = _cluster(spec, "rayClusterSpec")
     found = False
-    for n, launch in enumerate(run.launches(entrypoint.line + (1 if entrypoint.block else 0))):
+    for n, launch in enumerate(run.launches(entrypoint.text_line)):
         found = True
         image = cluster.container.get("image") if cluster.container is not None else None
         workload = Workload(

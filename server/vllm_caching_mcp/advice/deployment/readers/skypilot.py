@@ -117,7 +117,7 @@ def _read_task(doc: Document, root: Located, reading: Reading) -> None:
         run = ShellRun(Document(name=doc.name, text=script.value), part, Shell(values, unknown))
         run.installs = list(installs)
         run.pins = pins
-        first = script.line + (1 if script.block else 0)
+        first = script.text_line
         for launch in run.launches(first):
             workload = _workload(doc, part, launch, env, image, len(reading.deployment.workloads))
             workload.gpu_label, workload.gpu_count, workload.nodes = gpu_name, gpus, nodes
