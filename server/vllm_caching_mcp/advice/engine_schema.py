@@ -25,7 +25,7 @@ from typing import Any, Literal, Union
 import yaml
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
-from ..knowledge import EngineSchema, Knowledge, SchemaEntry, normalize_name, ranged_at
+from ..knowledge import EngineSchema, Gated, Knowledge, SchemaEntry, normalize_name, ranged_at
 from ..versions import Version, as_text, parse_version
 from .common import PRODUCT_LABELS
 
@@ -670,9 +670,9 @@ def lmcache_leftover_default(
 
 # --- VLLM_* environment variables -------------------------------------------------------------
 
-# From 0.17.0 the engine's argument parsing checks every VLLM_* variable against vllm/envs.py's
-# environment_variables and logs the ones it does not define (wheel:vllm==0.17.0:vllm/envs.py:1704-1710).
-ENV_VALIDATION_FROM = Version("0.17.0")
+# The engine's argument parsing checks every VLLM_* variable against vllm/envs.py's environment_variables and
+# logs the ones it does not define, from the release this feature entry gives (knowledge/features.yaml).
+ENV_VALIDATION = "feature.unknown-vllm-env-logged"
 
 
 def check_vllm_env(names: Iterable[str], vllm_version: Version | str, knowledge: Knowledge) -> list[Problem]:
@@ -680,6 +680,8 @@ def check_vllm_env(names: Iterable[str], vllm_version: Version | str, knowledge:
     release = _version(vllm_version)
     if not knowledge.name_inventory.releases_read.get("vllm") or not knowledge.engine_schema.was_read("vllm", release):
         return []
+    validation = knowledge.by_id[ENV_VALIDATION]
+    validated = isinstance(validation, Gated) and validation.exists_in(release)
     problems = []
     for name in names:
         if not name.startswith("VLLM_") or name != name.upper():
@@ -689,7 +691,7 @@ def check_vllm_env(names: Iterable[str], vllm_version: Version | str, knowledge:
             continue
         gone = [e.removed for e in runs if e.removed is not None and e.removed <= release]
         was = f" (no longer from {max(gone)})" if gone else ""
-        logged = ' and logs "Unknown vLLM environment variable detected"' if release >= ENV_VALIDATION_FROM else ""
+        logged = ' and logs "Unknown vLLM environment variable detected"' if validated else ""
         problems.append(
             Problem(
                 severity="warning",
