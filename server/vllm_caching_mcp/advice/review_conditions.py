@@ -92,6 +92,8 @@ class Shared:
     schema_problems: dict[int, list[tuple[Problem, Location | None]]] = field(default_factory=dict)
     # Likewise its LMCache config files and variables, once for both lmcache_schema rules.
     lmcache_findings: dict[int, LMCacheFindings] = field(default_factory=dict)
+    # What the checks across a deployment's objects work out once for all its workloads (graph.py).
+    graph_memo: dict[str, Any] = field(default_factory=dict)
 
     def closest(self, name: str, accepted: AbstractSet[str]) -> str | None:
         if name in self.found:
@@ -587,7 +589,8 @@ def _graph(check: str, asked: Asked) -> Outcome:
     ctx = asked.ctx
     if ctx.workload is None or ctx.deployment is None:
         return Outcome(False)
-    hits = CHECKS[check](Graph(ctx.workload, ctx.effective, ctx.deployment, ctx.knowledge, tuple(ctx.others)))
+    graph = Graph(ctx.workload, ctx.effective, ctx.deployment, ctx.knowledge, tuple(ctx.others), ctx.shared.graph_memo)
+    hits = CHECKS[check](graph)
     items = [Evidence(hit.text, hit.location) for hit in hits]
     return Outcome(bool(items), items=items)
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from ...knowledge import Knowledge, ServerListener
 from ..ports import deployment_ports
@@ -40,6 +41,7 @@ class Graph:
     deployment: Deployment
     knowledge: Knowledge
     others: tuple[Effective, ...] = ()  # the other workloads' resolved configurations, for checks across them
+    memo: dict[str, Any] = field(default_factory=dict)  # what one review's checks work out once for all workloads
 
 
 def _server(knowledge: Knowledge, server_id: str) -> ServerListener | None:
@@ -187,29 +189,28 @@ _RECIPES = re.compile(r"(^|[/.])(gnu)?makefile$|(^|[/.])\.?justfile$|\.(mk|just)
 class _SideBySide:
     """A deployment's workloads by position, and per host those still running when a later one starts."""
 
-    deployment: Deployment
     positions: dict[int, int]
     running: dict[tuple[str, str], list[tuple[int, Workload, Effective]]]
 
 
-_INDEXED: list[_SideBySide] = []  # the review's last deployment: every workload of it asks
-
-
-def _side_by_side(d: Deployment, everyone: tuple[Effective, ...]) -> _SideBySide:
-    if _INDEXED and _INDEXED[0].deployment is d:
-        return _INDEXED[0]
+def _side_by_side(graph: Graph) -> _SideBySide:
+    """Worked out once per review (the graph's memo): every workload of the deployment asks."""
+    if "side_by_side" in graph.memo:
+        found: _SideBySide = graph.memo["side_by_side"]
+        return found
+    d = graph.deployment
     positions = {id(x): i for i, x in enumerate(d.workloads)}  # by identity: models compare field by field
     by_name = {x.name: x for x in d.workloads}
     running: dict[tuple[str, str], list[tuple[int, Workload, Effective]]] = {}
-    effectives = {e.workload: e for e in everyone}
+    effectives = {e.workload: e for e in (*graph.others, graph.effective)}
     for x in d.workloads:
         host, e = _host(x), effectives.get(x.name)
         if host is None or e is None or by_name.get(x.name) is not x:
             continue
         if host[0] != "host" or x.background or _RECIPES.search(x.file):  # one a script waits for has stopped
             running.setdefault(host, []).append((positions[id(x)], x, e))
-    _INDEXED[:] = [_SideBySide(d, positions, running)]
-    return _INDEXED[0]
+    index = graph.memo["side_by_side"] = _SideBySide(positions, running)
+    return index
 
 
 def ports_bound_twice(graph: Graph) -> list[Hit]:
@@ -217,9 +218,9 @@ def ports_bound_twice(graph: Graph) -> list[Hit]:
     too: the later one cannot bind it. Said once, at the later workload. A script's earlier server counts when it
     runs in the background (`&`): one the script waits for has stopped before the next starts; a Makefile's or a
     Justfile's recipes are run each on its own, side by side."""
-    w, d = graph.workload, graph.deployment
+    w = graph.workload
     host = _host(w)
-    index = _side_by_side(d, (*graph.others, graph.effective))
+    index = _side_by_side(graph)
     if host is None or id(w) not in index.positions:
         return []
     mine_at = index.positions[id(w)]
