@@ -304,9 +304,7 @@ def _script_run(
     texts = [w for w, _ in argv]
     if not command or image is None or not is_vllm_image(image) or script_index(texts) is not None:
         return None
-    program = texts[0].rsplit("/", 1)[-1]
-    interpreter = program in _INTERPRETERS or program.startswith("python")
-    if interpreter or not (program.endswith((".sh", ".bash", ".py")) or _STARTER.match(program)):
+    if not _is_script(texts[0], (".sh", ".bash", ".py")):
         return None
     if cache_server_args(argv, reading.servers) is not None or proxy_launch(argv, reading.proxy_scripts) is not None:
         return None
@@ -314,14 +312,18 @@ def _script_run(
     return UnreadLaunch(location=node_location(doc, command[0]), text=clip(text, 200))
 
 
-def _start_script(command: list[tuple[str, Location]]) -> bool:
-    """A command that is one start script (`/scripts/startup.sh`, `run`), not a shell or an interpreter."""
-    if len(command) != 1:
-        return False
-    program = command[0][0].rsplit("/", 1)[-1]
+def _is_script(word: str, extensions: tuple[str, ...]) -> bool:
+    """A program that is a script of the image (`/usr/local/bin/run.sh`, `start-server`), not a shell, an
+    interpreter or `vllm` itself."""
+    program = word.rsplit("/", 1)[-1]
     if program in _INTERPRETERS or program.startswith("python"):
         return False
-    return program.endswith((".sh", ".bash")) or _STARTER.match(program) is not None
+    return program.endswith(extensions) or _STARTER.match(program) is not None
+
+
+def _start_script(command: list[tuple[str, Location]]) -> bool:
+    """A command that is one start script (`/scripts/startup.sh`, `run`), not a shell or an interpreter."""
+    return len(command) == 1 and _is_script(command[0][0], (".sh", ".bash"))
 
 
 def _script_given_vllm_args(
