@@ -804,6 +804,10 @@ class LMCacheServerCli(Sourced):
 
     commands: tuple[ServerCommandCli, ...]
 
+    def options_named(self, flag: str) -> list[tuple[ServerCommandCli, ServerOption]]:
+        """Each command that has (or had) an option of this spelling, with that option."""
+        return [(c, o) for c in self.commands for o in c.options if o.flag == flag]
+
     def command(self, words: str, version: Version) -> ServerCommandCli | None:
         """The entry of ``words`` (``lmcache server``) in ``version``; None when that release has no such command."""
         return next((c for c in self.commands if c.command == words and c.has(version)), None)

@@ -541,9 +541,7 @@ def _answer_name(
     wants_lmcache |= any(m.package == "lmcache" for m in in_schema)
     if not entries:
         wants_lmcache |= any(e.package == "lmcache" for e in knowledge.name_inventory.find(request.name))
-        wants_lmcache |= dashed and any(
-            o.flag == request.name.strip() for c in knowledge.lmcache_server_cli.commands for o in c.options
-        )
+        wants_lmcache |= dashed and bool(knowledge.lmcache_server_cli.options_named(request.name.strip()))
     if wants_lmcache:
         lm_version, result.lmcache_context = resolve_version(
             knowledge, request.lmcache_version, package="lmcache", field="lmcache_version"

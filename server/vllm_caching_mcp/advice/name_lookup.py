@@ -82,9 +82,10 @@ def _status(since: Version | None, until: Version | None, version: Version, read
     return "available"
 
 
-def _sentence(match: InventoryMatch, read: list[Version], version: Version) -> str:
+def _sentence(match: InventoryMatch, read: list[Version], version: Version, kind: str | None = None) -> str:
+    """The match's status in one sentence; ``kind`` says what the name is where its kind's words do not."""
     label = PRODUCT_LABELS[match.package]
-    what = f"{match.name} ({_KIND_WORDS[match.kind]})"
+    what = f"{match.name} ({kind or _KIND_WORDS[match.kind]})"
     first, last = as_text(read[0]), as_text(read[-1])
     span = f"from {match.introduced or f'{first} (the oldest release read)'}"
     span += f" until {match.removed} (removed)" if match.removed else f" through {last} (the newest read)"
@@ -122,26 +123,23 @@ def _server_option_matches(knowledge: Knowledge, name: str, version: Version) ->
         return []
     read = knowledge.release_versions("lmcache")
     found = []
-    for command in knowledge.lmcache_server_cli.commands:
-        for option in (o for o in command.options if o.flag == text):
-            introduced = option.introduced or command.introduced
-            removed = option.removed or command.removed
-            match = InventoryMatch(
-                name=option.flag,
-                kind="lmcache_server_option",
-                package="lmcache",
-                version=str(version),
-                status=_status(introduced, removed, version, read),
-                answer="",
-                introduced=as_text(introduced),
-                removed=as_text(removed),
-                where=command.command,
-                sources=list(knowledge.lmcache_server_cli.sources[:1]),
-            )
-            match.answer = _sentence(match, read, version).replace(
-                f"({_KIND_WORDS[match.kind]})", f"(an option of `{command.command}`)", 1
-            )
-            found.append(match)
+    for command, option in knowledge.lmcache_server_cli.options_named(text):
+        introduced = option.introduced or command.introduced
+        removed = option.removed or command.removed
+        match = InventoryMatch(
+            name=option.flag,
+            kind="lmcache_server_option",
+            package="lmcache",
+            version=str(version),
+            status=_status(introduced, removed, version, read),
+            answer="",
+            introduced=as_text(introduced),
+            removed=as_text(removed),
+            where=command.command,
+            sources=list(knowledge.lmcache_server_cli.sources[:1]),
+        )
+        match.answer = _sentence(match, read, version, f"an option of `{command.command}`")
+        found.append(match)
     return found
 
 

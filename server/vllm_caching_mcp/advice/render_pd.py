@@ -113,9 +113,9 @@ class PdPlans(PlannerBase):
             data_parallel_size=self.r.parallelism.data_parallel_size,
         )
         named = {layout.id for layout in layouts_at(self.k, connector, self.version) if layout.base_env == variable}
-        layout = sorted({u.port for u in uses if u.layout in named})
-        default = layout[0] if layout else int(self.default_of(entry_id))
-        span = max(1, len(layout))
+        laid_out = sorted({u.port for u in uses if u.layout in named})
+        default = laid_out[0] if laid_out else int(self.default_of(entry_id))
+        span = max(1, len(laid_out))
         ports = list(range(default, default + span)) if self.kube else self.ports_on(host).block(default, span)
         if ports[0] != default:
             self.note(
