@@ -531,6 +531,14 @@ def test_extra_config_keys_another_connector_reads_are_silently_ignored(knowledg
     assert unregistered.key == "kv_connector"
 
 
+def test_an_out_of_tree_offloading_spec_may_read_any_extra_config_key(knowledge: Knowledge) -> None:
+    # vllm/v1/kv_offload/factory.py builds the class spec_module_path names with the whole extra config.
+    keys = ["spec_name", "spec_module_path", "shared_storage_path", "threads_per_gpu"]
+    assert engine_schema.check_extra_config("OffloadingConnector", keys, "0.12.0", knowledge) == []
+    (unread,) = engine_schema.check_extra_config("OffloadingConnector", ["threads_per_gpu"], "0.12.0", knowledge)
+    assert unread.key == "kv_connector_extra_config.threads_per_gpu"
+
+
 def test_lmcache_connectors_also_have_the_keys_lmcaches_adapter_reads(knowledge: Knowledge) -> None:
     keys = ["lmcache.chunk_size", "lmcache.no_such_key", "lmcache.mp.server_urls", "use_native", "backends"]
     problems = {

@@ -343,6 +343,7 @@ vllm:
   maxNumBatchedTokens: 1024
   enableChunkedPrefill: false
   tensorParallelSize: null
+  task: ""
   resources:
     limits:
       nvidia.com/gpu: '1'
@@ -360,7 +361,7 @@ def test_chart_values_named_as_vllm_options_are_the_options_its_templates_pass()
         "--max-model-len": "16384",
         "--max-num-batched-tokens": "1024",
         "--no-enable-chunked-prefill": True,
-    }  # a null value is the chart's default: not passed
+    }  # a null or empty value is the chart's default: not passed
     assert [f.location.line for f in w.flags if f.name == "--max-model-len"] == [8]
     assert any("named as `vllm serve` options of its image" in n for n in notes)
 

@@ -1639,3 +1639,31 @@ def test_a_server_the_script_waits_for_frees_its_ports_before_the_next_starts() 
     assert "pitfall.ports-bound-twice" not in fired(review(sequential, version="0.33.0"))
     recipes = f"prefill:\n    vllm serve {M} --port 8100 {NIXL}\n\ndecode:\n    vllm serve {M} --port 8200 {NIXL}\n"
     assert "pitfall.ports-bound-twice" in fired(review(("Justfile", recipes), version="0.33.0"))
+
+
+BASE_WITH_PLACEHOLDER_IMAGE = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: vllm}
+spec:
+  template:
+    spec:
+      containers:
+      - name: inference-server
+        image: replaced-by-kustomize
+        args: [--tensor-parallel-size=2, --enable-prefix-caching]
+        command: [vllm, serve, Qwen/Qwen3-32B]
+        resources: {}
+"""
+
+
+def test_a_base_whose_image_an_overlay_sets_is_not_judged_for_what_the_overlay_adds(knowledge: Knowledge) -> None:
+    # `image: replaced-by-kustomize` says the pod is completed elsewhere: its GPUs and its tag are the overlay's.
+    result = review(("base/deployment.yaml", BASE_WITH_PLACEHOLDER_IMAGE))
+    assert not {"pitfall.no-gpu-requested", "pitfall.floating-image-tag", "pitfall.shm-too-small-for-workers"} & {
+        f.rule_id for f in result.findings
+    }
+    real = review(
+        ("base/deployment.yaml", BASE_WITH_PLACEHOLDER_IMAGE.replace("replaced-by-kustomize", "vllm/vllm-openai"))
+    )
+    assert {"pitfall.no-gpu-requested", "pitfall.floating-image-tag"} <= {f.rule_id for f in real.findings}

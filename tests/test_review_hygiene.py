@@ -359,6 +359,10 @@ def test_what_an_install_does_wrong(words: list[tuple[str, bool]], expected: lis
         ("vllm/vllm-openai:v0.10.1-gptoss", None),
         ("vllm/vllm-openai:nightly-8ba2f3c1d2e4", None),  # a commit's build
         ("myorg/vllm-openai:gptoss", None),  # another repository's tags are its own
+        ("replaced-by-kustomize", None),  # a base's stand-in for the image an overlay sets
+        ("IMAGE_PLACEHOLDER", None),
+        ("nginx", "latest"),  # a bare name is a library image
+        ("example/vllm", "latest"),  # a placeholder word counts only in a bare name
     ],
 )
 def test_which_image_tags_move(image: str, tag: str | None) -> None:

@@ -274,6 +274,10 @@ def extra_keys(schema: EngineSchema, connector: str) -> list[SchemaEntry]:
     ]
 
 
+# Extra-config keys that load a class from another package, which is given the whole extra config.
+_EXTERNAL_CLASS_KEYS = frozenset({"spec_module_path"})
+
+
 def check_extra_config(
     connector: str,
     keys: Iterable[str],
@@ -305,11 +309,15 @@ def check_extra_config(
     if registered.at("hands_to", release) == "lmcache":
         own += [e for e in schema.lmcache_adapter_extra_config if lm_release is None or e.holds_at(lm_release)]
     handed_to = registered.at("hands_to", release)
+    keys = list(keys)
+    # The offloading spec class named by spec_module_path is another package's, built with the whole extra
+    # config (vllm/v1/kv_offload/factory.py): a key vLLM does not read may be that class's own.
+    external_spec = any(e.key in _EXTERNAL_CLASS_KEYS and e.key in keys for e in own)
     problems: list[Problem] = []
     for key in keys:
         if any(e.key == key for e in own):
             continue
-        if handed_to not in (None, "lmcache"):  # the adapter of a package the schema does not read may read it
+        if handed_to not in (None, "lmcache") or external_spec:  # another package's code may read it
             continue
         prefix = next((e for e in own if e.access == "prefix" and key.startswith((e.key or "")[:-1])), None)
         if prefix is not None:

@@ -131,10 +131,20 @@ _MOVING_TAGS = {"latest", "nightly", "main", "master", "dev", "develop", "edge",
 _OFFICIAL_REPOSITORY = re.compile(r"(^|/)vllm/vllm-(openai|tpu|cpu)[\w-]*$")
 
 
+def placeholder_image(image: str) -> bool:
+    """An image reference that stands in for one set elsewhere (``${IMAGE}``, ``<image>``, ``replaced-by-kustomize``,
+    ``IMAGE_PLACEHOLDER``): a base an overlay, a replacement or a pipeline completes. A placeholder word counts
+    only in a bare name without a tag, where no registry would hold such an image."""
+    text = image.strip().strip("\"'")
+    if _PLACEHOLDER_MARK.search(text):
+        return True
+    return "/" not in text and ":" not in text and _PLACEHOLDER_WORD.search(text) is not None
+
+
 def floating_tag(image: str) -> str | None:
     """The moving tag an image reference runs (``latest`` for none); None for a release tag or a digest."""
     text = image.strip().strip("\"'")
-    if not text or "@" in text or _PLACEHOLDER_MARK.search(text):
+    if not text or "@" in text or placeholder_image(text):
         return None  # pinned by digest, or a template the files fill in elsewhere
     name = text.rsplit("/", 1)[-1]
     if ":" not in name:

@@ -208,7 +208,9 @@ def _chart_option_words(doc: Document, node: Located, options: frozenset[str]) -
             words += _chart_option_words(doc, item, options) if key not in _CONTAINER_KEYS else []
             continue
         flag, value = _option_name(str(key)), item.value
-        if value is None or isinstance(value, list) or (flag not in options and f"--no-{flag[2:]}" not in options):
+        # An empty value is a chart's "not set": its template passes the option only `if` the value is given.
+        unset = value is None or (isinstance(value, str) and not value.strip())
+        if unset or isinstance(value, list) or (flag not in options and f"--no-{flag[2:]}" not in options):
             continue
         where = node_location(doc, item)
         if isinstance(value, bool):

@@ -26,6 +26,7 @@ from ..hygiene import (
     container_hygiene,
     duplicate_env_issues,
     env_expansion_issues,
+    placeholder_image,
     pod_claims,
     secret_data_issues,
 )
@@ -244,8 +245,9 @@ def _parse_kubernetes(doc: Document, objects: list[Located], reading: Reading) -
                     replicas=replicas,
                     nodes=nodes,
                     location=Location(file=doc.name, line=container.line, path=container.path or None),
-                    # a patch without an image, or a pod an operator builds: /dev/shm is set where the pod is
-                    pod_elsewhere=image is None or kind not in _WORKLOAD_KINDS,
+                    # a patch without an image, a base whose image an overlay sets, or a pod an operator builds:
+                    # GPUs and /dev/shm are set where the pod is completed
+                    pod_elsewhere=image is None or placeholder_image(image) or kind not in _WORKLOAD_KINDS,
                 )
                 pod_resources(doc, workload, pod_spec, container, deployment.notes)
                 evaluated = frozenset(
