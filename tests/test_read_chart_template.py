@@ -65,3 +65,21 @@ def test_a_template_is_reviewed_as_it_renders() -> None:
     )
     # HF_TOKEN in both branches of an if is not a key written twice; resources a toYaml fills is not "no GPU"
     assert not {"pitfall.duplicate-yaml-key", "pitfall.no-gpu-requested"} & {f.rule_id for f in result.findings}
+
+
+def test_a_key_the_template_fills_in_and_a_helm_variable_in_a_value_are_read_as_text() -> None:
+    template = TEMPLATE.replace(
+        '  labels:\n    {{- include "vllm.labels" . | nindent 4 }}\n',
+        "  labels:\n    {{ .Values.poolLabelKey }}: {{ .Values.poolLabelValue }}\n",
+    ).replace(
+        "          resources:\n",
+        "            {{- range $key, $val := .Values.extraEnv }}\n"
+        "            - name: {{ $key }}\n"
+        "              value: {{ $val | quote }}\n"
+        "            {{- end }}\n"
+        "          resources:\n",
+    )
+    lines = rendered_shape(template).text.split("\n")
+    assert lines[5] == "    '{{ .Values.poolLabelKey }}': '{{ .Values.poolLabelValue }}'"
+    result = review(("templates/deployment.yaml", template), version="0.22.1")
+    assert "pitfall.env-value-not-expanded" not in {f.rule_id for f in result.findings}  # $val is Helm's, not a shell's

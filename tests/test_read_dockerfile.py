@@ -197,3 +197,37 @@ def test_a_stage_built_on_one_with_a_shell_form_entrypoint_still_runs_it_alone()
     )
     [w], _ = workloads(("Dockerfile", text))
     assert (w.model, flags(w)) == ("m", {"--port": "8000"})  # Docker gives a shell-form ENTRYPOINT no CMD
+
+
+def test_an_image_built_for_vllm_that_starts_its_own_script_is_a_vllm_server_whose_options_are_not_here() -> None:
+    on_base = "FROM example.com/models/pytorch-vllm-serve:gemma4\nCOPY entrypoint.sh /entrypoint.sh\n"
+    [w], notes = workloads(("Dockerfile", on_base + 'ENTRYPOINT ["/entrypoint.sh"]\n'))
+    assert w.source == "dockerfile" and w.flags == []
+    assert any("starts /entrypoint.sh, which the files do not hold" in n for n in notes), notes
+    # built from vLLM's sources in one stage and copied into the next: its installs are the copy's
+    multi_stage = (
+        "FROM nvidia/cuda:12.8.1-devel-ubuntu24.04 AS build\n"
+        "RUN git clone https://github.com/vllm-project/vllm.git && cd vllm && pip install -e .\n"
+        "FROM nvidia/cuda:12.8.1-runtime-ubuntu24.04\n"
+        "COPY --from=build /opt/venv /opt/venv\n"
+        'CMD ["bash", "/usr/local/bin/start.sh"]\n'
+    )
+    [built], _ = workloads(("Containerfile", multi_stage))
+    assert [(c.package, c.requirement, c.location.line) for c in built.installs] == [("unknown", "--from=build", 4)]
+    assert "pitfall.vllm-not-in-image" not in {f.rule_id for f in review(("Containerfile", multi_stage)).findings}
+    # a script in an image that has nothing of vLLM is no vLLM server
+    other = 'FROM python:3.12\nCOPY run.sh /run.sh\nENTRYPOINT ["/run.sh"]\n'
+    with pytest.raises(AdviceError, match="no vLLM server found"):
+        read(("Dockerfile", other))
+
+
+def test_buildkit_options_on_lines_of_their_own_are_not_commands() -> None:
+    text = (
+        "FROM vllm/vllm-openai:v0.12.0\n"
+        "RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \\\n"
+        "    --mount=type=cache,target=/var/lib/apt/lists,sharing=locked \\\n"
+        "    apt-get update && pip install lmcache==0.3.9\n"
+    )
+    [w], notes = workloads(("Dockerfile", text))
+    assert not any("--mount" in n for n in notes), notes
+    assert [(c.package, c.location.line) for c in w.installs] == [("lmcache", 4)]

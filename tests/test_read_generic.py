@@ -410,3 +410,28 @@ def test_a_mock_of_vllm_s_api_is_no_vllm_server(image: str) -> None:
     )
     with pytest.raises(NothingToReview):
         read(("mock.yaml", text))
+
+
+DSTACK_SERVICE = """\
+type: service
+name: gpt-oss-120b
+image: rocm/vllm-dev:open-mi300-08052025
+commands:
+  - pip list
+  - |
+    vllm serve openai/gpt-oss-120b \\
+      --tensor-parallel-size 8 \\
+      --no-enable-prefix-caching
+port: 8000
+"""
+
+
+def test_a_list_of_script_lines_under_commands_is_read_line_by_line() -> None:
+    # dstack's `commands:` (and a CI job's `script:`): each item is a line of shell, not one word of a command
+    [w], notes = workloads(("service.dstack.yml", DSTACK_SERVICE))
+    assert (w.model, flags(w)) == (
+        "openai/gpt-oss-120b",
+        {"--tensor-parallel-size": "8", "--no-enable-prefix-caching": True},
+    )
+    assert [f.location.line for f in w.flags] == [8, 9]
+    assert any("its commands runs vLLM" in n for n in notes)

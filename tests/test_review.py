@@ -1667,3 +1667,12 @@ def test_a_base_whose_image_an_overlay_sets_is_not_judged_for_what_the_overlay_a
         ("base/deployment.yaml", BASE_WITH_PLACEHOLDER_IMAGE.replace("replaced-by-kustomize", "vllm/vllm-openai"))
     )
     assert {"pitfall.no-gpu-requested", "pitfall.floating-image-tag"} <= {f.rule_id for f in real.findings}
+
+
+def test_with_the_release_unknown_only_a_variable_no_covered_release_reads_is_called_unread() -> None:
+    # VLLM_RPC_TIMEOUT is read up to 0.22: the release that runs may read it; VLLM_NO_SUCH_KNOB no release reads.
+    script = f"export VLLM_RPC_TIMEOUT=300 VLLM_NO_SUCH_KNOB=1\nvllm serve {M}\n"
+    found = [f.message for f in review(script).findings if f.rule_id == "pitfall.vllm-env-unread"]
+    assert len(found) == 1 and "VLLM_NO_SUCH_KNOB" in found[0]
+    stated = [f.message for f in review(script, version="0.33.0").findings if f.rule_id == "pitfall.vllm-env-unread"]
+    assert len(stated) == 2

@@ -712,6 +712,11 @@ def check_vllm_env(names: Iterable[str], vllm_version: Version | str, knowledge:
     return problems
 
 
+def vllm_env_ever_read(name: str, knowledge: Knowledge) -> bool:
+    """Whether some covered vLLM release reads the variable (the name inventory's runs)."""
+    return any(e.kind == "env_var" and e.package == "vllm" for e in knowledge.name_inventory.find(name))
+
+
 def _in_run(introduced: Version | None, removed: Version | None, release: Version) -> bool:
     return (introduced is None or introduced <= release) and (removed is None or release < removed)
 

@@ -115,6 +115,7 @@ def _line_shape(line: str) -> str:
     body = line.lstrip()
     indent = line[: len(line) - len(body)]
     start = _LEAD.match(body).end()  # type: ignore[union-attr]  # the pattern matches the empty string
+    body, start = _quoted_key(body, start)
     value = body[start:]
     defaulted = _DEFAULTED.fullmatch(value.strip())
     if defaulted is not None:
@@ -128,3 +129,15 @@ def _line_shape(line: str) -> str:
         return line  # after plain text (`--port={{ .Values.port }}`): valid YAML as it stands
     quoted = value.replace("'", "''")
     return f"{indent}{body[:start]}'{quoted}'"
+
+
+def _quoted_key(body: str, start: int) -> tuple[str, int]:
+    """A key the template fills in (`{{ .Values.labelKey }}: value`) quoted, so YAML reads it as text and not as a
+    flow mapping; the body and where its value starts."""
+    lead = body[:start]
+    dashes = len(lead) - len(lead.lstrip("- "))
+    key, colon, rest = lead[dashes:].partition(":")
+    if not colon or not key.startswith("{{"):
+        return body, start
+    quoted = "'" + key.strip().replace("'", "''") + "'"
+    return body[:dashes] + quoted + colon + rest + body[start:], dashes + len(quoted) + len(colon) + len(rest)

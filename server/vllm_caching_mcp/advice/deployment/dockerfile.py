@@ -198,7 +198,8 @@ def _run(stage: Stage, doc: Document, body: str, line: int, notes: list[str]) ->
     if words is not None:
         stage.installs += pip_installs(words)
         return
-    script = re.sub(r"^(\s*--[\w-]+(=\S*)?)+", lambda m: " " * len(m.group()), body)
+    # BuildKit's options (--mount=..., --network=...), each line of them continued with a backslash
+    script = re.sub(r"^((?:\s|\\\n)*--[\w-]+(=\S*)?)+", lambda m: re.sub(r"[^\n]", " ", m.group()), body)
     shell = Shell(stage.values())  # a copy: what a RUN script assigns ends with it
     run = ShellRun(Document(name=doc.name, text=script), None, shell)
     run.pins = stage.installs
@@ -249,6 +250,13 @@ def read_dockerfile(doc: Document) -> DockerBuild:
             stage.changed()
         elif keyword == "RUN":
             _run(stages[-1], doc, body, line, notes)
+        elif keyword in ("COPY", "ADD") and re.match(r"\s*--from=", body):
+            # files from another stage or image, which may be a whole environment with vLLM in it
+            where = Location(file=doc.name, line=line)
+            copied = body.split()[0]
+            stages[-1].installs.append(
+                ReleaseClaim(package="unknown", version=None, requirement=copied, location=where)
+            )
         elif keyword in ("CMD", "ENTRYPOINT"):
             exec_words = _exec_form(body, doc, line)
             words = exec_words if exec_words is not None else _shell_form(body, doc, line)

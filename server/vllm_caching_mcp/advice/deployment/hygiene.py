@@ -416,6 +416,9 @@ def container_hygiene(
     return issues + ([found] if found is not None else [])
 
 
+_TEMPLATE_ACTION = re.compile(r"\{\{.*?\}\}")
+
+
 def env_expansion_issues(
     doc: Document, container: Located, defined_first: list[str] | None, evaluated: frozenset[str] = frozenset()
 ) -> list[HygieneIssue]:
@@ -427,7 +430,7 @@ def env_expansion_issues(
         name = text_of(item.get("name")) if item.get("name") is not None else ""
         value_item = item.get("value")
         if value_item is not None and isinstance(value_item.value, str) and name not in evaluated:
-            value = value_item.value
+            value = _TEMPLATE_ACTION.sub("", value_item.value)  # `{{ $val }}`: a Helm variable, rendered away
             without = _K8S_REFERENCE.sub("", value)
             shell_style = [m.group() for m in _SHELL_REFERENCE.finditer(without)]
             certain = defined_first is not None

@@ -25,7 +25,8 @@ from .yaml_nodes import Located, load_yaml, node_location, text_of
 # Keys a chart or an operator gives the server's arguments under (extraArgs, extra_args, vllmArgs, serverArgs,
 # engineArgs, extraCmdArgs, ...): every key that ends in "args", dashes and underscores aside.
 _ARGS_KEY = re.compile(r"[a-z]*args|arguments|extraarguments")
-_COMMAND_KEYS = ("command", "cmd", "entrypoint", "script", "run")  # run: a GitHub Actions step, a CI job
+# run: a GitHub Actions step, a CI job; commands: a dstack configuration
+_COMMAND_KEYS = ("command", "commands", "cmd", "entrypoint", "script", "run")
 # Keys an operator names the serving engine under (KubeAI's Model `engine: VLLM`): its arguments are vLLM's.
 _ENGINE_KEYS = ("engine", "backend", "runtime", "server", "framework")
 _ENV_KEYS = ("env", "extraEnv", "extra_env", "environment", "envVars", "env_vars")
@@ -111,34 +112,48 @@ class _Found:
 
 
 def _command(doc: Document, node: Located, image: str | None) -> _Found | None:
-    """A command (a string, a shell script, or a list) that runs `vllm serve`."""
+    """A command (a string, a shell script, a list of script lines, or an argv list) that runs `vllm serve`."""
     for key in _COMMAND_KEYS:
         item = node.get(key)
         if item is None:
             continue
         if isinstance(item.value, str):
-            if not re.search(r"\bvllm\b", item.value):
-                continue
-            # `{{ .Values.x }}` is one value the files do not hold, not three words
-            text = _TEMPLATE.sub(lambda m: re.sub(r"\s+", "", m.group()), item.value)
-            where = node_location(doc, item)
-            words = [
-                (t.text, Location(file=where.file, line=t.line, path=where.path))
-                for t in tokenize_shell(text, where.line or 1)
-                if not t.separator
-            ]
-            launch = launch_from_argv(doc, [("sh", where), ("-c", where), (text, where)], image)
-            inner = vllm_args(words)
-            if launch is None and inner is not None:
-                launch = Launch(args=inner)
-            if launch is not None and inner is not None and len(launch.args) < len(inner):
-                launch = Launch(args=inner)  # a template the shell cannot parse (`${var.x}`): its words as written
+            launch = _script_launch(doc, item, image)
+        elif _script_lines(item):  # dstack's `commands:`, a CI job's `script:`: each item a line of shell
+            launch = next((found for line in item.items() if (found := _script_launch(doc, line, image))), None)
         else:  # a container's form: `command: [vllm, serve]` with its `args` beside it
             args = _word_list(doc, "args", node.get("args")) or []
             launch = launch_from_argv(doc, words_from_list(doc, item.items(), "") + args, None, overridden=True)
         if launch is not None:
             return _Found(launch, item, f"its {key} runs vLLM")
     return None
+
+
+def _script_lines(item: Located) -> bool:
+    """A list of shell lines rather than one command's words: its items are text, one with a space in it."""
+    items = item.items() if isinstance(item.value, list) else []
+    return bool(items) and all(isinstance(i.value, str) for i in items) and any(" " in i.value for i in items)
+
+
+def _script_launch(doc: Document, item: Located, image: str | None) -> Launch | None:
+    """The vLLM launch a shell script held as one YAML string runs, if any."""
+    if not isinstance(item.value, str) or not re.search(r"\bvllm\b", item.value):
+        return None
+    # `{{ .Values.x }}` is one value the files do not hold, not three words
+    text = _TEMPLATE.sub(lambda m: re.sub(r"\s+", "", m.group()), item.value)
+    where = node_location(doc, item)
+    words = [
+        (t.text, Location(file=where.file, line=t.line, path=where.path))
+        for t in tokenize_shell(text, where.line or 1)
+        if not t.separator
+    ]
+    launch = launch_from_argv(doc, [("sh", where), ("-c", where), (text, where)], image)
+    inner = vllm_args(words)
+    if launch is None and inner is not None:
+        launch = Launch(args=inner)
+    if launch is not None and inner is not None and len(launch.args) < len(inner):
+        launch = Launch(args=inner)  # a template the shell cannot parse (`${var.x}`): its words as written
+    return launch
 
 
 # Longer lists under keys that do not say they are arguments are data (hosts, labels, buckets).

@@ -8,7 +8,7 @@ import re
 from ..containers import launch_from_argv, started_as_written
 from ..dockerfile import DockerBuild, is_dockerfile, read_dockerfile
 from ..flags import read_args
-from ..launch import Launch
+from ..launch import Launch, is_vllm_image
 from ..model import Document, Location, Workload
 from ..shell import Shell
 from ..yaml_nodes import Located
@@ -36,6 +36,8 @@ def build_workload(build: DockerBuild, name: str, reading: Reading) -> Workload 
     else:
         variables = Shell({u.name: u.value for u in stage.env if u.value is not None})
         found = launch_from_argv(doc, build.argv(), image, stage.entrypoint is not None, variables, notes)
+        if found is None:
+            found = _own_start_script(build, image, notes)
     if found is None:
         return None
     workload = Workload(
@@ -51,6 +53,35 @@ def build_workload(build: DockerBuild, name: str, reading: Reading) -> Workload 
     started_as_written(workload, found, notes)
     read_args(workload, found.args, stage.unresolved | found.unresolved, found.emptied)
     return workload
+
+
+# A start script of the image's own: `/entrypoint.sh`, `start.sh`, `bash /app/run.sh` (the shell's words first).
+_SHELLS = {"sh", "bash", "/bin/sh", "/bin/bash", "/usr/bin/env", "env", "tini", "/usr/bin/tini", "--", "-c"}
+_VLLM_SOURCE = re.compile(r"github\.com/vllm-project/vllm(\.git)?\b")
+
+
+def _own_start_script(build: DockerBuild, image: str | None, notes: list[str]) -> Launch | None:
+    """An image built for vLLM (its base names vLLM, or it installs or builds vLLM) whose ENTRYPOINT or CMD runs
+    a shell script the files do not hold: a vLLM server whose options sit in that script."""
+    words = [w for w, _ in build.argv() if w not in _SHELLS]
+    script = words[0] if words else ""
+    if not script.endswith(".sh"):
+        return None
+    base = (image or "").rsplit(":", 1)[0].split("@")[0]
+    if is_vllm_image(base):
+        why = f"it builds on {image}"
+    elif any(claim.package == "vllm" for claim in build.stage.installs):
+        why = "it installs vLLM"
+    elif _VLLM_SOURCE.search(build.doc.text):
+        why = "it builds vLLM from its sources"
+    else:
+        return None
+    notes.append(
+        f"{build.doc.name}: its image is built for vLLM ({why}) and starts {script}, which the files do not hold: "
+        "read as a vLLM server whose options are in that script; its image and installs are reviewed, its options "
+        "only when the script is reviewed with it"
+    )
+    return Launch(args=[])
 
 
 def _where_it_starts(build: DockerBuild) -> Location:
