@@ -52,8 +52,8 @@ from .engine_schema import (
     check_lmcache_keys,
     check_lmcache_values,
     check_vllm_env,
-    vllm_env_ever_read,
     lmcache_leftover_default,
+    vllm_env_ever_read,
 )
 from .flag_values import refused_values
 from .review_models import GIB, HostFacts
