@@ -45,6 +45,10 @@ KNOWN_DISAGREEMENTS: dict[str, str] = {
 # Error rules with no engine record, and why (a release whose venv was not built, a premise outside
 # what a `vllm serve` line can carry). Empty means every error-severity rule has a trips case.
 NOT_RECORDED: dict[str, str] = {
+    "pitfall.vllm-env-value-refused": "the ValueError comes from vllm/envs.py's own parse rules (int(), bool(int()), "
+    "env_with_choices, get_vllm_port) when the engine core reads every variable after loading the model "
+    "(wheel:vllm==0.11.1:vllm/v1/engine/core.py:652), a stage the oracle does not reach; "
+    "tests/test_engine_schema.py runs the same conversions on the same texts",
     "pitfall.option-value-empty": "a record gives the engine words, and a word that expands to nothing cannot be "
     "one: the review reads the shell's expansion. Run by hand through the oracle's serve parser on 0.33.0, "
     "--max-model-len followed by --enforce-eager or by nothing is refused by argparse: 'argument "

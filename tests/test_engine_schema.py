@@ -729,3 +729,23 @@ def test_a_vllm_variable_no_code_of_the_release_reads(knowledge: Knowledge) -> N
     assert "Unknown vLLM environment variable detected" in gone.message  # logged from 0.17.0
     (early,) = engine_schema.check_vllm_env(["VLLM_ENGINE_READY_TIMEOUT_S"], "0.11.0", knowledge)
     assert "Unknown vLLM environment variable" not in early.message
+
+
+def test_a_vllm_variable_s_text_is_judged_by_the_parse_rule_of_its_release(knowledge: Knowledge) -> None:
+    items = [
+        ("VLLM_USE_DEEP_GEMM", "true"),  # bool(int(<env>))
+        ("VLLM_PORT", "tcp://10.0.0.1:8000"),  # what the kubelet sets for a Service named vllm
+        ("VLLM_PORT", "8000"),
+        ("VLLM_DEEP_GEMM_WARMUP", "fast"),  # env_with_choices
+        ("VLLM_FLOAT32_MATMUL_PRECISION", "HIGH"),  # case_sensitive=False
+        ("VLLM_LOGGING_LEVEL", "debug"),  # a plain string
+    ]
+    found = {p.key: p.engine_message for p in engine_schema.check_vllm_env_values(items, "0.33.0", knowledge)}
+    assert found == {
+        "VLLM_USE_DEEP_GEMM": "ValueError: invalid literal for int() with base 10: 'true'",
+        "VLLM_PORT": "ValueError: VLLM_PORT 'tcp://10.0.0.1:8000' appears to be a URI",
+        "VLLM_DEEP_GEMM_WARMUP": "ValueError: Invalid value 'fast' for VLLM_DEEP_GEMM_WARMUP. Valid options: "
+        "['skip', 'full', 'relax'].",
+    }
+    # 0.11.0 reads a variable only where code asks for it: no start-up refusal to call
+    assert engine_schema.check_vllm_env_values(items, "0.11.0", knowledge) == []

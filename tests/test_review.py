@@ -72,6 +72,13 @@ RULE_CASES: dict[str, tuple[str | None, str, str, dict[str, Any]]] = {
         {},
     ),
     # VLLM_RPC_TIMEOUT is read by no code from 0.23.0; VLLM_ENGINE_READY_TIMEOUT_S is
+    # bool(int()) refuses "true"; 1 is the switch as vllm/envs.py reads it
+    "pitfall.vllm-env-value-refused": (
+        "0.33.0",
+        f"VLLM_USE_DEEP_GEMM=true vllm serve {M}",
+        f"VLLM_USE_DEEP_GEMM=1 vllm serve {M}",
+        {},
+    ),
     "pitfall.vllm-env-unread": (
         "0.33.0",
         f"VLLM_RPC_TIMEOUT=300 vllm serve {M}",
@@ -466,7 +473,7 @@ def fired(result: ReviewResult) -> set[str]:
 def test_every_rule_has_a_passing_and_a_failing_example(knowledge: Knowledge) -> None:
     rule_ids = {r.id for r in list_rules(knowledge)}
     assert rule_ids == set(RULE_CASES) | SEPARATELY_TESTED
-    assert len(rule_ids) == 70
+    assert len(rule_ids) == 71
 
 
 @pytest.mark.parametrize("rule_id", sorted(RULE_CASES))

@@ -487,6 +487,9 @@ class Condition(Frozen):
     vllm_env_unread: bool | None = Field(
         default=None, description="each VLLM_* variable the workload sets that no code of the release reads"
     )
+    vllm_env_value_refused: bool | None = Field(
+        default=None, description="each VLLM_* variable set to a literal the release's own parse rule refuses"
+    )
     flag_value_vanished: bool | None = Field(
         default=None, description="each value-taking option whose value expands to nothing (argparse stops)"
     )

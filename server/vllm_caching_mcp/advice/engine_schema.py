@@ -19,6 +19,7 @@ from __future__ import annotations
 import ast
 import functools
 import json
+import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal, Union
 
@@ -707,6 +708,77 @@ def check_vllm_env(names: Iterable[str], vllm_version: Version | str, knowledge:
                 message=f"No code of vLLM {release} reads {name}{was}: the engine ignores it{logged}, so the setting "
                 "does nothing.",
                 sources=[*(knowledge.name_inventory.sources[:1]), "wheel:vllm==0.17.0:vllm/envs.py:1704-1710"],
+            )
+        )
+    return problems
+
+
+# How vllm/envs.py turns a variable's text into its value, for the parse rules whose refusal can be decided here:
+# the Python conversion each runs on the text (`int("true")` raises ValueError as the engine's would).
+_NUMERIC_PARSE = {
+    "int(<env>)": int,
+    "maybe_convert_int(<env>)": int,
+    "bool(int(<env>))": int,
+    "maybe_convert_bool(<env>)": int,
+    "float(<env>)": float,
+    "get_vllm_port": int,
+}
+_CHOICES_PARSE = re.compile(r"env_with_choices\(<env>, [^\[]*?(?P<choices>\[[^\]]*\])(?P<rest>[^\]]*)\)$")
+ENV_READ_AT_START = "feature.engine-reads-every-vllm-env"
+
+
+def _refusal(name: str, parse: str, text: str) -> str | None:
+    """What ``parse`` raises for the variable's ``text``, or None where it takes it (or cannot be decided here)."""
+    rule = parse.split(" if ", 1)[0]  # `int(<env>) if 'X' in os.environ else None`: the int() is what runs
+    convert = _NUMERIC_PARSE.get(rule)
+    if convert is not None:
+        try:
+            convert(text)
+        except ValueError as exc:
+            if rule == "get_vllm_port" and re.match(r"[a-z][a-z0-9+.-]*://", text, re.I):
+                return f"ValueError: VLLM_PORT '{text}' appears to be a URI"
+            return f"ValueError: {exc}"
+        return None
+    found = _CHOICES_PARSE.match(rule)
+    if found is None:
+        return None
+    try:
+        choices = [str(c) for c in ast.literal_eval(found["choices"])]
+    except (ValueError, SyntaxError):
+        return None
+    folded = "case_sensitive=False" in found["rest"]
+    if (text.lower() in [c.lower() for c in choices]) if folded else (text in choices):
+        return None
+    return f"ValueError: Invalid value '{text}' for {name}. Valid options: {choices}."
+
+
+def check_vllm_env_values(
+    items: Iterable[tuple[str, str]], vllm_version: Version | str, knowledge: Knowledge
+) -> list[Problem]:
+    """``VLLM_*`` variables (name, the text as set) whose text the release's own parse rule refuses
+    (``int("true")``, a choice not in the list): the engine reads every variable once it has started
+    (feature.engine-reads-every-vllm-env), so the ValueError stops it there."""
+    release = _version(vllm_version)
+    feature = knowledge.by_id.get(ENV_READ_AT_START)
+    if not (isinstance(feature, Gated) and feature.exists_in(release)):
+        return []
+    if not knowledge.engine_schema.was_read("vllm", release):
+        return []
+    problems = []
+    for name, text in items:
+        entry, _ = _runs((e for e in knowledge.engine_schema.vllm_env if e.name == name), release)
+        parse = entry.at("parse", release) if entry is not None else None
+        raised = _refusal(name, parse, text) if parse else None
+        if entry is None or raised is None:
+            continue
+        problems.append(
+            Problem(
+                severity="error",
+                key=name,
+                message=f"vLLM {release} reads {name} with {parse.replace('<env>', repr(text))}, which raises: once "
+                "started, the engine reads every variable it defines, so the server does not start",
+                engine_message=raised,
+                sources=[entry.source, *feature.sources[-1:]],
             )
         )
     return problems

@@ -52,6 +52,7 @@ from .engine_schema import (
     check_lmcache_keys,
     check_lmcache_values,
     check_vllm_env,
+    check_vllm_env_values,
     lmcache_leftover_default,
     vllm_env_ever_read,
 )
@@ -588,6 +589,19 @@ def _vllm_env_unread(wanted: bool, asked: Asked) -> Outcome:
     return Outcome(bool(items) is wanted, items=items)
 
 
+def _vllm_env_value_refused(wanted: bool, asked: Asked) -> Outcome:
+    ctx = asked.ctx
+    if _vendor_build(True, asked).value:
+        return Outcome(False)  # a vendor's build defines its variables its own way
+    set_literally = [u for u in ctx.effective.env.values() if u.name.startswith("VLLM_") and u.value is not None]
+    by_name = {u.name: u for u in set_literally}
+    items = [
+        Evidence(f"{p.key}={by_name[p.key].value!r}: {p.message} ({p.engine_message})", by_name[p.key].location)
+        for p in check_vllm_env_values([(u.name, u.value or "") for u in set_literally], ctx.version, ctx.knowledge)
+    ]
+    return Outcome(bool(items) is wanted, items=items)
+
+
 def _graph(check: str, asked: Asked) -> Outcome:
     """Each place where the workload disagrees with another object of the deployment (deployment/graph.py)."""
     ctx = asked.ctx
@@ -633,6 +647,7 @@ EVALUATORS: dict[str, Callable[[Any, Asked], Outcome]] = {
     "lmcache_schema": _lmcache_schema,
     "flag_value_vanished": _flag_value_vanished,
     "vllm_env_unread": _vllm_env_unread,
+    "vllm_env_value_refused": _vllm_env_value_refused,
     "flag_release_dependent": lambda wanted, asked: _flag_release_dependent(asked.ctx, asked.workload_flags),
     "flag_value_refused": lambda wanted, asked: _flag_value_refused(wanted, asked),
     "vendor_build": _vendor_build,
