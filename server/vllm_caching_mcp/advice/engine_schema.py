@@ -769,7 +769,7 @@ def check_vllm_env_values(
         entry, _ = _runs((e for e in knowledge.engine_schema.vllm_env if e.name == name), release)
         parse = entry.at("parse", release) if entry is not None else None
         raised = _refusal(name, parse, text) if parse else None
-        if entry is None or raised is None:
+        if entry is None or parse is None or raised is None:
             continue
         problems.append(
             Problem(
