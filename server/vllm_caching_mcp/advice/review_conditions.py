@@ -43,6 +43,7 @@ from .deployment import (
 )
 from .deployment.bounds import clip
 from .deployment.graph import CHECKS, Graph, is_gpu_build
+from .deployment.hygiene import floating_tag
 from .deployment.images import lmcache_image_date, lmcache_image_version
 from .deployment.server_cli import server_release
 from .engine_schema import (
@@ -578,8 +579,8 @@ def _vllm_env_unread(wanted: bool, asked: Asked) -> Outcome:
         return Outcome(False)  # a vendor's build (Gaudi's, Neuron's) reads variables of its own
     referenced = ctx.deployment.referenced_env if ctx.deployment is not None else set()
     uses = [u for u in ctx.effective.env.values() if u.name.startswith("VLLM_") and u.name not in referenced]
-    if ctx.effective.version_source == "assumed-newest":
-        # The release is not known: a variable some covered release reads may be read by the one that runs.
+    if _pinned_to_unknown_release(ctx.effective):
+        # A build of a release the files do not name: a variable some covered release reads may be read by it.
         uses = [u for u in uses if not vllm_env_ever_read(u.name, ctx.knowledge)]
     items = [
         Evidence(f"{use.name}: {p.message}", use.location)
@@ -587,6 +588,13 @@ def _vllm_env_unread(wanted: bool, asked: Asked) -> Outcome:
         for p in check_vllm_env([use.name], ctx.version, ctx.knowledge)
     ]
     return Outcome(bool(items) is wanted, items=items)
+
+
+def _pinned_to_unknown_release(effective: Effective) -> bool:
+    """The release is assumed, yet the image is one fixed build (a dated dev build, a vendor's tag): not the newest
+    release a moving tag (latest, nightly) or an unpinned install gets, but a release the files do not say."""
+    image = effective.image
+    return effective.version_source == "assumed-newest" and bool(image) and floating_tag(image or "") is None
 
 
 def _vllm_env_value_refused(wanted: bool, asked: Asked) -> Outcome:

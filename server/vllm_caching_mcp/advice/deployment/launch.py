@@ -188,10 +188,20 @@ def vllm_args(words: list[tuple[str, Location]]) -> list[tuple[str, Location]] |
         if base.startswith("python") and i + 2 < len(texts) and texts[i + 1] == "-m":
             module = texts[i + 2]
             if module == _SERVE_MODULE or module.startswith("vllm.entrypoints."):
-                return words[i + 3 :]
+                return _model_as_positional(words[i + 3 :])
             if module == "dynamo.vllm":
                 return _without_dynamo_options(words[i + 3 :])
     return None
+
+
+def _model_as_positional(args: list[tuple[str, Location]]) -> list[tuple[str, Location]]:
+    """The API server module's arguments as `vllm serve` takes them: its `--model X` (which every release's module
+    accepts, while `vllm serve` in 0.11.0 refuses it) is serve's positional model."""
+    texts = [w for w, _ in args]
+    if "--model" in texts[:-1] and not (texts and not texts[0].startswith("-")):
+        at = texts.index("--model")
+        return [args[at + 1], *args[:at], *args[at + 2 :]]
+    return args
 
 
 def docker_run(words: list[tuple[str, Location]], env: list[EnvUse], exported: dict[str, str]) -> Launch | None:
