@@ -1686,3 +1686,66 @@ def test_on_a_build_of_an_unnamed_release_only_a_variable_no_covered_release_rea
     latest = dev_build.replace("rocm/vllm-dev:open-mi300-08052025", "vllm/vllm-openai:latest")
     found = [f.message for f in review(latest).findings if f.rule_id == "pitfall.vllm-env-unread"]
     assert "VLLM_RPC_TIMEOUT" in " ".join(found)
+
+
+SERVICE_NAMED_VLLM = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: vllm}
+spec:
+  template:
+    metadata: {labels: {app: vllm}}
+    spec:
+      containers:
+      - name: vllm
+        image: vllm/vllm-openai:v0.33.0
+        args: [Qwen/Qwen3-8B]
+        resources: {limits: {nvidia.com/gpu: 1}}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: vllm}
+spec:
+  selector: {app: vllm}
+  ports: [{port: 8000, targetPort: 8000}]
+"""
+
+
+def test_a_service_named_vllm_gives_its_namespace_s_pods_a_vllm_port_the_engine_refuses() -> None:
+    def refused(text: str) -> list[str]:
+        found = review(("vllm.yaml", text)).findings
+        return [f.message for f in found if f.rule_id == "pitfall.vllm-env-value-refused"]
+
+    (message,) = refused(SERVICE_NAMED_VLLM)
+    assert "VLLM_PORT='tcp://<cluster IP>:8000', set by the kubelet for Service vllm" in message
+    assert "appears to be a URI" in message
+    assert (
+        refused(
+            SERVICE_NAMED_VLLM.replace(
+                "    spec:\n      containers:", "    spec:\n      enableServiceLinks: false\n      containers:"
+            )
+        )
+        == []
+    )
+    assert (
+        refused(
+            SERVICE_NAMED_VLLM.replace(
+                "metadata: {name: vllm}\nspec:\n  selector",
+                "metadata: {name: vllm, namespace: other}\nspec:\n  selector",
+            )
+        )
+        == []
+    )
+    own = SERVICE_NAMED_VLLM.replace(
+        "        args: [Qwen/Qwen3-8B]\n",
+        "        args: [Qwen/Qwen3-8B]\n        env: [{name: VLLM_PORT, value: '12345'}]\n",
+    )
+    assert refused(own) == []  # the container's own variable wins over the kubelet's
+    assert (
+        refused(
+            SERVICE_NAMED_VLLM.replace(
+                "metadata: {name: vllm}\nspec:\n  selector", "metadata: {name: qwen}\nspec:\n  selector"
+            )
+        )
+        == []
+    )

@@ -42,7 +42,7 @@ from .deployment import (
     parse_number,
 )
 from .deployment.bounds import clip
-from .deployment.graph import CHECKS, Graph, is_gpu_build
+from .deployment.graph import CHECKS, Graph, is_gpu_build, service_link_env
 from .deployment.hygiene import floating_tag
 from .deployment.images import lmcache_image_date, lmcache_image_version
 from .deployment.server_cli import server_release
@@ -602,11 +602,14 @@ def _vllm_env_value_refused(wanted: bool, asked: Asked) -> Outcome:
     if _vendor_build(True, asked).value:
         return Outcome(False)  # a vendor's build defines its variables its own way
     set_literally = [u for u in ctx.effective.env.values() if u.name.startswith("VLLM_") and u.value is not None]
+    if ctx.workload is not None and ctx.deployment is not None:
+        set_literally += service_link_env(ctx.deployment, ctx.workload)
     by_name = {u.name: u for u in set_literally}
-    items = [
-        Evidence(f"{p.key}={by_name[p.key].value!r}: {p.message} ({p.engine_message})", by_name[p.key].location)
-        for p in check_vllm_env_values([(u.name, u.value or "") for u in set_literally], ctx.version, ctx.knowledge)
-    ]
+    items = []
+    for p in check_vllm_env_values([(u.name, u.value or "") for u in set_literally], ctx.version, ctx.knowledge):
+        use = by_name[p.key]
+        origin = f", {use.reference}," if use.reference else ""
+        items.append(Evidence(f"{p.key}={use.value!r}{origin} {p.message} ({p.engine_message})", use.location))
     return Outcome(bool(items) is wanted, items=items)
 
 

@@ -20,7 +20,7 @@ from ...knowledge import Knowledge, ServerListener
 from ..ports import deployment_ports
 from .bounds import clip
 from .flags import parse_number
-from .model import Deployment, Effective, FlagUse, Location, PortRef, ProxyLaunch, ServiceSpec, Workload
+from .model import Deployment, Effective, EnvUse, FlagUse, Location, PortRef, ProxyLaunch, ServiceSpec, Workload
 from .server_cli import refused_options
 
 
@@ -609,6 +609,39 @@ def vllm_not_in_image(graph: Graph) -> list[Hit]:
             w.image_location or w.location,
         )
     ]
+
+
+# --- the variables a namespace's Services give its pods ---
+
+
+def service_link_env(deployment: Deployment, workload: Workload) -> list[EnvUse]:
+    """The VLLM_* variables the kubelet sets in the workload's pod for the Services of its namespace (service links,
+    on unless the pod spec turns them off): a Service named ``vllm`` gives every pod ``VLLM_PORT=tcp://IP:PORT``.
+    A variable the container sets itself wins, and one the pod's namespace may not share is left out (a Service in
+    another namespace, or one of the two written without a namespace and the other with one)."""
+    if not workload.service_links:
+        return []
+    own = {e.name for e in workload.env}
+    found = []
+    for service in deployment.service_specs:
+        prefix = service.name.upper().replace("-", "_")
+        if not prefix.startswith("VLLM") or service.namespace != workload.namespace:
+            continue
+        port = next((p.number for p in service.ports if p.number is not None), None)
+        shown = str(port) if port is not None else "<port>"
+        where = service.location or Location(file=service.file, line=None)
+        reference = f"set by the kubelet for Service {service.name} ({where})"
+        values = {
+            f"{prefix}_SERVICE_HOST": "<cluster IP>",
+            f"{prefix}_SERVICE_PORT": shown,
+            f"{prefix}_PORT": f"tcp://<cluster IP>:{shown}",
+        }
+        found += [
+            EnvUse(name=name, value=value, reference=reference, location=where)
+            for name, value in values.items()
+            if name not in own
+        ]
+    return found
 
 
 CHECKS: dict[str, Callable[[Graph], list[Hit]]] = {

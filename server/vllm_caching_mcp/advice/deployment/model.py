@@ -144,6 +144,8 @@ class ServiceSpec(BaseModel):
     selector: dict[str, str]
     ports: list[PortRef] = Field(default_factory=list, description="the ports it is reached on (port)")
     targets: list[PortRef] = Field(default_factory=list, description="where it sends each (targetPort, else port)")
+    namespace: str | None = Field(default=None, description="metadata.namespace; None: where it is applied")
+    location: Location | None = None
 
 
 VersionSource = Literal["image-tag", "pip-install", "stated", "assumed-newest"]
@@ -234,6 +236,12 @@ class Workload(BaseModel):
     pod_labels: dict[str, str] = Field(default_factory=dict)
     host_network: bool = Field(
         default=False, description="the pod (hostNetwork) or container (network_mode: host) uses the node's network"
+    )
+    namespace: str | None = Field(default=None, description="the Kubernetes object's metadata.namespace")
+    service_links: bool = Field(
+        default=False,
+        description="a Kubernetes pod the kubelet gives the variables of its namespace's Services (enableServiceLinks, "
+        "on unless the pod spec turns it off)",
     )
     ports: list[PortRef] = Field(default_factory=list, description="the container's ports (containerPort, -p, ports:)")
     probe_ports: list[PortRef] = Field(default_factory=list)

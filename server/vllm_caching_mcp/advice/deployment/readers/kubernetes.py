@@ -182,6 +182,11 @@ def _parse_kubernetes(doc: Document, objects: list[Located], reading: Reading) -
                 key=f"{doc.name}:{kind}/{name}" + (f":{part}" if part else ""),
                 labels=_labels(_template_of(obj, part)) if kind in _WORKLOAD_KINDS else {},
                 host_network=pod_spec.get("hostNetwork") is not None and pod_spec.get("hostNetwork").value is True,
+                namespace=_namespace(obj),
+                service_links=kind in _WORKLOAD_KINDS
+                and not (
+                    pod_spec.get("enableServiceLinks") is not None and pod_spec.get("enableServiceLinks").value is False
+                ),
             )
             for container in containers:
                 deployment.pod_ports.setdefault(pod.key, []).extend(declared_ports(doc, container))
@@ -455,11 +460,19 @@ def _other_servers(
 
 
 class Pod(NamedTuple):
-    """What the containers of one pod share: its key, labels and network."""
+    """What the containers of one pod share: its key, labels, network and namespace."""
 
     key: str
     labels: dict[str, str]
     host_network: bool
+    namespace: str | None = None
+    service_links: bool = False
+
+
+def _namespace(obj: Located) -> str | None:
+    meta = obj.get("metadata")
+    item = meta.get("namespace") if meta is not None else None
+    return text_of(item) if item is not None and isinstance(item.value, str) else None
 
 
 _PROBES = ("startupProbe", "livenessProbe", "readinessProbe")
@@ -468,6 +481,7 @@ _PROBES = ("startupProbe", "livenessProbe", "readinessProbe")
 def _pod_network(doc: Document, workload: Workload, pod: Pod, container: Located) -> None:
     """The pod the container runs in, its labels and network, and the container's ports and probes' ports."""
     workload.pod, workload.pod_labels, workload.host_network = pod.key, pod.labels, pod.host_network
+    workload.namespace, workload.service_links = pod.namespace, pod.service_links
     workload.ports = declared_ports(doc, container)
     for probe_name in _PROBES:
         probe = container.get(probe_name)
@@ -520,7 +534,15 @@ def _service_spec(doc: Document, service: Located, name: str) -> ServiceSpec:
         if target is not None:
             targets.append(port_ref(doc, "targetPort" if item.get("targetPort") else "port", target))
     where = node_location(doc, service)
-    return ServiceSpec(name=name, file=doc.name, selector=selected, ports=ports, targets=targets, location=where)
+    return ServiceSpec(
+        name=name,
+        file=doc.name,
+        selector=selected,
+        ports=ports,
+        targets=targets,
+        namespace=_namespace(service),
+        location=where,
+    )
 
 
 def _claims_devices(pod_spec: Located, container: Located) -> bool:
