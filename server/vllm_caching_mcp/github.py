@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
+import functools
 import json
 import logging
 import os
@@ -203,7 +204,7 @@ class GitHubSettings:
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
 
-    @property
+    @functools.cached_property
     def web_host(self) -> str:
         """The host whose issue URLs belong to this API: github.com, or the Enterprise server."""
         host = httpx.URL(self.api_base).host

@@ -587,14 +587,18 @@ def _provenance(p: advisories.Provenance, knowledge: Knowledge) -> AdvisoryProve
     )
 
 
-def _shown(answers: list[AdvisoryAnswer], include: Literal["serious", "relevant", "all"]) -> list[AdvisoryAnswer]:
-    """What `advisories` lists. By default the decision's evidence only: the critical and high ones that
+def _listed(verdict: Verdict, severity: str, include: Literal["serious", "relevant", "all"]) -> bool:
+    """Whether `advisories` lists one. By default the decision's evidence only: the critical and high ones that
     certainly apply (a release's list runs to dozens, ~1.4 KB each); the conditional serious ones go by id."""
     if include == "all":
-        return answers
+        return True
     if include == "relevant":
-        return [a for a in answers if a.verdict in _MAY_APPLY]
-    return [a for a in answers if a.verdict == "applies" and a.severity in advisories.FLOOR_SEVERITIES]
+        return verdict in _MAY_APPLY
+    return verdict == "applies" and severity in advisories.FLOOR_SEVERITIES
+
+
+def _snapshot_entry(advisory: Advisory, stored: dict[str, Advisory]) -> Advisory | None:
+    return next((stored[i] for i in (advisory.ghsa, advisory.cve) if i and i in stored), None)
 
 
 def check_advisories(request: CheckAdvisoriesRequest, knowledge: Knowledge) -> CheckAdvisoriesResult:
@@ -610,17 +614,21 @@ def check_advisories(request: CheckAdvisoriesRequest, knowledge: Knowledge) -> C
         raise AdviceError(name, message) from None
     stored = {i: a for a in advisories.stored(knowledge, package) for i in (a.ghsa, a.cve) if i}
     listed = _own_package_in_use(found.advisories, package)
-    answers = []
-    for advisory in listed:
-        snapshot_entry = next((stored[i] for i in (advisory.ghsa, advisory.cve) if i and i in stored), None)
-        answers.append(_answer(advisory, judge(advisory, version, facts), snapshot_entry, knowledge))
-    answers.sort(key=lambda a: (_VERDICT_ORDER[a.verdict], _SEVERITY_ORDER[a.severity], a.id))
+    judged = sorted(
+        ((advisory, judge(advisory, version, facts)) for advisory in listed),
+        key=lambda pair: (_VERDICT_ORDER[pair[1].verdict], _SEVERITY_ORDER[pair[0].severity], pair[0].id),
+    )
     counts: dict[Verdict, int] = dict.fromkeys(_VERDICT_ORDER, 0)
-    for answer in answers:
-        counts[answer.verdict] += 1
-    shown = _shown(answers, request.include)
+    for _, verdict in judged:
+        counts[verdict.verdict] += 1
+    # Only what is listed is built into an answer (a release's list runs to dozens, most of them counted only).
+    shown = [
+        _answer(advisory, verdict, _snapshot_entry(advisory, stored), knowledge)
+        for advisory, verdict in judged
+        if _listed(verdict.verdict, advisory.severity, request.include)
+    ]
     notes = list(found.notes)
-    if not answers:
+    if not judged:
         notes.append(f"no published advisory names {PIP_NAMES[package]} (pip)")
     return CheckAdvisoriesResult(
         package=package,
@@ -631,9 +639,11 @@ def check_advisories(request: CheckAdvisoriesRequest, knowledge: Knowledge) -> C
         conditions_not_given=[f.name for f in dataclasses.fields(facts) if getattr(facts, f.name) is None],
         advisories=shown,
         verdict_counts=counts,
-        not_listed=len(answers) - len(shown),
+        not_listed=len(judged) - len(shown),
         serious_only_if=[
-            a.id for a in answers if a.verdict == "applies_only_if" and a.severity in advisories.FLOOR_SEVERITIES
+            a.id
+            for a, verdict in judged
+            if verdict.verdict == "applies_only_if" and a.severity in advisories.FLOOR_SEVERITIES
         ],
         include=request.include,
         floor=_floor(listed, package, version, facts, knowledge),

@@ -25,6 +25,7 @@ stored snapshot from ``bugs.yaml`` answers, marked with its date and the reason.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Literal
@@ -439,12 +440,17 @@ def _package_of(bug: Bug | None, repo: str, knowledge: Knowledge) -> Package | N
 
 def _fix_after_range(spec_text: str, releases: list[Version]) -> Version | None:
     """The first known release after an affected range that ends before the newest release."""
+    return _first_release_after(spec_text, tuple(releases))
+
+
+@functools.lru_cache(maxsize=1024)
+def _first_release_after(spec_text: str, releases: tuple[Version, ...]) -> Version | None:
     spec = parse_specifier(spec_text)
     affected = [v for v in releases if contains(spec, v)]
     if not affected:
         return None
-    later = [v for v in releases if v > max(affected)]
-    return later[0] if later else None
+    last = max(affected)
+    return next((v for v in releases if v > last), None)
 
 
 @dataclass
