@@ -326,6 +326,13 @@ RULE_CASES: dict[str, tuple[str | None, str, str, dict[str, Any]]] = {
         f"docker run --shm-size 1g vllm/vllm-openai:v0.33.0 --model {M} -tp 2",
         {},
     ),
+    # the same queues before 0.27.0, which creates them unchecked (sparse) and fails later, with SIGBUS
+    "pitfall.shm-small-for-workers-unchecked": (
+        "0.22.1",
+        f"docker run vllm/vllm-openai:v0.22.1 --model {M} -tp 2",
+        f"docker run --shm-size 1g vllm/vllm-openai:v0.22.1 --model {M} -tp 2",
+        {},
+    ),
     "pitfall.lmcache-async-loading-with-disk": (
         "0.33.0",
         f"LMCACHE_ENABLE_ASYNC_LOADING=True LMCACHE_LOCAL_DISK=file:///nvme/ vllm serve {M} {LMCACHE_V1}",
@@ -473,7 +480,7 @@ def fired(result: ReviewResult) -> set[str]:
 def test_every_rule_has_a_passing_and_a_failing_example(knowledge: Knowledge) -> None:
     rule_ids = {r.id for r in list_rules(knowledge)}
     assert rule_ids == set(RULE_CASES) | SEPARATELY_TESTED
-    assert len(rule_ids) == 71
+    assert len(rule_ids) == 72
 
 
 @pytest.mark.parametrize("rule_id", sorted(RULE_CASES))
@@ -764,6 +771,8 @@ def test_leaderworkerset_with_lmcache_config_map(knowledge: Knowledge) -> None:
         ("pitfall.lmcache-p2p-incomplete", 11, "enable_p2p"),
         # the group's containers request no GPU
         ("pitfall.no-gpu-requested", 26, "spec.leaderWorkerTemplate.leaderTemplate.spec.containers[0]"),
+        # v0.26.0, 8 ranks a pod on the default 64 MiB /dev/shm, which that release does not check
+        ("pitfall.shm-small-for-workers-unchecked", 26, "spec.leaderWorkerTemplate.leaderTemplate.spec.containers[0]"),
         ("pitfall.lmcache-cpu-size-per-rank", 10, "max_local_cpu_size"),  # 40 GiB by each of 8 workers a host
     ]
     p2p = result.findings[1].message
@@ -779,6 +788,8 @@ def test_tiered_fs_deployment(knowledge: Knowledge) -> None:
         ("pitfall.tiering-store-threshold", 20, path),
         ("pitfall.no-gpu-requested", 15, "spec.template.spec.containers[0]"),  # no resources at all
         ("pitfall.shared-tier-without-hash-seed", 20, path),
+        # TP 2 on v0.25.0 with the default 64 MiB /dev/shm: the queues are not checked before 0.27.0
+        ("pitfall.shm-small-for-workers-unchecked", 26, "spec.template.spec.containers[0].volumeMounts"),
     ]
 
 
