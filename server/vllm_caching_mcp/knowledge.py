@@ -487,6 +487,10 @@ class Condition(Frozen):
     vllm_env_unread: bool | None = Field(
         default=None, description="each VLLM_* variable the workload sets that no code of the release reads"
     )
+    hidden_metrics_version_mismatch: bool | None = Field(
+        default=None,
+        description="--show-hidden-metrics-for-version names another release line than the one before the release's",
+    )
     vllm_env_value_refused: bool | None = Field(
         default=None, description="each VLLM_* variable set to a literal the release's own parse rule refuses"
     )

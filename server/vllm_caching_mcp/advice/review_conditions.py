@@ -590,6 +590,23 @@ def _vllm_env_unread(wanted: bool, asked: Asked) -> Outcome:
     return Outcome(bool(items) is wanted, items=items)
 
 
+def _hidden_metrics_version_mismatch(wanted: bool, asked: Asked) -> Outcome:
+    """--show-hidden-metrics-for-version X shows the hidden metrics only where X is the release line before the
+    one that runs, written as vLLM compares it: "MAJOR.MINOR" (vllm/version.py _prev_minor_version_was)."""
+    ctx = asked.ctx
+    flag = next((f for f in asked.workload_flags if f.name == "--show-hidden-metrics-for-version"), None)
+    if flag is None or not isinstance(flag.value, str) or not flag.value or flag.unresolved:
+        return Outcome(False)
+    previous = f"{ctx.version.major}.{ctx.version.minor - 1}"
+    if flag.value == previous:
+        return Outcome(False)
+    text = (
+        f"--show-hidden-metrics-for-version {flag.value}: vLLM {ctx.version} shows its hidden metrics only for "
+        f"{previous}, so the option does nothing and the metrics hidden since {previous} stay hidden"
+    )
+    return Outcome(wanted, items=[Evidence(text, flag.location)])
+
+
 def _pinned_to_unknown_release(effective: Effective) -> bool:
     """The release is assumed, yet the image is one fixed build (a dated dev build, a vendor's tag): not the newest
     release a moving tag (latest, nightly) or an unpinned install gets, but a release the files do not say."""
@@ -659,6 +676,7 @@ EVALUATORS: dict[str, Callable[[Any, Asked], Outcome]] = {
     "flag_value_vanished": _flag_value_vanished,
     "vllm_env_unread": _vllm_env_unread,
     "vllm_env_value_refused": _vllm_env_value_refused,
+    "hidden_metrics_version_mismatch": _hidden_metrics_version_mismatch,
     "flag_release_dependent": lambda wanted, asked: _flag_release_dependent(asked.ctx, asked.workload_flags),
     "flag_value_refused": lambda wanted, asked: _flag_value_refused(wanted, asked),
     "vendor_build": _vendor_build,
