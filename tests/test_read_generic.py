@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from reading import KNOWLEDGE, flags, read, workloads
+from reading import KNOWLEDGE, flags, read, review, workloads
 from vllm_caching_mcp.advice.deployment.flags import VLLM_OPTION_NAMES
 from vllm_caching_mcp.advice.deployment.launch import looks_like_vllm_args
 from vllm_caching_mcp.advice.deployment.read import NothingToReview
@@ -435,3 +435,26 @@ def test_a_list_of_script_lines_under_commands_is_read_line_by_line() -> None:
     )
     assert [f.location.line for f in w.flags] == [8, 9]
     assert any("its commands runs vLLM" in n for n in notes)
+
+
+CHART_VALUES_WITHOUT_GPU = """\
+image:
+  repository: vllm/vllm-openai
+  tag: v0.22.1
+model:
+  name: Qwen/Qwen3-8B
+maxModelLen: 16384
+gpuMemoryUtilization: 0.9
+# nvidia.com/gpu: 1  (a comment gives no GPU)
+resources: {}
+"""
+
+
+def test_chart_values_whose_resources_name_no_gpu_give_the_server_none() -> None:
+    # the chart's templates pass .Values.resources to the container: {} requests no GPU
+    found = review(("values.yaml", CHART_VALUES_WITHOUT_GPU)).findings
+    (hit,) = [f for f in found if f.rule_id == "pitfall.no-gpu-requested"]
+    assert hit.location.line == 9
+    # a key that may give GPUs another way (gpu: 1, requestGPU) leaves it to the chart
+    with_gpu_key = CHART_VALUES_WITHOUT_GPU + "gpu: 1\n"
+    assert "pitfall.no-gpu-requested" not in {f.rule_id for f in review(("values.yaml", with_gpu_key)).findings}

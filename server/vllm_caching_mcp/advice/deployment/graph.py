@@ -369,7 +369,7 @@ def is_gpu_build(workload: Workload, effective: Effective) -> bool:
     image = (workload.image or "").lower()
     if re.search(r"cpu|sim|neuron|tpu|gaudi|habana|hpu|xpu|openvino", image):
         return False
-    if "vllm" in image and not re.search(r"vllm-openai|cuda|rocm", image):
+    if "vllm" in image and not re.search(r"vllm-openai|cuda|rocm|nvcr\.io/nvidia/", image):  # NVIDIA's NGC builds
         return False
     device = effective.flags.get("--device")
     if device is not None and str(device.value).lower() != "cuda":

@@ -305,16 +305,45 @@ def _embedded_yaml(doc: Document, node: Located, chain: list[Located], reading: 
             _walk(doc, root, [*chain, item], reading)
 
 
-def _gpus(doc: Document, node: Located, workload: Workload, notes: list[str]) -> None:
-    """GPUs from `resources` beside the arguments (as a container's), or KubeAI's `resourceProfile: NAME:COUNT`."""
+def _gpus(doc: Document, chain: list[Located], workload: Workload, notes: list[str]) -> None:
+    """GPUs from `resources` beside the arguments (as a container's), or KubeAI's `resourceProfile: NAME:COUNT`.
+
+    A chart's values that give the server's `resources` (beside its arguments, or above them) and name no GPU
+    anywhere say all it is given: its templates pass `resources` to the container (`toYaml .Values.resources`)."""
+    node = chain[-1]
     if node.get("resources") is not None and isinstance(node.get("resources").value, dict):
         pod_resources(doc, workload, node, node, notes)
+    holder = next((n for n in reversed(chain) if isinstance(_mapping_value(n.get("resources")), dict)), None)
+    if holder is not None and workload.accelerator is None and not _names_gpu(chain[0]):
+        workload.gpus_stated = True
+        workload.gpu_location = node_location(doc, holder.get("resources"))
     profile = node.get("resourceProfile")
     match = _PROFILE.fullmatch(text_of(profile)) if profile is not None else None
     if profile is not None and match is not None and "gpu" in match["name"]:
         workload.gpu_count = int(match["count"])
         workload.gpu_location = node_location(doc, profile)
         workload.accelerator = "amd.com/gpu" if match["name"].startswith("amd") else "nvidia.com/gpu"
+
+
+# Any key or value that may give the container GPUs some other way (gpu: 1, requestGPU, numGpus, nvidia.com/gpu);
+# gpu-memory-utilization, a vLLM option, gives none.
+_GPU_WORD = re.compile(r"gpu(?![-_ ]?memory)", re.I)
+
+
+def _names_gpu(item: object, depth: int = 0) -> bool:
+    """Whether a key or a scalar anywhere under ``item`` names a GPU (comments are not read)."""
+    value = item.value if isinstance(item, Located) else item
+    if depth > 64:
+        return False
+    if isinstance(value, dict):
+        return any(_GPU_WORD.search(str(k)) or _names_gpu(v, depth + 1) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_names_gpu(v, depth + 1) for v in value)
+    return isinstance(value, str) and _GPU_WORD.search(value) is not None
+
+
+def _mapping_value(item: Located | None) -> object:
+    return item.value if item is not None else None
 
 
 def _probes(doc: Document, chain: list[Located], workload: Workload) -> None:
@@ -346,7 +375,7 @@ def _workload(doc: Document, chain: list[Located], found: _Found, reading: Readi
         if node.get("replicas") is not None
         else None,
     )
-    _gpus(doc, node, workload, notes)
+    _gpus(doc, chain, workload, notes)
     _probes(doc, chain, workload)
     url = node.get("url")
     if url is not None and text_of(url).startswith("hf://"):
