@@ -41,6 +41,7 @@ M = "meta-llama/Llama-3.1-8B-Instruct"
 IMAGE = "vllm/vllm-openai:v0.33.0"
 NIXL = """--kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'"""
 LMCACHE_V1 = """--kv-transfer-config '{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}'"""
+LMCACHE_PRODUCER = LMCACHE_V1.replace("kv_both", "kv_producer")
 MOONCAKE = """--kv-transfer-config '{"kv_connector":"MooncakeConnector","kv_role":"kv_both"}'"""
 TIERING_FS = (
     """--kv-transfer-config '{"kv_connector":"OffloadingConnector","kv_role":"kv_both","kv_connector_extra_config":"""
@@ -326,6 +327,13 @@ RULE_CASES: dict[str, tuple[str | None, str, str, dict[str, Any]]] = {
         f"docker run --shm-size 1g vllm/vllm-openai:v0.33.0 --model {M} -tp 2",
         {},
     ),
+    # a producer alone stores into its own CPU cache; a remote store both sides reach carries the KV
+    "pitfall.lmcache-pd-without-shared-backend": (
+        "0.33.0",
+        f"vllm serve {M} {LMCACHE_PRODUCER}",
+        f"LMCACHE_REMOTE_URL=lm://cache:8100 vllm serve {M} {LMCACHE_PRODUCER}",
+        {},
+    ),
     # 0.33.x shows its hidden metrics for "0.32" only
     "pitfall.hidden-metrics-version-mismatch": (
         "0.33.0",
@@ -487,7 +495,7 @@ def fired(result: ReviewResult) -> set[str]:
 def test_every_rule_has_a_passing_and_a_failing_example(knowledge: Knowledge) -> None:
     rule_ids = {r.id for r in list_rules(knowledge)}
     assert rule_ids == set(RULE_CASES) | SEPARATELY_TESTED
-    assert len(rule_ids) == 73
+    assert len(rule_ids) == 74
 
 
 @pytest.mark.parametrize("rule_id", sorted(RULE_CASES))
@@ -1767,3 +1775,18 @@ def test_a_service_named_vllm_gives_its_namespace_s_pods_a_vllm_port_the_engine_
         )
         == []
     )
+
+
+def test_an_lmcache_pd_pair_is_judged_by_the_backend_its_config_file_gives() -> None:
+    producer = f"LMCACHE_CONFIG_FILE=/etc/lmcache/lmcache.yaml vllm serve m {LMCACHE_PRODUCER}\n"
+    rule = "pitfall.lmcache-pd-without-shared-backend"
+    # the file it names is not among the documents: its backend is not known, so nothing is said
+    assert rule not in fired(review(("serve.sh", producer), version="0.33.0"))
+    shared = review(
+        ("serve.sh", producer), ("lmcache.yaml", "chunk_size: 256\nremote_url: lm://cache:8100\n"), version="0.33.0"
+    )
+    assert rule not in fired(shared)
+    local = review(
+        ("serve.sh", producer), ("lmcache.yaml", "chunk_size: 256\nmax_local_cpu_size: 20\n"), version="0.33.0"
+    )
+    assert rule in fired(local)

@@ -454,6 +454,14 @@ class Condition(Frozen):
     env_differs: str | None = Field(default=None, description="workloads reviewed together disagree on its value")
     connector: tuple[str, ...] | None = Field(default=None, description="an effective connector is one of these")
     connector_hma: HmaSupport | None = Field(default=None, description="an effective connector has this HMA support")
+    lmcache_shared_backend: bool | None = Field(
+        default=None,
+        description="LMCache is given a backend another server can reach (remote_url, enable_pd, enable_p2p, a "
+        "shared path), in its variables, its config file or the connector's lmcache.* extra config",
+    )
+    kv_role: tuple[str, ...] | None = Field(
+        default=None, description="the --kv-transfer-config's kv_role is one of these (kv_producer, kv_consumer, ...)"
+    )
     connector_configured: bool | None = Field(
         default=None, description="any KV connector is in effect (--kv-transfer-config or the offload shorthand)"
     )

@@ -300,6 +300,40 @@ def _connector(names: tuple[str, ...], asked: Asked) -> Outcome:
     return Outcome(bool(found), [Evidence(f"connector {u.name} (via {u.via})", u.location) for u in found])
 
 
+# LMCache settings that give a cache another server reaches (LMCache 0.5.6 lmcache/v1/config.py; enable_nixl and
+# enable_xpyd of 0.3.x; a local_disk may be a volume both sides mount).
+_SHARED_LMCACHE_KEYS = (
+    "remote_url", "enable_pd", "enable_p2p", "enable_nixl", "enable_xpyd", "gds_path", "local_disk", "maru_path",
+    "storage_plugins", "remote_storage_plugins", "external_backends",
+)  # fmt: skip
+
+
+def _lmcache_shared_backend(wanted: bool, asked: Asked) -> Outcome:
+    e = asked.ctx.effective
+    env_names = {f"LMCACHE_{key.upper()}" for key in _SHARED_LMCACHE_KEYS}
+    extra_names = {f"lmcache.{key}" for key in _SHARED_LMCACHE_KEYS}
+    found = [e.env[n] for n in sorted(env_names & set(e.env))]
+    if found or any(extra_names & set(extra) for extra in e.extra_configs):
+        where = found[0].location if found else e.transfer_location
+        return Outcome(wanted, [Evidence("LMCache has a shared backend", where)])
+    named = e.env.get("LMCACHE_CONFIG_FILE")
+    from_file = (
+        any(u.name.startswith("LMCACHE_") and u.location.file != named.location.file for u in e.env.values())
+        if named
+        else True
+    )
+    if not from_file:
+        return Outcome(None, missing=["the LMCache config file LMCACHE_CONFIG_FILE names"])
+    text = "no LMCache backend another server reaches (" + ", ".join(_SHARED_LMCACHE_KEYS[:4]) + ", ... unset)"
+    return Outcome(not wanted, [Evidence(text, e.transfer_location)])
+
+
+def _kv_role(roles: tuple[str, ...], asked: Asked) -> Outcome:
+    e = asked.ctx.effective
+    role = (e.transfer_config or {}).get("kv_role")
+    return Outcome(role in roles, [Evidence(f"kv_role {role}", e.transfer_location)] if role in roles else [])
+
+
 def _tier(types: tuple[str, ...], asked: Asked) -> Outcome:
     e = asked.ctx.effective
     tiers = [t for t in e.tiers if t in types]
@@ -657,6 +691,8 @@ EVALUATORS: dict[str, Callable[[Any, Asked], Outcome]] = {
     "env_value": lambda test, asked: _env_value(test, asked.ctx),
     "env_differs": lambda name, asked: _env_differs(asked.ctx, name),
     "connector": _connector,
+    "kv_role": _kv_role,
+    "lmcache_shared_backend": _lmcache_shared_backend,
     "connector_hma": lambda support, asked: _connector_hma(support, asked.ctx),
     "connector_unavailable": lambda skipped, asked: _connector_unavailable(skipped, asked.ctx),
     "offload_shorthand": lambda wanted, asked: _offload_shorthand(wanted, asked.ctx),
