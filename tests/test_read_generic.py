@@ -458,3 +458,33 @@ def test_chart_values_whose_resources_name_no_gpu_give_the_server_none() -> None
     # a key that may give GPUs another way (gpu: 1, requestGPU) leaves it to the chart
     with_gpu_key = CHART_VALUES_WITHOUT_GPU + "gpu: 1\n"
     assert "pitfall.no-gpu-requested" not in {f.rule_id for f in review(("values.yaml", with_gpu_key)).findings}
+
+
+OPERATOR_WITH_SHARED_ENV = """\
+apiVersion: workload.serving.volcano.sh/v1alpha1
+kind: ModelBooster
+metadata: {name: pd}
+spec:
+  backend:
+    env:
+      - {name: LMCACHE_REMOTE_URL, value: "redis://redis:6379"}
+      - {name: LMCACHE_CHUNK_SIZE, value: "256"}
+    workers:
+      - type: prefill
+        image: lmcache/vllm-openai:v0.3.9
+        env:
+          - {name: LMCACHE_CHUNK_SIZE, value: "512"}
+        config:
+          served-model-name: Qwen/Qwen2.5-0.5B-Instruct
+          tensor-parallel-size: 1
+          gpu-memory-utilization: 0.9
+          max-model-len: 4096
+          kv-transfer-config: '{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_producer"}'
+"""
+
+
+def test_variables_an_operator_sets_above_its_workers_reach_them() -> None:
+    [w], _ = workloads(("booster.yaml", OPERATOR_WITH_SHARED_ENV))
+    env = {e.name: e.value for e in w.env}
+    assert env["LMCACHE_REMOTE_URL"] == "redis://redis:6379"
+    assert [e.value for e in w.env if e.name == "LMCACHE_CHUNK_SIZE"][-1] == "512"  # the worker's own wins

@@ -368,7 +368,9 @@ def _workload(doc: Document, chain: list[Located], found: _Found, reading: Readi
         source="kubernetes" if kind else "helm-values",
         image=image,
         image_location=image_location,
-        env=_env(doc, node) + found.launch.env,
+        # an operator's resource sets variables for all its workers above them (Kthena's spec.backend.env): the
+        # outer ones first, so the ones beside the arguments win
+        env=[use for holder in chain for use in _env(doc, holder)] + found.launch.env,
         location=node_location(doc, found.item),
         pod_elsewhere=True,  # a chart's template or an operator builds the pod: its /dev/shm is not in the files
         replicas=whole_number(doc, node.get("replicas"), "replicas", 0, 1_000_000, notes)
