@@ -335,6 +335,22 @@ def test_installs_after_the_launch_are_not_before_it() -> None:
         ([("apt-get", False), ("install", False), ("-y", False), ("curl=7.88.1-10", False)], []),
         ([("pip", False), ("install", False), ("-e", False), (".", False)], []),
         ([("pip", False), ("install", False), (".", False)], []),
+        # a URL names one build only by a commit, a hash, a release asset or a version tag; a branch moves
+        (
+            [("pip", False), ("install", False), ("https://raw.githubusercontent.com/o/r/main/x-0.1.0.whl", False)],
+            ["install-at-start"],
+        ),
+        ([("pip", False), ("install", False), ("git+https://github.com/o/r.git@main", False)], ["install-at-start"]),
+        ([("pip", False), ("install", False), ("git+https://github.com/o/r.git@v0.3.9", False)], []),
+        (
+            [
+                ("pip", False),
+                ("install", False),
+                ("https://raw.githubusercontent.com/o/r/" + "a" * 40 + "/x.whl", False),
+            ],
+            [],
+        ),
+        ([("pip", False), ("install", False), ("https://github.com/o/r/releases/download/v1/x.whl", False)], []),
         ([("apt-get", False), ("install", False), ("$PACKAGES", False)], []),
         ([("echo", False), ("install", False), ("vllm", False)], []),
     ],

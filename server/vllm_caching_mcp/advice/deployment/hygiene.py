@@ -220,8 +220,32 @@ def _pinned(spec: str, installer: str) -> bool:
         return "=" in spec
     if re.search(r"===?", spec) and not re.search(r"[<>!~]=|[<>]", spec):
         return True
+    if "://" in spec:
+        return _url_pinned(spec)
     local = spec.startswith((".", "/", "~")) or spec.endswith((".whl", ".tar.gz"))  # a source tree or a file
-    return local or "@" in spec or "://" in spec or "/" in spec
+    return local or "@" in spec or "/" in spec
+
+
+_COMMIT = re.compile(r"(?<![0-9a-f])[0-9a-f]{40}(?![0-9a-f])")
+_VERSION_REF = re.compile(r"v?\d+(\.\d+)+([.-]?\w+)?")
+
+
+def _url_pinned(spec: str) -> bool:
+    """Whether a URL install names one build: a commit, a hash, a release asset or a version tag. A branch
+    (`raw.githubusercontent.com/o/r/main/...whl`, `git+https://...@main`, a repository with no ref) is not: what
+    it installs changes with each push."""
+    if _COMMIT.search(spec) or "#sha256=" in spec or "/releases/download/" in spec:
+        return True
+    named = re.match(r"[\w.-]+@(?=\w[\w+]*://)", spec)  # `name@https://...`: the URL after the name
+    url = spec[named.end() :] if named else spec
+    if url.startswith("git+"):
+        ref = url.rsplit("@", 1)[1].split("#", 1)[0] if url.count("@") and "://" in url.rsplit("@", 1)[0] else ""
+        return _VERSION_REF.fullmatch(ref) is not None
+    parts = url.split("://", 1)[-1].split("/")
+    if parts[0] in ("raw.githubusercontent.com", "github.com") and len(parts) > 3:
+        ref = parts[4] if parts[0] == "github.com" and len(parts) > 4 and parts[3] in ("raw", "blob") else parts[3]
+        return _VERSION_REF.fullmatch(ref) is not None
+    return True  # another server's file: what it holds is not known here
 
 
 def install_issues(words: list[tuple[str, bool]], location: Location) -> list[HygieneIssue]:
