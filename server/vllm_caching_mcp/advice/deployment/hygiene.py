@@ -292,7 +292,12 @@ def install_issues(words: list[tuple[str, bool]], location: Location) -> list[Hy
                 check="install-at-start",
                 text=f"{'pip install' if installer == 'pip' else 'the package manager installs'} {shown}: unpinned "
                 "(no exact version), run each time the container starts"
-                + ("; vLLM itself is then whatever release the index holds at that start" if vllm else ""),
+                + ("; vLLM itself is then whatever release the index holds at that start" if vllm else "")
+                + (
+                    "; a URL on a branch installs whatever was last pushed there"
+                    if any("://" in t for t in loose)
+                    else ""
+                ),
                 location=location,
             )
         )
