@@ -749,3 +749,21 @@ def test_a_vllm_variable_s_text_is_judged_by_the_parse_rule_of_its_release(knowl
     }
     # 0.11.0 reads a variable only where code asks for it: no start-up refusal to call
     assert engine_schema.check_vllm_env_values(items, "0.11.0", knowledge) == []
+
+
+@pytest.mark.parametrize(
+    ("name", "meant"),
+    [
+        ("WILM_USE_TRITON_FLASH_ATTENTION", "VLLM_USE_TRITON_FLASH_ATTN"),
+        ("VLLLM_ATTENTION_BACKEND", "VLLM_ATTENTION_BACKEND"),
+        ("VLL_PORT", "VLLM_PORT"),
+        ("MLLM_PORT", None),  # an application's own variable, one letter from VLLM with a one-word rest
+        ("LLM_HOST_IP", None),  # LLM_ is another program's prefix
+        ("VLLM_PORT", None),  # vLLM's own
+        ("LMCACHE_CHUNK_SIZE", None),
+    ],
+)
+def test_a_variable_that_misspells_a_vllm_one_is_named_with_it(
+    knowledge: Knowledge, name: str, meant: str | None
+) -> None:
+    assert engine_schema.misspelt_vllm_env(name, knowledge) == meant

@@ -873,6 +873,11 @@ class NameInventory(Sourced):
                 index.setdefault(normalize_name(str(spelling)), []).append(entry)
         return {key: tuple(found) for key, found in index.items()}
 
+    @functools.cached_property
+    def vllm_env_names(self) -> tuple[str, ...]:
+        """Every environment variable some vLLM release reads."""
+        return tuple(sorted({e.name for e in self.names if e.kind == "env_var" and e.package == "vllm"}))
+
     def find(self, name: str) -> tuple[InventoryName, ...]:
         """The entries (one per run of releases) for ``name`` in any spelling of case, dashes and underscores."""
         return self._index.get(normalize_name(name), ())

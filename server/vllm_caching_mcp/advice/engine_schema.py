@@ -17,6 +17,7 @@ each by release with its source. Two uses:
 from __future__ import annotations
 
 import ast
+import difflib
 import functools
 import json
 import re
@@ -782,6 +783,41 @@ def check_vllm_env_values(
             )
         )
     return problems
+
+
+# Prefixes of other programs' variables that are one letter from VLLM (an app's LLM_HOST, a VLM's VLM_MODEL).
+_OTHER_PREFIXES = frozenset({"LLM", "VLM", "ELM", "HELM", "LM"})
+
+
+def misspelt_vllm_env(name: str, knowledge: Knowledge) -> str | None:
+    """The vLLM variable a name outside VLLM_* looks like a misspelling of (VLLLM_ATTENTION_BACKEND,
+    WILM_USE_TRITON_FLASH_ATTENTION), or None. The prefix must be within two edits of VLLM and not another
+    program's, and the rest close to a vLLM variable's: of two words or more one edit away (unless the prefix keeps
+    VLL), of three or more two edits away."""
+    prefix, _, rest = name.partition("_")
+    if not name.isupper() or not rest or prefix == "VLLM" or prefix in _OTHER_PREFIXES:
+        return None
+    edits = _edits(prefix, "VLLM")
+    if edits > 2:
+        return None
+    suffixes = {n.removeprefix("VLLM_"): n for n in knowledge.name_inventory.vllm_env_names if n.startswith("VLLM_")}
+    close = difflib.get_close_matches(rest, list(suffixes), n=1, cutoff=0.85)
+    # the further the prefix is from VLLM, the more words of a vLLM name the rest must have (MLLM_PORT is an app's)
+    words_needed = 1 if "VLL" in prefix else edits + 1
+    if not close or close[0].count("_") + 1 < words_needed:
+        return None
+    return suffixes[close[0]]
+
+
+def _edits(a: str, b: str) -> int:
+    """Levenshtein distance between two short words."""
+    previous = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        current = [i]
+        for j, y in enumerate(b, 1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (x != y)))
+        previous = current
+    return previous[-1]
 
 
 def vllm_env_ever_read(name: str, knowledge: Knowledge) -> bool:

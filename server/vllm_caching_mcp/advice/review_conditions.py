@@ -55,6 +55,7 @@ from .engine_schema import (
     check_vllm_env,
     check_vllm_env_values,
     lmcache_leftover_default,
+    misspelt_vllm_env,
     vllm_env_ever_read,
 )
 from .flag_values import refused_values
@@ -621,6 +622,11 @@ def _vllm_env_unread(wanted: bool, asked: Asked) -> Outcome:
         for use in uses
         for p in check_vllm_env([use.name], ctx.version, ctx.knowledge)
     ]
+    for use in ctx.effective.env.values():
+        meant = misspelt_vllm_env(use.name, ctx.knowledge) if use.name not in referenced else None
+        if meant is not None:
+            text = f"{use.name}: no code of vLLM reads it; it looks like a misspelling of {meant}"
+            items.append(Evidence(text, use.location))
     return Outcome(bool(items) is wanted, items=items)
 
 
