@@ -859,6 +859,10 @@ class InventoryName(Frozen):
         return None
 
 
+def _is_vllm_env(entry: InventoryName) -> bool:
+    return entry.kind == "env_var" and entry.package == "vllm"
+
+
 class NameInventory(Sourced):
     """vLLM environment variables, LMCache config keys and KV-caching class names, by release."""
 
@@ -874,9 +878,14 @@ class NameInventory(Sourced):
         return {key: tuple(found) for key, found in index.items()}
 
     @functools.cached_property
-    def vllm_env_names(self) -> tuple[str, ...]:
-        """Every environment variable some vLLM release reads."""
-        return tuple(sorted({e.name for e in self.names if e.kind == "env_var" and e.package == "vllm"}))
+    def vllm_env_by_suffix(self) -> dict[str, str]:
+        """Every VLLM_* variable some vLLM release reads, by what follows VLLM_ (for spotting misspellings)."""
+        names = {e.name for e in self.names if _is_vllm_env(e) and e.name.startswith("VLLM_")}
+        return {name.removeprefix("VLLM_"): name for name in sorted(names)}
+
+    def vllm_env_runs(self, name: str) -> tuple[InventoryName, ...]:
+        """The runs of releases in which vLLM reads the environment variable ``name``."""
+        return tuple(e for e in self.find(name) if _is_vllm_env(e))
 
     def find(self, name: str) -> tuple[InventoryName, ...]:
         """The entries (one per run of releases) for ``name`` in any spelling of case, dashes and underscores."""

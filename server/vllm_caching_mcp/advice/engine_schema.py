@@ -696,7 +696,7 @@ def check_vllm_env(names: Iterable[str], vllm_version: Version | str, knowledge:
     for name in names:
         if not name.startswith("VLLM_") or name != name.upper():
             continue
-        runs = [e for e in knowledge.name_inventory.find(name) if e.kind == "env_var" and e.package == "vllm"]
+        runs = knowledge.name_inventory.vllm_env_runs(name)
         if any(_in_run(e.introduced, e.removed, release) for e in runs):
             continue
         gone = [e.removed for e in runs if e.removed is not None and e.removed <= release]
@@ -800,7 +800,7 @@ def misspelt_vllm_env(name: str, knowledge: Knowledge) -> str | None:
     edits = _edits(prefix, "VLLM")
     if edits > 2:
         return None
-    suffixes = {n.removeprefix("VLLM_"): n for n in knowledge.name_inventory.vllm_env_names if n.startswith("VLLM_")}
+    suffixes = knowledge.name_inventory.vllm_env_by_suffix
     close = difflib.get_close_matches(rest, list(suffixes), n=1, cutoff=0.85)
     # the further the prefix is from VLLM, the more words of a vLLM name the rest must have (MLLM_PORT is an app's)
     words_needed = 1 if "VLL" in prefix else edits + 1
@@ -822,7 +822,7 @@ def _edits(a: str, b: str) -> int:
 
 def vllm_env_ever_read(name: str, knowledge: Knowledge) -> bool:
     """Whether some covered vLLM release reads the variable (the name inventory's runs)."""
-    return any(e.kind == "env_var" and e.package == "vllm" for e in knowledge.name_inventory.find(name))
+    return bool(knowledge.name_inventory.vllm_env_runs(name))
 
 
 def _in_run(introduced: Version | None, removed: Version | None, release: Version) -> bool:

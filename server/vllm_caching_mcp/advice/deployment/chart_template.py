@@ -24,7 +24,8 @@ def _actions(line: str) -> list[str]:
     return _ACTION.findall(line) if "}}" in line else []  # no end: no action (and no search from every `{{`)
 
 
-def _without_actions(line: str) -> str:
+def without_actions(line: str) -> str:
+    """The line with its template actions (`{{ ... }}`) taken out."""
     return _ACTION.sub("", line) if "}}" in line else line
 
 
@@ -52,7 +53,7 @@ def rendered_shape(text: str) -> Shape:
     """The template with its actions set aside, line for line, and the lines that depend on its values."""
     lines = text.split("\n")
     shape = Shape("\n".join(_line_shape(line) for line in lines))
-    content = [n for n, line in enumerate(lines, 1) if _without_actions(line).strip()]
+    content = [n for n, line in enumerate(lines, 1) if without_actions(line).strip()]
     ends: dict[int, int] = {}  # the line each if/with/range opens on -> the line its end is on
     opened: list[int] = []
     for number, line in enumerate(lines, 1):
@@ -86,7 +87,7 @@ def _filled_keys(lines: list[str]) -> set[int]:
         for after in lines[i + 1 :]:
             if not after.strip():
                 continue
-            if not _without_actions(after).strip():
+            if not without_actions(after).strip():
                 actions += 1
                 continue
             if len(after) - len(after.lstrip()) <= indent and actions:
@@ -110,7 +111,7 @@ _LEAD = re.compile(r"(?:- )*(?:[^\s:'\"#-][^:'\"#]*:\s+(?:- )*)?")  # list dashe
 def _line_shape(line: str) -> str:
     if "{{" not in line or "}}" not in line:
         return line
-    if not _without_actions(line).strip():
+    if not without_actions(line).strip():
         return ""  # a line of actions alone: a control line, or an include whose output is not known
     body = line.lstrip()
     indent = line[: len(line) - len(body)]

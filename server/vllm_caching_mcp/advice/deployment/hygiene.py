@@ -12,6 +12,7 @@ import re
 
 from ... import redact
 from .bounds import clip
+from .chart_template import without_actions
 from .model import ClaimSpec, ClaimUse, Deployment, Document, HygieneIssue, Location, Workload
 from .yaml_nodes import DuplicateKey, Located, node_location, text_of
 
@@ -445,9 +446,6 @@ def container_hygiene(
     return issues + ([found] if found is not None else [])
 
 
-_TEMPLATE_ACTION = re.compile(r"\{\{.*?\}\}")
-
-
 def env_expansion_issues(
     doc: Document, container: Located, defined_first: list[str] | None, evaluated: frozenset[str] = frozenset()
 ) -> list[HygieneIssue]:
@@ -459,7 +457,7 @@ def env_expansion_issues(
         name = text_of(item.get("name")) if item.get("name") is not None else ""
         value_item = item.get("value")
         if value_item is not None and isinstance(value_item.value, str) and name not in evaluated:
-            value = _TEMPLATE_ACTION.sub("", value_item.value)  # `{{ $val }}`: a Helm variable, rendered away
+            value = without_actions(value_item.value)  # `{{ $val }}`: a Helm variable, rendered away
             without = _K8S_REFERENCE.sub("", value)
             shell_style = [m.group() for m in _SHELL_REFERENCE.finditer(without)]
             certain = defined_first is not None
