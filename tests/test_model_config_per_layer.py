@@ -3,9 +3,10 @@
 DeciLM / Nemotron-NAS (Llama-3.3-Nemotron-Super) keeps KV only in the blocks whose attention is not
 no_op, with num_attention_heads // n_heads_in_group KV heads: read as vLLM reads it, it is an
 ordinary GQA model with fewer layers. Gemma 4 (global layers with their own head size and KV
-heads), MiMo-V2 (sliding layers with their own heads and K/V sizes) and LFM2 (short-convolution
-layers with conv state) do not fit one head size and KV-head count for every layer: the reader
-refuses them with the reason instead of giving figures wrong by the factors the sweep measured.
+heads) and MiMo-V2 (sliding layers with their own heads and K/V sizes) do not fit one head size and
+KV-head count for every layer: the reader refuses them with the reason instead of giving figures
+wrong by the factors the sweep measured. LFM2 keeps KV only in its full_attention layers; the others
+are short convolutions with a conv state per sequence, sized like the other hybrids' state.
 
 The configs under tests/data/engine/configs/ for these four are written for these tests in the
 shape of the published ones (the keys and sizes vLLM reads), not copied whole.
@@ -80,7 +81,6 @@ def test_nemotron_nas_without_attention_blocks_is_refused() -> None:
     [
         ("gemma-4-31b", r"Gemma 4: its global.*gemma4.py:577-580"),
         ("mimo-v2-flash", r"MiMo-V2: its sliding-window layers.*mimo_v2.py:403-438"),
-        ("lfm2-1.2b", r"LFM2: only its full_attention layers keep KV.*lfm2.py:433-438"),
     ],
 )
 def test_layouts_with_per_layer_geometry_are_refused_with_the_engines_reason(
@@ -90,8 +90,36 @@ def test_layouts_with_per_layer_geometry_are_refused_with_the_engines_reason(
         size_offload_of(knowledge, config_path=str(CONFIGS / model), weights_gib_per_gpu=10)
 
 
-def test_lfm2_is_known_by_its_conv_layers_without_full_attn_idxs() -> None:
+def test_lfm2_keeps_kv_in_its_attention_layers_and_conv_state_in_the_others() -> None:
+    arch = architecture_from_hf_config(published("lfm2-1.2b"), name="lfm2")
+    assert (arch.num_layers, arch.linear_attention_layers, arch.full_attention_layers) == (16, 10, 6)
+    assert arch.short_conv is not None
+    assert (arch.short_conv.conv_dim, arch.short_conv.conv_kernel) == (2048, 3)
+
+
+@pytest.mark.parametrize("drop", ["full_attn_idxs", "layer_types"])
+def test_lfm2_is_read_from_either_of_its_layer_lists(drop: str) -> None:
     raw = published("lfm2-1.2b")
-    del raw["full_attn_idxs"]
-    with pytest.raises(AdviceError, match="short-convolution"):
-        architecture_from_hf_config(raw, name="lfm2")
+    del raw[drop]
+    arch = architecture_from_hf_config(raw, name="lfm2")
+    assert (arch.linear_attention_layers, arch.full_attention_layers) == (10, 6)
+
+
+def test_lfm2_conv_state_per_rank_is_the_engines(knowledge: Knowledge) -> None:
+    """2048 channels / TP 2 × (3 − 1) × 2 B = 4 KiB per sequence per conv layer and rank."""
+    answer = size_offload_of(
+        knowledge,
+        config_path=str(CONFIGS / "lfm2-1.2b"),
+        tensor_parallel_size=2,
+        weights_gib_per_gpu=2,
+    )
+    conv = next(k for k in answer.layer_kinds if k.kind == "linear_attention")
+    assert (conv.layers, conv.state_bytes_per_sequence_per_rank) == (10, 2048 // 2 * 2 * 2)
+
+
+def test_lfm2_conv_channels_must_divide_by_tp(knowledge: Knowledge) -> None:
+    raw = published("lfm2-1.2b")
+    raw["conv_dim"] = 2050
+    with pytest.raises(AdviceError, match=r"ShortConv splits its 2050 channels over TP \(4\)"):
+        arch = architecture_from_hf_config(raw, name="lfm2").model_dump()
+        size_offload_of(knowledge, architecture=arch, tensor_parallel_size=4, weights_gib_per_gpu=2)

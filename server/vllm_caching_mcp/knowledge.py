@@ -1119,6 +1119,13 @@ class Mamba2State(Frozen):
     conv_kernel: int = Field(gt=1, le=65536)
 
 
+class ShortConvState(Frozen):
+    # LFM2's short-convolution layers (config.json conv_dim, conv_L_cache): a conv state per sequence and no
+    # recurrent state (wheel:vllm==0.33.0:vllm/model_executor/layers/mamba/mamba_utils.py:249-258).
+    conv_dim: int = Field(gt=0, le=1 << 20)
+    conv_kernel: int = Field(gt=1, le=65536)
+
+
 SsmStateDType = Literal["bfloat16", "float16", "float32"]
 
 
@@ -1155,6 +1162,7 @@ class ModelArch(Sourced):
     linear_attention_layers: int = Field(default=0, ge=0)
     linear_attention: LinearAttentionState | None = None
     mamba2: Mamba2State | None = Field(default=None, description="the linear layers are Mamba2 (not Gated DeltaNet)")
+    short_conv: ShortConvState | None = Field(default=None, description="the linear layers are LFM2 short convolutions")
     ssm_state_dtype: SsmStateDType | None = Field(
         default=None, description="recurrent-state dtype the config declares (mamba_ssm_dtype / mamba_ssm_cache_dtype)"
     )
@@ -1186,8 +1194,11 @@ class ModelArch(Sourced):
             raise ValueError("sliding_window_layers needs sliding_window")
         if self.chunked_local_layers and self.attention_chunk_size is None:
             raise ValueError("chunked_local_layers needs attention_chunk_size")
-        if self.linear_attention_layers and (self.linear_attention is None) == (self.mamba2 is None):
-            raise ValueError("linear_attention_layers needs one of linear_attention (Gated DeltaNet) or mamba2")
+        states = (self.linear_attention, self.mamba2, self.short_conv)
+        if self.linear_attention_layers and sum(state is not None for state in states) != 1:
+            raise ValueError(
+                "linear_attention_layers needs one of linear_attention (Gated DeltaNet), mamba2 or short_conv"
+            )
         return self
 
 

@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
-from ..knowledge import LinearAttentionState, Mamba2State, ModelArch, SsmStateDType
+from ..knowledge import LinearAttentionState, Mamba2State, ModelArch, ShortConvState, SsmStateDType
 from .common import AdviceError, ParamsB, TokenCount
 
 DType = Literal["bfloat16", "float16", "float32"]
@@ -44,6 +44,8 @@ class Architecture(BaseModel):
     linear_attention_layers: int = Field(default=0, ge=0, le=1000)
     linear_attention: LinearAttentionState | None = None
     mamba2: Mamba2State | None = None
+    # LFM2's short convolutions: read from config.json, left out of the listed schema (its size is bounded).
+    short_conv: SkipJsonSchema[ShortConvState | None] = None
     ssm_state_dtype: SsmStateDType | None = None  # config.json's mamba_ssm_dtype / mamba_ssm_cache_dtype
     # The model class (architectures[0]) vLLM's per-model config hooks key on: the reader fills it; left out of
     # the listed schema (its size is bounded, tests/test_compact_schema.py), accepted all the same.
@@ -73,7 +75,8 @@ class Architecture(BaseModel):
             raise ValueError("sliding_window_layers needs sliding_window")
         if self.chunked_local_layers and self.attention_chunk_size is None:
             raise ValueError("chunked_local_layers needs attention_chunk_size")
-        if self.linear_attention_layers and (self.linear_attention is None) == (self.mamba2 is None):
+        states = (self.linear_attention, self.mamba2, self.short_conv)
+        if self.linear_attention_layers and sum(state is not None for state in states) != 1:
             raise ValueError(
                 "linear_attention_layers needs one of linear_attention (Gated DeltaNet linear_* sizes) or mamba2"
             )
@@ -350,19 +353,10 @@ _PER_LAYER_GEOMETRY = (
         "sizes (swa_num_key_value_heads, swa_head_dim, swa_v_head_dim) "
         "(wheel:vllm==0.33.0:vllm/model_executor/models/mimo_v2.py:403-438)",
     ),
-    (
-        "full_attn_idxs",
-        "LFM2: only its full_attention layers keep KV; the others are short-convolution layers with a conv "
-        "state per sequence (wheel:vllm==0.33.0:vllm/model_executor/models/lfm2.py:433-438), a state "
-        "size_offload does not model",
-    ),
 )
 
 
 def _per_layer_geometry_refusal(cfg: dict[str, Any]) -> str | None:
-    types = cfg.get("layer_types")
-    if isinstance(types, list) and "conv" in types:
-        return _PER_LAYER_GEOMETRY[3][1]
     return next((why for key, why in _PER_LAYER_GEOMETRY if cfg.get(key) is not None), None)
 
 
@@ -450,6 +444,10 @@ def architecture_from_hf_config(raw: dict[str, Any], *, name: str) -> Architectu
     if mamba is not None:  # Nemotron-H / Granite 4.0-H: Mamba2, attention and MLP-only blocks
         return _built({**fields, **mamba})
 
+    short_conv = _short_conv_layers(cfg, layers)
+    if short_conv is not None:  # LFM2: short-convolution layers and full attention
+        return _built({**fields, **short_conv})
+
     layer_types = cfg.get("layer_types")
     window = _positive_int(cfg, "sliding_window")
     if cfg.get("use_sliding_window") is False:
@@ -505,6 +503,31 @@ def architecture_from_hf_config(raw: dict[str, Any], *, name: str) -> Architectu
             "which layers use them; size_offload will not read it as all attention (many times the KV it has)",
         )
     return _built(fields)
+
+
+def _short_conv_layers(cfg: dict[str, Any], layers: int) -> dict[str, Any] | None:
+    """LFM2: layers whose layer_types entry is not full_attention are short convolutions, each keeping a conv
+    state of conv_dim channels × (conv_L_cache − 1) per sequence and no KV
+    (wheel:vllm==0.33.0:vllm/model_executor/models/lfm2.py:433-438, layers/mamba/short_conv.py:351-357)."""
+    types = cfg.get("layer_types")
+    if not (isinstance(types, list) and "conv" in types) and cfg.get("full_attn_idxs") is None:
+        return None
+    if not isinstance(types, list) or len(types) != layers:
+        indexes = cfg.get("full_attn_idxs")
+        if not isinstance(indexes, list):
+            raise AdviceError("config_path", f"an LFM2 config.json needs layer_types listing its {layers} layers")
+        types = ["full_attention" if i in indexes else "conv" for i in range(layers)]
+    conv = sum(1 for t in types if t != "full_attention")
+    state = {
+        "conv_dim": _positive_int(cfg, "conv_dim") or _positive_int(cfg, "hidden_size"),
+        "conv_kernel": _positive_int(cfg, "conv_L_cache"),
+    }
+    missing = [k for k, v in state.items() if v is None]
+    if missing:
+        raise AdviceError(
+            "config_path", f"LFM2 short-convolution layers need conv_dim and conv_L_cache; missing {missing}"
+        )
+    return {"linear_attention_layers": conv, "short_conv": state} if conv else {}
 
 
 def _built(fields: dict[str, Any]) -> Architecture:

@@ -50,6 +50,7 @@ from ..knowledge import (
     Nvme,
     Pitfall,
     Setting,
+    ShortConvState,
     Sourced,
     model_key,
     ranged_at,
@@ -400,7 +401,8 @@ def _attention_text(model: ModelArch) -> str:
     if model.chunked_local_layers:
         kinds.append(f"{model.chunked_local_layers} chunked local")
     if model.linear_attention_layers:
-        kinds.append(f"{model.linear_attention_layers} {'Mamba2' if model.mamba2 is not None else 'linear'}")
+        state = "Mamba2" if model.mamba2 is not None else "short-convolution" if model.short_conv else "linear"
+        kinds.append(f"{model.linear_attention_layers} {state}")
     if model.index_topk is not None:
         kinds.append("sparse-attention indexer (not sized)")
     return " + ".join(kinds)
@@ -620,6 +622,11 @@ def _validate_parallel(arch: Architecture, tp: int) -> None:
         )
     if arch.mamba2 is not None:
         _validate_mamba2_parallel(arch.mamba2, tp)
+    if arch.short_conv is not None and arch.short_conv.conv_dim % tp:
+        raise AdviceError(
+            "tensor_parallel_size",
+            f"vLLM's ShortConv splits its {arch.short_conv.conv_dim} channels over TP ({tp}): use a divisor",
+        )
 
 
 def _validate_mamba2_parallel(s: Mamba2State, tp: int) -> None:
@@ -819,6 +826,8 @@ def _linear_state_bytes(arch: Architecture, tp: int, version: Version, trail: _T
     """Conv + recurrent state of one sequence in one linear-attention layer on one rank."""
     if arch.mamba2 is not None:
         return _mamba2_state_bytes(arch, arch.mamba2, tp, version, trail)
+    if arch.short_conv is not None:
+        return _short_conv_state_bytes(arch, arch.short_conv, tp, trail)
     s = arch.linear_attention
     assert s is not None
     conv_bytes = _DTYPE_BYTES[arch.default_dtype]
@@ -855,6 +864,20 @@ def _mamba2_state_bytes(arch: Architecture, s: Mamba2State, tp: int, version: Ve
         f"({ssm_dtype} SSM state)",
         state_bytes,
         "engine.mamba2-state",
+    )
+    return state_bytes
+
+
+def _short_conv_state_bytes(arch: Architecture, s: ShortConvState, tp: int, trail: _Trail) -> int:
+    """The conv state of one sequence in one LFM2 short-convolution layer on one rank, in the model dtype with
+    --mamba-cache-dtype auto (MambaStateShapeCalculator.short_conv_state_shape; no recurrent state)."""
+    conv_bytes = _DTYPE_BYTES[arch.default_dtype]
+    state_bytes = s.conv_dim // tp * (s.conv_kernel - 1) * conv_bytes
+    trail.note(
+        "short-convolution state per sequence per layer per rank",
+        f"conv_dim {s.conv_dim} / TP × (conv_L_cache {s.conv_kernel} − 1) × {conv_bytes} B ({arch.default_dtype})",
+        state_bytes,
+        "engine.short-conv-state",
     )
     return state_bytes
 
@@ -1066,6 +1089,8 @@ def _mamba_layout(request: SizeOffloadRequest, model: _Model, trail: _Trail) -> 
         return _align_without_checkpoints(model, trail)
     if model.arch.mamba2 is not None:
         return _mamba2_align_layout(trail)
+    if model.arch.short_conv is not None:
+        return _short_conv_align_layout(trail)
     if _flashinfer_gdn_prefill(model, alignment, trail):
         layout = _MambaLayout(
             mode="align", state_blocks=_ALIGN_STATE_BLOCKS + _GDN_CHECKPOINT_BLOCKS, checkpoint_alignment=alignment
@@ -1105,6 +1130,20 @@ def _mamba2_align_layout(trail: _Trail) -> _MambaLayout:
     return layout
 
 
+def _short_conv_align_layout(trail: _Trail) -> _MambaLayout:
+    """'align' mode for short-convolution groups: 2 state blocks per request; ShortConv exports no prefill
+    checkpoints, so the block keeps the kernel's alignment."""
+    layout = _MambaLayout(mode="align", state_blocks=_ALIGN_STATE_BLOCKS, checkpoint_alignment=1)
+    trail.note(
+        "linear-attention state blocks per request",
+        f"mamba_cache_mode 'align' (prefix caching on): {_ALIGN_STATE_BLOCKS} state blocks per short-convolution "
+        "group; ShortConv exports no prefill checkpoints",
+        layout.state_blocks,
+        "engine.mamba-align-mode",
+    )
+    return layout
+
+
 # engine.mamba-align-mode's value for a release whose 'align' mode exports no prefill checkpoints (before 0.29.0).
 _NO_PREFILL_CHECKPOINTS = 0
 
@@ -1115,7 +1154,7 @@ def _align_without_checkpoints(model: _Model, trail: _Trail) -> _MambaLayout:
     Gated DeltaNet model classes never declare Mamba prefix caching support, so vLLM runs them in 'align'; a
     Mamba2 model class that does runs 'all' (a state block per block of tokens), which is not modelled."""
     version = model.version
-    if model.arch.linear_attention is None:
+    if model.arch.mamba2 is not None:
         trail.warn(
             f"With prefix caching on, vLLM {version} keeps Mamba2 state in mamba_cache_mode 'all' where the model "
             "class supports Mamba prefix caching (a state block per block of tokens), which this answer does not "
