@@ -22,7 +22,11 @@ CONFIGS = GOLDEN / "configs"
 
 
 def _golden(version: str) -> list[dict[str, Any]]:
+    """The matrix's cells at the release, and those recorded for models outside it (configs-RELEASE.json)."""
     cells: list[dict[str, Any]] = json.loads((GOLDEN / f"golden-{version}.json").read_text())["cells"]
+    beyond = GOLDEN / f"configs-{version}.json"
+    if beyond.is_file():
+        cells += json.loads(beyond.read_text())["cells"]
     return cells
 
 
