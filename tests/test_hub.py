@@ -260,9 +260,17 @@ def test_a_wrong_hf_endpoint_names_the_variable(knowledge: Knowledge, monkeypatc
 
 
 def test_a_hub_model_the_reader_refuses_is_refused_for_the_model_field(hub: FakeHub, knowledge: Knowledge) -> None:
+    config = json.loads((CONFIGS / "mimo-v2-flash" / "config.json").read_text())
+    hub.add("XiaomiMiMo/MiMo-V2-Flash", {"config.json": config})
+    with pytest.raises(AdviceError, match=r"^model: XiaomiMiMo/MiMo-V2-Flash: MiMo-V2: its sliding-window layers"):
+        ask(knowledge, model="XiaomiMiMo/MiMo-V2-Flash", weights_gib_per_gpu=30)
+
+
+def test_a_hub_model_with_per_kind_geometry_is_sized_from_its_config(hub: FakeHub, knowledge: Knowledge) -> None:
     hub.add("google/gemma-4-31b-it", {"config.json": json.loads((CONFIGS / "gemma-4-31b" / "config.json").read_text())})
-    with pytest.raises(AdviceError, match=r"^model: google/gemma-4-31b-it: Gemma 4: its global"):
-        ask(knowledge, model="google/gemma-4-31b-it", weights_gib_per_gpu=30)
+    answer = ask(knowledge, model="google/gemma-4-31b-it", weights_gib_per_gpu=30, version="0.33.0")
+    assert {k.kind: k.block_size for k in answer.layer_kinds} == {"sliding_window": 16, "full_attention": 32}
+    assert answer.kv_figures_basis.startswith("verified against the engine for Gemma4ForConditionalGeneration")
 
 
 def safetensors_file(tensors: dict[str, tuple[str, list[int]]]) -> bytes:

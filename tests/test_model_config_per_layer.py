@@ -2,10 +2,11 @@
 
 DeciLM / Nemotron-NAS (Llama-3.3-Nemotron-Super) keeps KV only in the blocks whose attention is not
 no_op, with num_attention_heads // n_heads_in_group KV heads: read as vLLM reads it, it is an
-ordinary GQA model with fewer layers. Gemma 4 (global layers with their own head size and KV
-heads) and MiMo-V2 (sliding layers with their own heads and K/V sizes) do not fit one head size and
-KV-head count for every layer: the reader refuses them with the reason instead of giving figures
-wrong by the factors the sweep measured. LFM2 keeps KV only in its full_attention layers; the others
+ordinary GQA model with fewer layers. Gemma 4's global layers have their own head size and KV heads:
+the reader keeps both geometries, and sizing unifies their pages as the planner does. MiMo-V2
+(sliding layers with their own heads and K/V sizes) does not fit one head size and KV-head count per
+kind of layer: the reader refuses it with the reason instead of giving figures wrong by the factors
+the sweep measured. LFM2 keeps KV only in its full_attention layers; the others
 are short convolutions with a conv state per sequence, sized like the other hybrids' state.
 
 The configs under tests/data/engine/configs/ for these four are written for these tests in the
@@ -76,50 +77,118 @@ def test_nemotron_nas_without_attention_blocks_is_refused() -> None:
         architecture_from_hf_config(raw, name="nas")
 
 
+def test_mimo_v2_sliding_layers_geometry_is_refused_with_the_engines_reason(knowledge: Knowledge) -> None:
+    why = r"MiMo-V2: its sliding-window layers.*mimo_v2.py:403-438"
+    with pytest.raises(AdviceError, match=rf"^config_path: {why}.*gives none. Read the KV cache size"):
+        size_offload_of(knowledge, config_path=str(CONFIGS / "mimo-v2-flash"), weights_gib_per_gpu=10)
+
+
+def test_gemma4_global_layers_keep_their_own_head_size_and_kv_heads() -> None:
+    arch = architecture_from_hf_config(published("gemma-4-31b"), name="gemma4")
+    assert (arch.num_layers, arch.sliding_window_layers, arch.full_attention_layers) == (60, 50, 10)
+    assert (arch.head_dim, arch.num_kv_heads, arch.sliding_window) == (256, 16, 1024)
+    assert (arch.full_head_dim, arch.full_kv_heads) == (512, 4)
+
+
+def test_gemma4_without_k_eq_v_keeps_the_shared_kv_heads_and_shared_layers_keep_no_kv() -> None:
+    raw = published("gemma-4-31b")
+    raw["text_config"].update(attention_k_eq_v=False, num_kv_shared_layers=12)
+    arch = architecture_from_hf_config(raw, name="gemma4")
+    # The last 12 layers reuse earlier KV: 48 layers of their own, every 6th of them global.
+    assert (arch.num_layers, arch.sliding_window_layers, arch.full_attention_layers) == (48, 40, 8)
+    assert (arch.full_head_dim, arch.full_kv_heads) == (512, 16)
+
+
+def test_gemma4_defaults_are_transformers_class_defaults() -> None:
+    """A config.json that leaves the layout out gets Gemma4TextConfig's: 30 layers, every 6th (and the last) full,
+    global head 512, window 512."""
+    arch = architecture_from_hf_config({"model_type": "gemma4", "text_config": {}}, name="gemma4")
+    assert (arch.num_layers, arch.sliding_window_layers, arch.sliding_window) == (30, 25, 512)
+    assert (arch.head_dim, arch.full_head_dim, arch.num_kv_heads, arch.full_kv_heads) == (256, 512, 4, 4)
+
+
 @pytest.mark.parametrize(
-    ("model", "why"),
+    ("change", "message"),
     [
-        ("gemma-4-31b", r"Gemma 4: its global.*gemma4.py:577-580"),
-        ("mimo-v2-flash", r"MiMo-V2: its sliding-window layers.*mimo_v2.py:403-438"),
+        ({"layer_types": ["full_attention"] * 3}, "layer_types must list its 60 layers"),
+        ({"num_kv_shared_layers": 60}, "'num_kv_shared_layers' must be 0 to 59"),
+        ({"sliding_window": None}, "gives no sliding_window"),
     ],
 )
-def test_layouts_with_per_layer_geometry_are_refused_with_the_engines_reason(
-    knowledge: Knowledge, model: str, why: str
-) -> None:
-    with pytest.raises(AdviceError, match=rf"^config_path: {why}.*gives none. Read the KV cache size"):
-        size_offload_of(knowledge, config_path=str(CONFIGS / model), weights_gib_per_gpu=10)
+def test_gemma4_configs_vllm_cannot_read_are_refused(change: dict[str, Any], message: str) -> None:
+    raw = published("gemma-4-31b")
+    raw["text_config"].update(change)
+    with pytest.raises(AdviceError, match=message):
+        architecture_from_hf_config(raw, name="gemma4")
 
 
-def test_lfm2_keeps_kv_in_its_attention_layers_and_conv_state_in_the_others() -> None:
-    arch = architecture_from_hf_config(published("lfm2-1.2b"), name="lfm2")
-    assert (arch.num_layers, arch.linear_attention_layers, arch.full_attention_layers) == (16, 10, 6)
-    assert arch.short_conv is not None
-    assert (arch.short_conv.conv_dim, arch.short_conv.conv_kernel) == (2048, 3)
-
-
-@pytest.mark.parametrize("drop", ["full_attn_idxs", "layer_types"])
-def test_lfm2_is_read_from_either_of_its_layer_lists(drop: str) -> None:
-    raw = published("lfm2-1.2b")
-    del raw[drop]
-    arch = architecture_from_hf_config(raw, name="lfm2")
-    assert (arch.linear_attention_layers, arch.full_attention_layers) == (10, 6)
-
-
-def test_lfm2_conv_state_per_rank_is_the_engines(knowledge: Knowledge) -> None:
-    """2048 channels / TP 2 × (3 − 1) × 2 B = 4 KiB per sequence per conv layer and rank."""
+def test_gemma4_pages_are_unified_as_the_planner_does(knowledge: Knowledge) -> None:
+    """vLLM 0.33.0 on H100, TP 1: sliding layers 16 × 256 × 2 × 2 B = 16,384 B/token, global 4 × 512 × 2 × 2 B =
+    8,192 B/token; the global layers' block doubles to 32 so both pages are 262,144 B; 6 groups of 10 layers."""
     answer = size_offload_of(
         knowledge,
-        config_path=str(CONFIGS / "lfm2-1.2b"),
-        tensor_parallel_size=2,
-        weights_gib_per_gpu=2,
+        config_path=str(CONFIGS / "gemma-4-31b"),
+        version="0.33.0",
+        weights_gib_per_gpu=10,
+        max_model_len=262_144,
     )
-    conv = next(k for k in answer.layer_kinds if k.kind == "linear_attention")
-    assert (conv.layers, conv.state_bytes_per_sequence_per_rank) == (10, 2048 // 2 * 2 * 2)
+    kinds = {k.kind: k for k in answer.layer_kinds}
+    assert (kinds["sliding_window"].block_size, kinds["full_attention"].block_size) == (16, 32)
+    assert (
+        kinds["sliding_window"].bytes_per_token_per_layer_per_rank,
+        kinds["full_attention"].bytes_per_token_per_layer_per_rank,
+    ) == (
+        16_384,
+        8_192,
+    )
+    assert answer.gpu_block_bytes_per_rank == 262_144 * 10
+    assert answer.kv_heads_per_rank == 16
+    assert "block 32" in answer.summary()
 
 
-def test_lfm2_conv_channels_must_divide_by_tp(knowledge: Knowledge) -> None:
-    raw = published("lfm2-1.2b")
-    raw["conv_dim"] = 2050
-    with pytest.raises(AdviceError, match=r"ShortConv splits its 2050 channels over TP \(4\)"):
-        arch = architecture_from_hf_config(raw, name="lfm2").model_dump()
-        size_offload_of(knowledge, architecture=arch, tensor_parallel_size=4, weights_gib_per_gpu=2)
+def test_gemma4_fp8_on_hopper_takes_flashattention4s_64_token_block(knowledge: Knowledge) -> None:
+    answer = size_offload_of(
+        knowledge,
+        config_path=str(CONFIGS / "gemma-4-31b"),
+        version="0.33.0",
+        kv_cache_dtype="fp8",
+        weights_gib_per_gpu=10,
+    )
+    kinds = {k.kind: k.block_size for k in answer.layer_kinds}
+    assert (answer.block_size, kinds["sliding_window"], kinds["full_attention"]) == (64, 64, 128)
+
+
+def test_gemma4_without_the_hybrid_manager_is_one_group_holding_every_layers_page(knowledge: Knowledge) -> None:
+    answer = size_offload_of(
+        knowledge,
+        config_path=str(CONFIGS / "gemma-4-31b"),
+        version="0.33.0",
+        weights_gib_per_gpu=10,
+        hybrid_kv_cache_manager=False,
+    )
+    (kind,) = answer.layer_kinds
+    assert kind.kind == "full_attention" and kind.bytes_per_token_per_layer_per_rank is None
+    assert kind.bytes_per_token_per_rank == 50 * 16_384 + 10 * 8_192
+    assert answer.gpu_block_bytes_per_rank == 16 * (50 * 16_384 + 10 * 8_192)
+
+
+def test_gemma4_offload_block_size_across_groups_of_different_blocks_is_refused(knowledge: Knowledge) -> None:
+    with pytest.raises(AdviceError, match=r"^offload_block_size: .*blocks of 16 and 32 tokens"):
+        size_offload_of(
+            knowledge,
+            config_path=str(CONFIGS / "gemma-4-31b"),
+            version="0.33.0",
+            weights_gib_per_gpu=10,
+            offload_backend="native",
+            kv_offloading_size_gib=64,
+            offload_block_size=64,
+        )
+
+
+def test_gemma4_tp_must_divide_the_global_kv_heads(knowledge: Knowledge, tmp_path: Path) -> None:
+    """TP 4 divides the 16 sliding KV heads, not 6 global ones: vLLM's QKVParallelLinear refuses the global layers."""
+    raw = published("gemma-4-31b")
+    raw["text_config"]["num_global_key_value_heads"] = 6
+    (tmp_path / "config.json").write_text(json.dumps(raw))
+    with pytest.raises(AdviceError, match=r"^tensor_parallel_size: .*TP \(4\) and the KV heads \(6\)"):
+        size_offload_of(knowledge, config_path=str(tmp_path), tensor_parallel_size=4, weights_gib_per_gpu=10)

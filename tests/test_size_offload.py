@@ -738,7 +738,7 @@ def test_mla_block_size_is_the_default_backends(
     request = request_of(model="deepseek-v3", kv_cache_dtype=kv_cache_dtype)
     trail = trail_for(knowledge)
     token = _token_bytes(request, model.arch, 8, trail)
-    assert _backend_block_size(request, knowledge, model.version, model.gpu, token, trail) == block
+    assert _backend_block_size(request, model, token, trail) == block
     note = next(f for f in trail.formulas if f.rule == "engine.attention-backend-block")
     assert note.value == str(block) and any(
         "flashmla" in s or "triton_mla" in s or "cuda.py" in s for s in note.sources
@@ -788,7 +788,7 @@ def test_blackwell_block_size_is_its_default_backends(
     request = request_of(model=model, kv_cache_dtype=kv_cache_dtype)
     trail = trail_for(knowledge)
     token = _token_bytes(request, served.arch, 8, trail)
-    assert _backend_block_size(request, knowledge, served.version, served.gpu, token, trail) == block
+    assert _backend_block_size(request, served, token, trail) == block
     note = next(f for f in trail.formulas if f.rule == "engine.attention-backend-block")
     assert note.value == str(block)
     assert note.formula.startswith(f"{backend}, ") and "compute capability 10.0" in note.formula

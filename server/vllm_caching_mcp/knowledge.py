@@ -1157,6 +1157,9 @@ class ModelArch(Sourced):
     qk_rope_head_dim: int | None = Field(default=None, gt=0)
     sliding_window: int | None = Field(default=None, gt=0)
     sliding_window_layers: int = Field(default=0, ge=0)
+    # The full-attention layers' own head size and KV heads where they differ (Gemma 4's global layers).
+    full_attention_head_dim: int | None = Field(default=None, gt=0)
+    full_attention_kv_heads: int | None = Field(default=None, gt=0)
     attention_chunk_size: int | None = Field(default=None, gt=0)
     chunked_local_layers: int = Field(default=0, ge=0)
     linear_attention_layers: int = Field(default=0, ge=0)
@@ -1819,6 +1822,9 @@ class AttentionBackendBlock(Sourced):
     compute_capability_major: int = Field(ge=1)
     attention: Literal["gqa", "mla"]  # ModelArch.attention: gqa is every non-MLA layout
     kv_cache_dtype: Literal["16-bit", "fp8"]
+    # The row holds only for a model whose largest attention head is this wide (vLLM's model head size is the
+    # largest layer's); a row without it holds for any head size the case does not name.
+    head_size: int | None = Field(default=None, gt=0)
     backend: str
     block_size: int = Field(gt=0)
 
@@ -1849,20 +1855,20 @@ class EngineRules(Frozen):
         return next((g for g in self.gpu_capabilities if g.gpu == gpu_id), None)
 
     def backend_block(
-        self, version: Version, major: int, attention: str, kv_cache_dtype: str
+        self, version: Version, major: int, attention: str, kv_cache_dtype: str, head_size: int
     ) -> AttentionBackendBlock | None:
-        """The default backend and its block for this case in ``version``; None when not recorded."""
-        return next(
-            (
-                b
-                for b in self.attention_backends
-                if in_range(b.versions, version)
-                and b.compute_capability_major == major
-                and b.attention == attention
-                and b.kv_cache_dtype == kv_cache_dtype
-            ),
-            None,
-        )
+        """The default backend and its block for this case in ``version``: the row for this head size, else the
+        row for any head size; None when not recorded."""
+        rows = [
+            b
+            for b in self.attention_backends
+            if in_range(b.versions, version)
+            and b.compute_capability_major == major
+            and b.attention == attention
+            and b.kv_cache_dtype == kv_cache_dtype
+            and b.head_size in (None, head_size)
+        ]
+        return next((b for b in rows if b.head_size is not None), rows[0] if rows else None)
 
 
 FILES: dict[str, type[Frozen]] = {

@@ -39,6 +39,11 @@ class Architecture(BaseModel):
     qk_rope_head_dim: int | None = Field(default=None, gt=0, le=4096)
     sliding_window: TokenCount | None = Field(default=None, gt=0)
     sliding_window_layers: int = Field(default=0, ge=0, le=1000)
+    # Gemma 4's full-attention (global) layers: their own head size and KV heads, where they differ from the
+    # sliding layers' head_dim / num_kv_heads (rule engine.per-layer-attention-geometry). Read from config.json,
+    # left out of the listed schema (its size is bounded), accepted all the same.
+    full_attention_head_dim: SkipJsonSchema[int | None] = Field(default=None, gt=0, le=4096)
+    full_attention_kv_heads: SkipJsonSchema[int | None] = Field(default=None, gt=0, le=4096)
     attention_chunk_size: TokenCount | None = Field(default=None, gt=0)
     chunked_local_layers: int = Field(default=0, ge=0, le=1000)
     linear_attention_layers: int = Field(default=0, ge=0, le=1000)
@@ -75,6 +80,12 @@ class Architecture(BaseModel):
             raise ValueError("sliding_window_layers needs sliding_window")
         if self.chunked_local_layers and self.attention_chunk_size is None:
             raise ValueError("chunked_local_layers needs attention_chunk_size")
+        own_geometry = self.full_attention_head_dim is not None or self.full_attention_kv_heads is not None
+        if own_geometry and (self.attention == "mla" or self.linear_attention_layers):
+            raise ValueError(
+                "full_attention_head_dim / full_attention_kv_heads are modelled for attention-only GQA layouts "
+                "(Gemma 4), not with MLA or linear-attention layers"
+            )
         states = (self.linear_attention, self.mamba2, self.short_conv)
         if self.linear_attention_layers and sum(state is not None for state in states) != 1:
             raise ValueError(
@@ -85,6 +96,15 @@ class Architecture(BaseModel):
     @property
     def full_attention_layers(self) -> int:
         return self.num_layers - self.sliding_window_layers - self.chunked_local_layers - self.linear_attention_layers
+
+    @property
+    def full_head_dim(self) -> int:
+        """Head size of the full-attention layers (the sliding layers keep head_dim)."""
+        return self.full_attention_head_dim or self.head_dim
+
+    @property
+    def full_kv_heads(self) -> int:
+        return self.full_attention_kv_heads or self.num_kv_heads
 
     @property
     def kv_head_size(self) -> int:
@@ -140,6 +160,18 @@ _TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
         "max_position_embeddings": 131072,
         "sliding_window": 4096,
         "sliding_window_pattern": 6,
+    },
+    # gemma4/configuration_gemma4.py:152-183, 185-224 (layer_types: every 6th layer full, the last forced full;
+    # global_head_dim 512 for the full layers)
+    "gemma4_text": {
+        "num_hidden_layers": 30,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+        "head_dim": 256,
+        "max_position_embeddings": 131072,
+        "sliding_window": 512,
+        "sliding_window_pattern": 6,
+        "global_head_dim": 512,
     },
     # cohere2/configuration_cohere2.py:70-74, 85, 88-102 (sliding_window_pattern, default 4)
     "cohere2": {
@@ -265,7 +297,12 @@ _TRANSFORMERS_DEFAULTS: dict[str, dict[str, Any]] = {
 }
 # The decoder config a multimodal wrapper builds when its text_config names no model_type
 # (gemma3/configuration_gemma3.py:202, llama4/configuration_llama4.py:236, mistral3/configuration_mistral3.py:51-54).
-_WRAPPER_TEXT_MODEL_TYPE = {"gemma3": "gemma3_text", "llama4": "llama4_text", "mistral3": "mistral"}
+_WRAPPER_TEXT_MODEL_TYPE = {
+    "gemma3": "gemma3_text",
+    "gemma4": "gemma4_text",
+    "llama4": "llama4_text",
+    "mistral3": "mistral",
+}
 # qwen3_5/configuration_qwen3_5.py:172-175, qwen3_5_moe/configuration_qwen3_5_moe.py:184-187 (sub_configs_defaults)
 _WRAPPER_TEXT_MODEL_TYPE.update(qwen3_5="qwen3_5_text", qwen3_5_moe="qwen3_5_moe_text")
 
@@ -333,20 +370,10 @@ def _mla_fields(cfg: dict[str, Any], name: str) -> dict[str, Any]:
 
 
 # Layouts whose attention layers differ in head size, KV heads or kind in ways `Architecture` (one head size and
-# KV-head count for every attention layer) cannot hold: the config key that gives each away, and what vLLM
-# 0.33.0 builds from it. Figures for them would be wrong with full confidence, so the reader refuses them.
+# KV-head count for the sliding layers, one for the full-attention layers) cannot hold: the config key that
+# gives each away, and what vLLM 0.33.0 builds from it. Figures for them would be wrong with full confidence,
+# so the reader refuses them.
 _PER_LAYER_GEOMETRY = (
-    (
-        "global_head_dim",
-        "Gemma 4: its global (full-attention) layers have their own head size and KV heads (global_head_dim, "
-        "num_global_key_value_heads), which vLLM reads per layer "
-        "(wheel:vllm==0.33.0:vllm/model_executor/models/gemma4.py:577-580)",
-    ),
-    (
-        "num_global_key_value_heads",
-        "Gemma 4: its global layers have their own KV-head count, which vLLM reads per layer "
-        "(wheel:vllm==0.33.0:vllm/model_executor/models/gemma4.py:577-580)",
-    ),
     (
         "hybrid_layer_pattern",
         "MiMo-V2: its sliding-window layers (hybrid_layer_pattern 1) have their own heads, KV heads and K/V head "
@@ -404,8 +431,8 @@ def architecture_from_hf_config(raw: dict[str, Any], *, name: str) -> Architectu
     if refused is not None:
         raise AdviceError(
             "config_path",
-            f"{refused}. size_offload sizes one head size and KV-head count for every attention layer, so its "
-            "figures for this model would be wrong; it gives none. Read the KV cache size from vLLM's start-up "
+            f"{refused}. size_offload sizes one head size and KV-head count per kind of attention layer, so "
+            "its figures for this model would be wrong; it gives none. Read the KV cache size from vLLM's start-up "
             "log ('GPU KV cache size: N tokens')",
         )
     layers = _positive_int(cfg, "num_hidden_layers")
@@ -447,6 +474,9 @@ def architecture_from_hf_config(raw: dict[str, Any], *, name: str) -> Architectu
     short_conv = _short_conv_layers(cfg, layers)
     if short_conv is not None:  # LFM2: short-convolution layers and full attention
         return _built({**fields, **short_conv})
+
+    if "global_head_dim" in cfg:  # Gemma 4: its global layers have their own head size and KV heads
+        return _built({**fields, **_gemma4_layers(cfg, layers, kv_heads, head_dim)})
 
     layer_types = cfg.get("layer_types")
     window = _positive_int(cfg, "sliding_window")
@@ -528,6 +558,41 @@ def _short_conv_layers(cfg: dict[str, Any], layers: int) -> dict[str, Any] | Non
             "config_path", f"LFM2 short-convolution layers need conv_dim and conv_L_cache; missing {missing}"
         )
     return {"linear_attention_layers": conv, "short_conv": state} if conv else {}
+
+
+_GEMMA4_PATTERN = 6  # transformers' Gemma4TextConfig: every 6th layer full attention when layer_types is absent
+
+
+def _gemma4_layers(cfg: dict[str, Any], layers: int, kv_heads: int, head_dim: int) -> dict[str, Any]:
+    """Gemma 4's layer kinds and the geometry of its full-attention layers (rule engine.per-layer-attention-
+    geometry): the last layer is always full attention, the last num_kv_shared_layers keep no KV of their own,
+    and the full layers take global_head_dim and, with attention_k_eq_v, num_global_key_value_heads."""
+    types = cfg.get("layer_types")
+    if types is None:
+        types = ["sliding_attention" if (i + 1) % _GEMMA4_PATTERN else "full_attention" for i in range(layers)]
+    if not isinstance(types, list) or len(types) != layers:
+        raise AdviceError("config_path", f"a Gemma 4 config.json's layer_types must list its {layers} layers")
+    types = [*types[:-1], "full_attention"]
+    shared = cfg.get("num_kv_shared_layers") or 0
+    if isinstance(shared, bool) or not isinstance(shared, int) or not 0 <= shared < layers:
+        raise AdviceError("config_path", f"config.json field 'num_kv_shared_layers' must be 0 to {layers - 1}")
+    own = types[: layers - shared]
+    sliding = sum(1 for t in own if t == "sliding_attention")
+    window = _positive_int(cfg, "sliding_window")
+    if sliding and window is None:
+        raise AdviceError("config_path", "config.json marks sliding layers but gives no sliding_window")
+    if window is not None and cfg.get("use_bidirectional_attention") == "all":
+        window = window // 2 + 1  # transformers halves the window of a bidirectional Gemma 4
+    full_head = _positive_int(cfg, "global_head_dim") or head_dim
+    global_kv = _positive_int(cfg, "num_global_key_value_heads") if cfg.get("attention_k_eq_v") is True else None
+    full_kv = global_kv or kv_heads
+    return {
+        "num_layers": len(own),
+        "sliding_window": window if sliding else None,
+        "sliding_window_layers": sliding,
+        "full_attention_head_dim": full_head if full_head != head_dim else None,
+        "full_attention_kv_heads": full_kv if full_kv != kv_heads else None,
+    }
 
 
 def _built(fields: dict[str, Any]) -> Architecture:

@@ -179,6 +179,7 @@ class LayerKind(BaseModel):
     bytes_per_token_per_rank: int | None = Field(default=None, description="all layers of this kind on one rank")
     bytes_per_token_total: int | None = Field(default=None, description="summed over TP × PP ranks")
     tokens_bounded_to: int | None = Field(default=None, description="sliding/chunked: tokens held at most")
+    block_size: int | None = Field(default=None, description="tokens per block of this kind, after page unification")
     state_bytes_per_sequence_per_rank: int | None = Field(default=None, description="linear attention: per layer")
     formula: str
 
@@ -330,9 +331,10 @@ class SizeOffloadResult(Result):
                 )
             else:
                 bound = f", bounded to {k.tokens_bounded_to:,} tokens" if k.tokens_bounded_to else ""
-                lines.append(
-                    f"  {k.kind}: {k.layers} layers × {k.bytes_per_token_per_layer_per_rank:,} B/token/rank{bound}"
-                )
+                per_layer = k.bytes_per_token_per_layer_per_rank
+                size = f" × {per_layer:,} B/token/rank" if per_layer is not None else f": {k.formula}"
+                block = f", block {k.block_size}" if k.block_size not in (None, self.block_size) else ""
+                lines.append(f"  {k.kind}: {k.layers} layers{size}{bound}{block}")
         lines.append(
             f"GPU KV budget {self.gpu_budget_gib_per_rank:.1f} GiB/rank (weights {self.weights_gib_per_gpu:.1f} GiB) → "
             f"{self.num_gpu_blocks:,} blocks; live sessions: {self.whole_sessions_at_max_model_len:,} at "
@@ -509,24 +511,43 @@ def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-class _Group(BaseModel):
-    """One kind of layer as vLLM groups it: page bytes per layer and blocks a session needs."""
+_Kind = Literal["full_attention", "sliding_window", "chunked_local", "mla", "linear_attention"]
 
-    kind: Literal["full_attention", "sliding_window", "chunked_local", "mla", "linear_attention"]
+
+class _Group(BaseModel):
+    """One kind of layer as vLLM groups it: its block, page bytes per layer and the blocks a session needs."""
+
+    kind: _Kind
     layers_per_rank: int
+    token_bytes: int  # KV bytes of one token in one layer (attention kinds)
+    block: int
     page_bytes: int
     window: int | None = None
     chunk: int | None = None
     state_blocks: int = 1  # linear attention: state blocks a request holds (engine.mamba-align-mode)
+    # Layers of one kind with different pages that share one block without the hybrid manager: (layers per
+    # rank, layers in all, bytes per token of one layer) of each geometry (engine.attention-page-unification).
+    mixed: tuple[tuple[int, int, int], ...] = ()
 
-    def blocks(self, tokens: int, block: int, in_flight: int) -> int:
+    @property
+    def bytes_per_token_per_rank(self) -> int:
+        if self.mixed:
+            return sum(layers * per_layer for layers, _, per_layer in self.mixed)
+        return self.token_bytes * self.layers_per_rank
+
+    def bytes_per_token_total(self, count: int, tp: int) -> int:
+        if self.mixed:
+            return sum(layers * per_layer for _, layers, per_layer in self.mixed) * tp
+        return self.token_bytes * count * tp
+
+    def blocks(self, tokens: int, in_flight: int) -> int:
         if self.kind == "linear_attention":
             return self.state_blocks
         if self.window is not None:
-            return _cdiv(min(self.window - 1 + in_flight, tokens), block) + 1
+            return _cdiv(min(self.window - 1 + in_flight, tokens), self.block) + 1
         if self.chunk is not None:
-            return _cdiv(min(self.chunk + in_flight, tokens), block)
-        return _cdiv(tokens, block)
+            return _cdiv(min(self.chunk + in_flight, tokens), self.block)
+        return _cdiv(tokens, self.block)
 
 
 @dataclass(frozen=True)
@@ -577,27 +598,26 @@ class _TokenBytes:
 
 @dataclass(frozen=True)
 class _LayerSpecs:
-    """The KV cache layout of one rank: page per layer, block size, groups and the block they share."""
+    """The KV cache layout of one rank: the cache block, the groups, the page they share and the GPU block."""
 
     token: _TokenBytes
-    block: int
+    kv_heads_per_rank: int  # the largest layer's, as vLLM reports the model's
+    block: int  # the cache config's block; a group may have a larger one after page unification
     state_bytes: int
     in_flight: int
     in_flight_formula: str
     kinds: tuple[tuple[_Group, int], ...]  # each kind with its layer count over all stages
     group_size: int
     groups: tuple[tuple[_Group, int], ...]  # each kind with the number of KV cache groups it makes
+    page: int  # bytes of one block of one layer, the same for every group
+    block_bytes: int  # one block id across a group's layers
 
     @property
-    def page(self) -> int:
-        return self.block * self.token.per_layer
-
-    @property
-    def block_bytes(self) -> int:
-        return self.page * self.group_size
+    def group_blocks(self) -> list[int]:
+        return sorted({g.block for g, _ in self.groups})
 
     def blocks_per_session(self, tokens: int) -> int:
-        return sum(n * g.blocks(tokens, self.block, self.in_flight) for g, n in self.groups)
+        return sum(n * g.blocks(tokens, self.in_flight) for g, n in self.groups)
 
 
 def _validate_parallel(arch: Architecture, tp: int) -> None:
@@ -609,12 +629,12 @@ def _validate_parallel(arch: Architecture, tp: int) -> None:
         )
     if arch.attention == "mla":
         return
-    kv = arch.num_kv_heads
-    if (tp >= kv and tp % kv) or (tp < kv and kv % tp):
-        raise AdviceError(
-            "tensor_parallel_size",
-            f"vLLM's QKVParallelLinear needs TP ({tp}) and the KV heads ({kv}) to divide one another",
-        )
+    for kv in sorted({arch.num_kv_heads, arch.full_kv_heads}):
+        if (tp >= kv and tp % kv) or (tp < kv and kv % tp):
+            raise AdviceError(
+                "tensor_parallel_size",
+                f"vLLM's QKVParallelLinear needs TP ({tp}) and the KV heads ({kv}) to divide one another",
+            )
     if arch.linear_attention is not None and arch.linear_attention.num_value_heads % tp:
         raise AdviceError(
             "tensor_parallel_size",
@@ -773,8 +793,9 @@ def _hybrid_manager(
     )
     if not hma and arch.linear_attention_layers:
         trail.warn(
-            "This model has linear-attention (Mamba-style) layers, which need the hybrid KV cache manager; with "
-            f"it off ({why_off}) vLLM cannot start. Upgrade or use another connector."
+            "ERROR: This model has linear-attention (Mamba-style) layers, which need the hybrid KV cache manager; "
+            f"with it off ({why_off}) vLLM cannot start: it cannot put their state and the attention layers in "
+            "one KV cache group. Upgrade or use another connector."
         )
     elif not hma and has_bounded:
         trail.rule("engine.hma-off-stores-full")
@@ -805,6 +826,11 @@ def _token_bytes(request: SizeOffloadRequest, arch: Architecture, tp: int, trail
     kv_heads_rank = 1 if mla else max(1, arch.num_kv_heads // tp)
     head = arch.kv_head_size
     per_layer_token = (1 if mla else 2) * kv_heads_rank * head * dtype_bytes
+    if arch.sliding_window_layers and (arch.full_head_dim, arch.full_kv_heads) != (head, arch.num_kv_heads):
+        trail.rule("engine.per-layer-attention-geometry")
+        what = "sliding-window layers (the full-attention layers have their own geometry)"
+    else:
+        what = "layer"
     trail.note(
         "kv heads per rank",
         "1 (MLA: one latent, replicated on every TP rank)" if mla else "max(1, num_kv_heads // TP)",
@@ -812,7 +838,7 @@ def _token_bytes(request: SizeOffloadRequest, arch: Architecture, tp: int, trail
         "engine.kv-heads-per-rank",
     )
     trail.note(
-        "bytes per token per layer per rank",
+        f"bytes per token per {what} per rank",
         f"1 × 1 × (kv_lora_rank {arch.kv_lora_rank} + qk_rope_head_dim {arch.qk_rope_head_dim}) × {dtype_bytes} B"
         if mla
         else f"2 (K,V) × {kv_heads_rank} heads × {head} head_dim × {dtype_bytes} B ({kv_dtype})",
@@ -820,6 +846,24 @@ def _token_bytes(request: SizeOffloadRequest, arch: Architecture, tp: int, trail
         "engine.attention-page-bytes",
     )
     return _TokenBytes(kv_dtype=kv_dtype, mla=mla, kv_heads_per_rank=kv_heads_rank, per_layer=per_layer_token)
+
+
+def _full_attention_token_bytes(arch: Architecture, tp: int, token: _TokenBytes, trail: _Trail) -> _TokenBytes:
+    """The full-attention layers' bytes per token per layer and rank: their own head size and KV heads where the
+    model gives them (Gemma 4's global layers), else the same as every layer's."""
+    if (arch.full_head_dim, arch.full_kv_heads) == (arch.head_dim, arch.num_kv_heads):
+        return token
+    kv_heads_rank = max(1, arch.full_kv_heads // tp)
+    dtype_bytes = _DTYPE_BYTES[token.kv_dtype]
+    per_layer = 2 * kv_heads_rank * arch.full_head_dim * dtype_bytes
+    trail.note(
+        "bytes per token per full-attention layer per rank",
+        f"2 (K,V; an attention_k_eq_v layer still caches both) × max(1, {arch.full_kv_heads} KV heads // TP) = "
+        f"{kv_heads_rank} × {arch.full_head_dim} head_dim × {dtype_bytes} B ({token.kv_dtype})",
+        per_layer,
+        "engine.per-layer-attention-geometry",
+    )
+    return _TokenBytes(kv_dtype=token.kv_dtype, mla=False, kv_heads_per_rank=kv_heads_rank, per_layer=per_layer)
 
 
 def _linear_state_bytes(arch: Architecture, tp: int, version: Version, trail: _Trail) -> int:
@@ -960,20 +1004,20 @@ def _default_block_size(knowledge: Knowledge, version: Version) -> int:
     return value
 
 
-def _backend_block_size(
-    request: SizeOffloadRequest, knowledge: Knowledge, version: Version, gpu: Gpu, token: _TokenBytes, trail: _Trail
-) -> int:
+def _backend_block_size(request: SizeOffloadRequest, model: _Model, token: _TokenBytes, trail: _Trail) -> int:
     """The block before hybrid alignment: --block-size, or the one the default attention backend brings
     (knowledge/engine.yaml attention_backends; without a row for the case, the release's default block)."""
     if request.block_size is not None:
         return request.block_size
+    knowledge, version, gpu = trail.knowledge, model.version, model.gpu
     default_block = _default_block_size(knowledge, version)
     capability = knowledge.engine.capability(gpu.id)
+    head_size = max(model.arch.kv_head_size, model.arch.full_head_dim)  # vLLM's model head size: the largest layer's
     dtype_kind = "fp8" if token.kv_dtype.startswith("fp8") else "16-bit"
     attention = "mla" if token.mla else "gqa"
     row = None
     if capability is not None:
-        row = knowledge.engine.backend_block(version, capability.major, attention, dtype_kind)
+        row = knowledge.engine.backend_block(version, capability.major, attention, dtype_kind, head_size)
     if row is None and not token.mla:
         return default_block  # every backend vLLM picks for it takes the release's default block
     trail.rule("engine.attention-backend-block")
@@ -987,8 +1031,10 @@ def _backend_block_size(
         return default_block
     trail.note(
         "block size of the attention backend",
-        f"{row.backend}, vLLM's default for {'MLA' if token.mla else 'attention'} with {dtype_kind} KV on compute "
-        f"capability {capability.compute_capability if capability else '?'}: its block when --block-size is not given",
+        f"{row.backend}, vLLM's default for {'MLA' if token.mla else 'attention'} with {dtype_kind} KV"
+        + (f" and {row.head_size}-wide heads" if row.head_size else "")
+        + f" on compute capability {capability.compute_capability if capability else '?'}: its block when "
+        "--block-size is not given",
         row.block_size,
         "engine.attention-backend-block",
         row.sources,
@@ -1198,7 +1244,13 @@ def _hybrid_block_size(
 
 
 def _kinds_of_layers(
-    arch: Architecture, hma: bool, layout: _Parallel, mla: bool, page: int, state_blocks: int
+    arch: Architecture,
+    hma: bool,
+    layout: _Parallel,
+    block: int,
+    token: _TokenBytes,
+    full_token: _TokenBytes,
+    state_blocks: int,
 ) -> list[tuple[_Group, int]]:
     """Each kind of layer with its per-rank count, and its count over all stages."""
     as_full = _stores_bounded_as_full(arch, hma)
@@ -1206,35 +1258,62 @@ def _kinds_of_layers(
     chunked = 0 if as_full else arch.chunked_local_layers
     linear = arch.linear_attention_layers
     full = arch.num_layers - linear - sliding - chunked
+
+    def group(kind: _Kind, count: int, per_layer: int, **extra: object) -> tuple[_Group, int]:
+        layers = layout.per_stage(count)
+        return _Group.model_validate(
+            {
+                "kind": kind,
+                "layers_per_rank": layers,
+                "token_bytes": per_layer,
+                "block": block,
+                "page_bytes": block * per_layer,
+                **extra,
+            }
+        ), count
+
     kinds: list[tuple[_Group, int]] = []
     if full:
-        kind: Literal["mla", "full_attention"] = "mla" if mla else "full_attention"
-        kinds.append((_Group(kind=kind, layers_per_rank=layout.per_stage(full), page_bytes=page), full))
+        mixed: tuple[tuple[int, int, int], ...] = ()
+        if as_full and full_token is not token:  # the sliding layers stored as full keep their own pages
+            sliding_layers = arch.num_layers - arch.full_attention_layers
+            mixed = (
+                (layout.per_stage(sliding_layers), sliding_layers, token.per_layer),
+                (layout.per_stage(arch.full_attention_layers), arch.full_attention_layers, full_token.per_layer),
+            )
+        kinds.append(group("mla" if token.mla else "full_attention", full, full_token.per_layer, mixed=mixed))
     if sliding:
-        group = _Group(
-            kind="sliding_window",
-            layers_per_rank=layout.per_stage(sliding),
-            page_bytes=page,
-            window=arch.sliding_window,
-        )
-        kinds.append((group, sliding))
+        kinds.append(group("sliding_window", sliding, token.per_layer, window=arch.sliding_window))
     if chunked:
-        group = _Group(
-            kind="chunked_local",
-            layers_per_rank=layout.per_stage(chunked),
-            page_bytes=page,
-            chunk=arch.attention_chunk_size,
-        )
-        kinds.append((group, chunked))
+        kinds.append(group("chunked_local", chunked, token.per_layer, chunk=arch.attention_chunk_size))
     if linear:
-        group = _Group(
-            kind="linear_attention",
-            layers_per_rank=layout.per_stage(linear),
-            page_bytes=page,
-            state_blocks=state_blocks,
-        )
-        kinds.append((group, linear))
+        kinds.append(group("linear_attention", linear, token.per_layer, state_blocks=state_blocks))
     return kinds
+
+
+def _unified_pages(kinds: list[tuple[_Group, int]], trail: _Trail) -> list[tuple[_Group, int]]:
+    """With the hybrid manager on, attention kinds whose pages differ share the largest page: a smaller page's
+    block grows by the ratio when it divides the largest, else the page is padded (engine.attention-page-
+    unification). Linear-attention state pages are already padded to the attention page."""
+    pages = {g.page_bytes for g, _ in kinds if g.kind != "linear_attention" and not g.mixed}
+    if len(pages) <= 1:
+        return kinds
+    largest = max(pages)
+    unified: list[tuple[_Group, int]] = []
+    for g, count in kinds:
+        if g.page_bytes != largest and g.kind != "linear_attention":
+            ratio, rest = divmod(largest, g.page_bytes)
+            block = g.block * ratio if not rest else g.block
+            g = g.model_copy(update={"block": block, "page_bytes": largest})
+        unified.append((g, count))
+    trail.note(
+        "page unification",
+        f"the largest page {largest:,} B; a smaller page's block × (largest page / its page) when that divides, "
+        "else its page padded to the largest",
+        ", ".join(f"{g.kind} block {g.block}" for g, _ in unified if g.kind != "linear_attention"),
+        "engine.attention-page-unification",
+    )
+    return unified
 
 
 def _group_size(counts: list[int]) -> tuple[int, str]:
@@ -1301,21 +1380,33 @@ def _layer_specs(request: SizeOffloadRequest, model: _Model, layout: _Parallel, 
     """Step 1: per-layer bytes, the block size, the KV cache groups and the GPU block they share."""
     arch, version = model.arch, model.version
     token = _token_bytes(request, arch, layout.tp, trail)
+    full_token = _full_attention_token_bytes(arch, layout.tp, token, trail)
     _fp8_on_triton_check(arch, model.gpu, version, token, trail)
-    block = _backend_block_size(request, trail.knowledge, version, model.gpu, token, trail)
+    block = _backend_block_size(request, model, token, trail)
     state_bytes = 0
     mamba = _NONE_LAYOUT
     if arch.linear_attention_layers:
         state_bytes = _linear_state_bytes(arch, layout.tp, version, trail)
         mamba = _mamba_layout(request, model, trail)
         block = _hybrid_block_size(block, token, state_bytes, mamba, trail)
-    page = block * token.per_layer
-    kinds = _kinds_of_layers(arch, model.hma, layout, token.mla, page, mamba.state_blocks)
+    kinds = _kinds_of_layers(arch, model.hma, layout, block, token, full_token, mamba.state_blocks)
+    kinds = _unified_pages(kinds, trail)
     group_size, group_rule = _group_size([g.layers_per_rank for g, _ in kinds])
     bounded = any(g.window is not None or g.chunk is not None for g, _ in kinds)
     in_flight, in_flight_formula = _in_flight_tokens(request, model, layout, trail) if bounded else (0, "")
+    page = max(g.page_bytes for g, _ in kinds)
+    mixed = kinds[0][0] if kinds[0][0].mixed else None
+    if mixed is not None:  # one group whose block holds every layer's own page
+        block_bytes = block * mixed.bytes_per_token_per_rank
+        formula = " + ".join(f"{n} layers × {per_layer:,} B" for n, _, per_layer in mixed.mixed)
+        formula = f"block {block} × ({formula}): one group of layers with different pages ({group_rule})"
+    else:
+        block_bytes = page * group_size
+        formula = f"page {page:,} B (block {kinds[0][0].block} × {kinds[0][0].token_bytes:,} B) × group_size "
+        formula += f"{group_size} ({group_rule})"
     specs = _LayerSpecs(
         token=token,
+        kv_heads_per_rank=max(token.kv_heads_per_rank, full_token.kv_heads_per_rank),
         block=block,
         state_bytes=state_bytes,
         in_flight=in_flight,
@@ -1323,13 +1414,10 @@ def _layer_specs(request: SizeOffloadRequest, model: _Model, layout: _Parallel, 
         kinds=tuple(kinds),
         group_size=group_size,
         groups=tuple((g, _cdiv(g.layers_per_rank, group_size)) for g, _ in kinds),
+        page=page,
+        block_bytes=block_bytes,
     )
-    trail.note(
-        "GPU block bytes per rank",
-        f"page {page:,} B (block {block} × {token.per_layer:,} B) × group_size {group_size} ({group_rule})",
-        specs.block_bytes,
-        "engine.kv-cache-groups",
-    )
+    trail.note("GPU block bytes per rank", formula, specs.block_bytes, "engine.kv-cache-groups")
     return specs
 
 
@@ -1344,17 +1432,19 @@ class _PerToken:
 
 def _bounded_tokens(group: _Group, specs: _LayerSpecs, max_len: int) -> int | None:
     """Tokens a sliding-window or chunked-local layer holds at most; None for the full-context kinds."""
-    if group.window is not None:
-        return (_cdiv(min(group.window - 1 + specs.in_flight, max_len), specs.block) + 1) * specs.block
-    if group.chunk is not None:
-        return _cdiv(min(group.chunk + specs.in_flight, max_len), specs.block) * specs.block
-    return None
+    if group.window is None and group.chunk is None:
+        return None
+    return group.blocks(max_len, specs.in_flight) * group.block
 
 
 def _attention_kind(group: _Group, count: int, specs: _LayerSpecs, tp: int, max_len: int) -> LayerKind:
-    per_layer = specs.token.per_layer
     bound = _bounded_tokens(group, specs, max_len)
-    formula = f"{per_layer:,} B × {group.layers_per_rank} layers"
+    per_layer: int | None = group.token_bytes
+    formula = f"{group.token_bytes:,} B × {group.layers_per_rank} layers"
+    if group.mixed:
+        per_layer = None  # the layers differ: the sliding ones stored as full keep their own geometry
+        formula = " + ".join(f"{per:,} B × {n} layers" for n, _, per in group.mixed)
+    per_rank = group.bytes_per_token_per_rank
     if group.window:
         formula += f"; held tokens ≤ (cdiv(min(window−1 + in-flight {specs.in_flight}, max_len), block) + 1) × block"
     elif group.chunk:
@@ -1364,9 +1454,10 @@ def _attention_kind(group: _Group, count: int, specs: _LayerSpecs, tp: int, max_
         layers=count,
         layers_per_rank=group.layers_per_rank,
         bytes_per_token_per_layer_per_rank=per_layer,
-        bytes_per_token_per_rank=per_layer * group.layers_per_rank,
-        bytes_per_token_total=per_layer * count * tp,
+        bytes_per_token_per_rank=per_rank,
+        bytes_per_token_total=group.bytes_per_token_total(count, tp),
         tokens_bounded_to=bound,
+        block_size=group.block,
         formula=formula,
     )
 
@@ -1656,6 +1747,12 @@ def _chunks(
 ) -> _Chunks:
     blocks_per_chunk = 1
     if request.offload_block_size is not None:
+        if len(specs.group_blocks) > 1:
+            raise AdviceError(
+                "offload_block_size",
+                f"this model's KV cache groups have blocks of {' and '.join(map(str, specs.group_blocks))} tokens; "
+                "how the native backend cuts a larger offloaded block across them is not modelled: leave it unset",
+            )
         if request.offload_block_size % specs.block:
             raise AdviceError("offload_block_size", f"must be a multiple of the GPU block size ({specs.block} tokens)")
         blocks_per_chunk = request.offload_block_size // specs.block
@@ -2167,7 +2264,7 @@ def size_offload(request: SizeOffloadRequest, knowledge: Knowledge) -> SizeOfflo
         world_size=layout.world,
         hybrid_kv_cache_manager=hma,
         block_size=specs.block,
-        kv_heads_per_rank=specs.token.kv_heads_per_rank,
+        kv_heads_per_rank=specs.kv_heads_per_rank,
         layer_kinds=per_token.kinds,
         kv_bytes_per_token_per_rank=per_token.full_bytes_per_rank,
         kv_bytes_per_token_total=per_token.full_bytes_total,
