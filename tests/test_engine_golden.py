@@ -89,6 +89,9 @@ def _ask(version: str, cell: dict[str, Any], source: str, **extra: Any) -> SizeO
         request["enable_prefix_caching"] = inputs["enable_prefix_caching"]
     if inputs["block_size_flag"] is not None:
         request["block_size"] = inputs["block_size_flag"]
+    disabled = inputs["engine_args"].get("disable_hybrid_kv_cache_manager")
+    if inputs.get("hybrid_kv_cache_manager") is None and disabled is not None:  # a cell refused before it is planned
+        request["hybrid_kv_cache_manager"] = not disabled
     if inputs.get("hybrid_kv_cache_manager") is not None:
         # The cells run without a KV connector, so the hybrid manager is as the engine resolved it. size_offload
         # would otherwise take it from the offload connector's HMA support, which before 0.21.0 turns it off.
@@ -139,6 +142,7 @@ def differences(result: SizeOffloadResult, engine: dict[str, Any]) -> list[str]:
             figures["bytes_per_token_per_layer_per_rank"],
         )
         check(f"{kind}.bytes_per_token_per_rank", mine.bytes_per_token_per_rank, figures["bytes_per_token_per_rank"])
+        check(f"{kind}.block_size", [mine.block_size], group_blocks(engine).get(kind))
     check("gpu_block_bytes_per_rank", result.gpu_block_bytes_per_rank, engine["block_bytes_per_rank"])
     check("num_gpu_blocks", result.num_gpu_blocks, engine["num_gpu_blocks"])
     # The engine refuses to start when one request at max_model_len does not fit the usable pool.
@@ -148,6 +152,24 @@ def differences(result: SizeOffloadResult, engine: dict[str, Any]) -> list[str]:
     if abs(result.live_sessions_at_max_model_len - theirs) > CONCURRENCY_TOLERANCE:
         diffs.append(f"max_concurrency: {result.live_sessions_at_max_model_len} != {theirs}")
     return diffs
+
+
+_SPEC_KINDS = {
+    "FullAttentionSpec": "full_attention",
+    "MLAAttentionSpec": "mla",
+    "SlidingWindowSpec": "sliding_window",
+    "ChunkedLocalAttentionSpec": "chunked_local",
+}
+
+
+def group_blocks(engine: dict[str, Any]) -> dict[str, list[int]]:
+    """The block sizes of each attention kind's KV cache groups, after the planner unified their pages."""
+    blocks: dict[str, set[int]] = {}
+    for group in engine["kv_cache_groups"]:
+        kind = _SPEC_KINDS.get(group["spec"]["type"])
+        if kind is not None:
+            blocks.setdefault(kind, set()).add(group["spec"]["block_size"])
+    return {kind: sorted(sizes) for kind, sizes in blocks.items()}
 
 
 def refused_before_planning(engine: dict[str, Any]) -> bool:
@@ -333,7 +355,8 @@ def native_differences(result: SizeOffloadResult, native: dict[str, Any]) -> lis
     if tier is None or native.get("num_cpu_blocks") is None:
         return [*diffs, "native: cannot compare: no CPU tier in the answer or no CPU blocks in the record"]
     check("num_cpu_blocks", tier.num_chunks, native["num_cpu_blocks"])
-    check("offloaded_block_size_tokens", [result.block_size], sorted(set(native["offloaded_block_size_tokens"])))
+    ours_blocks = sorted({k.block_size for k in result.layer_kinds if k.block_size is not None} or {result.block_size})
+    check("offloaded_block_size_tokens", ours_blocks, sorted(set(native["offloaded_block_size_tokens"])))
     for field, ours in (  # figures some releases' specs do not keep (None in the record)
         ("worker_kv_bytes_per_block", result.gpu_block_bytes_per_rank),
         ("cpu_block_bytes", tier.chunk_bytes),

@@ -431,10 +431,11 @@ def _layer_kinds(spec: dict[str, Any]) -> dict[str, dict[str, Any]]:
             continue
         per_token = s.page_size_bytes // s.block_size
         assert per_token * s.block_size == s.page_size_bytes, "page not a whole number of bytes per token"
-        kind["bytes_per_token_per_layer_per_rank"] = per_token
-    for kind in layer_kinds.values():
-        if "bytes_per_token_per_layer_per_rank" in kind:
-            kind["bytes_per_token_per_rank"] = kind["bytes_per_token_per_layer_per_rank"] * kind["layers_per_rank"]
+        # Layers of one kind may differ (Gemma 4's global layers, stored as full with the hybrid manager off):
+        # the per-layer figure only where they agree, the per-rank figure summed over the layers.
+        same = kind.get("bytes_per_token_per_layer_per_rank", per_token) == per_token
+        kind["bytes_per_token_per_layer_per_rank"] = per_token if same else None
+        kind["bytes_per_token_per_rank"] = kind.get("bytes_per_token_per_rank", 0) + per_token
     return layer_kinds
 
 
@@ -681,7 +682,10 @@ def run_cell(cell: dict[str, Any], budget_bytes: int) -> dict[str, Any]:
         specs = [stage_specs[stage] for stage in range(pp) for _ in range(tp)]  # rank = stage × TP + tp_rank
         assert len(specs) == world
         layout = compat.kv_cache_layout(vllm_config, runner, world, specs)
-        plan = compat.plan_kv_cache(vllm_config, specs, budget_bytes, busiest * tp)
+        try:
+            plan = compat.plan_kv_cache(vllm_config, specs, budget_bytes, busiest * tp)
+        except _REFUSALS as exc:  # the specs cannot be grouped (a hybrid model with the hybrid manager off)
+            raise EngineRefusal("KV cache groups", exc) from exc
 
     layer_kinds = _layer_kinds(_specs_as_stored(spec, vllm_config))
     sched = plan.scheduler_config
@@ -833,13 +837,28 @@ def _cells_for(root: Path, models: list[str]) -> list[dict[str, Any]]:
     missing = [m for m in names if not (root / m / "config.json").is_file()]
     if missing:
         raise SystemExit(f"--configs {root}: no config.json for {', '.join(missing)}")
-    return [
+    matrix = [
         {"model": m, "tp": tp, "kv_cache_dtype": kv, "gpu": gpu, "config_root": str(root)}
         for gpu in MATRIX_GPUS
         for m in names
         for kv in MATRIX_KV_DTYPES
         for tp in MATRIX_TP
     ]
+    # With the hybrid KV cache manager off, layers of different kinds or page sizes are unified differently:
+    # one cell a model (as the matrix does for gemma-3-27b).
+    no_hma = [
+        {
+            "model": m,
+            "tp": 1,
+            "kv_cache_dtype": "auto",
+            "gpu": "h100",
+            "variant": "no-hma",
+            "engine_args": {"disable_hybrid_kv_cache_manager": True},
+            "config_root": str(root),
+        }
+        for m in names
+    ]
+    return matrix + no_hma
 
 
 def _release_runs(cell: dict[str, Any], version: str) -> bool:
