@@ -9,7 +9,7 @@ kind of layer: the reader refuses it with the reason instead of giving figures w
 the sweep measured. LFM2 keeps KV only in its full_attention layers; the others
 are short convolutions with a conv state per sequence, sized like the other hybrids' state.
 
-The configs under tests/data/engine/configs/ for these four are written for these tests in the
+The configs under tests/data/engine/configs/ for these models are written for these tests in the
 shape of the published ones (the keys and sizes vLLM reads), not copied whole.
 """
 
@@ -88,6 +88,12 @@ def test_gemma4_global_layers_keep_their_own_head_size_and_kv_heads() -> None:
     assert (arch.num_layers, arch.sliding_window_layers, arch.full_attention_layers) == (60, 50, 10)
     assert (arch.head_dim, arch.num_kv_heads, arch.sliding_window) == (256, 16, 1024)
     assert (arch.full_head_dim, arch.full_kv_heads) == (512, 4)
+
+
+def test_gemma4_e4b_keeps_kv_only_in_the_layers_before_the_shared_ones() -> None:
+    arch = architecture_from_hf_config(published("gemma-4-e4b"), name="gemma4-e4b")
+    assert (arch.num_layers, arch.sliding_window_layers, arch.full_attention_layers) == (24, 20, 4)
+    assert (arch.head_dim, arch.full_head_dim, arch.num_kv_heads, arch.full_kv_heads) == (256, 512, 2, 2)
 
 
 def test_gemma4_without_k_eq_v_keeps_the_shared_kv_heads_and_shared_layers_keep_no_kv() -> None:
