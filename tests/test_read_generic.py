@@ -12,6 +12,7 @@ from vllm_caching_mcp.advice.deployment.launch import looks_like_vllm_args
 from vllm_caching_mcp.advice.deployment.read import NothingToReview
 
 OPTIONS = VLLM_OPTION_NAMES(KNOWLEDGE)
+M = "meta-llama/Llama-4-Scout-17B-16E-Instruct"
 
 
 @pytest.mark.parametrize(
@@ -356,8 +357,8 @@ tokenizer:
 def test_chart_values_named_as_vllm_options_are_the_options_its_templates_pass() -> None:
     [w], notes = workloads(("values.yaml", CHART_VALUES))
     assert w.image == "vllm/vllm-openai:v0.22.1" and w.gpu_count == 1
+    assert w.model == "Qwen/Qwen3-8B"  # `model.name`, passed as the positional model
     assert flags(w) == {
-        "--model": "Qwen/Qwen3-8B",
         "--max-model-len": "16384",
         "--max-num-batched-tokens": "1024",
         "--no-enable-chunked-prefill": True,
@@ -400,6 +401,39 @@ def test_a_ci_step_that_starts_vllm_is_read() -> None:
     assert w.image == "vllm/vllm-openai:v0.22.1" and flags(w)["--max-model-len"] == "4096"
 
 
+def test_chart_values_with_the_options_and_the_image_in_sections_of_their_own() -> None:
+    """ai-on-eks' inference charts: `modelParameters` holds the options, `inference.modelServer.image` the image;
+    the `model` value is the positional model (`--model` is a `vllm serve` option only from 0.11.1)."""
+    values = (
+        f"model: {M}\nmodelParameters:\n  gpuMemoryUtilization: 0.9\n  maxModelLen: 1024\n  tensorParallelSize: 4\n"
+        "inference:\n  modelServer:\n    image:\n      repository: 763104351884.dkr.ecr.us-east-1.amazonaws.com/vllm\n"
+        "      tag: 0.11.0-gpu-py312-cu128-ubuntu22.04-ec2\n"
+    )
+    [w], _ = workloads(("values.yaml", values))
+    assert w.image == "763104351884.dkr.ecr.us-east-1.amazonaws.com/vllm:0.11.0-gpu-py312-cu128-ubuntu22.04-ec2"
+    assert (w.model, flags(w)["--tensor-parallel-size"]) == (M, "4")
+    result = review(("values.yaml", values))
+    assert "pitfall.unknown-flag" not in {f.rule_id for f in result.findings}
+
+
+def test_values_whose_image_below_is_another_server_s_are_not_read() -> None:
+    values = "modelParameters:\n  maxModelLen: 1024\n  tensorParallelSize: 4\nserver:\n  image: ghcr.io/org/tgi:1\n"
+    with pytest.raises(NothingToReview):
+        read(("values.yaml", values))
+
+
+def test_a_ci_step_s_server_ends_where_its_command_does() -> None:
+    """`vllm serve … &` then a wait loop: the loop's words (`[ $t -gt 0 ]`, `curl -sSf`) are no options of it."""
+    workflow = (
+        "env:\n  VLLM_MODEL: org/m\njobs:\n  test:\n    runs-on: ubuntu-latest\n    steps:\n      - run: |\n"
+        "          nohup vllm serve ${{ env.VLLM_MODEL }} \\\n            --port 8000 --max-num-seqs 1 &\n\n"
+        "          while [ $t -gt 0 ] && ! curl -sSf http://localhost:8000/health; do sleep 10; done\n"
+    )
+    [w], _ = workloads(("workflow.yml", workflow))
+    assert flags(w) == {"--port": "8000", "--max-num-seqs": "1"}
+    assert "pitfall.vllm-env-unread" not in {f.rule_id for f in review(("workflow.yml", workflow)).findings}
+
+
 @pytest.mark.parametrize(
     "image", ["ghcr.io/org/dynamo-mocker-vllm:latest", "ghcr.io/llm-d/llm-d-inference-sim:v0.3.0", "org/vllm-mock:1"]
 )
@@ -435,6 +469,32 @@ def test_a_list_of_script_lines_under_commands_is_read_line_by_line() -> None:
     )
     assert [f.location.line for f in w.flags] == [8, 9]
     assert any("its commands runs vLLM" in n for n in notes)
+
+
+DSTACK_WITH_INSTALL = """\
+type: service
+env:
+  - HF_TOKEN
+  - MODEL_ID=meta-llama/Meta-Llama-3.1-8B-Instruct
+  - MAX_MODEL_LEN=4096
+commands:
+  - pip install vllm
+  - vllm serve $MODEL_ID
+    --max-model-len $MAX_MODEL_LEN
+port: 8000
+"""
+
+
+def test_script_lines_run_as_one_script_with_the_variables_their_env_sets() -> None:
+    """The install on the line before `vllm serve` is part of the start, and `env` sets what the lines expand."""
+    [w], _ = workloads(("service.dstack.yml", DSTACK_WITH_INSTALL))
+    assert (w.model, flags(w)) == ("meta-llama/Meta-Llama-3.1-8B-Instruct", {"--max-model-len": "4096"})
+    [hit] = [
+        f
+        for f in review(("service.dstack.yml", DSTACK_WITH_INSTALL)).findings
+        if f.rule_id == "pitfall.install-at-start"
+    ]
+    assert hit.location.line == 7 and "pip install vllm: unpinned" in hit.message
 
 
 CHART_VALUES_WITHOUT_GPU = """\

@@ -171,6 +171,20 @@ def test_a_derived_tag_with_several_suffixes_gives_its_release() -> None:
 
 
 @pytest.mark.parametrize(
+    ("image", "expected"),
+    [
+        ("763104351884.dkr.ecr.us-east-1.amazonaws.com/vllm:0.12.0-gpu-py312-cu128-ubuntu22.04-ec2", "0.12.0"),
+        ("intel/vllm:0.14.1-xpu", "0.14.1"),
+        ("nvcr.io/nvidia/vllm:25.09-py3", None),  # NVIDIA's container release, not vLLM's
+        ("opea/vllm:1.3", None),
+    ],
+)
+def test_an_image_named_vllm_tagged_with_a_release_gives_it(image: str, expected: str | None) -> None:
+    found = release(f"docker run --gpus all {image} --model {M}")
+    assert (found[0] if found[1] == "image-tag" else None) == expected
+
+
+@pytest.mark.parametrize(
     "documents",
     [
         (f"pip install vllm==0.10.2\nvllm serve {M} --swap-space 16 --kv-offloading-sise 1\n",),

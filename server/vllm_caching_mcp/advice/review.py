@@ -219,8 +219,8 @@ def _release_notes(
         notes.append(f"{workload.name}: {place} says vLLM {version}, not the stated {stated}; reviewed for {version}")
     if release.source == "image-tag" and derived_image(workload.image):
         notes.append(
-            f"{workload.name}: vLLM {version} read from the tag of {workload.image}, a build derived from "
-            "vllm/vllm-openai whose tag leads with the release it was built from; give version if it is not"
+            f"{workload.name}: vLLM {version} read from the tag of {workload.image}, a build of vLLM (not "
+            "vllm/vllm-openai itself) whose tag leads with the release it was built from; give version if it is not"
         )
     if version < knowledge.oldest():
         notes.append(

@@ -19,6 +19,10 @@ _OFFICIAL_IMAGE = re.compile(r"(^|/)vllm/vllm-openai(-[a-z0-9]+)?:v?" + _RELEASE
 # (aibrix/vllm-openai-aibrix-kvcache:v0.10.2-20251022, aibrix/vllm-openai:v0.10.0-cu128-nixl-v0.4.1-lmcache-0.3.2,
 # whose later parts name what was added); lmcache/vllm-openai, whose tags are LMCache's, is not.
 _DERIVED_IMAGE = re.compile(r"(^|/)(?P<repo>[\w.-]+)/[\w.-]*vllm-openai[\w.-]*:v?" + _RELEASE + r"(-[\w.-]+)?$")
+# An image named vllm whose tag leads with the release, as the vendors' builds of vLLM tag it (AWS's Deep
+# Learning Containers <account>.dkr.ecr.<region>.amazonaws.com/vllm:0.11.0-gpu-py312-cu128-ubuntu22.04-ec2,
+# intel/vllm:0.10.2-xpu); NVIDIA's nvcr.io/nvidia/vllm:25.09-py3 tags its container release (two numbers).
+_NAMED_VLLM_IMAGE = re.compile(r"(^|/)(?P<repo>[\w.-]+)/vllm:v?" + _RELEASE + r"(-[\w.-]+)?$")
 
 
 # lmcache/vllm-openai is built on vLLM's nightly or its latest release when the image is built, and
@@ -38,7 +42,10 @@ def image_release_note(image: str) -> str | None:
             f"the image {image} carries LMCache {lmcache['version']} (its tag) with a vLLM release the tag does not "
             "name (LMCache builds it on the vLLM of the day)"
         )
-    return f"the tag of the image {clip(image, 80)} does not name a vLLM release (only vllm/vllm-openai:vX.Y.Z does)"
+    return (
+        f"the tag of the image {clip(image, 80)} does not name a vLLM release (vllm/vllm-openai:vX.Y.Z, a build "
+        "named after it, or an image named vllm tagged X.Y.Z-… do)"
+    )
 
 
 def image_notes(workloads: list[Workload]) -> list[str]:
@@ -82,7 +89,8 @@ def image_version(image: str | None) -> str | None:
     """The vLLM release an image's tag names: the official image's, or a derived build's (see derived_image)."""
     if not image:
         return None
-    m = _OFFICIAL_IMAGE.search(image.strip()) or _DERIVED_IMAGE.search(image.strip())
+    text = image.strip()
+    m = _OFFICIAL_IMAGE.search(text) or _DERIVED_IMAGE.search(text) or _NAMED_VLLM_IMAGE.search(text)
     if m is None or m.groupdict().get("repo") == "lmcache":
         return None
     return m.group("version")

@@ -221,7 +221,8 @@ class NothingToReview(AdviceError):
 
 
 # A variable a script, a command or a Kubernetes field expands: $NAME, ${NAME...}, $(NAME).
-_REFERENCE = re.compile(r"\$[{(]?([A-Za-z_][A-Za-z0-9_]*)")
+# $VAR, ${VAR}, $(VAR) and a CI expression's ${{ env.VAR }} (GitHub Actions, Gitea, Forgejo)
+_REFERENCE = re.compile(r"\$(?:\{\{\s*env\.|[{(])?([A-Za-z_][A-Za-z0-9_]*)")
 
 
 def parse_documents(documents: list[Document], knowledge: Knowledge) -> Deployment:

@@ -15,11 +15,19 @@ from .bounds import clip
 from .containers import launch_from_argv, script_words, started_as_written, whole_number, words_from_list
 from .flags import read_args
 from .hygiene import liveness_issue
-from .launch import Launch, is_vllm_image, looks_like_vllm_args, vllm_args, vllm_option_share
+from .launch import (
+    RAY_CLUSTER,
+    Launch,
+    entrypoint_of,
+    is_vllm_image,
+    looks_like_vllm_args,
+    vllm_args,
+    vllm_option_share,
+)
 from .model import Document, EnvUse, Location, Workload
 from .pods import pod_resources
 from .readers.base import Reading, mappings
-from .shell import tokenize_shell
+from .shell import Shell, split_commands_ended, tokenize_shell
 from .yaml_nodes import Located, load_yaml, node_location, text_of
 
 # Keys a chart or an operator gives the server's arguments under (extraArgs, extra_args, vllmArgs, serverArgs,
@@ -49,20 +57,44 @@ def _image(doc: Document, chain: list[Located]) -> tuple[str | None, Location | 
     tag}` as Helm charts write it; whether its name says vLLM. A repository without a tag is the chart's
     default tag, which these files do not hold: its release is not known (and no tag hygiene is judged)."""
     for node in reversed(chain):
-        item = node.get("image")
-        if item is None:
-            continue
-        if isinstance(item.value, str):
-            return item.value, node_location(doc, item), is_vllm_image(item.value)
-        repository = item.get("repository")
-        if repository is None:
-            continue
-        registry, tag = item.get("registry"), item.get("tag")
-        name = "/".join(text_of(p) for p in (registry, repository) if p is not None and text_of(p))
-        if tag is None or not text_of(tag):
-            return None, node_location(doc, repository), is_vllm_image(name)
-        return f"{name}:{text_of(tag)}", node_location(doc, tag), is_vllm_image(name)
+        found = _image_of(doc, node)
+        if found is not None:
+            return found
     return None, None, False
+
+
+def _image_of(doc: Document, node: Located) -> tuple[str | None, Location | None, bool] | None:
+    item = node.get("image")
+    if item is None:
+        return None
+    if isinstance(item.value, str):
+        return item.value, node_location(doc, item), is_vllm_image(item.value)
+    repository = item.get("repository")
+    if repository is None:
+        return None
+    registry, tag = item.get("registry"), item.get("tag")
+    name = "/".join(text_of(p) for p in (registry, repository) if p is not None and text_of(p))
+    if tag is None or not text_of(tag):
+        return None, node_location(doc, repository), is_vllm_image(name)
+    return f"{name}:{text_of(tag)}", node_location(doc, tag), is_vllm_image(name)
+
+
+_IMAGE_DEPTH = 6  # how deep under a values file's root its server's image may sit (inference.modelServer.image)
+
+
+def _vllm_image_below(doc: Document, node: Located, depth: int = 0) -> tuple[str | None, Location | None] | None:
+    """The first vLLM image named in the mappings under ``node``: a chart's values that keep the server's
+    options in one section (modelParameters) and its image in another (inference.modelServer.image)."""
+    if depth > _IMAGE_DEPTH or not isinstance(node.value, dict):
+        return None
+    found = _image_of(doc, node)
+    if found is not None and found[2]:
+        return found[0], found[1]
+    for child in node.value.values():
+        below = _vllm_image_below(doc, child, depth + 1) if isinstance(child, Located) else None
+        if below is not None:
+            return below
+    return None
 
 
 def _env(doc: Document, node: Located) -> list[EnvUse]:
@@ -117,10 +149,11 @@ def _command(doc: Document, node: Located, image: str | None) -> _Found | None:
         item = node.get(key)
         if item is None:
             continue
+        variables = Shell({u.name: u.value for u in _env(doc, node) if u.value is not None})
         if isinstance(item.value, str):
-            launch = _script_launch(doc, item, image)
+            launch = _script_launch(doc, item, image, item.value, variables)
         elif _script_lines(item):  # dstack's `commands:`, a CI job's `script:`: each item a line of shell
-            launch = next((found for line in item.items() if (found := _script_launch(doc, line, image))), None)
+            launch = _script_launch(doc, item, image, _script_text(doc, item), variables)
         else:  # a container's form: `command: [vllm, serve]` with its `args` beside it
             args = _word_list(doc, "args", node.get("args")) or []
             launch = launch_from_argv(doc, words_from_list(doc, item.items(), "") + args, None, overridden=True)
@@ -135,24 +168,38 @@ def _script_lines(item: Located) -> bool:
     return bool(items) and all(isinstance(i.value, str) for i in items) and any(" " in i.value for i in items)
 
 
-def _script_launch(doc: Document, item: Located, image: str | None) -> Launch | None:
-    """The vLLM launch a shell script held as one YAML string runs, if any."""
-    if not isinstance(item.value, str) or not re.search(r"\bvllm\b", item.value):
+def _script_text(doc: Document, item: Located) -> str:
+    """A list of script lines as the one script they are run as, each line at its own line of the file (the
+    installs and exports before the line that starts vLLM are part of it)."""
+    line = node_location(doc, item).line or 1
+    text = ""
+    for entry in item.items():
+        at = node_location(doc, entry).line or line
+        text += "\n" * max(0, at - line) + str(entry.value) + "\n"
+        line = max(line, at) + 1 + str(entry.value).count("\n")
+    return text
+
+
+def _script_launch(doc: Document, item: Located, image: str | None, script: str, variables: Shell) -> Launch | None:
+    """The vLLM launch a shell script runs, if any (``variables``: what the mapping's env sets for it)."""
+    if not re.search(r"\bvllm\b", script):
         return None
     # `{{ .Values.x }}` is one value the files do not hold, not three words
-    text = _TEMPLATE.sub(lambda m: re.sub(r"\s+", "", m.group()), item.value)
+    text = _TEMPLATE.sub(lambda m: re.sub(r"\s+", "", m.group()), script)
     where = node_location(doc, item)
-    words = [
-        (t.text, Location(file=where.file, line=t.line, path=where.path))
-        for t in tokenize_shell(text, where.line or 1)
-        if not t.separator
-    ]
-    launch = launch_from_argv(doc, [("sh", where), ("-c", where), (text, where)], image)
-    inner = vllm_args(words)
-    if launch is None and inner is not None:
-        launch = Launch(args=inner)
-    if launch is not None and inner is not None and len(launch.args) < len(inner):
-        launch = Launch(args=inner)  # a template the shell cannot parse (`${var.x}`): its words as written
+    inner, words = None, []
+    for command, _ in split_commands_ended(tokenize_shell(text, where.line or 1)):
+        # the words of the command that runs vLLM, not those of the lines after it (a wait loop's `[ -gt ]`)
+        words = [(t.text, Location(file=where.file, line=t.line, path=where.path)) for t in command]
+        inner = vllm_args(words)
+        if inner is not None:
+            break
+    launch = launch_from_argv(doc, [("sh", where), ("-c", where), (text, where)], image, variables=variables)
+    if inner is not None and (launch is None or len(launch.args) < len(inner)):
+        # a template the shell cannot parse (`${var.x}`): its words as written
+        launch = Launch(args=inner, entrypoint=entrypoint_of(words))
+    if launch is not None:
+        launch.ray_cluster = RAY_CLUSTER.search(text) is not None
     return launch
 
 
@@ -239,8 +286,9 @@ def _chart_option_words(doc: Document, node: Located, options: frozenset[str]) -
 def _chart_options(doc: Document, node: Located, vllm_image: bool, reading: Reading) -> _Found | None:
     """A chart's values section for a vLLM image whose keys are named as `vllm serve` options (maxModelLen,
     gpuMemoryUtilization): its templates, not in the files, pass them on; at least two of them, one an
-    option no other common server takes."""
-    if not vllm_image or node.get("image") is None:
+    option no other common server takes. The section names the image, or is a values file's root with the
+    image in a section of its own (_split_values)."""
+    if not vllm_image or (node.get("image") is None and node.path):
         return None
     words = _chart_option_words(doc, node, reading.vllm_options)
     names = [w for w, _ in words if w.startswith("--") and w != "--model"]
@@ -249,7 +297,16 @@ def _chart_options(doc: Document, node: Located, vllm_image: bool, reading: Read
         return None
     keys = ", ".join(dict.fromkeys(n.removeprefix("--") for n in names))
     how = f"its keys are named as `vllm serve` options of its image ({clip(keys, 120)}), which its templates pass on"
-    return _Found(Launch(args=words), node, how)
+    return _Found(Launch(args=_model_first(words)), node, how)
+
+
+def _model_first(words: list[tuple[str, Location]]) -> list[tuple[str, Location]]:
+    """A chart's `model` value as `vllm serve`'s positional model, which every release takes (`--model` is an
+    option of `vllm serve` only from 0.11.1), however its templates spell it."""
+    at = next((i for i, (w, _) in enumerate(words[:-1]) if w == "--model"), None)
+    if at is None:
+        return words
+    return [words[at + 1], *words[:at], *words[at + 2 :]]
 
 
 def option_words(root: Located) -> list[str]:
@@ -419,9 +476,24 @@ def _walk(doc: Document, node: Located, chain: list[Located], reading: Reading) 
     _embedded_yaml(doc, node, chain, reading)
 
 
+def _split_values(doc: Document, root: Located, reading: Reading) -> None:
+    """A values file with the server's options in one section and its vLLM image in another: one server."""
+    image = _vllm_image_below(doc, root)
+    found = _chart_options(doc, root, True, reading) if image is not None else None
+    if image is None or found is None:
+        return
+    workload = _workload(doc, [root], found, reading)
+    workload.image, workload.image_location = image
+    reading.deployment.workloads.append(workload)
+    reading.totals.check(reading.deployment)
+
+
 def read_generic(doc: Document, roots: list[Located], reading: Reading) -> bool:
     """The workloads of every mapping of ``roots`` that starts vLLM; whether any was found."""
     before = len(reading.deployment.workloads)
     for root in mappings(roots):
+        count = len(reading.deployment.workloads)
         _walk(doc, root, [], reading)
+        if len(reading.deployment.workloads) == count:
+            _split_values(doc, root, reading)
     return len(reading.deployment.workloads) > before
