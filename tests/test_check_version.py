@@ -448,7 +448,7 @@ def test_a_deprecation_older_than_the_coverage_says_when_it_was() -> None:
 
 def test_compare_to_merges_one_upstream_change_into_one_entry_of_the_notes() -> None:
     result = ask(version="0.22.1", compare_to="0.23.0")
-    assert result.change_summary[0].startswith(f"{len(result.changes)} changes (22 entries)")
+    assert result.change_summary[0].startswith(f"{len(result.changes)} changes (23 entries)")
     assert len(result.changes) <= 10
     lmcache = [c for c in result.changes if c.component == "lmcache"]
     assert len(lmcache) == 1

@@ -45,6 +45,10 @@ KNOWN_DISAGREEMENTS: dict[str, str] = {
 # Error rules with no engine record, and why (a release whose venv was not built, a premise outside
 # what a `vllm serve` line can carry). Empty means every error-severity rule has a trips case.
 NOT_RECORDED: dict[str, str] = {
+    "pitfall.demo-api-server-removed": "the premise is the module's absence, not a `vllm serve` word the oracle "
+    "runs: the 0.25.0 and newer wheels hold no vllm/entrypoints/api_server.py (feature.demo-api-server's probe, "
+    "verified at 0.24.0 and 0.25.0), and in the 0.33.0 oracle venv `python -m vllm.entrypoints.api_server` exits "
+    "with 'No module named vllm.entrypoints.api_server'",
     "pitfall.vllm-env-value-refused": "the ValueError comes from vllm/envs.py's own parse rules (int(), bool(int()), "
     "env_with_choices, get_vllm_port) when the engine core reads every variable after loading the model "
     "(wheel:vllm==0.11.1:vllm/v1/engine/core.py:652), a stage the oracle does not reach; "

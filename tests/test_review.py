@@ -86,6 +86,41 @@ RULE_CASES: dict[str, tuple[str | None, str, str, dict[str, Any]]] = {
         f"VLLM_ENGINE_READY_TIMEOUT_S=300 vllm serve {M}",
         {},
     ),
+    # NIXL's kv_both, deprecated from 0.23.0
+    "pitfall.nixl-kv-both-deprecated": (
+        "0.33.0",
+        f"vllm serve {M} {NIXL}",
+        f"""vllm serve {M} --kv-transfer-config '{{"kv_connector":"NixlConnector","kv_role":"kv_producer"}}'""",
+        {},
+    ),
+    # a Ray cluster started for the engine, and vLLM left to pick its executor
+    "pitfall.ray-cluster-without-ray-backend": (
+        "0.33.0",
+        f"ray start --head --port 6379 && vllm serve {M} --tensor-parallel-size 8 --pipeline-parallel-size 2",
+        f"ray start --head --port 6379 && vllm serve {M} --tensor-parallel-size 8 --pipeline-parallel-size 2 "
+        "--distributed-executor-backend ray",
+        {},
+    ),
+    # the demo server module: gone from 0.25.0, a warning before
+    "pitfall.demo-api-server-removed": (
+        "0.33.0",
+        f"python -m vllm.entrypoints.api_server --model {M}",
+        f"python -m vllm.entrypoints.openai.api_server --model {M}",
+        {},
+    ),
+    "pitfall.demo-api-server": (
+        "0.22.1",
+        f"python -m vllm.entrypoints.api_server --model {M}",
+        f"python -m vllm.entrypoints.openai.api_server --model {M}",
+        {},
+    ),
+    # the LMCache variable does nothing without a connector that loads LMCache
+    "pitfall.lmcache-settings-without-connector": (
+        "0.33.0",
+        f"LMCACHE_CONFIG_FILE=cpu-offload.yaml vllm serve {M}",
+        f"LMCACHE_CONFIG_FILE=cpu-offload.yaml vllm serve {M} {LMCACHE_V1}",
+        {},
+    ),
     # each of the two TP workers pins its own 200 GiB
     "pitfall.lmcache-cpu-size-per-rank": (
         "0.33.0",
@@ -495,7 +530,7 @@ def fired(result: ReviewResult) -> set[str]:
 def test_every_rule_has_a_passing_and_a_failing_example(knowledge: Knowledge) -> None:
     rule_ids = {r.id for r in list_rules(knowledge)}
     assert rule_ids == set(RULE_CASES) | SEPARATELY_TESTED
-    assert len(rule_ids) == 74
+    assert len(rule_ids) == 79
 
 
 @pytest.mark.parametrize("rule_id", sorted(RULE_CASES))
@@ -786,6 +821,8 @@ def test_leaderworkerset_with_lmcache_config_map(knowledge: Knowledge) -> None:
         ("pitfall.lmcache-p2p-incomplete", 11, "enable_p2p"),
         # the group's containers request no GPU
         ("pitfall.no-gpu-requested", 26, "spec.leaderWorkerTemplate.leaderTemplate.spec.containers[0]"),
+        # multi-node-serving.sh starts Ray; with no --distributed-executor-backend 0.26.0 refuses TP 8 x PP 2
+        ("pitfall.ray-cluster-without-ray-backend", 26, "spec.leaderWorkerTemplate.leaderTemplate.spec.containers[0]"),
         # v0.26.0, 8 ranks a pod on the default 64 MiB /dev/shm, which that release does not check
         ("pitfall.shm-small-for-workers-unchecked", 26, "spec.leaderWorkerTemplate.leaderTemplate.spec.containers[0]"),
         ("pitfall.lmcache-cpu-size-per-rank", 10, "max_local_cpu_size"),  # 40 GiB by each of 8 workers a host
@@ -1619,7 +1656,7 @@ def test_a_build_derived_from_the_official_image_gives_its_release_with_a_note(k
     image = "registry.example.com/aibrix/vllm-openai-aibrix-kvcache:v0.22.1-20251022"
     result = review(f"docker run --gpus all {image} --model {M}")
     assert [w.vllm_version for w in result.workloads] == ["0.22.1"]
-    assert any("derived from vllm/vllm-openai" in n for n in result.notes), result.notes
+    assert any("a build of vLLM (not vllm/vllm-openai itself)" in n for n in result.notes), result.notes
     # LMCache's image tags are LMCache's releases, and other vendors' names say nothing of vLLM's
     for other in ("lmcache/vllm-openai:v0.3.5", "nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.4.0"):
         workload = review(f"docker run --gpus all {other} --model {M}").workloads[0]
@@ -1651,6 +1688,20 @@ def test_vllm_in_a_base_image_is_not_judged_where_an_install_may_bring_it() -> N
     base = f"docker run --gpus 1 python:3.12 sh -c 'pip install -r requirements.txt && vllm serve {M}'"
     assert "pitfall.vllm-not-in-image" not in fired(review(base))
     assert "pitfall.vllm-not-in-image" not in fired(review(f"docker run --gpus 1 nvcr.io/nvidia/vllm:25.09-py3 {M}"))
+
+
+def test_lmcache_variables_without_a_connector_are_judged_only_where_the_launch_is_whole() -> None:
+    rule = "pitfall.lmcache-settings-without-connector"
+    assert rule in fired(review(f"export LMCACHE_CHUNK_SIZE=256\nvllm serve {M} --port 8000\n", version="0.33.0"))
+    # a --kv-transfer-config the files do not settle may name LMCache's connector
+    unsettled = f'LMCACHE_CHUNK_SIZE=256 vllm serve {M} --kv-transfer-config "$KV_CONFIG"\n'
+    assert rule not in fired(review(unsettled, version="0.33.0"))
+    # Dynamo's worker configures connectors with options of its own in some releases
+    dynamo = f"LMCACHE_CHUNK_SIZE=256 python3 -m dynamo.vllm --model {M} --connector lmcache\n"
+    assert rule not in fired(review(dynamo, version="0.33.0"))
+    # beside an LMCache server the variables may be the server's
+    server = f"export LMCACHE_CHUNK_SIZE=256\nlmcache server localhost 65432 &\nvllm serve {M}\n"
+    assert rule not in fired(review(server, version="0.33.0"))
 
 
 def test_a_vllm_variable_the_files_own_script_expands_is_not_vllm_s() -> None:

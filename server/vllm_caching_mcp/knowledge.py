@@ -495,6 +495,15 @@ class Condition(Frozen):
     vllm_env_unread: bool | None = Field(
         default=None, description="each VLLM_* variable the workload sets that no code of the release reads"
     )
+    ray_cluster: bool | None = Field(
+        default=None, description="the workload's container or script starts or joins a Ray cluster before vLLM"
+    )
+    entrypoint: str | None = Field(
+        default=None, description="the module the workload's `python -m` launch runs (vllm.entrypoints.api_server)"
+    )
+    lmcache_settings_unused: bool | None = Field(
+        default=None, description="LMCACHE_* variables on a vLLM server whose launch loads no KV connector"
+    )
     hidden_metrics_version_mismatch: bool | None = Field(
         default=None,
         description="--show-hidden-metrics-for-version names another release line than the one before the release's",

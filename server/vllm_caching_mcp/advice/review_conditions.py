@@ -44,7 +44,7 @@ from .deployment import (
 from .deployment.bounds import clip
 from .deployment.graph import CHECKS, Graph, is_gpu_build, service_link_env
 from .deployment.hygiene import floating_tag
-from .deployment.images import lmcache_image_date, lmcache_image_version
+from .deployment.images import image_version, lmcache_image_date, lmcache_image_version
 from .deployment.server_cli import server_release
 from .engine_schema import (
     Problem,
@@ -630,6 +630,50 @@ def _vllm_env_unread(wanted: bool, asked: Asked) -> Outcome:
     return Outcome(bool(items) is wanted, items=items)
 
 
+def _ray_cluster(wanted: bool, ctx: Context) -> Outcome:
+    workload = ctx.workload
+    if workload is None:
+        return Outcome(None, missing=["the workload"])
+    evidence = [Evidence("its script starts or joins a Ray cluster (ray start)", workload.location)]
+    return Outcome(workload.ray_cluster is wanted, evidence if workload.ray_cluster else [])
+
+
+def _entrypoint(module: str, ctx: Context) -> Outcome:
+    workload = ctx.workload
+    if workload is None or workload.entrypoint != module:
+        return Outcome(False)
+    return Outcome(True, [Evidence(f"python -m {module}", workload.location)])
+
+
+# Options that configure a KV connector another way: a value the files do not settle may name LMCache's.
+_KV_CONNECTOR_OPTIONS = ("--kv-transfer-config", "--kv-offloading-backend", "--kv-offloading-size")
+
+
+def _upstream_build(image: str | None) -> bool:
+    """No image (an install, a script), vllm/vllm-openai, or a build whose tag names the vLLM release it is of."""
+    return image is None or "vllm/vllm-openai" in image or image_version(image) is not None
+
+
+def _lmcache_settings_unused(wanted: bool, asked: Asked) -> Outcome:
+    """LMCACHE_* variables on a vLLM server whose launch, written whole in the files, loads no KV connector: only
+    vLLM's LMCache connectors read them. Not judged where a chart or operator builds the command (it may add the
+    connector), for Dynamo's worker (its own options configure connectors in some releases), or beside an LMCache
+    server the same files start (the variables may be its)."""
+    ctx = asked.ctx
+    workload, deployment = ctx.workload, ctx.deployment
+    if workload is None or deployment is None or workload.pod_elsewhere or workload.entrypoint == "dynamo.vllm":
+        return Outcome(False)
+    if not _upstream_build(ctx.effective.image):
+        return Outcome(False)  # another build (LMCache's old lmcache/lmcache_vllm) may load LMCache by itself
+    if ctx.effective.connectors or any(f.name in _KV_CONNECTOR_OPTIONS for f in asked.workload_flags):
+        return Outcome(not wanted)
+    uses = [u for u in workload.env if u.name.startswith("LMCACHE_")]  # its environment, not a config file's keys
+    if uses and (deployment.cache_servers or any(w.role == "lmcache-server" for w in deployment.workloads)):
+        return Outcome(False)
+    items = [Evidence(f"{u.name} is set, and no KV connector loads LMCache", u.location) for u in uses[:3]]
+    return Outcome(bool(items) is wanted, items=items)
+
+
 def _hidden_metrics_version_mismatch(wanted: bool, asked: Asked) -> Outcome:
     """--show-hidden-metrics-for-version X shows the hidden metrics only where X is the release line before the
     one that runs, written as vLLM compares it: "MAJOR.MINOR" (vllm/version.py _prev_minor_version_was)."""
@@ -717,6 +761,9 @@ EVALUATORS: dict[str, Callable[[Any, Asked], Outcome]] = {
     "lmcache_schema": _lmcache_schema,
     "flag_value_vanished": _flag_value_vanished,
     "vllm_env_unread": _vllm_env_unread,
+    "lmcache_settings_unused": _lmcache_settings_unused,
+    "entrypoint": lambda module, asked: _entrypoint(module, asked.ctx),
+    "ray_cluster": lambda wanted, asked: _ray_cluster(wanted, asked.ctx),
     "vllm_env_value_refused": _vllm_env_value_refused,
     "hidden_metrics_version_mismatch": _hidden_metrics_version_mismatch,
     "flag_release_dependent": lambda wanted, asked: _flag_release_dependent(asked.ctx, asked.workload_flags),

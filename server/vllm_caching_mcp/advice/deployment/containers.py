@@ -9,7 +9,7 @@ from ...knowledge import ServerListener
 from ..common import AdviceError, readable_number
 from .bounds import MAX_ARGUMENTS, clip
 from .flags import read_args
-from .launch import Launch, is_vllm_image, script_index, split_script, vllm_args
+from .launch import Launch, entrypoint_of, is_vllm_image, script_index, split_script, vllm_args
 from .model import GIB, Document, EnvUse, FlagUse, Location, PortRef, Workload
 from .quantity import DOCKER_FORM, docker_bytes, parse_quantity, quantity_bytes
 from .shell import Shell, ShellRun, script_install_issues, tokenize_shell
@@ -61,7 +61,7 @@ def launch_from_argv(
         return launch if launch is not None else split_script(argv)
     inner = vllm_args(argv)
     if inner is not None:
-        return Launch(args=inner)
+        return Launch(args=inner, entrypoint=entrypoint_of(argv))
     if overridden or image is None or not is_vllm_image(image):
         return None
     if texts and texts[0] == "serve":
@@ -93,6 +93,8 @@ def shell_launch_workload(
         image_location=given[1] if given else None,
         location=launch.location or at,
         background=launch.background,
+        entrypoint=launch.entrypoint,
+        ray_cluster=launch.ray_cluster,
     )
     docker_resources(workload, launch.options)
     workload.hygiene += launch.hygiene
@@ -106,6 +108,8 @@ def shell_launch_workload(
 
 def started_as_written(workload: Workload, launch: Launch, notes: list[str]) -> None:
     workload.hygiene += launch.hygiene
+    workload.entrypoint = launch.entrypoint
+    workload.ray_cluster = workload.ray_cluster or launch.ray_cluster
     if launch.problem is not None:
         workload.start_problem = launch.problem
         notes.append(f"{workload.name} does not start: {launch.problem}")

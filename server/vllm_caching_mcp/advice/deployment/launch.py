@@ -176,6 +176,27 @@ class Launch:
     hygiene: list[HygieneIssue] = field(default_factory=list)  # what the script does wrong before it starts vLLM
     pins: list[ReleaseClaim] = field(default_factory=list)  # pip installs of vLLM or LMCache run before it
     background: bool = False  # started with `&`: the script goes on while it runs
+    entrypoint: str | None = None  # the module a `python -m` launch runs (see entrypoint_of)
+    ray_cluster: bool = False  # the script starts or joins a Ray cluster before it (see RAY_CLUSTER)
+
+
+# A script that starts or joins a Ray cluster before vLLM (`ray start`, vLLM's multi-node-serving.sh and
+# scripts like it): Ray places the engine's workers on the cluster's nodes, other pods or hosts among them.
+RAY_CLUSTER = re.compile(r"\bray\s+start\b|multi-node-serving\.sh|ray_init\.sh|--ray_cluster_size")
+
+
+def entrypoint_of(words: list[tuple[str, Location]]) -> str | None:
+    """The module a command that starts vLLM runs with `python -m` (vllm.entrypoints.openai.api_server,
+    vllm.entrypoints.api_server, dynamo.vllm); None for `vllm serve` or a command that starts no vLLM."""
+    texts = [w for w, _ in words]
+    for i, w in enumerate(texts):
+        if w.rsplit("/", 1)[-1] == "vllm" and i + 1 < len(texts) and texts[i + 1] == "serve":
+            return None
+        if w.rsplit("/", 1)[-1].startswith("python") and i + 2 < len(texts) and texts[i + 1] == "-m":
+            module = texts[i + 2]
+            if module.startswith("vllm.entrypoints.") or module == "dynamo.vllm":
+                return module
+    return None
 
 
 def vllm_args(words: list[tuple[str, Location]]) -> list[tuple[str, Location]] | None:
@@ -243,13 +264,21 @@ def docker_run(words: list[tuple[str, Location]], env: list[EnvUse], exported: d
         inner = vllm_args([entrypoint, *rest])
         if inner is None:
             return None
-        return Launch(args=inner, env=env, image=image, source="docker-run", options=seen)
+        module = entrypoint_of([entrypoint, *rest])
+        return Launch(args=inner, env=env, image=image, source="docker-run", options=seen, entrypoint=module)
     inner = vllm_args(rest)
     if inner is None and not is_vllm_image(image[0]):
         return None
     if inner is None and rest and rest[0][0] == "serve":
         inner = rest[1:]  # images whose entrypoint is `vllm` (lmcache/vllm-openai) take `serve MODEL ...`
-    return Launch(args=inner if inner is not None else rest, env=env, image=image, source="docker-run", options=seen)
+    return Launch(
+        args=inner if inner is not None else rest,
+        env=env,
+        image=image,
+        source="docker-run",
+        options=seen,
+        entrypoint=entrypoint_of(rest) if inner is not None else None,
+    )
 
 
 def is_vllm_image(image: str) -> bool:

@@ -226,6 +226,9 @@ class Workload(BaseModel):
         default=False, description="a script starts it with `&` and goes on: what the script runs next runs beside it"
     )
     role: Literal["vllm", "lmcache-server"] = "vllm"
+    entrypoint: str | None = Field(
+        default=None, description="the module a `python -m` launch runs (vllm.entrypoints.api_server, dynamo.vllm)"
+    )
     server: str | None = Field(default=None, description="the ports.yaml servers entry an LMCache server is")
     command: str | None = Field(
         default=None, description="the command that starts an LMCache server (lmcache server, python -m M)"

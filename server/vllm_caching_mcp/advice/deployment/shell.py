@@ -13,7 +13,7 @@ from ..common import AdviceError
 from .bounds import MAX_ARGUMENTS, MAX_EXPANDED_CHARS, MAX_VALUE_CHARS, clip
 from .hygiene import install_issues, kill_issue
 from .installs import pip_installs
-from .launch import WRAPPERS, Launch, docker_run, may_start_vllm, script_index, vllm_args
+from .launch import WRAPPERS, Launch, docker_run, entrypoint_of, may_start_vllm, script_index, vllm_args
 from .model import Document, EnvUse, HygieneIssue, Location, ReleaseClaim
 
 
@@ -669,7 +669,8 @@ class ShellRun:
             args = vllm_args(words)
             if args is None:
                 return
-            started = Launch(args=args, env=env, pins=list(self.pins))  # not a container's: docker run
+            # not a container's: docker run
+            started = Launch(args=args, env=env, pins=list(self.pins), entrypoint=entrypoint_of(words))
         launch = started
         launch.location = words[0][1]
         launch.unresolved = {f.text: f.unresolved for f, _ in fields if f.unresolved is not None}

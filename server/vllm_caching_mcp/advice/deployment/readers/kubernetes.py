@@ -31,6 +31,7 @@ from ..hygiene import (
     secret_data_issues,
 )
 from ..launch import (
+    RAY_CLUSTER,
     Launch,
     is_simulator,
     is_vllm_image,
@@ -265,7 +266,7 @@ def _parse_kubernetes(doc: Document, objects: list[Located], reading: Reading) -
                 served.add(id(container))
                 _pod_network(doc, workload, pod, container)
                 workload.gpus_stated = not workload.pod_elsewhere and not _claims_devices(pod_spec, container)
-                workload.ray_cluster = _RAY_CLUSTER.search(" ".join(w for w, _ in argv)) is not None
+                workload.ray_cluster = RAY_CLUSTER.search(" ".join(w for w, _ in argv)) is not None
                 started_as_written(workload, found, deployment.notes)
                 read_args(workload, args, variables.unresolved | found.unresolved, found.emptied)
                 deployment.workloads.append(workload)
@@ -350,11 +351,6 @@ def _script_given_vllm_args(
         "is not reviewed"
     )
     return Launch(args=args)
-
-
-# A container that starts or joins a Ray cluster before vLLM (`ray start`, vLLM's multi-node-serving.sh and
-# scripts like it): Ray places the engine's workers on the cluster's nodes, other pods among them.
-_RAY_CLUSTER = re.compile(r"\bray\s+start\b|multi-node-serving\.sh|ray_init\.sh|--ray_cluster_size")
 
 
 _INTERPRETERS = {

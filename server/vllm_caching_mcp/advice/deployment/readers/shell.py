@@ -7,7 +7,7 @@ from typing import Literal
 from ...common import docker_run_options
 from ..bounds import Totals
 from ..containers import cache_server, cache_server_args, docker_resources, shell_launch_workload
-from ..launch import DOCKER_SWITCHES
+from ..launch import DOCKER_SWITCHES, RAY_CLUSTER
 from ..model import Deployment, Document, Location
 from ..shell import parse_shell, split_commands, tokenize_shell
 from ..yaml_nodes import Located
@@ -15,9 +15,11 @@ from .base import Reading, mappings
 
 
 def _read_shell_document(doc: Document, deployment: Deployment, totals: Totals) -> None:
+    ray_cluster = RAY_CLUSTER.search(doc.text) is not None  # the script starts or joins one
     for n, launch in enumerate(parse_shell(doc, notes=deployment.notes, hygiene=deployment.hygiene)):
         name = f"{'docker run' if launch.source == 'docker-run' else 'vllm'} #{n + 1}"
         workload = shell_launch_workload(name, doc.name, launch, Location(file=doc.name, line=1))
+        workload.ray_cluster = ray_cluster
         deployment.workloads.append(workload)
         totals.check(deployment)  # as they come: a text of 100,000 servers stops at the first past the bound
 
