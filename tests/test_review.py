@@ -86,6 +86,13 @@ RULE_CASES: dict[str, tuple[str | None, str, str, dict[str, Any]]] = {
         f"VLLM_ENGINE_READY_TIMEOUT_S=300 vllm serve {M}",
         {},
     ),
+    # 70.6 B parameters in bfloat16 = 131 GiB: 65.7 GiB a GPU over TP 2, 32.9 GiB over TP 4, of an L40S's 44.7 GiB
+    "pitfall.weights-exceed-gpu-memory": (
+        "0.33.0",
+        "vllm serve meta-llama/Llama-3.3-70B-Instruct --tensor-parallel-size 2",
+        "vllm serve meta-llama/Llama-3.3-70B-Instruct --tensor-parallel-size 4",
+        {"host": {"gpu": "L40S"}},
+    ),
     # NIXL's kv_both, deprecated from 0.23.0
     "pitfall.nixl-kv-both-deprecated": (
         "0.33.0",
@@ -530,7 +537,7 @@ def fired(result: ReviewResult) -> set[str]:
 def test_every_rule_has_a_passing_and_a_failing_example(knowledge: Knowledge) -> None:
     rule_ids = {r.id for r in list_rules(knowledge)}
     assert rule_ids == set(RULE_CASES) | SEPARATELY_TESTED
-    assert len(rule_ids) == 79
+    assert len(rule_ids) == 80
 
 
 @pytest.mark.parametrize("rule_id", sorted(RULE_CASES))
@@ -1688,6 +1695,28 @@ def test_vllm_in_a_base_image_is_not_judged_where_an_install_may_bring_it() -> N
     base = f"docker run --gpus 1 python:3.12 sh -c 'pip install -r requirements.txt && vllm serve {M}'"
     assert "pitfall.vllm-not-in-image" not in fired(review(base))
     assert "pitfall.vllm-not-in-image" not in fired(review(f"docker run --gpus 1 nvcr.io/nvidia/vllm:25.09-py3 {M}"))
+
+
+def test_weights_are_judged_only_for_the_checkpoint_the_knowledge_describes() -> None:
+    rule, host = "pitfall.weights-exceed-gpu-memory", {"gpu": "L40S"}
+    assert rule in fired(review("vllm serve meta-llama/Llama-3.3-70B-Instruct -tp 2", version="0.33.0", host=host))
+    # another org's repository of the same name, a quantization, offloaded weights: not the figures known here
+    for command in (
+        "vllm serve someorg/Llama-3.3-70B-Instruct -tp 2",
+        "vllm serve meta-llama/Llama-3.3-70B-Instruct -tp 2 --quantization fp8",
+        "vllm serve meta-llama/Llama-3.3-70B-Instruct -tp 2 --cpu-offload-gb 40",
+    ):
+        assert rule not in fired(review(command, version="0.33.0", host=host)), command
+    # an instance type a node selector names gives the GPU
+    manifest = (
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: m}\nspec:\n  template:\n    spec:\n"
+        "      nodeSelector: {node.kubernetes.io/instance-type: g6.12xlarge}\n      containers:\n"
+        "      - name: vllm\n        image: vllm/vllm-openai:v0.33.0\n"
+        "        args: [--model, meta-llama/Llama-3.3-70B-Instruct, --tensor-parallel-size, '4']\n"
+        "        resources: {limits: {nvidia.com/gpu: 4}}\n"
+    )
+    [hit] = [f for f in review(("deploy.yaml", manifest)).findings if f.rule_id == rule]
+    assert "NVIDIA L4 24GB" in hit.message and "32.9 GiB a GPU" in hit.message
 
 
 def test_lmcache_variables_without_a_connector_are_judged_only_where_the_launch_is_whole() -> None:

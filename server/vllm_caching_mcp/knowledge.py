@@ -495,6 +495,9 @@ class Condition(Frozen):
     vllm_env_unread: bool | None = Field(
         default=None, description="each VLLM_* variable the workload sets that no code of the release reads"
     )
+    weights_exceed_gpu: bool | None = Field(
+        default=None, description="a known model's weights, split over TP x PP, exceed what vLLM may use of each GPU"
+    )
     ray_cluster: bool | None = Field(
         default=None, description="the workload's container or script starts or joins a Ray cluster before vLLM"
     )
@@ -719,22 +722,49 @@ class Nvme(Sourced):
     note: str | None = None
 
 
+class Instance(Sourced):
+    """A cloud instance type and the GPUs it holds."""
+
+    id: EntryId
+    name: str
+    provider: str
+    gpu: EntryId
+    gpus: int = Field(gt=0)
+
+
 class Hardware(Frozen):
     gpus: tuple[Gpu, ...] = ()
     host_memory: tuple[HostMemory, ...] = ()
     nvme: tuple[Nvme, ...] = ()
+    instances: tuple[Instance, ...] = ()
+
+    @model_validator(mode="after")
+    def _instances_name_gpus(self) -> Hardware:
+        known = {g.id for g in self.gpus}
+        unknown = sorted({i.gpu for i in self.instances} - known)
+        if unknown:
+            raise ValueError(f"instances name GPUs the file does not list: {unknown}")
+        return self
+
+    def find_instance(self, text: str) -> Instance | None:
+        """The instance type a node label or chart value names ('g6.24xlarge')."""
+        name = text.strip().lower()
+        return next((i for i in self.instances if i.name == name), None)
 
     def find_gpu(self, text: str) -> Gpu | None:
-        """The GPU meant by an id, a name or a node label: 'gpu.h200-sxm', 'H200', 'H100 PCIe',
-        'NVIDIA-H100-80GB-HBM3', 'rtx 4090'. The model number (h100, l40s, 4090) must match; among GPUs that share it
-        the one sharing most other words wins, ties going to the first listed."""
+        """The GPU meant by an id, a name, a node label or an instance type: 'gpu.h200-sxm', 'H200', 'H100 PCIe',
+        'NVIDIA-H100-80GB-HBM3', 'rtx 4090', 'g6.24xlarge'. The model number (h100, l40s, l4, 4090) must match; among
+        GPUs that share it the one sharing most other words wins, ties going to the first listed."""
+        instance = self.find_instance(text)
+        if instance is not None:
+            return next(g for g in self.gpus if g.id == instance.gpu)
         words = set(re.findall(r"[a-z0-9]+", text.lower()))
         best: tuple[int, Gpu] | None = None
         for gpu in self.gpus:
             if text.strip().lower() == gpu.id:
                 return gpu
             own = set(re.findall(r"[a-z0-9]+", f"{gpu.id.split('.', 1)[-1]} {gpu.name}".lower()))
-            model_numbers = {w for w in own if re.fullmatch(r"[a-z]{1,2}\d{2,}[a-z]?|\d{4,}", w)}
+            model_numbers = {w for w in own if re.fullmatch(r"[a-z]{1,2}\d+[a-z]?|\d{4,}", w)}
             if not words & model_numbers:
                 continue
             score = len(words & own)
@@ -2090,7 +2120,7 @@ def _cross_check(k: Knowledge) -> list[str]:
         ("bugs.yaml", k.bugs),
         ("compat.yaml", k.pins),
         ("models.yaml", k.models),
-        ("hardware.yaml", (*k.hardware.gpus, *k.hardware.host_memory, *k.hardware.nvme)),
+        ("hardware.yaml", (*k.hardware.gpus, *k.hardware.host_memory, *k.hardware.nvme, *k.hardware.instances)),
     ]
     for file, entries in groups:
         for entry in entries:

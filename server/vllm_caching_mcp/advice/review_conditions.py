@@ -19,7 +19,9 @@ from ..knowledge import (
     Condition,
     FactName,
     Gated,
+    Gpu,
     Knowledge,
+    ModelArch,
     Pitfall,
     Setting,
     ValueTest,
@@ -630,6 +632,63 @@ def _vllm_env_unread(wanted: bool, asked: Asked) -> Outcome:
     return Outcome(bool(items) is wanted, items=items)
 
 
+_WEIGHT_BYTES = {"bfloat16": 2.0, "float16": 2.0, "fp8": 1.0, "mxfp4": 4.25 / 8}
+# Options after which the weights on a GPU are not the checkpoint's split over the ranks.
+_WEIGHTS_CHANGED = ("--quantization", "--cpu-offload-gb", "--load-format")
+
+
+def _served_model(ctx: Context) -> ModelArch | None:
+    """The knowledge entry of the model served: its Hub repository exactly (another org's repository of the same
+    name may hold a quantized checkpoint), or one of its own names given without an org."""
+    name = ctx.effective.model
+    if not name:
+        return None
+    entry = ctx.knowledge.find_model(name)
+    if entry is None or ("/" in name and name.lower() != entry.hf_repo.lower()):
+        return None
+    return entry
+
+
+def _weights_exceed_gpu(wanted: bool, ctx: Context) -> Outcome:
+    """The checkpoint's weights split over TP x PP against what vLLM may use of one GPU (its memory times
+    gpu_memory_utilization): weights that alone exceed it leave no memory for the KV cache."""
+    e = ctx.effective
+    model, gpu = _served_model(ctx), ctx.knowledge.by_id.get(e.gpu) if e.gpu else None
+    if model is None or not isinstance(gpu, Gpu) or model.params_total_b is None:
+        return Outcome(False)
+    if any(name in e.flags for name in _WEIGHTS_CHANGED):
+        return Outcome(False)
+    dtype = e.flags.get("--dtype")
+    if dtype is not None and str(dtype.value) not in ("auto", "bfloat16", "float16", "half"):
+        return Outcome(False)
+    utilization = _utilization(ctx)
+    ranks = e.facts.get("tp", 1) * e.facts.get("pp", 1)
+    weights = model.params_total_b * 1e9 * _WEIGHT_BYTES[model.weights_dtype] / GIB
+    usable = gpu.hbm_gb * 1e9 / GIB * utilization
+    if weights / ranks <= usable:
+        return Outcome(not wanted)
+    text = (
+        f"{model.hf_repo}: {model.params_total_b:g} B parameters in {model.weights_dtype} are about {weights:.0f} GiB, "
+        f"{weights / ranks:.1f} GiB a GPU over TP x PP = {ranks:g}; a {gpu.name} has {gpu.hbm_gb * 1e9 / GIB:.1f} "
+        f"GiB, of which vLLM may use {usable:.1f} GiB (gpu_memory_utilization {utilization:g})"
+    )
+    tp = e.flags.get("--tensor-parallel-size")
+    where = tp.location if tp is not None else ctx.workload.location if ctx.workload is not None else None
+    return Outcome(wanted, [Evidence(text, where)])
+
+
+def _utilization(ctx: Context) -> float:
+    """--gpu-memory-utilization as given, else the release's default (1.0 where the release sizes it itself)."""
+    flag = ctx.effective.flags.get("--gpu-memory-utilization")
+    value = parse_number(flag.value) if flag is not None and not flag.unresolved else None
+    if value is not None and 0 < value <= 1:
+        return value
+    setting = ctx.knowledge.by_id.get("flag.gpu-memory-utilization")
+    default = ranged_at(setting.defaults, ctx.version) if isinstance(setting, Setting) else None
+    found = default.value if default is not None else None
+    return float(found) if isinstance(found, int | float) and not isinstance(found, bool) else 1.0
+
+
 def _ray_cluster(wanted: bool, ctx: Context) -> Outcome:
     workload = ctx.workload
     if workload is None:
@@ -764,6 +823,7 @@ EVALUATORS: dict[str, Callable[[Any, Asked], Outcome]] = {
     "lmcache_settings_unused": _lmcache_settings_unused,
     "entrypoint": lambda module, asked: _entrypoint(module, asked.ctx),
     "ray_cluster": lambda wanted, asked: _ray_cluster(wanted, asked.ctx),
+    "weights_exceed_gpu": lambda wanted, asked: _weights_exceed_gpu(wanted, asked.ctx),
     "vllm_env_value_refused": _vllm_env_value_refused,
     "hidden_metrics_version_mismatch": _hidden_metrics_version_mismatch,
     "flag_release_dependent": lambda wanted, asked: _flag_release_dependent(asked.ctx, asked.workload_flags),

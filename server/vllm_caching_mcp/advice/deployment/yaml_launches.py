@@ -476,14 +476,34 @@ def _walk(doc: Document, node: Located, chain: list[Located], reading: Reading) 
     _embedded_yaml(doc, node, chain, reading)
 
 
+_INSTANCE_KEYS = ("instanceType", "instance_type", "instance-type", "node.kubernetes.io/instance-type")
+
+
+def _instance_type_below(node: Located, depth: int = 0) -> str | None:
+    """The cloud instance type a values file names for its server's nodes (inference charts' instanceType)."""
+    if depth > _IMAGE_DEPTH or not isinstance(node.value, dict):
+        return None
+    for key in _INSTANCE_KEYS:
+        item = node.get(key)
+        if item is not None and isinstance(item.value, str) and item.value.strip():
+            return item.value.strip()
+    for child in node.value.values():
+        found = _instance_type_below(child, depth + 1) if isinstance(child, Located) else None
+        if found is not None:
+            return found
+    return None
+
+
 def _split_values(doc: Document, root: Located, reading: Reading) -> None:
-    """A values file with the server's options in one section and its vLLM image in another: one server."""
+    """A values file with the server's options in one section and its vLLM image in another: one server, on the
+    instance type it names, if any."""
     image = _vllm_image_below(doc, root)
     found = _chart_options(doc, root, True, reading) if image is not None else None
     if image is None or found is None:
         return
     workload = _workload(doc, [root], found, reading)
     workload.image, workload.image_location = image
+    workload.gpu_label = workload.gpu_label or _instance_type_below(root)
     reading.deployment.workloads.append(workload)
     reading.totals.check(reading.deployment)
 
