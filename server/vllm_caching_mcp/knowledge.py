@@ -495,6 +495,10 @@ class Condition(Frozen):
     vllm_env_unread: bool | None = Field(
         default=None, description="each VLLM_* variable the workload sets that no code of the release reads"
     )
+    release_pinned_unknown: bool | None = Field(
+        default=None,
+        description="the release is assumed, yet the image is one fixed build whose release the files do not say",
+    )
     weights_exceed_gpu: bool | None = Field(
         default=None, description="a known model's weights, split over TP x PP, exceed what vLLM may use of each GPU"
     )

@@ -689,6 +689,12 @@ def _utilization(ctx: Context) -> float:
     return float(found) if isinstance(found, int | float) and not isinstance(found, bool) else 1.0
 
 
+def _release_pinned_unknown(wanted: bool, ctx: Context) -> Outcome:
+    pinned = _pinned_to_unknown_release(ctx.effective)
+    evidence = [Evidence(f"the image {ctx.effective.image} is a fixed build of a release the files do not say")]
+    return Outcome(pinned is wanted, evidence if pinned else [])
+
+
 def _ray_cluster(wanted: bool, ctx: Context) -> Outcome:
     workload = ctx.workload
     if workload is None:
@@ -824,6 +830,7 @@ EVALUATORS: dict[str, Callable[[Any, Asked], Outcome]] = {
     "entrypoint": lambda module, asked: _entrypoint(module, asked.ctx),
     "ray_cluster": lambda wanted, asked: _ray_cluster(wanted, asked.ctx),
     "weights_exceed_gpu": lambda wanted, asked: _weights_exceed_gpu(wanted, asked.ctx),
+    "release_pinned_unknown": lambda wanted, asked: _release_pinned_unknown(wanted, asked.ctx),
     "vllm_env_value_refused": _vllm_env_value_refused,
     "hidden_metrics_version_mismatch": _hidden_metrics_version_mismatch,
     "flag_release_dependent": lambda wanted, asked: _flag_release_dependent(asked.ctx, asked.workload_flags),
