@@ -639,7 +639,7 @@ def agreement_report() -> str:
             "|---|---|---|---|---|---|---|---|---|",
             *(_cell_row(version, c) for c in cells),
         ]
-    lines += _architectures_covered(by_version)
+    lines += _architectures_covered(by_version) + _beyond_the_matrix()
     # Cells a release cannot run offline, by model and reason: {(model, why): {release: count}}.
     not_recorded: dict[tuple[str, str], dict[str, int]] = {}
     for golden in GOLDEN.values():
@@ -652,6 +652,37 @@ def agreement_report() -> str:
             where = ", ".join(f"{n} cells on {v}" for v, n in sorted(counts.items()))
             rows.append(f"- `{model}` ({where}): {why}")
     return "\n".join(lines + rows + _recorded_by_release(by_version)) + "\n"
+
+
+def _beyond_the_matrix() -> list[str]:
+    """The models recorded outside the matrix (configs-RELEASE.json), per model class: sized from config.json."""
+    rows: list[str] = []
+    for path in BEYOND_THE_MATRIX:
+        golden = json.loads(path.read_text())
+        version, by_arch = golden["vllm_version"], {}
+        differing = {line.split(":", 1)[0] for line in config_file_differences(golden)}
+        for cell in golden["cells"]:
+            arch = (
+                cell["engine"].get("architecture")
+                or json.loads((REPO / cell["inputs"]["config"]).read_text())["architectures"][0]
+            )
+            by_arch.setdefault(arch, []).append(cell)
+        for arch, cells in sorted(by_arch.items()):
+            models = ", ".join(sorted({c["inputs"]["model"] for c in cells}))
+            refused = sum(refused_before_planning(c["engine"]) for c in cells)
+            agree = sum(c["id"] not in differing for c in cells)
+            rows.append(f"| {arch} | {models} | {version} | {len(cells)} | {refused} | {agree} of {len(cells)} |")
+    return [
+        "",
+        "## Models outside the matrix",
+        "",
+        "Recorded with `oracle.py --configs` and compared from config.json alone (no knowledge entry): "
+        "`tests/data/engine/configs-RELEASE.json`.",
+        "",
+        "| architecture | configs | release | cells | refused by vLLM | agree |",
+        "|---|---|---|---|---|---|",
+        *rows,
+    ]
 
 
 def _recorded_by_release(by_version: dict[str, list[dict[str, Any]]]) -> list[str]:

@@ -3,10 +3,9 @@
 DeciLM / Nemotron-NAS (Llama-3.3-Nemotron-Super) keeps KV only in the blocks whose attention is not
 no_op, with num_attention_heads // n_heads_in_group KV heads: read as vLLM reads it, it is an
 ordinary GQA model with fewer layers. Gemma 4's global layers have their own head size and KV heads:
-the reader keeps both geometries, and sizing unifies their pages as the planner does. MiMo-V2
-(sliding layers with their own heads and K/V sizes) does not fit one head size and KV-head count per
-kind of layer: the reader refuses it with the reason instead of giving figures wrong by the factors
-the sweep measured. LFM2 keeps KV only in its full_attention layers; the others
+the reader keeps both geometries, and sizing unifies their pages as the planner does. MiMo-V2's
+sliding layers have their own KV heads, and every layer caches a V head smaller than its K head
+(vLLM's DiffKV attention): kept the same way. LFM2 keeps KV only in its full_attention layers; the others
 are short convolutions with a conv state per sequence, sized like the other hybrids' state.
 
 The configs under tests/data/engine/configs/ for these models are written for these tests in the
@@ -77,10 +76,30 @@ def test_nemotron_nas_without_attention_blocks_is_refused() -> None:
         architecture_from_hf_config(raw, name="nas")
 
 
-def test_mimo_v2_sliding_layers_geometry_is_refused_with_the_engines_reason(knowledge: Knowledge) -> None:
-    why = r"MiMo-V2: its sliding-window layers.*mimo_v2.py:403-438"
-    with pytest.raises(AdviceError, match=rf"^config_path: {why}.*gives none. Read the KV cache size"):
-        size_offload_of(knowledge, config_path=str(CONFIGS / "mimo-v2-flash"), weights_gib_per_gpu=10)
+def test_mimo_v2_sliding_layers_have_their_own_kv_heads_and_v_is_smaller_than_k(knowledge: Knowledge) -> None:
+    """vLLM 0.33.0, H100, TP 1: sliding layers (192 + 128) × 8 heads × 2 B = 5,120 B/token, full layers 4 heads
+    = 2,560 B/token; the full layers' block doubles to 32; 9 layers a group, 6 groups."""
+    answer = size_offload_of(
+        knowledge, config_path=str(CONFIGS / "mimo-v2-flash"), version="0.33.0", weights_gib_per_gpu=10
+    )
+    kinds = {k.kind: k for k in answer.layer_kinds}
+    assert (kinds["sliding_window"].bytes_per_token_per_layer_per_rank, kinds["full_attention"].block_size) == (
+        5_120,
+        32,
+    )
+    assert (answer.kv_heads_per_rank, answer.gpu_block_bytes_per_rank) == (4, 81_920 * 9)
+
+
+def test_mimo_v2_fp8_on_blackwell_is_refused_as_vllm_refuses_it(knowledge: Knowledge) -> None:
+    answer = size_offload_of(
+        knowledge,
+        config_path=str(CONFIGS / "mimo-v2-flash"),
+        version="0.33.0",
+        gpu="gpu.b200",
+        kv_cache_dtype="fp8",
+        weights_gib_per_gpu=10,
+    )
+    assert any(w.startswith("ERROR") and "DiffKV backend, which refuses an fp8 KV cache" in w for w in answer.warnings)
 
 
 def test_gemma4_global_layers_keep_their_own_head_size_and_kv_heads() -> None:

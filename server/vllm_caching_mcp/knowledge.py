@@ -1203,6 +1203,8 @@ class ModelArch(Sourced):
     # The full-attention layers' own head size and KV heads where they differ (Gemma 4's global layers).
     full_attention_head_dim: int | None = Field(default=None, gt=0)
     full_attention_kv_heads: int | None = Field(default=None, gt=0)
+    v_head_dim: int | None = Field(default=None, gt=0, description="V's head size where it differs from K's")
+    reported_kv_heads: int | None = Field(default=None, gt=0, description="the KV heads vLLM reports for the model")
     attention_chunk_size: int | None = Field(default=None, gt=0)
     chunked_local_layers: int = Field(default=0, ge=0)
     linear_attention_layers: int = Field(default=0, ge=0)

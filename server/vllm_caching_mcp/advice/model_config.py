@@ -44,6 +44,10 @@ class Architecture(BaseModel):
     # left out of the listed schema (its size is bounded), accepted all the same.
     full_attention_head_dim: SkipJsonSchema[int | None] = Field(default=None, gt=0, le=4096)
     full_attention_kv_heads: SkipJsonSchema[int | None] = Field(default=None, gt=0, le=4096)
+    # MiMo-V2: V's head size where it differs from K's (vLLM's DiffKV attention), and the KV heads vLLM reports
+    # for the model (its config's num_key_value_heads, the full layers') where they are not num_kv_heads.
+    v_head_dim: SkipJsonSchema[int | None] = Field(default=None, gt=0, le=4096)
+    reported_kv_heads: SkipJsonSchema[int | None] = Field(default=None, gt=0, le=4096)
     attention_chunk_size: TokenCount | None = Field(default=None, gt=0)
     chunked_local_layers: int = Field(default=0, ge=0, le=1000)
     linear_attention_layers: int = Field(default=0, ge=0, le=1000)
@@ -80,11 +84,11 @@ class Architecture(BaseModel):
             raise ValueError("sliding_window_layers needs sliding_window")
         if self.chunked_local_layers and self.attention_chunk_size is None:
             raise ValueError("chunked_local_layers needs attention_chunk_size")
-        own_geometry = self.full_attention_head_dim is not None or self.full_attention_kv_heads is not None
+        own_geometry = (self.full_attention_head_dim, self.full_attention_kv_heads, self.v_head_dim) != (None,) * 3
         if own_geometry and (self.attention == "mla" or self.linear_attention_layers):
             raise ValueError(
-                "full_attention_head_dim / full_attention_kv_heads are modelled for attention-only GQA layouts "
-                "(Gemma 4), not with MLA or linear-attention layers"
+                "full_attention_head_dim / full_attention_kv_heads / v_head_dim are modelled for attention-only GQA "
+                "layouts (Gemma 4, MiMo-V2), not with MLA or linear-attention layers"
             )
         states = (self.linear_attention, self.mamba2, self.short_conv)
         if self.linear_attention_layers and sum(state is not None for state in states) != 1:
@@ -105,6 +109,11 @@ class Architecture(BaseModel):
     @property
     def full_kv_heads(self) -> int:
         return self.full_attention_kv_heads or self.num_kv_heads
+
+    @property
+    def v_head_size(self) -> int:
+        """Width of one cached V head (K's unless the model gives V its own)."""
+        return self.v_head_dim or self.head_dim
 
     @property
     def kv_head_size(self) -> int:
@@ -369,24 +378,6 @@ def _mla_fields(cfg: dict[str, Any], name: str) -> dict[str, Any]:
     return fields
 
 
-# Layouts whose attention layers differ in head size, KV heads or kind in ways `Architecture` (one head size and
-# KV-head count for the sliding layers, one for the full-attention layers) cannot hold: the config key that
-# gives each away, and what vLLM 0.33.0 builds from it. Figures for them would be wrong with full confidence,
-# so the reader refuses them.
-_PER_LAYER_GEOMETRY = (
-    (
-        "hybrid_layer_pattern",
-        "MiMo-V2: its sliding-window layers (hybrid_layer_pattern 1) have their own heads, KV heads and K/V head "
-        "sizes (swa_num_key_value_heads, swa_head_dim, swa_v_head_dim) "
-        "(wheel:vllm==0.33.0:vllm/model_executor/models/mimo_v2.py:403-438)",
-    ),
-)
-
-
-def _per_layer_geometry_refusal(cfg: dict[str, Any]) -> str | None:
-    return next((why for key, why in _PER_LAYER_GEOMETRY if cfg.get(key) is not None), None)
-
-
 def _decilm_attention(cfg: dict[str, Any], layers: int, heads: int) -> tuple[int, int] | None:
     """DeciLM / Nemotron-NAS block_configs: (attention layers, KV heads), or None for another layout.
 
@@ -427,14 +418,6 @@ def _decilm_attention(cfg: dict[str, Any], layers: int, heads: int) -> tuple[int
 def architecture_from_hf_config(raw: dict[str, Any], *, name: str) -> Architecture:
     """Read the keys vLLM reads from a Hugging Face config.json (decoder part only)."""
     cfg = _with_transformers_defaults(_text_config(raw), raw)
-    refused = _per_layer_geometry_refusal(cfg)
-    if refused is not None:
-        raise AdviceError(
-            "config_path",
-            f"{refused}. size_offload sizes one head size and KV-head count per kind of attention layer, so "
-            "its figures for this model would be wrong; it gives none. Read the KV cache size from vLLM's start-up "
-            "log ('GPU KV cache size: N tokens')",
-        )
     layers = _positive_int(cfg, "num_hidden_layers")
     heads = _positive_int(cfg, "num_attention_heads")
     if layers is None or heads is None:
@@ -477,6 +460,9 @@ def architecture_from_hf_config(raw: dict[str, Any], *, name: str) -> Architectu
 
     if "global_head_dim" in cfg:  # Gemma 4: its global layers have their own head size and KV heads
         return _built({**fields, **_gemma4_layers(cfg, layers, kv_heads, head_dim)})
+
+    if "hybrid_layer_pattern" in cfg:  # MiMo-V2: its sliding layers have their own heads and K/V sizes
+        return _built({**fields, **_mimo_v2_layers(cfg, layers, kv_heads, head_dim)})
 
     layer_types = cfg.get("layer_types")
     window = _positive_int(cfg, "sliding_window")
@@ -592,6 +578,38 @@ def _gemma4_layers(cfg: dict[str, Any], layers: int, kv_heads: int, head_dim: in
         "sliding_window_layers": sliding,
         "full_attention_head_dim": full_head if full_head != head_dim else None,
         "full_attention_kv_heads": full_kv if full_kv != kv_heads else None,
+    }
+
+
+def _mimo_v2_layers(cfg: dict[str, Any], layers: int, kv_heads: int, head_dim: int) -> dict[str, Any]:
+    """MiMo-V2's layer kinds and their geometry (rule engine.per-layer-attention-geometry): hybrid_layer_pattern 1
+    is a sliding-window layer with swa_num_key_value_heads, swa_head_dim and swa_v_head_dim, 0 a full-attention
+    layer with num_key_value_heads, head_dim and v_head_dim (wheel:vllm==0.33.0:vllm/model_executor/models/
+    mimo_v2.py:403-438); vLLM reports num_key_value_heads as the model's."""
+    pattern = cfg.get("hybrid_layer_pattern")
+    if not isinstance(pattern, list) or len(pattern) != layers or any(p not in (0, 1) for p in pattern):
+        raise AdviceError("config_path", f"config.json's hybrid_layer_pattern must list 0 or 1 for its {layers} layers")
+    sliding = sum(pattern)
+    window = _positive_int(cfg, "sliding_window_size") or _positive_int(cfg, "sliding_window")
+    if sliding and window is None:
+        raise AdviceError("config_path", "config.json marks sliding layers but gives no sliding_window_size")
+    swa_kv = _positive_int(cfg, "swa_num_key_value_heads") or kv_heads
+    swa_head = _positive_int(cfg, "swa_head_dim") or head_dim
+    v_head = _positive_int(cfg, "v_head_dim") or head_dim
+    if (_positive_int(cfg, "swa_v_head_dim") or swa_head) != v_head or swa_head != head_dim:
+        raise AdviceError(
+            "config_path",
+            "a MiMo-V2 config.json whose sliding layers' K or V head size differs from the full layers' is not "
+            "modelled (size_offload keeps one K and one V head size); its figures would be wrong, so it gives none",
+        )
+    return {
+        "num_kv_heads": swa_kv,
+        "head_dim": head_dim,
+        "sliding_window": window if sliding else None,
+        "sliding_window_layers": sliding,
+        "full_attention_kv_heads": kv_heads if kv_heads != swa_kv else None,
+        "v_head_dim": v_head if v_head != head_dim else None,
+        "reported_kv_heads": kv_heads if kv_heads != swa_kv else None,
     }
 
 

@@ -825,7 +825,8 @@ def _token_bytes(request: SizeOffloadRequest, arch: Architecture, tp: int, trail
     mla = arch.attention == "mla"
     kv_heads_rank = 1 if mla else max(1, arch.num_kv_heads // tp)
     head = arch.kv_head_size
-    per_layer_token = (1 if mla else 2) * kv_heads_rank * head * dtype_bytes
+    # K and V heads, V's own size where the model gives it one (DiffKV); MLA caches one latent
+    per_layer_token = (head if mla else head + arch.v_head_size) * kv_heads_rank * dtype_bytes
     if arch.sliding_window_layers and (arch.full_head_dim, arch.full_kv_heads) != (head, arch.num_kv_heads):
         trail.rule("engine.per-layer-attention-geometry")
         what = "sliding-window layers (the full-attention layers have their own geometry)"
@@ -841,11 +842,19 @@ def _token_bytes(request: SizeOffloadRequest, arch: Architecture, tp: int, trail
         f"bytes per token per {what} per rank",
         f"1 × 1 × (kv_lora_rank {arch.kv_lora_rank} + qk_rope_head_dim {arch.qk_rope_head_dim}) × {dtype_bytes} B"
         if mla
-        else f"2 (K,V) × {kv_heads_rank} heads × {head} head_dim × {dtype_bytes} B ({kv_dtype})",
+        else f"(K {head} + V {arch.v_head_size}) × {kv_heads_rank} heads × {dtype_bytes} B ({kv_dtype})",
         per_layer_token,
         "engine.attention-page-bytes",
     )
     return _TokenBytes(kv_dtype=kv_dtype, mla=mla, kv_heads_per_rank=kv_heads_rank, per_layer=per_layer_token)
+
+
+def _reported_kv_heads(arch: Architecture, tp: int, token: _TokenBytes, full_token: _TokenBytes) -> int:
+    """The KV heads per rank vLLM reports for the model: its config's num_key_value_heads where the reader kept it
+    (MiMo-V2), else the largest layer's (Gemma 4's per-layer configs collapse to the largest)."""
+    if arch.reported_kv_heads is not None:
+        return max(1, arch.reported_kv_heads // tp)
+    return max(token.kv_heads_per_rank, full_token.kv_heads_per_rank)
 
 
 def _full_attention_token_bytes(arch: Architecture, tp: int, token: _TokenBytes, trail: _Trail) -> _TokenBytes:
@@ -855,11 +864,12 @@ def _full_attention_token_bytes(arch: Architecture, tp: int, token: _TokenBytes,
         return token
     kv_heads_rank = max(1, arch.full_kv_heads // tp)
     dtype_bytes = _DTYPE_BYTES[token.kv_dtype]
-    per_layer = 2 * kv_heads_rank * arch.full_head_dim * dtype_bytes
+    v_head = arch.v_head_dim or arch.full_head_dim
+    per_layer = (arch.full_head_dim + v_head) * kv_heads_rank * dtype_bytes
     trail.note(
         "bytes per token per full-attention layer per rank",
-        f"2 (K,V; an attention_k_eq_v layer still caches both) × max(1, {arch.full_kv_heads} KV heads // TP) = "
-        f"{kv_heads_rank} × {arch.full_head_dim} head_dim × {dtype_bytes} B ({token.kv_dtype})",
+        f"(K {arch.full_head_dim} + V {v_head}; an attention_k_eq_v layer still caches both) × max(1, "
+        f"{arch.full_kv_heads} KV heads // TP) = {kv_heads_rank} × {dtype_bytes} B ({token.kv_dtype})",
         per_layer,
         "engine.per-layer-attention-geometry",
     )
@@ -992,6 +1002,30 @@ def _fp8_on_triton_check(arch: Architecture, gpu: Gpu, version: Version, token: 
         f"it runs this model on its {backend} backend, which refuses an fp8 KV cache below compute capability "
         "8.9 ('native FP8 (fp8e4nv) requires SM89+'). Use --kv-cache-dtype bfloat16 (or auto), or a GPU of "
         "compute capability 8.9 or newer."
+    )
+
+
+_FA4_BLACKWELL_MAX_HEAD = 128  # FA4 on 10.x takes heads above this only at 256 (fa_utils.py)
+
+
+def _fp8_on_diffkv_blackwell_check(
+    arch: Architecture, gpu: Gpu, version: Version, token: _TokenBytes, trail: _Trail
+) -> None:
+    """An fp8 KV cache for a model whose V head differs from K's on Blackwell: FlashAttention's DiffKV backend
+    refuses it (rule engine.fp8-kv-diffkv-blackwell)."""
+    capability = trail.knowledge.engine.capability(gpu.id)
+    if not token.kv_dtype.startswith("fp8") or capability is None or capability.major < 10 or not arch.v_head_dim:
+        return
+    head = arch.head_dim
+    if head <= _FA4_BLACKWELL_MAX_HEAD or head == 256:
+        return
+    refused = trail.rule("engine.fp8-kv-diffkv-blackwell").value_at(version)
+    if refused is None or refused.value is not True:
+        return
+    trail.warn(
+        f"ERROR: vLLM {version} will not start: on {gpu.name} this model's attention (K {head}, V {arch.v_head_dim}) "
+        "runs FlashAttention's DiffKV backend, which refuses an fp8 KV cache there ('FlashAttention does not "
+        "support fp8 kv-cache on this device'). Use --kv-cache-dtype auto, or a Hopper GPU."
     )
 
 
@@ -1382,6 +1416,7 @@ def _layer_specs(request: SizeOffloadRequest, model: _Model, layout: _Parallel, 
     token = _token_bytes(request, arch, layout.tp, trail)
     full_token = _full_attention_token_bytes(arch, layout.tp, token, trail)
     _fp8_on_triton_check(arch, model.gpu, version, token, trail)
+    _fp8_on_diffkv_blackwell_check(arch, model.gpu, version, token, trail)
     block = _backend_block_size(request, model, token, trail)
     state_bytes = 0
     mamba = _NONE_LAYOUT
@@ -1406,7 +1441,7 @@ def _layer_specs(request: SizeOffloadRequest, model: _Model, layout: _Parallel, 
         formula += f"{group_size} ({group_rule})"
     specs = _LayerSpecs(
         token=token,
-        kv_heads_per_rank=max(token.kv_heads_per_rank, full_token.kv_heads_per_rank),
+        kv_heads_per_rank=_reported_kv_heads(arch, layout.tp, token, full_token),
         block=block,
         state_bytes=state_bytes,
         in_flight=in_flight,
