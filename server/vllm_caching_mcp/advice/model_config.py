@@ -21,6 +21,9 @@ from .common import AdviceError, ParamsB, TokenCount
 
 DType = Literal["bfloat16", "float16", "float32"]
 WeightsDType = Literal["bfloat16", "float16", "fp8", "mxfp4"]
+# Bytes per parameter of the released weights; mxfp4 packs 4-bit values with one 8-bit scale per 32 (4.25 bits).
+# Only an estimate of the footprint: embeddings and unquantized layers differ.
+WEIGHT_BYTES: dict[str, float] = {"bfloat16": 2.0, "float16": 2.0, "fp8": 1.0, "mxfp4": 4.25 / 8}
 MAX_CONFIG_BYTES = 4 * 2**20  # a config.json is tens of KiB; the bound is for the wrong file
 
 

@@ -61,6 +61,7 @@ from .engine_schema import (
     vllm_env_ever_read,
 )
 from .flag_values import refused_values
+from .model_config import WEIGHT_BYTES
 from .review_models import GIB, HostFacts
 
 
@@ -632,7 +633,6 @@ def _vllm_env_unread(wanted: bool, asked: Asked) -> Outcome:
     return Outcome(bool(items) is wanted, items=items)
 
 
-_WEIGHT_BYTES = {"bfloat16": 2.0, "float16": 2.0, "fp8": 1.0, "mxfp4": 4.25 / 8}
 # Options after which the weights on a GPU are not the checkpoint's split over the ranks.
 _WEIGHTS_CHANGED = ("--quantization", "--cpu-offload-gb", "--load-format")
 
@@ -663,7 +663,7 @@ def _weights_exceed_gpu(wanted: bool, ctx: Context) -> Outcome:
         return Outcome(False)
     utilization = _utilization(ctx)
     ranks = e.facts.get("tp", 1) * e.facts.get("pp", 1)
-    weights = model.params_total_b * 1e9 * _WEIGHT_BYTES[model.weights_dtype] / GIB
+    weights = model.params_total_b * 1e9 * WEIGHT_BYTES[model.weights_dtype] / GIB
     usable = gpu.hbm_gb * 1e9 / GIB * utilization
     if weights / ranks <= usable:
         return Outcome(not wanted)

@@ -73,15 +73,12 @@ from .common import (
 )
 from .engine_registry import registry_verdict
 from .hub_model import RepoNotFound, architecture_from_hub, is_repo_id
-from .model_config import Architecture, from_knowledge, read_hf_config, sparse_attention_refusal
+from .model_config import WEIGHT_BYTES, Architecture, from_knowledge, read_hf_config, sparse_attention_refusal
 
 GIB = 1 << 30
 KVCacheDType = Literal["auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2"]
 OffloadBackend = Literal["native", "lmcache"]
 _DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1}
-# Bytes per parameter of the released weights; mxfp4 packs 4-bit values with one 8-bit scale per
-# 32 (4.25 bits). Only an estimate of the footprint: embeddings and unquantized layers differ.
-_WEIGHT_BYTES = {"bfloat16": 2.0, "float16": 2.0, "fp8": 1.0, "mxfp4": 4.25 / 8}
 # FlashAttention's kernel block alignment (MultipleOf(16)); MLA hybrids align to 128 (engine.hybrid-block-size).
 # vLLM's block when neither --block-size nor the attention backend sets another (CacheConfig.DEFAULT_BLOCK_SIZE:
 # 16, 64 from 0.34.0) is engine.attention-backend-block's value for the release (_default_block_size).
@@ -1654,10 +1651,10 @@ def _gpu_budget(
             f"(TP×PP {world}) (an ESTIMATE of the split: a few replicated tensors are left out)"
         )
     elif arch.params_total_b is not None:
-        weights_gib = arch.params_total_b * 1e9 * _WEIGHT_BYTES[arch.weights_dtype] / world / GIB
+        weights_gib = arch.params_total_b * 1e9 * WEIGHT_BYTES[arch.weights_dtype] / world / GIB
         weights_basis = (
             f"weights an ESTIMATE: {arch.params_total_b:g}B params × "
-            f"{_WEIGHT_BYTES[arch.weights_dtype]:g} B ({arch.weights_dtype}) / (TP×PP {world}); "
+            f"{WEIGHT_BYTES[arch.weights_dtype]:g} B ({arch.weights_dtype}) / (TP×PP {world}); "
             "weights_gib_per_gpu gives the measured figure"
         )
     else:

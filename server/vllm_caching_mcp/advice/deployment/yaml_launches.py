@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
+from typing import TypeVar
 
 from ..common import AdviceError
 from .bounds import clip
@@ -34,6 +36,8 @@ from .yaml_nodes import Located, load_yaml, node_location, text_of
 # engineArgs, extraCmdArgs, ...): every key that ends in "args", dashes and underscores aside.
 _ARGS_KEY = re.compile(r"[a-z]*args|arguments|extraarguments")
 # run: a GitHub Actions step, a CI job; commands: a dstack configuration
+T = TypeVar("T")
+
 _COMMAND_KEYS = ("command", "commands", "cmd", "entrypoint", "script", "run")
 # Keys an operator names the serving engine under (KubeAI's Model `engine: VLLM`): its arguments are vLLM's.
 _ENGINE_KEYS = ("engine", "backend", "runtime", "server", "framework")
@@ -79,22 +83,29 @@ def _image_of(doc: Document, node: Located) -> tuple[str | None, Location | None
     return f"{name}:{text_of(tag)}", node_location(doc, tag), is_vllm_image(name)
 
 
-_IMAGE_DEPTH = 6  # how deep under a values file's root its server's image may sit (inference.modelServer.image)
+_DEPTH_BELOW = 6  # how deep under a values file's root its server's sections sit (inference.modelServer.image)
 
 
-def _vllm_image_below(doc: Document, node: Located, depth: int = 0) -> tuple[str | None, Location | None] | None:
+def _first_below(node: Located, pick: Callable[[Located], T | None], depth: int = 0) -> T | None:
+    """The first value ``pick`` finds in ``node`` or the mappings under it, nearest first on each path."""
+    if depth > _DEPTH_BELOW or not isinstance(node.value, dict):
+        return None
+    found = pick(node)
+    for child in node.value.values() if found is None else ():
+        if isinstance(child, Located) and (found := _first_below(child, pick, depth + 1)) is not None:
+            break
+    return found
+
+
+def _vllm_image_below(doc: Document, node: Located) -> tuple[str | None, Location | None] | None:
     """The first vLLM image named in the mappings under ``node``: a chart's values that keep the server's
     options in one section (modelParameters) and its image in another (inference.modelServer.image)."""
-    if depth > _IMAGE_DEPTH or not isinstance(node.value, dict):
-        return None
-    found = _image_of(doc, node)
-    if found is not None and found[2]:
-        return found[0], found[1]
-    for child in node.value.values():
-        below = _vllm_image_below(doc, child, depth + 1) if isinstance(child, Located) else None
-        if below is not None:
-            return below
-    return None
+
+    def vllm_image(item: Located) -> tuple[str | None, Location | None] | None:
+        found = _image_of(doc, item)
+        return (found[0], found[1]) if found is not None and found[2] else None
+
+    return _first_below(node, vllm_image)
 
 
 def _env(doc: Document, node: Located) -> list[EnvUse]:
@@ -479,19 +490,10 @@ def _walk(doc: Document, node: Located, chain: list[Located], reading: Reading) 
 _INSTANCE_KEYS = ("instanceType", "instance_type", "instance-type", "node.kubernetes.io/instance-type")
 
 
-def _instance_type_below(node: Located, depth: int = 0) -> str | None:
+def _instance_type(node: Located) -> str | None:
     """The cloud instance type a values file names for its server's nodes (inference charts' instanceType)."""
-    if depth > _IMAGE_DEPTH or not isinstance(node.value, dict):
-        return None
-    for key in _INSTANCE_KEYS:
-        item = node.get(key)
-        if item is not None and isinstance(item.value, str) and item.value.strip():
-            return item.value.strip()
-    for child in node.value.values():
-        found = _instance_type_below(child, depth + 1) if isinstance(child, Located) else None
-        if found is not None:
-            return found
-    return None
+    item = next((node.get(key) for key in _INSTANCE_KEYS if node.get(key) is not None), None)
+    return item.value.strip() if item is not None and isinstance(item.value, str) and item.value.strip() else None
 
 
 def _split_values(doc: Document, root: Located, reading: Reading) -> None:
@@ -503,7 +505,7 @@ def _split_values(doc: Document, root: Located, reading: Reading) -> None:
         return
     workload = _workload(doc, [root], found, reading)
     workload.image, workload.image_location = image
-    workload.gpu_label = workload.gpu_label or _instance_type_below(root)
+    workload.gpu_label = workload.gpu_label or _first_below(root, _instance_type)
     reading.deployment.workloads.append(workload)
     reading.totals.check(reading.deployment)
 
