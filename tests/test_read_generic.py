@@ -431,6 +431,7 @@ def test_a_ci_step_s_server_ends_where_its_command_does() -> None:
     )
     [w], _ = workloads(("workflow.yml", workflow))
     assert flags(w) == {"--port": "8000", "--max-num-seqs": "1"}
+    assert w.model == "org/m"  # ${{ env.VLLM_MODEL }}: the workflow's env sets it
     assert "pitfall.vllm-env-unread" not in {f.rule_id for f in review(("workflow.yml", workflow)).findings}
 
 

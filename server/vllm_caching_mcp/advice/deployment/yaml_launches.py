@@ -48,6 +48,8 @@ _CONTAINER_KEYS = {"containers", "initContainers", "ephemeralContainers", "mainC
 # A `${…}` with a dot in it is Terraform's (`${var.x}`), never a shell parameter; `${NAME}` is left to the shell reader.
 _PLACEHOLDER = re.compile(r"__[A-Za-z0-9_]+__|\$\{[^}]*\.[^}]*\}|\{\{[^}]*\}\}|<[A-Za-z_][\w-]*>")
 _TEMPLATE = re.compile(r"\{\{[^}]*\}\}")
+# A CI expression that reads a variable of the workflow's env (GitHub Actions, Gitea, Forgejo): the shell's $NAME.
+_CI_ENV = re.compile(r"\$\{\{\s*env\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 # KubeAI's Model: `resourceProfile: NAME:COUNT` gives COUNT of the profile's accelerator.
 _PROFILE = re.compile(r"(?P<name>[\w.-]+):(?P<count>\d+)")
 
@@ -154,13 +156,14 @@ class _Found:
         self.launch, self.item, self.how = launch, item, how
 
 
-def _command(doc: Document, node: Located, image: str | None) -> _Found | None:
-    """A command (a string, a shell script, a list of script lines, or an argv list) that runs `vllm serve`."""
+def _command(doc: Document, node: Located, image: str | None, inherited: list[EnvUse]) -> _Found | None:
+    """A command (a string, a shell script, a list of script lines, or an argv list) that runs `vllm serve`;
+    ``inherited``: the variables the mappings above set for it (a workflow's and a job's env)."""
     for key in _COMMAND_KEYS:
         item = node.get(key)
         if item is None:
             continue
-        variables = Shell({u.name: u.value for u in _env(doc, node) if u.value is not None})
+        variables = Shell({u.name: u.value for u in [*inherited, *_env(doc, node)] if u.value is not None})
         if isinstance(item.value, str):
             launch = _script_launch(doc, item, image, item.value, variables)
         elif _script_lines(item):  # dstack's `commands:`, a CI job's `script:`: each item a line of shell
@@ -195,8 +198,8 @@ def _script_launch(doc: Document, item: Located, image: str | None, script: str,
     """The vLLM launch a shell script runs, if any (``variables``: what the mapping's env sets for it)."""
     if not re.search(r"\bvllm\b", script):
         return None
-    # `{{ .Values.x }}` is one value the files do not hold, not three words
-    text = _TEMPLATE.sub(lambda m: re.sub(r"\s+", "", m.group()), script)
+    # `${{ env.NAME }}` is the workflow's variable; `{{ .Values.x }}` one value the files do not hold, not three words
+    text = _TEMPLATE.sub(lambda m: re.sub(r"\s+", "", m.group()), _CI_ENV.sub(r"${\1}", script))
     where = node_location(doc, item)
     inner, words = None, []
     for command, _ in split_commands_ended(tokenize_shell(text, where.line or 1)):
@@ -472,7 +475,7 @@ def _walk(doc: Document, node: Located, chain: list[Located], reading: Reading) 
     engines = [node.get(k).value for k in _ENGINE_KEYS if node.get(k) is not None]
     vllm_image = vllm_image or any(isinstance(e, str) and is_vllm_image(e) for e in engines)
     found = (
-        _command(doc, node, None)
+        _command(doc, node, None, [use for holder in chain[:-1] for use in _env(doc, holder)])
         or _arguments(doc, node, vllm_image, reading)
         or _chart_options(doc, node, vllm_image, reading)
         or (_option_mapping(doc, node, reading) if chain[:-1] else None)  # a whole file of options: vllm_config's
