@@ -170,6 +170,12 @@ def test_a_derived_tag_with_several_suffixes_gives_its_release() -> None:
     assert release(f"docker run --gpus all {image} --model {M}")[:2] == ("0.12.0", "image-tag")
 
 
+def test_a_pinned_install_in_script_lines_gives_the_release() -> None:
+    """dstack's `commands:` (and a CI step's script): the install before `vllm serve` names the release it runs."""
+    task = f"type: task\ncommands:\n  - pip install vllm==0.22.1\n  - vllm serve {M}\n"
+    assert release(("task.dstack.yml", task)) == ("0.22.1", "pip-install", "task.dstack.yml:3")
+
+
 @pytest.mark.parametrize(
     ("image", "expected"),
     [

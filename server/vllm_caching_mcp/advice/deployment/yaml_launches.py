@@ -443,6 +443,7 @@ def _workload(doc: Document, chain: list[Located], found: _Found, reading: Readi
         # outer ones first, so the ones beside the arguments win
         env=[use for holder in chain for use in _env(doc, holder)] + found.launch.env,
         location=node_location(doc, found.item),
+        installs=list(found.launch.pins),  # a script's `pip install vllm==X` before it: the release it runs
         pod_elsewhere=True,  # a chart's template or an operator builds the pod: its /dev/shm is not in the files
         replicas=whole_number(doc, node.get("replicas"), "replicas", 0, 1_000_000, notes)
         if node.get("replicas") is not None
