@@ -1697,6 +1697,12 @@ def test_vllm_in_a_base_image_is_not_judged_where_an_install_may_bring_it() -> N
     assert "pitfall.vllm-not-in-image" not in fired(review(f"docker run --gpus 1 nvcr.io/nvidia/vllm:25.09-py3 {M}"))
 
 
+def test_a_ray_cluster_counts_where_a_command_starts_it_not_a_comment() -> None:
+    rule, serve = "pitfall.ray-cluster-without-ray-backend", f"vllm serve {M} --tensor-parallel-size 8"
+    assert rule not in fired(review(f"# run `ray start --head` on the first node\n{serve}\n", version="0.33.0"))
+    assert rule in fired(review(f"ray start --head\n{serve}\n", version="0.33.0"))
+
+
 def test_weights_are_judged_only_for_the_checkpoint_the_knowledge_describes() -> None:
     rule, host = "pitfall.weights-exceed-gpu-memory", {"gpu": "L40S"}
     assert rule in fired(review("vllm serve meta-llama/Llama-3.3-70B-Instruct -tp 2", version="0.33.0", host=host))

@@ -13,7 +13,7 @@ from ..common import AdviceError
 from .bounds import MAX_ARGUMENTS, MAX_EXPANDED_CHARS, MAX_VALUE_CHARS, clip
 from .hygiene import install_issues, kill_issue
 from .installs import pip_installs
-from .launch import WRAPPERS, Launch, docker_run, entrypoint_of, may_start_vllm, script_index, vllm_args
+from .launch import RAY_CLUSTER, WRAPPERS, Launch, docker_run, entrypoint_of, may_start_vllm, script_index, vllm_args
 from .model import Document, EnvUse, HygieneIssue, Location, ReleaseClaim
 
 
@@ -218,6 +218,11 @@ def tokenize_shell(text: str, first_line: int = 1) -> list[Token]:
 
 def split_commands(tokens: list[Token]) -> list[list[Token]]:
     return [command for command, _ in split_commands_ended(tokens)]
+
+
+def starts_ray(script: str) -> bool:
+    """Whether a script's commands (not its comments) start or join a Ray cluster (launch.RAY_CLUSTER)."""
+    return RAY_CLUSTER.search(" ".join(t.text for t in tokenize_shell(script) if not t.separator)) is not None
 
 
 def split_commands_ended(tokens: list[Token]) -> list[tuple[list[Token], str]]:

@@ -18,7 +18,6 @@ from .containers import launch_from_argv, script_words, started_as_written, whol
 from .flags import read_args
 from .hygiene import liveness_issue
 from .launch import (
-    RAY_CLUSTER,
     Launch,
     entrypoint_of,
     is_vllm_image,
@@ -29,7 +28,7 @@ from .launch import (
 from .model import Document, EnvUse, Location, Workload
 from .pods import pod_resources
 from .readers.base import Reading, mappings
-from .shell import Shell, split_commands_ended, tokenize_shell
+from .shell import Shell, split_commands_ended, starts_ray, tokenize_shell
 from .yaml_nodes import Located, load_yaml, node_location, text_of
 
 # Keys a chart or an operator gives the server's arguments under (extraArgs, extra_args, vllmArgs, serverArgs,
@@ -213,7 +212,7 @@ def _script_launch(doc: Document, item: Located, image: str | None, script: str,
         # a template the shell cannot parse (`${var.x}`): its words as written
         launch = Launch(args=inner, entrypoint=entrypoint_of(words))
     if launch is not None:
-        launch.ray_cluster = RAY_CLUSTER.search(text) is not None
+        launch.ray_cluster = starts_ray(text)
     return launch
 
 

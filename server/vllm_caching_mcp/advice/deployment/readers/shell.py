@@ -7,15 +7,15 @@ from typing import Literal
 from ...common import docker_run_options
 from ..bounds import Totals
 from ..containers import cache_server, cache_server_args, docker_resources, shell_launch_workload
-from ..launch import DOCKER_SWITCHES, RAY_CLUSTER
+from ..launch import DOCKER_SWITCHES
 from ..model import Deployment, Document, Location
-from ..shell import parse_shell, split_commands, tokenize_shell
+from ..shell import parse_shell, split_commands, starts_ray, tokenize_shell
 from ..yaml_nodes import Located
 from .base import Reading, mappings
 
 
 def _read_shell_document(doc: Document, deployment: Deployment, totals: Totals) -> None:
-    ray_cluster = RAY_CLUSTER.search(doc.text) is not None  # the script starts or joins one
+    ray_cluster = starts_ray(doc.text)
     for n, launch in enumerate(parse_shell(doc, notes=deployment.notes, hygiene=deployment.hygiene)):
         name = f"{'docker run' if launch.source == 'docker-run' else 'vllm'} #{n + 1}"
         workload = shell_launch_workload(name, doc.name, launch, Location(file=doc.name, line=1))
