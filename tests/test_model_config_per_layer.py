@@ -48,6 +48,9 @@ def test_nemotron_nas_kv_per_token_is_the_engines(knowledge: Knowledge) -> None:
     )
     assert answer.kv_bytes_per_token_total == 49 * 2 * 8 * 128 * 2
     assert not any("will not start" in w for w in answer.warnings)
+    # its config class is remote code: vLLM 0.33.0's engine config refuses it without --trust-remote-code
+    # (recorded with the oracle on this config: 'contains custom code which must be executed')
+    assert any("start it with --trust-remote-code" in w for w in answer.warnings)
 
 
 @pytest.mark.parametrize(

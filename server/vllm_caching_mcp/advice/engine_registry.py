@@ -41,7 +41,7 @@ def registry_verdict(registry: ModelRegistry, arch: Architecture, version: Versi
         return Verdict(refusal=refused)
     name = arch.architecture
     if name is None or registry.serves(name, version):
-        return Verdict()
+        return Verdict(note=_remote_config_note(registry, arch, version, pinned))
     known = registry.refusal(name)
     if known is not None and known.why.startswith("until "):
         until = known.why.removeprefix("until ")
@@ -77,6 +77,23 @@ def registry_verdict(registry: ModelRegistry, arch: Architecture, version: Versi
         refusal=f"vLLM {version} refuses it: 'Model architectures ['{name}'] are not supported for now': {name} is "
         f"not in its model registry, transformers {tf_version} (what it installs) has no class of that name, and "
         "config.json's auto_map names no remote AutoModel"
+    )
+
+
+def _remote_config_note(
+    registry: ModelRegistry, arch: Architecture, version: Version, pinned: tuple[str, TransformersRead] | None
+) -> str | None:
+    """A config only auto_map's remote AutoConfig class can load: vLLM runs that code only when told to."""
+    model_type = arch.model_type
+    if not arch.remote_config or model_type is None or pinned is None or registry.has_own_config(model_type, version):
+        return None
+    tf_version, tf = pinned
+    if model_type in tf.model_types:
+        return None
+    return (
+        f"vLLM {version} loads this config through config.json's auto_map (model_type '{model_type}' is known "
+        f"neither to transformers {tf_version} nor to vLLM's own config classes): start it with --trust-remote-code, "
+        "or it refuses ('contains custom code which must be executed to correctly load the model')"
     )
 
 
