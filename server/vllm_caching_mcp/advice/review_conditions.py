@@ -669,7 +669,7 @@ def _weights_exceed_gpu(wanted: bool, ctx: Context) -> Outcome:
         return Outcome(not wanted)
     text = (
         f"{model.hf_repo}: {model.params_total_b:g} B parameters in {model.weights_dtype} are about {weights:.0f} GiB, "
-        f"{weights / ranks:.1f} GiB a GPU over TP x PP = {ranks:g}; a {gpu.name} has {gpu.hbm_gb * 1e9 / GIB:.1f} "
+        f"{weights / ranks:.1f} GiB a GPU over TP x PP = {ranks:g}; one {gpu.name} has {gpu.hbm_gb * 1e9 / GIB:.1f} "
         f"GiB, of which vLLM may use {usable:.1f} GiB (gpu_memory_utilization {utilization:g})"
     )
     tp = e.flags.get("--tensor-parallel-size")
