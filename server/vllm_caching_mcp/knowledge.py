@@ -710,6 +710,11 @@ class Gpu(Sourced):
     bf16_dense_tflops: float | None = Field(default=None, gt=0, description="vendor peak dense BF16 tensor TFLOPS")
     fp8_dense_tflops: float | None = Field(default=None, gt=0, description="vendor peak dense FP8 tensor TFLOPS")
 
+    @property
+    def hbm_gib(self) -> float:
+        """The GPU's memory in GiB (hbm_gb is the vendor's decimal GB)."""
+        return self.hbm_gb * 1e9 / 2**30
+
 
 class HostMemory(Sourced):
     id: EntryId

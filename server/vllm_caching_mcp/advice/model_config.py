@@ -114,6 +114,11 @@ class Architecture(BaseModel):
         return self.full_attention_kv_heads or self.num_kv_heads
 
     @property
+    def full_layers_own_geometry(self) -> bool:
+        """Whether the full-attention layers' head size or KV heads differ from the other layers'."""
+        return (self.full_head_dim, self.full_kv_heads) != (self.head_dim, self.num_kv_heads)
+
+    @property
     def v_head_size(self) -> int:
         """Width of one cached V head (K's unless the model gives V its own)."""
         return self.v_head_dim or self.head_dim

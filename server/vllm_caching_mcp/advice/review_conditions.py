@@ -171,8 +171,7 @@ def _operand(text: str, ctx: Context) -> tuple[float | None, str, str | None]:
             return ctx.host.ram_gib, "host RAM GiB", None if ctx.host.ram_gib else "host.ram_gib"
         if name == "gpu_hbm_gib":
             gpu = ctx.knowledge.by_id.get(e.gpu) if e.gpu else None
-            hbm = getattr(gpu, "hbm_gb", None)
-            value = hbm * 1e9 / GIB if hbm else None
+            value = gpu.hbm_gib if isinstance(gpu, Gpu) else None
             return value, "GPU memory GiB", None if value else "host.gpu (or a nvidia.com/gpu.product node selector)"
     if kind == "workload" and name == "p99_context_tokens":
         p99 = ctx.p99_context_tokens
@@ -664,12 +663,12 @@ def _weights_exceed_gpu(wanted: bool, ctx: Context) -> Outcome:
     utilization = _utilization(ctx)
     ranks = e.facts.get("tp", 1) * e.facts.get("pp", 1)
     weights = model.params_total_b * 1e9 * WEIGHT_BYTES[model.weights_dtype] / GIB
-    usable = gpu.hbm_gb * 1e9 / GIB * utilization
+    usable = gpu.hbm_gib * utilization
     if weights / ranks <= usable:
         return Outcome(not wanted)
     text = (
         f"{model.hf_repo}: {model.params_total_b:g} B parameters in {model.weights_dtype} are about {weights:.0f} GiB, "
-        f"{weights / ranks:.1f} GiB a GPU over TP x PP = {ranks:g}; one {gpu.name} has {gpu.hbm_gb * 1e9 / GIB:.1f} "
+        f"{weights / ranks:.1f} GiB a GPU over TP x PP = {ranks:g}; one {gpu.name} has {gpu.hbm_gib:.1f} "
         f"GiB, of which vLLM may use {usable:.1f} GiB (gpu_memory_utilization {utilization:g})"
     )
     tp = e.flags.get("--tensor-parallel-size")

@@ -532,6 +532,10 @@ class _Group(BaseModel):
             return sum(layers * per_layer for layers, _, per_layer in self.mixed)
         return self.token_bytes * self.layers_per_rank
 
+    def mixed_formula(self) -> str:
+        """The bytes per token of a mixed group's layers, geometry by geometry."""
+        return " + ".join(f"{per_layer:,} B × {layers} layers" for layers, _, per_layer in self.mixed)
+
     def bytes_per_token_total(self, count: int, tp: int) -> int:
         if self.mixed:
             return sum(layers * per_layer for _, layers, per_layer in self.mixed) * tp
@@ -598,7 +602,7 @@ class _LayerSpecs:
     """The KV cache layout of one rank: the cache block, the groups, the page they share and the GPU block."""
 
     token: _TokenBytes
-    kv_heads_per_rank: int  # the largest layer's, as vLLM reports the model's
+    kv_heads_per_rank: int  # as vLLM reports the model's (_reported_kv_heads)
     block: int  # the cache config's block; a group may have a larger one after page unification
     state_bytes: int
     in_flight: int
@@ -824,7 +828,7 @@ def _token_bytes(request: SizeOffloadRequest, arch: Architecture, tp: int, trail
     head = arch.kv_head_size
     # K and V heads, V's own size where the model gives it one (DiffKV); MLA caches one latent
     per_layer_token = (head if mla else head + arch.v_head_size) * kv_heads_rank * dtype_bytes
-    if arch.sliding_window_layers and (arch.full_head_dim, arch.full_kv_heads) != (head, arch.num_kv_heads):
+    if arch.sliding_window_layers and not mla and arch.full_layers_own_geometry:
         trail.rule("engine.per-layer-attention-geometry")
         what = "sliding-window layers (the full-attention layers have their own geometry)"
     else:
@@ -857,7 +861,7 @@ def _reported_kv_heads(arch: Architecture, tp: int, token: _TokenBytes, full_tok
 def _full_attention_token_bytes(arch: Architecture, tp: int, token: _TokenBytes, trail: _Trail) -> _TokenBytes:
     """The full-attention layers' bytes per token per layer and rank: their own head size and KV heads where the
     model gives them (Gemma 4's global layers), else the same as every layer's."""
-    if (arch.full_head_dim, arch.full_kv_heads) == (arch.head_dim, arch.num_kv_heads):
+    if not arch.full_layers_own_geometry:
         return token
     kv_heads_rank = max(1, arch.full_kv_heads // tp)
     dtype_bytes = _DTYPE_BYTES[token.kv_dtype]
@@ -1356,15 +1360,10 @@ def _group_size(counts: list[int]) -> tuple[int, str]:
     return min(counts), "group size = the smallest layer count among kinds"
 
 
-def _device_gib(gpu: Gpu) -> float:
-    """The GPU's memory in GiB (the knowledge gives the vendor's decimal GB)."""
-    return gpu.hbm_gb * 1e9 / GIB
-
-
 def _serve_batched_tokens(gpu: Gpu, version: Version, trail: _Trail) -> int:
     """`vllm serve`'s max_num_batched_tokens when none is given: by the GPU's memory (and name) and release."""
     tiers = trail.rule("engine.serve-batch-defaults").value_at(version)
-    memory_gib = _device_gib(gpu)
+    memory_gib = gpu.hbm_gib
     if tiers is not None and tiers.value == "three-tier" and memory_gib >= 160:
         batched, why = 16_384, f"{gpu.name}: {memory_gib:.0f} GiB ≥ 160 GiB"
     elif memory_gib >= 70 and "a100" not in gpu.name.lower():
@@ -1430,8 +1429,7 @@ def _layer_specs(request: SizeOffloadRequest, model: _Model, layout: _Parallel, 
     mixed = kinds[0][0] if kinds[0][0].mixed else None
     if mixed is not None:  # one group whose block holds every layer's own page
         block_bytes = block * mixed.bytes_per_token_per_rank
-        formula = " + ".join(f"{n} layers × {per_layer:,} B" for n, _, per_layer in mixed.mixed)
-        formula = f"block {block} × ({formula}): one group of layers with different pages ({group_rule})"
+        formula = f"block {block} × ({mixed.mixed_formula()}): one group of layers with different pages ({group_rule})"
     else:
         block_bytes = page * group_size
         formula = f"page {page:,} B (block {kinds[0][0].block} × {kinds[0][0].token_bytes:,} B) × group_size "
@@ -1475,7 +1473,7 @@ def _attention_kind(group: _Group, count: int, specs: _LayerSpecs, tp: int, max_
     formula = f"{group.token_bytes:,} B × {group.layers_per_rank} layers"
     if group.mixed:
         per_layer = None  # the layers differ: the sliding ones stored as full keep their own geometry
-        formula = " + ".join(f"{per:,} B × {n} layers" for n, _, per in group.mixed)
+        formula = group.mixed_formula()
     per_rank = group.bytes_per_token_per_rank
     if group.window:
         formula += f"; held tokens ≤ (cdiv(min(window−1 + in-flight {specs.in_flight}, max_len), block) + 1) × block"
@@ -1640,7 +1638,7 @@ def _gpu_budget(
 ) -> _Budget:
     """The bytes left for the KV cache on one rank: the usable memory less weights and the reserve."""
     utilization, utilization_basis = _gpu_memory_utilization(request, version, trail)
-    memory_gib = request.gpu_memory_gib or _device_gib(gpu)
+    memory_gib = request.gpu_memory_gib or gpu.hbm_gib
     if request.weights_gib_per_gpu is not None:
         weights_gib = request.weights_gib_per_gpu
         weights_basis = "given"

@@ -185,34 +185,38 @@ class Launch:
 RAY_CLUSTER = re.compile(r"\bray\s+start\b|multi-node-serving\.sh|ray_init\.sh|--ray_cluster_size")
 
 
+def _vllm_start(texts: list[str]) -> tuple[int, str | None] | None:
+    """Where the words of a command that starts vLLM begin its arguments, and the module `python -m` runs
+    (None for `vllm serve`); None when the command starts no vLLM."""
+    for i, w in enumerate(texts):
+        base = w.rsplit("/", 1)[-1]
+        if base == "vllm" and i + 1 < len(texts) and texts[i + 1] == "serve":
+            return i + 2, None
+        if base.startswith("python") and i + 2 < len(texts) and texts[i + 1] == "-m":
+            module = texts[i + 2]
+            if module == _SERVE_MODULE or module.startswith("vllm.entrypoints.") or module == "dynamo.vllm":
+                return i + 3, module
+    return None
+
+
 def entrypoint_of(words: list[tuple[str, Location]]) -> str | None:
     """The module a command that starts vLLM runs with `python -m` (vllm.entrypoints.openai.api_server,
     vllm.entrypoints.api_server, dynamo.vllm); None for `vllm serve` or a command that starts no vLLM."""
-    texts = [w for w, _ in words]
-    for i, w in enumerate(texts):
-        if w.rsplit("/", 1)[-1] == "vllm" and i + 1 < len(texts) and texts[i + 1] == "serve":
-            return None
-        if w.rsplit("/", 1)[-1].startswith("python") and i + 2 < len(texts) and texts[i + 1] == "-m":
-            module = texts[i + 2]
-            if module.startswith("vllm.entrypoints.") or module == "dynamo.vllm":
-                return module
-    return None
+    start = _vllm_start([w for w, _ in words])
+    return start[1] if start is not None else None
 
 
 def vllm_args(words: list[tuple[str, Location]]) -> list[tuple[str, Location]] | None:
     """The vLLM arguments in a command, or None when it does not start vLLM."""
-    texts = [w for w, _ in words]
-    for i, w in enumerate(texts):
-        base = w.rsplit("/", 1)[-1]
-        if base == "vllm" and i + 1 < len(texts) and texts[i + 1] == "serve":
-            return words[i + 2 :]
-        if base.startswith("python") and i + 2 < len(texts) and texts[i + 1] == "-m":
-            module = texts[i + 2]
-            if module == _SERVE_MODULE or module.startswith("vllm.entrypoints."):
-                return _model_as_positional(words[i + 3 :])
-            if module == "dynamo.vllm":
-                return _without_dynamo_options(words[i + 3 :])
-    return None
+    start = _vllm_start([w for w, _ in words])
+    if start is None:
+        return None
+    at, module = start
+    if module is None:
+        return words[at:]
+    if module == "dynamo.vllm":
+        return _without_dynamo_options(words[at:])
+    return _model_as_positional(words[at:])
 
 
 def _model_as_positional(args: list[tuple[str, Location]]) -> list[tuple[str, Location]]:

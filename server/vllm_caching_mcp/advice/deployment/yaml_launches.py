@@ -35,8 +35,6 @@ from .yaml_nodes import Located, load_yaml, node_location, text_of
 # engineArgs, extraCmdArgs, ...): every key that ends in "args", dashes and underscores aside.
 _ARGS_KEY = re.compile(r"[a-z]*args|arguments|extraarguments")
 # run: a GitHub Actions step, a CI job; commands: a dstack configuration
-T = TypeVar("T")
-
 _COMMAND_KEYS = ("command", "commands", "cmd", "entrypoint", "script", "run")
 # Keys an operator names the serving engine under (KubeAI's Model `engine: VLLM`): its arguments are vLLM's.
 _ENGINE_KEYS = ("engine", "backend", "runtime", "server", "framework")
@@ -84,6 +82,7 @@ def _image_of(doc: Document, node: Located) -> tuple[str | None, Location | None
     return f"{name}:{text_of(tag)}", node_location(doc, tag), is_vllm_image(name)
 
 
+T = TypeVar("T")
 _DEPTH_BELOW = 6  # how deep under a values file's root its server's sections sit (inference.modelServer.image)
 
 
