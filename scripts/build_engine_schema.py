@@ -9,8 +9,9 @@ knowledge/releases.yaml with neither are skipped and recorded as not read. Per r
 ``ast`` (nothing is imported):
 
 - the fields of the config classes in CONFIGS (``KVTransferConfig``, ``KVEventsConfig``, ``CacheConfig``,
-  ``SchedulerConfig``, ``ParallelConfig``), each found in the module CONFIGS names or, in a release that
-  keeps it elsewhere, the one ``vllm/config.py`` of older releases or another module of ``vllm/config/``:
+  ``SchedulerConfig``, ``ParallelConfig``, ``CompilationConfig`` and its ``PassConfig``), each found in the
+  module CONFIGS names or, in a release that keeps it elsewhere, the one ``vllm/config.py`` of older releases
+  or another module of ``vllm/config/``:
   name, annotation (the accepted values of a ``Literal``, a module's Literal aliases spelled out), default
   (of ``field(...)`` or pydantic's ``Field(...)``; a factory's name for a factory; a module or class
   constant resolved to its value), and what the class does with a field it does not have: ``forbid`` when
@@ -81,6 +82,9 @@ CONFIGS = {
     "CacheConfig": "vllm/config/cache.py",
     "SchedulerConfig": "vllm/config/scheduler.py",
     "ParallelConfig": "vllm/config/parallel.py",
+    # --compilation-config (-O) and the pass_config object inside it, validated as classes of their own
+    "CompilationConfig": "vllm/config/compilation.py",
+    "PassConfig": "vllm/config/compilation.py",
 }
 LEGACY_CONFIG = "vllm/config.py"
 CONFIG_DIR = "vllm/config"
@@ -897,8 +901,9 @@ def render(vllm: list[dict[str, Any]], lmcache: list[dict[str, Any]], read: dict
         newest["lmcache"].cite(LMCACHE_CONFIG, 1).rsplit(":", 1)[0],  # the last: the checks cite LMCache's by it
     ]
     lines = [
-        "# What vLLM's config classes (KV transfer and events, cache, scheduler, parallel), connectors' extra config,",
-        "# environment variables and LMCache's config table accept, by release. GENERATED: do not edit; regenerate:",
+        "# What vLLM's config classes (KV transfer and events, cache, scheduler, parallel, compilation),",
+        "# connectors' extra config, environment variables and LMCache's config table accept, by release. "
+        "GENERATED: do not edit; regenerate:",
         f"#   {RECIPE}",
         "# (static ast reading of the extracted wheels; the script's docstring says what counts). `introduced` /",
         "# `removed`: the first release read that has / no longer has the name (absent: the oldest read / still",

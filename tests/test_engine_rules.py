@@ -49,6 +49,11 @@ NOT_RECORDED: dict[str, str] = {
     "runs: the 0.25.0 and newer wheels hold no vllm/entrypoints/api_server.py (feature.demo-api-server's probe, "
     "verified at 0.24.0 and 0.25.0), and in the 0.33.0 oracle venv `python -m vllm.entrypoints.api_server` exits "
     "with 'No module named vllm.entrypoints.api_server'",
+    "pitfall.python-outside-requires-python": "the premise is pip's, before any vLLM code exists to run: the "
+    "release's Requires-Python (release.vllm.requires-python, read in each wheel's METADATA at every boundary). "
+    "Run by hand, `pip download --no-deps --python-version 3.10 --only-binary=:all: vllm==0.33.0` stops with "
+    "'Ignored the following versions that require a different python version: ... 0.33.0 Requires-Python "
+    "<3.15,>=3.11' and 'No matching distribution found for vllm==0.33.0'; with 3.9 and no pin it takes 0.11.0",
     "pitfall.vllm-env-value-refused": "the ValueError comes from vllm/envs.py's own parse rules (int(), bool(int()), "
     "env_with_choices, get_vllm_port) when the engine core reads every variable after loading the model "
     "(wheel:vllm==0.11.1:vllm/v1/engine/core.py:652), a stage the oracle does not reach; "

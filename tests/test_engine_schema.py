@@ -767,3 +767,73 @@ def test_a_variable_that_misspells_a_vllm_one_is_named_with_it(
     knowledge: Knowledge, name: str, meant: str | None
 ) -> None:
     assert engine_schema.misspelt_vllm_env(name, knowledge) == meant
+
+
+def _compilation_findings(command: str, version: str) -> list[tuple[str, str, int | None]]:
+    from reading import review
+
+    result = review(command, version=version)
+    return [
+        (f.rule_id, f.severity, f.location.line if f.location else None)
+        for f in result.findings
+        if f.rule_id.startswith("pitfall.transfer-config")
+    ]
+
+
+COMPILATION = (
+    "vllm serve Qwen/Qwen3-8B --compilation-config.attention_backend=FLASH_ATTN "
+    """--compilation-config '{"pass_config": {"enable_fusion": true}, "cudagraph_capture_sizes": [1, 2, 4]}'"""
+)
+
+
+def test_compilation_config_keys_are_checked_against_the_release_schema() -> None:
+    # From 0.13.0 CompilationConfig and PassConfig forbid unknown fields: both keys stop vLLM at start-up; the
+    # dotted word and the JSON are two occurrences argparse validates one by one, so both are checked.
+    assert _compilation_findings(COMPILATION, "0.34.0") == [("pitfall.transfer-config-field-refused", "error", 1)] * 2
+    # 0.11.0 drops them silently: warnings, and enable_fusion was still a PassConfig field then.
+    assert _compilation_findings(COMPILATION, "0.11.0") == [("pitfall.transfer-config-key-ignored", "warning", 1)]
+    fine = """vllm serve Qwen/Qwen3-8B --compilation-config '{"pass_config": {"fuse_norm_quant": true}}' -O.mode=3"""
+    assert _compilation_findings(fine, "0.34.0") == []
+
+
+def test_each_compilation_finding_names_the_key_and_its_class() -> None:
+    from reading import review
+
+    messages = [f.message for f in review(COMPILATION, version="0.34.0").findings if "Config of vLLM" in f.message]
+    assert any(
+        m.startswith(
+            "A --kv-transfer-config, --kv-events-config or --compilation-config field the release refuses: "
+            "pass_config.enable_fusion: PassConfig of vLLM 0.34.0 has no field enable_fusion "
+            "(enable_fusion was removed in 0.13.0)"
+        )
+        for m in messages
+    ), messages
+    assert any(
+        "attention_backend: CompilationConfig of vLLM 0.34.0 has no field attention_backend" in m for m in messages
+    )
+
+
+@pytest.mark.parametrize(
+    ("version", "expected"),
+    [
+        # 0.11.x: -O is --compilation-config, -O.KEY one of its keys (CompilationConfig drops unknown ones)
+        ("0.11.0", [("pitfall.transfer-config-key-ignored", "warning", 1)]),
+        # 0.12.0 rewrites -O.KEY to -cc.KEY with a deprecation warning
+        ("0.12.0", [("pitfall.transfer-config-key-ignored", "warning", 1)]),
+        # from 0.13.0 the word is an optimization level ".attention_backend=FLASH_ATTN", refused by the parser
+        ("0.13.0", [("pitfall.option-value-refused", "error", 1)]),
+        ("0.34.0", [("pitfall.option-value-refused", "error", 1)]),
+    ],
+)
+def test_a_dotted_o_word_is_read_as_each_release_reads_it(version: str, expected: list[tuple[str, str, int]]) -> None:
+    from reading import review
+
+    result = review("vllm serve Qwen/Qwen3-8B -O.attention_backend=FLASH_ATTN -O3", version=version)
+    found = [
+        (f.rule_id, f.severity, f.location.line if f.location else None)
+        for f in result.findings
+        if f.rule_id in ("pitfall.transfer-config-key-ignored", "pitfall.option-value-refused", "pitfall.unknown-flag")
+    ]
+    assert found == expected, result.summary()
+    if version == "0.12.0":
+        assert any("reads -O.KEY as -cc.KEY" in n for n in result.notes)

@@ -252,3 +252,59 @@ def test_an_lmcache_pin_is_the_lmcache_release_its_config_is_judged_by() -> None
     assert ignored("lmcache==0.3.3") == []
     found = ignored("lmcache==0.4.1")
     assert found and all("LMCache 0.4.1 (the pip install)" in m for m in found), found
+
+
+@pytest.mark.parametrize(
+    ("script", "pythons"),
+    [
+        ("conda create -n vllm python=3.9 -y\nconda activate vllm\npip install vllm", ["3.9"]),
+        ("mamba install -y python==3.10.4 pip\npip install vllm==0.12.0", ["3.10"]),
+        ("uv venv --python 3.12 .venv\nuv pip install vllm==0.33.0", ["3.12"]),
+        ("uv venv -p python3.10\nuv pip install vllm", ["3.10"]),
+        ("python3.11 -m venv /opt/venv\n/opt/venv/bin/pip install vllm==0.33.0", ["3.11"]),
+        ("virtualenv --python=python3.9 env\npip install vllm", ["3.9"]),
+        ("pyenv global 3.10.14\npip install vllm", ["3.10"]),
+        ("uv python pin 3.13\nuv pip install vllm", ["3.13"]),
+        # the install's own Python wins over the one chosen before it
+        ("conda create -n x python=3.12\npython3.9 -m pip install vllm\npip3.10 install vllm", ["3.9", "3.10"]),
+        ("uv venv -p 3.12\nuv pip install --python 3.10 vllm==0.34.0", ["3.10"]),
+        # nothing in the files says which Python: none is assumed
+        ("pyenv install 3.9.18\npython3 -m pip install vllm", [None]),
+        ("conda create -n x numpy\npip install vllm", [None]),
+    ],
+)
+def test_the_python_an_install_goes_into_is_read_from_the_commands_before_it(
+    script: str, pythons: list[str | None]
+) -> None:
+    claims = script_installs(Document(name="s.sh", text=script + "\n"))
+    assert [c.python for c in claims] == pythons
+
+
+def test_a_python_base_image_is_the_python_its_installs_go_into() -> None:
+    dockerfile = "FROM python:3.10-slim AS base\nRUN pip install vllm==0.33.0\nFROM base\nCMD vllm serve x\n"
+    rules = configuration_findings(("Dockerfile", dockerfile))
+    assert "pitfall.python-outside-requires-python" in rules
+    assert "pitfall.python-outside-requires-python" not in configuration_findings(
+        ("Dockerfile", dockerfile.replace("3.10", "3.12"))
+    )
+
+
+def test_an_unpinned_install_into_an_old_python_runs_the_last_release_that_admits_it() -> None:
+    script = f"conda create -n vllm python=3.9 -y\nconda activate vllm\npip install vllm\nvllm serve {M}\n"
+    assert release(script) == ("0.11.0", "pip-install", "serve0.sh:3")
+    result = review(script)
+    assert any(
+        "into Python 3.9: pip takes the newest vLLM release that admits that Python, 0.11.0" in n for n in result.notes
+    )
+    [finding] = [f for f in result.findings if f.rule_id == "pitfall.unpinned-install-old-python"]
+    assert "vLLM 0.34.0 requires Python <3.15,>=3.11" in finding.message
+    # a Python the newest release admits: the release stays whichever is newest when it runs
+    assert release(script.replace("3.9", "3.12"))[:2] == ("0.34.0", "assumed-newest")
+
+
+def test_the_python_ranges_are_the_ones_each_wheel_states() -> None:
+    knowledge = load_knowledge()
+    assert str(knowledge.newest_for_python("vllm", "3.10")) == "0.31.0"  # 0.32.0 requires >=3.11
+    assert str(knowledge.newest_for_python("vllm", "3.14")) == str(knowledge.newest("vllm"))
+    assert knowledge.newest_for_python("vllm", "3.15") is None
+    assert knowledge.newest_for_python("vllm", "3.8") is None  # below every covered release

@@ -108,6 +108,20 @@ RULE_CASES: dict[str, tuple[str | None, str, str, dict[str, Any]]] = {
         "--distributed-executor-backend ray",
         {},
     ),
+    # a pinned release pip refuses to install into the Python the script chose
+    "pitfall.python-outside-requires-python": (
+        "0.33.0",
+        f"uv venv --python 3.10 && uv pip install vllm==0.33.0 && vllm serve {M}",
+        f"uv venv --python 3.12 && uv pip install vllm==0.33.0 && vllm serve {M}",
+        {},
+    ),
+    # an unpinned install into a Python only an old release admits
+    "pitfall.unpinned-install-old-python": (
+        None,
+        f"conda create -n vllm python=3.9 -y && pip install vllm && vllm serve {M}",
+        f"conda create -n vllm python=3.12 -y && pip install vllm && vllm serve {M}",
+        {},
+    ),
     # the demo server module: gone from 0.25.0, a warning before
     "pitfall.demo-api-server-removed": (
         "0.33.0",
@@ -537,7 +551,7 @@ def fired(result: ReviewResult) -> set[str]:
 def test_every_rule_has_a_passing_and_a_failing_example(knowledge: Knowledge) -> None:
     rule_ids = {r.id for r in list_rules(knowledge)}
     assert rule_ids == set(RULE_CASES) | SEPARATELY_TESTED
-    assert len(rule_ids) == 80
+    assert len(rule_ids) == 82
 
 
 @pytest.mark.parametrize("rule_id", sorted(RULE_CASES))

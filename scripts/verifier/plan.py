@@ -6,10 +6,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from vllm_caching_mcp.knowledge import PRESENCE_PROBES, Advisory, Connector, Gated, Probe, Ranged, Setting
+from vllm_caching_mcp.knowledge import (
+    PRESENCE_PROBES,
+    Advisory,
+    Connector,
+    Gated,
+    Probe,
+    Ranged,
+    ReleaseLine,
+    Setting,
+    requires_python_fact,
+)
 from vllm_caching_mcp.versions import SpecifierSet, Version, contains
 
-from .probes import entry_probes
+from .probes import canonical_specifier, entry_probes
 from .source import NotCheckable, Observation
 
 RANGE_FIELD = {
@@ -42,8 +52,29 @@ class AdvisoryFact:
         return self.advisory.package
 
 
-# What the verifier checks: an entry of the knowledge that exists in some releases, or an advisory.
-Fact = Gated | AdvisoryFact
+@dataclass(frozen=True)
+class RequiresPythonFact:
+    """The Requires-Python releases.yaml records for each release of one package, read in each wheel's METADATA."""
+
+    line: ReleaseLine
+    aliases: tuple[str, ...] = ()
+
+    @property
+    def id(self) -> str:
+        return requires_python_fact(self.line.package)
+
+    @property
+    def name(self) -> str:
+        return "Requires-Python"
+
+    @property
+    def component(self) -> str:
+        return self.line.package
+
+
+# What the verifier checks: an entry of the knowledge that exists in some releases, an advisory, or a
+# package's Requires-Python.
+Fact = Gated | AdvisoryFact | RequiresPythonFact
 
 
 @dataclass
@@ -195,10 +226,23 @@ def _range_written_checks(entry: Gated, inside: list[Version]) -> list[Check]:
     return checks
 
 
+def requires_python_plan(fact: RequiresPythonFact, releases: dict[str, list[Version]]) -> list[Check]:
+    """Each stretch of releases with one recorded Requires-Python, read at its first and last release."""
+    recorded = {r.version: r.requires_python for r in fact.line.releases}
+    probe = Probe(kind="requires_python")
+    checks: list[Check] = []
+    for version, value in stretches(releases.get(fact.component, []), lambda v: recorded.get(v)):
+        if value is not None:
+            checks.append(Check(fact, probe, fact.component, version, canonical_specifier(value), value))
+    return checks
+
+
 def plan(entry: Fact, releases: dict[str, list[Version]]) -> list[Check]:
     """Every (probe, release, expectation) the entry asks for."""
     if isinstance(entry, AdvisoryFact):
         return advisory_plan(entry, releases)
+    if isinstance(entry, RequiresPythonFact):
+        return requires_python_plan(entry, releases)
     versions = releases.get(entry.component)
     if not versions:
         return []

@@ -7,6 +7,7 @@ import re
 from collections.abc import Callable
 
 from vllm_caching_mcp.knowledge import Connector, Gated, Metric, Probe, Setting
+from vllm_caching_mcp.versions import SpecifierSet
 
 from .env_readers import env_default, lmcache_config
 from .readers import (
@@ -215,6 +216,26 @@ def _config_default(tree: SourceTree, probe: Probe, target: str, aliases: tuple[
     return Observation(literal(default, module), path, default.lineno)
 
 
+def canonical_specifier(text: str) -> str:
+    """A version range written one way (its clauses sorted), so two spellings of one range compare equal."""
+    return ",".join(sorted(str(s) for s in SpecifierSet(text)))
+
+
+def _requires_python(tree: SourceTree, probe: Probe, target: str, aliases: tuple[str, ...]) -> Observation:
+    """The release's Requires-Python header: its wheel's dist-info/METADATA, or a source distribution's PKG-INFO."""
+    for path in (f"{tree.package}-{tree.version}.dist-info/METADATA", "PKG-INFO"):
+        text = tree.text(path)
+        if text is None:
+            continue
+        header = text.split("\n\n", 1)[0]  # the body after the first blank line is the project's description
+        match = re.search(r"^Requires-Python:[ \t]*(.+?)\s*$", header, re.MULTILINE)
+        if match is None:
+            return Observation(None, path)
+        line = header.count("\n", 0, match.start()) + 1
+        return Observation(canonical_specifier(match[1]), path, line)
+    raise NotCheckable(f"no METADATA in {tree.package} {tree.version}")
+
+
 READERS: dict[str, Reader] = {
     "registered": _registered,
     "flag": _flag,
@@ -228,6 +249,7 @@ READERS: dict[str, Reader] = {
     "literal": _literal,
     "env_default": _env_default,
     "config_default": _config_default,
+    "requires_python": _requires_python,
 }
 
 

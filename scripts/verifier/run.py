@@ -14,7 +14,7 @@ from vllm_caching_mcp.knowledge import PRESENCE_PROBES, Knowledge
 from vllm_caching_mcp.versions import Version
 
 from .download import download, locate
-from .plan import AdvisoryFact, Check, Fact, plan, read_in_wheels
+from .plan import AdvisoryFact, Check, Fact, RequiresPythonFact, plan, read_in_wheels
 from .probes import observe
 from .source import NotCheckable, SourceTree
 
@@ -131,6 +131,11 @@ def facts_to_verify(knowledge: Knowledge, only: list[str] | None) -> list[Verdic
         Verdict(AdvisoryFact(a), "advisories.yaml")
         for a in knowledge.advisories.advisories
         if a.package in PACKAGES and read_in_wheels(a)
+    ]
+    verdicts += [
+        Verdict(RequiresPythonFact(line), "releases.yaml")
+        for package, line in knowledge.releases.items()
+        if package in PACKAGES and any(r.requires_python for r in line.releases)
     ]
     if only:
         verdicts = [v for v in verdicts if any(fnmatch.fnmatchcase(v.entry.id, p) for p in only)]

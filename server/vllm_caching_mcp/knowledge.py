@@ -46,14 +46,15 @@ from pydantic import (
 
 from . import __version__, startup_cache, versions
 from .knowledge_files import FILE_NAMES, KnowledgeError, knowledge_dir
-from .versions import Version, in_range, parse_specifier, parse_version
+from .versions import Version, contains, in_range, parse_specifier, parse_version
 
 Component = Literal["vllm", "lmcache", "nixl", "mooncake", "sglang"]
 Evidence = Literal["wheel", "primary", "reference"]
 
 _SOURCE_PATTERNS = (
     re.compile(
-        r"^wheel:(vllm|lmcache|transformers)==\d+(\.\d+)+(\.post\d+)?:[\w./-]+\.(py|txt|json|cfg|toml|in)(:\d+(-\d+)?)?$"
+        r"^wheel:(vllm|lmcache|transformers)==\d+(\.\d+)+(\.post\d+)?:[\w./-]+(\.(py|txt|json|cfg|toml|in)|\.dist-info/METADATA)"
+        r"(:\d+(-\d+)?)?$"
     ),
     # The release's source distribution: what the wheel leaves out (examples, tests, docs).
     re.compile(
@@ -153,7 +154,7 @@ def change_of(changes: Iterable[Change], kind: ChangeKind) -> Change | None:
 
 ProbeKind = Literal[
     "registered", "flag", "metric", "env_read", "config_key", "spec_key", "text",
-    "subclass", "default", "env_default", "config_default", "literal",
+    "subclass", "default", "env_default", "config_default", "literal", "requires_python",
 ]  # fmt: skip
 PRESENCE_PROBES: frozenset[str] = frozenset(
     {"registered", "flag", "metric", "env_read", "config_key", "spec_key", "text"}
@@ -505,6 +506,13 @@ class Condition(Frozen):
     ray_cluster: bool | None = Field(
         default=None, description="the workload's container or script starts or joins a Ray cluster before vLLM"
     )
+    python_unsupported: bool | None = Field(
+        default=None, description="a pip install of a vLLM release into a Python its Requires-Python does not admit"
+    )
+    python_caps_release: bool | None = Field(
+        default=None,
+        description="an unpinned pip install of vLLM into a Python the newest release no longer admits",
+    )
     entrypoint: str | None = Field(
         default=None, description="the module the workload's `python -m` launch runs (vllm.entrypoints.api_server)"
     )
@@ -681,6 +689,14 @@ class Release(Frozen):
     # False: the release was published as a source distribution only (no wheel on the index), so a source
     # that reads it is cited as sdist:PKG==VERSION:PATH, never wheel: (the loader holds that).
     wheel: bool = True
+    # The Python versions pip installs it into: its metadata's Requires-Python, as written in the release's
+    # dist-info/METADATA (the verifier reads it there); None where it was not read.
+    requires_python: SpecifierText | None = None
+
+
+def requires_python_fact(package: str) -> str:
+    """The id the verifier reports a package's recorded Requires-Python under, and a rule names as its premise."""
+    return f"release.{package}.requires-python"
 
 
 class ReleaseLine(Sourced):
@@ -1052,8 +1068,8 @@ class SchemaEntry(Frozen):
 
 
 class EngineSchema(Sourced):
-    """Config class fields (KV transfer and events, cache, scheduler, parallel), connectors' extra-config keys,
-    vLLM's environment variables and LMCache's key table by release."""
+    """Config class fields (KV transfer and events, cache, scheduler, parallel, compilation), connectors'
+    extra-config keys, vLLM's environment variables and LMCache's key table by release."""
 
     # The script that wrote the file (sha256); tests/test_engine_schema.py insists on the current one.
     generator_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
@@ -1072,6 +1088,10 @@ class EngineSchema(Sourced):
     def was_read(self, package: Literal["vllm", "lmcache"], version: Version) -> bool:
         """Whether the release's wheel was read into the schema (else nothing can be said of its names)."""
         return version in self.releases_read.get(package, ())
+
+    def has_config(self, name: str, version: Version) -> bool:
+        """Whether the schema holds config class ``name`` as the (read) vLLM release ``version`` has it."""
+        return self.was_read("vllm", version) and any(e.name == name and e.holds_at(version) for e in self.configs)
 
     # LMCACHE_* names code of either package spells outside the key table (access: name, or prefix)
     lmcache_env: tuple[SchemaEntry, ...] = ()
@@ -2051,6 +2071,23 @@ class Knowledge(Frozen):
     def oldest(self, package: str = "vllm") -> Version:
         return self.release_versions(package)[0]
 
+    def requires_python(self, package: str, version: Version) -> str | None:
+        """The release's Requires-Python (``<3.15,>=3.11``), or None when it is not recorded."""
+        line = self.releases.get(package)
+        found = next((r for r in line.releases if r.version == version), None) if line else None
+        return found.requires_python if found is not None else None
+
+    def newest_for_python(self, package: str, python: str) -> Version | None:
+        """The newest release whose Requires-Python admits Python ``python`` (``3.9``), the one an unpinned
+        `pip install` there takes; None when no recorded release admits it."""
+        line = self.releases.get(package)
+        for release in reversed(line.releases if line else ()):
+            if release.requires_python is not None and contains(
+                parse_specifier(release.requires_python), Version(python)
+            ):
+                return release.version
+        return None
+
 
 def normalize_name(name: str) -> str:
     """Fold the spellings people use for one name: dashes, underscores, case, prefixes."""
@@ -2139,6 +2176,10 @@ def _cross_check(k: Knowledge) -> list[str]:
                 problems.append(f"{file}: entry {entry.id!r}: id already used in {seen[entry.id]}")
             seen[entry.id] = file
     known = set(seen)
+    # A package's Requires-Python, read in its wheels, is a fact a rule may rest on too.
+    known |= {
+        requires_python_fact(pkg) for pkg, line in k.releases.items() if any(r.requires_python for r in line.releases)
+    }
     known_versions = {pkg: {str(v) for v in k.release_versions(pkg)} for pkg in k.releases}
 
     def check_refs(file: str, entry_id: str, field: str, refs: Iterable[str | None]) -> None:

@@ -148,6 +148,15 @@ def refusal_message(config: str, key: str, value: Any, flag: str) -> str:
 
 # --- checks a review calls ----------------------------------------------------------------------
 
+# The `vllm serve` option whose JSON each config class is validated from (PassConfig: the pass_config object
+# inside --compilation-config).
+CONFIG_FLAGS = {
+    "KVTransferConfig": "--kv-transfer-config",
+    "KVEventsConfig": "--kv-events-config",
+    "CompilationConfig": "--compilation-config",
+    "PassConfig": "--compilation-config",
+}
+
 
 def check_kv_transfer_config(
     config: Mapping[str, Any],
@@ -157,11 +166,11 @@ def check_kv_transfer_config(
     config_class: str = "KVTransferConfig",
     lmcache_version: Version | str | None = None,
 ) -> list[Problem]:
-    """Every field of a ``--kv-transfer-config`` (or ``--kv-events-config`` with ``config_class="KVEventsConfig"``)
-    JSON that the release refuses (an unknown field where the class forbids them) or ignores; extra-config keys
-    of the named connector are checked too."""
+    """Every field of a ``--kv-transfer-config`` JSON (or of another class of CONFIG_FLAGS: ``--kv-events-config``,
+    ``--compilation-config`` and its ``pass_config``) that the release refuses (an unknown field where the class
+    forbids them) or ignores; extra-config keys of the named connector are checked too."""
     schema, release = knowledge.engine_schema, _version(version)
-    flag = "--kv-transfer-config" if config_class == "KVTransferConfig" else "--kv-events-config"
+    flag = CONFIG_FLAGS[config_class]
     cls = _config(schema, config_class, release)
     if cls is None:
         raise ValueError(f"{config_class} is not in vLLM {release}'s schema")

@@ -114,6 +114,9 @@ def refused_values(
         value = flag.value
         if not isinstance(value, str) or flag.unresolved or flag.problem or any(m in value for m in UNREAD):
             continue
+        if parsed and (dotted := _dotted_optimization_level(flag, value, version)) is not None:
+            found.append(dotted)
+            continue
         option = _option(flag.name, accepted)
         if option is None:
             continue
@@ -127,6 +130,27 @@ def refused_values(
         if refusal is not None:
             found.append(refusal)
     return found
+
+
+# From 0.13.0 vLLM's parser reads any -O word but -O itself as --optimization-level and its rest
+# (wheel:vllm==0.13.0:vllm/utils/argparse_utils.py:247-251), so -O.KEY=V, the compilation-config
+# shorthand of 0.11 (and a deprecated one in 0.12), becomes a level ".KEY=V", which OptimizationLevel
+# (0 to 3, wheel:vllm==0.34.0:vllm/config/vllm.py:161-175) refuses.
+DOTTED_O_REFUSED_FROM = Version("0.13.0")
+
+
+def _dotted_optimization_level(flag: FlagUse, value: str, version: Version) -> Refusal | None:
+    if not flag.name.startswith("-O.") or version < DOTTED_O_REFUSED_FROM:
+        return None
+    level = f"{flag.name[2:]}={value}" if "=" in flag.written or value else flag.name[2:]
+    return Refusal(
+        flag,
+        "-O",
+        level,
+        f"-O.KEY is read as --optimization-level {level}, not an optimization level",
+        f"an optimization level 0 to 3 (-O3); a compilation setting is -cc.{flag.name[3:]} or a key of "
+        "--compilation-config",
+    )
 
 
 def _option(name: str, accepted: frozenset[str]) -> str | None:

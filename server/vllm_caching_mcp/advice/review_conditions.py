@@ -28,7 +28,7 @@ from ..knowledge import (
     ranged_at,
 )
 from ..safe_text import one_line
-from ..versions import Version
+from ..versions import Version, contains, parse_specifier, parse_version
 from .deployment import (
     Deployment,
     Effective,
@@ -509,7 +509,27 @@ def _transfer_schema_problems(ctx: Context) -> list[tuple[Problem, Location | No
     if events is not None and parsed is not None:
         checked = check_kv_transfer_config(parsed, ctx.version, ctx.knowledge, config_class="KVEventsConfig")
         found += [(p, events.location) for p in checked]
-    return found
+    return found + _compilation_schema_problems(ctx)
+
+
+def _compilation_schema_problems(ctx: Context) -> list[tuple[Problem, Location | None]]:
+    """What the release's schema says of --compilation-config (its JSON and -O.KEY words) and of the pass_config
+    inside it, which vLLM validates as a PassConfig of its own."""
+    flag = ctx.effective.flags.get("--compilation-config")
+    parsed = _json_object(flag.value) if flag is not None else None
+    schema = ctx.knowledge.engine_schema
+    if flag is None or parsed is None or not schema.has_config("CompilationConfig", ctx.version):
+        return []
+    checked = check_kv_transfer_config(parsed, ctx.version, ctx.knowledge, config_class="CompilationConfig")
+    passes = parsed.get("pass_config")
+    if (
+        isinstance(passes, dict)
+        and "pass_config" not in {p.key for p in checked}
+        and schema.has_config("PassConfig", ctx.version)
+    ):
+        inner = check_kv_transfer_config(passes, ctx.version, ctx.knowledge, config_class="PassConfig")
+        checked += [p.model_copy(update={"key": f"pass_config.{p.key}"}) for p in inner]
+    return [(p, flag.location) for p in checked]
 
 
 def _json_object(value: object) -> dict[str, Any] | None:
@@ -694,6 +714,48 @@ def _release_pinned_unknown(wanted: bool, ctx: Context) -> Outcome:
     return Outcome(pinned is wanted, evidence if pinned else [])
 
 
+def _python_unsupported(wanted: bool, ctx: Context) -> Outcome:
+    """A `pip install vllm==X` into a Python the release's Requires-Python does not admit: pip finds no release to
+    install ("Could not find a version that satisfies the requirement"), so the script stops there."""
+    workload = ctx.workload
+    items: list[Evidence] = []
+    for claim in workload.installs if workload is not None else []:
+        if claim.package != "vllm" or claim.version is None or claim.python is None:
+            continue
+        required = ctx.knowledge.requires_python(claim.package, parse_version(claim.version))
+        if required is not None and not contains(parse_specifier(required), parse_version(claim.python)):
+            items.append(
+                Evidence(
+                    f"pip install {claim.requirement} into Python {claim.python}: vLLM {claim.version} requires "
+                    f"Python {required}",
+                    claim.location,
+                )
+            )
+    return Outcome(bool(items) is wanted, items=items)
+
+
+def _python_caps_release(wanted: bool, ctx: Context) -> Outcome:
+    """An unpinned `pip install vllm` into a Python older than the newest release admits: pip takes the newest
+    release that still admits it, an old one, whatever day it runs."""
+    workload = ctx.workload
+    newest = ctx.knowledge.newest("vllm")
+    items: list[Evidence] = []
+    for claim in workload.installs if workload is not None else []:
+        if claim.package != "vllm" or claim.version is not None or claim.python is None:
+            continue
+        taken = ctx.knowledge.newest_for_python("vllm", claim.python)
+        if taken is not None and taken < newest:
+            required = ctx.knowledge.requires_python("vllm", newest)
+            items.append(
+                Evidence(
+                    f"pip install {claim.requirement} into Python {claim.python} takes vLLM {taken}, the newest "
+                    f"release that admits it; vLLM {newest} requires Python {required}",
+                    claim.location,
+                )
+            )
+    return Outcome(bool(items) is wanted, items=items)
+
+
 def _ray_cluster(wanted: bool, ctx: Context) -> Outcome:
     workload = ctx.workload
     if workload is None:
@@ -828,6 +890,8 @@ EVALUATORS: dict[str, Callable[[Any, Asked], Outcome]] = {
     "lmcache_settings_unused": _lmcache_settings_unused,
     "entrypoint": lambda module, asked: _entrypoint(module, asked.ctx),
     "ray_cluster": lambda wanted, asked: _ray_cluster(wanted, asked.ctx),
+    "python_unsupported": lambda wanted, asked: _python_unsupported(wanted, asked.ctx),
+    "python_caps_release": lambda wanted, asked: _python_caps_release(wanted, asked.ctx),
     "weights_exceed_gpu": lambda wanted, asked: _weights_exceed_gpu(wanted, asked.ctx),
     "release_pinned_unknown": lambda wanted, asked: _release_pinned_unknown(wanted, asked.ctx),
     "vllm_env_value_refused": _vllm_env_value_refused,

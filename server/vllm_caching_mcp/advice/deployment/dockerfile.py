@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from ..common import AdviceError
 from .bounds import clip
-from .installs import pip_installs
+from .installs import pip_installs, python_selected
 from .model import Document, EnvUse, Location, ReleaseClaim
 from .shell import Shell, ShellRun, tokenize_shell
 
@@ -68,6 +68,7 @@ class Stage:
     entrypoint: list[tuple[str, Location]] | None = None
     cmd: list[tuple[str, Location]] | None = None
     shell_entrypoint: bool = False  # ENTRYPOINT in shell form, which runs without CMD
+    python: str | None = None  # the Python its installs go into: the python:3.X base image's, or a RUN's venv
     unresolved: dict[str, str] = field(default_factory=dict)
     _values: dict[str, str] | None = None  # args and env as one mapping, built when asked
 
@@ -90,6 +91,7 @@ class Stage:
             entrypoint=self.entrypoint,
             cmd=self.cmd,
             shell_entrypoint=self.shell_entrypoint,
+            python=self.python,
         )
 
 
@@ -196,16 +198,28 @@ def _run(stage: Stage, doc: Document, body: str, line: int, notes: list[str]) ->
     """The pip installs of one RUN (exec or shell form; its --mount and --network options left out)."""
     words = _exec_form(body, doc, line)
     if words is not None:
-        stage.installs += pip_installs(words)
+        stage.installs += pip_installs(words, stage.python)
+        stage.python = python_selected([w for w, _ in words]) or stage.python
         return
     # BuildKit's options (--mount=..., --network=...), each line of them continued with a backslash
     script = re.sub(r"^((?:\s|\\\n)*--[\w-]+(=\S*)?)+", lambda m: re.sub(r"[^\n]", " ", m.group()), body)
     shell = Shell(stage.values())  # a copy: what a RUN script assigns ends with it
     run = ShellRun(Document(name=doc.name, text=script), None, shell)
     run.pins = stage.installs
+    run.python = stage.python
     for _ in run.launches(line):
         pass  # a server a RUN starts stops with the build; only what it installs stays in the image
+    stage.python = run.python
     notes += run.notes
+
+
+# The official Python images (python:3.10-slim, docker.io/library/python:3.9): the Python their pip installs into.
+_PYTHON_IMAGE = re.compile(r"^(?:(?:docker\.io/)?library/)?python:(?P<version>3\.\d{1,2})(?:[.-]|$)")
+
+
+def _image_python(image: str) -> str | None:
+    m = _PYTHON_IMAGE.match(image)
+    return m["version"] if m else None
 
 
 def _from(
@@ -218,7 +232,7 @@ def _from(
     earlier = next((s for s in reversed(stages) if s.name is not None and s.name.lower() == base.lower()), None)
     if earlier is not None:
         return earlier.built_on(name)
-    stage = Stage(name, (base, Location(file=doc.name, line=line)))
+    stage = Stage(name, (base, Location(file=doc.name, line=line)), python=_image_python(base))
     if why is not None:
         stage.unresolved[base] = why
         notes.append(f"{doc.name}:{line}: the base image {clip(base, 80)} is not known: {why}")

@@ -70,7 +70,9 @@ def read_args(
             name = normalize_flag(text)
             value: str | bool | None
             problem: str | None = None
-            if "=" in text:
+            if text.startswith("-O") and len(text) > 2 and text[2] not in ".=":
+                name, value = "-O", text[2:]  # -O3, -Odecode: vLLM's parser splits them so itself
+            elif "=" in text:
                 value = text.split("=", 1)[1]
             elif id(loc) in emptied:
                 value = ""

@@ -161,6 +161,9 @@ class ReleaseClaim(BaseModel):
     version: str | None = Field(description="the release pinned (==); null when the install names none exactly")
     requirement: str = Field(description="the requirement as written: vllm==0.11.0, vllm>=0.10, vllm")
     upgrade: bool = Field(default=False, description="pip's --upgrade: it replaces a release already installed")
+    python: str | None = Field(
+        default=None, description="the Python (3.9) it installs into, where the files say it: conda, uv, a base image"
+    )
     location: Location
 
 

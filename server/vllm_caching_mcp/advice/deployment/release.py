@@ -4,6 +4,7 @@ or an earlier install put there), with where it was read and a note wherever two
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -36,8 +37,13 @@ def _keeps(installed: str, claim: ReleaseClaim) -> bool:
         return False
 
 
-def _fold(start: Release, claims: list[ReleaseClaim], package: str) -> Release:
-    """The release after each install in turn, from ``start`` (the image's)."""
+# The newest release whose Requires-Python admits a Python (3.9), when that is older than the newest release.
+PythonCap = Callable[[str], str | None]
+
+
+def _fold(start: Release, claims: list[ReleaseClaim], package: str, cap: PythonCap | None = None) -> Release:
+    """The release after each install in turn, from ``start`` (the image's); ``cap`` names the release an
+    unpinned install takes in a Python the newest release no longer admits."""
     current = start
     for claim in claims:
         said = f"{claim.location}: pip installs {claim.requirement}"
@@ -54,6 +60,12 @@ def _fold(start: Release, claims: list[ReleaseClaim], package: str) -> Release:
                 f"{said} with no exact version; pip keeps the {package} {current.version} already installed, "
                 "which satisfies it"
             )
+        elif cap is not None and claim.python is not None and (taken := cap(claim.python)) is not None:
+            current.notes.append(
+                f"{said} into Python {claim.python}: pip takes the newest {package} release that admits that Python, "
+                f"{taken}; newer releases require a newer Python"
+            )
+            current = Release(taken, "pip-install", claim.location, current.notes)
         else:
             current.notes.append(
                 f"{said} with no exact version: it installs whichever {package} release is newest when it runs, so "
@@ -63,11 +75,11 @@ def _fold(start: Release, claims: list[ReleaseClaim], package: str) -> Release:
     return current
 
 
-def workload_release(workload: Workload) -> Release:
+def workload_release(workload: Workload, cap: PythonCap | None = None) -> Release:
     """The vLLM release the workload runs: its image tag's, replaced by each pip install of vLLM before it."""
     tag = image_version(workload.image)
     start = Release(tag, "image-tag", workload.image_location or workload.location) if tag else Release()
-    return _fold(start, [c for c in workload.installs if c.package == "vllm"], "vLLM")
+    return _fold(start, [c for c in workload.installs if c.package == "vllm"], "vLLM", cap)
 
 
 def lmcache_release(workload: Workload) -> Release:

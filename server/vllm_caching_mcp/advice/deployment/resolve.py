@@ -62,12 +62,19 @@ def _effective_flags(
             flag = flag.model_copy(update={"name": name})
         if name.startswith("--no-"):
             name, flag = "--" + name[5:], flag.model_copy(update={"name": "--" + name[5:], "value": False})
+        if name.startswith("-O") and version is not None:
+            flag = _optimization_word(flag, version, notes)
+            name = flag.name
         base, dot, sub = name.partition(".")
-        if dot and base in ("--kv-transfer-config",):
+        base = "--compilation-config" if base == "-cc" else base
+        if dot and base == "--kv-transfer-config":
             transfer = transfer or {}
             if _set_dotted(transfer, sub, flag, notes):
                 transfer_location = flag.location
             flags[base] = flag.model_copy(update={"name": base})
+            continue
+        if base == "--compilation-config":
+            flags[base] = _compilation_config(flags.get(base), sub if dot else None, flag, notes)
             continue
         if not name.startswith("--"):  # short aliases such as -tp, -pp
             full = next((g.name for g in knowledge.find(name) if name in g.aliases and g.name.startswith("--")), None)
@@ -85,12 +92,81 @@ def _effective_flags(
     return flags, transfer, transfer_location
 
 
+# What vLLM's parser makes of -O words (FlexibleArgumentParser.parse_args): up to 0.11.x -O is --compilation-config
+# (-O3 its level); from 0.12.0 -O N is --optimization-level N, -cc is --compilation-config, and -O.KEY is rewritten
+# to -cc.KEY with a deprecation warning; from 0.13.0 -O.KEY=V is read as --optimization-level .KEY=V.
+_OPTIMIZATION_LEVEL_FROM = Version("0.12.0")
+_DOTTED_O_REFUSED_FROM = Version("0.13.0")
+
+
+def _optimization_word(flag: FlagUse, version: Version, notes: list[str]) -> FlagUse:
+    """An -O word as the release's parser reads it (wheel:vllm==0.11.0:vllm/utils/__init__.py:1891-1902,
+    wheel:vllm==0.12.0:vllm/utils/argparse_utils.py:247-270,
+    wheel:vllm==0.13.0:vllm/utils/argparse_utils.py:247-251)."""
+    dotted = flag.name.startswith("-O.")
+    if version < _OPTIMIZATION_LEVEL_FROM:
+        if dotted:
+            return flag.model_copy(update={"name": "--compilation-config" + flag.name[2:]})
+        level = flag.value if isinstance(flag.value, str) and flag.value.isdigit() else None
+        value = json.dumps({"level": int(level)}) if level is not None else flag.value
+        return flag.model_copy(update={"name": "--compilation-config", "value": value})
+    if not dotted:
+        return flag.model_copy(update={"name": "--optimization-level"})
+    if version < _DOTTED_O_REFUSED_FROM:
+        notes.append(
+            f"{flag.location}: {clip(flag.written, 60)}: vLLM {version} reads -O.KEY as -cc.KEY (--compilation-config) "
+            "with a deprecation warning; from 0.13.0 it is read as an optimization level and refused"
+        )
+        return flag.model_copy(update={"name": "--compilation-config" + flag.name[2:]})
+    value = f"{flag.name[2:]}={flag.value}" if isinstance(flag.value, str) else flag.name[2:]
+    return flag.model_copy(update={"name": "--optimization-level", "value": value})
+
+
+def _compilation_config(before: FlagUse | None, keys: str | None, flag: FlagUse, notes: list[str]) -> FlagUse:
+    """--compilation-config as vLLM's parser reads it, kept as one flag whose value is JSON: each occurrence (its
+    JSON, or a ``--compilation-config.a.b`` / ``-O.a.b`` value, read as JSON, else as text) is validated against
+    the class on its own, so every key given in any of them is kept, merged into one object."""
+    renamed = flag.model_copy(update={"name": "--compilation-config"})
+    merged = _json_object_of(before)
+    if keys is None:
+        given = _json_object_of(flag)
+        if not merged or not given:
+            return renamed
+        _merge(merged, given)
+    else:
+        try:
+            value: Any = json.loads(flag.value) if isinstance(flag.value, str) else flag.value
+        except ValueError:
+            value = flag.value
+        if not _set_dotted(merged, keys, flag.model_copy(update={"value": value}), notes):
+            return before or renamed
+    return renamed.model_copy(update={"value": json.dumps(merged)})
+
+
+def _merge(into: dict[str, Any], update: dict[str, Any]) -> None:
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            _merge(into[key], value)
+        else:
+            into[key] = value
+
+
+def _json_object_of(flag: FlagUse | None) -> dict[str, Any]:
+    if flag is None or not isinstance(flag.value, str):
+        return {}
+    try:
+        parsed = json.loads(flag.value)
+    except ValueError:
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
+
+
 def _set_dotted(transfer: dict[str, Any], keys: str, flag: FlagUse, notes: list[str]) -> bool:
     """Apply ``--kv-transfer-config.a.b value``; false (with a note) when it cannot be."""
     parts = keys.split(".")
     if len(parts) > _MAX_JSON_DEPTH:
         deep = f"is nested {len(parts):,} keys deep, more than {_MAX_JSON_DEPTH}"
-        notes.append(f"{flag.location}: --kv-transfer-config.… {deep}; it is not used")
+        notes.append(f"{flag.location}: {clip(flag.written, 60)} {deep}; it is not used")
         return False
     target = transfer
     for depth, part in enumerate(parts[:-1]):

@@ -12,7 +12,7 @@ from typing import NamedTuple
 from ..common import AdviceError
 from .bounds import MAX_ARGUMENTS, MAX_EXPANDED_CHARS, MAX_VALUE_CHARS, clip
 from .hygiene import install_issues, kill_issue
-from .installs import pip_installs
+from .installs import pip_installs, python_selected
 from .launch import RAY_CLUSTER, WRAPPERS, Launch, docker_run, entrypoint_of, may_start_vllm, script_index, vllm_args
 from .model import Document, EnvUse, HygieneIssue, Location, ReleaseClaim
 
@@ -546,6 +546,7 @@ class ShellRun:
         self.file_issues: list[HygieneIssue] = []  # what the script does wrong wherever it does it (kill by name)
         # The pip installs of vLLM and LMCache run so far: each launch after them runs what they installed.
         self.pins: list[ReleaseClaim] = []
+        self.python: str | None = None  # the Python the commands so far chose (conda create python=3.9, uv venv -p)
 
     def at(self, token: Token) -> Location:
         return Location(file=self.doc.name, line=token.line, path=self.path)
@@ -662,8 +663,9 @@ class ShellRun:
             script = texts[at] if at is not None else " ".join(texts[1:])
             yield from self.nested(script, fields[at or 1][1].line, assigned, shared=at is None)
             return
+        self.python = python_selected(texts) or self.python
         if "install" in texts:
-            self.pins += pip_installs([(f.text, self.at(token)) for f, token in fields])
+            self.pins += pip_installs([(f.text, self.at(token)) for f, token in fields], self.python)
         if not may_start_vllm(texts):
             return
         words = [(f.text, self.at(token)) for f, token in fields]
@@ -699,6 +701,7 @@ class ShellRun:
             outer_env = self.env_of(self.exported + assigned)
         inner.installs = list(self.installs)
         inner.pins = self.pins  # what `sh -c "pip install …"` installs, the script's later lines run on
+        inner.python = self.python
         for launch in inner.launches(line or 1):
             launch.env = outer_env + launch.env
             yield launch
