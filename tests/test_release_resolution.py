@@ -42,10 +42,10 @@ def configuration_findings(*documents: str | tuple[str, str]) -> list[str]:
             [("vllm", "0.12.0")],
         ),
         ("pip install vllm-flash-attn==2.6.1 lmcache-ext", []),
-        ("pip install -c vllm==0.1.0 torch", []),  # the value of -c is a file, not a requirement
+        ("pip install -c vllm==0.1.0 torch", [("torch", None)]),  # the value of -c is a file, not a requirement
         ("pip download vllm==0.12.0", []),
         # packages the files do not name: what they bring is not known
-        ("pip install -r requirements.txt torch==2.8.0", [("unknown", None)]),
+        ("pip install -r requirements.txt torch==2.8.0", [("unknown", None), ("torch", "2.8.0")]),
         ("pip install -e . git+https://github.com/org/repo", [("unknown", None), ("unknown", None)]),
     ],
 )
@@ -236,7 +236,9 @@ def test_a_requirement_item_is_read_as_pip_reads_it() -> None:
     where = Location(file="serve.yaml", line=4)
     claim = requirement_claim("vllm==0.12.0", where)
     assert claim is not None and (claim.package, claim.version, claim.upgrade) == ("vllm", "0.12.0", False)
-    assert requirement_claim("torch==2.8.0", where) is None
+    torch = requirement_claim("torch==2.8.0", where)  # pinned beside vLLM: judged against its Requires-Dist
+    assert torch is not None and (torch.package, torch.version) == ("torch", "2.8.0")
+    assert requirement_claim("numpy==2.0.0", where) is None
 
 
 def test_an_lmcache_pin_is_the_lmcache_release_its_config_is_judged_by() -> None:

@@ -122,6 +122,27 @@ RULE_CASES: dict[str, tuple[str | None, str, str, dict[str, Any]]] = {
         f"conda create -n vllm python=3.12 -y && pip install vllm && vllm serve {M}",
         {},
     ),
+    # transformers pinned outside the vLLM release's Requires-Dist
+    "pitfall.pin-outside-vllm-requirement": (
+        None,
+        f"pip install vllm==0.15.1 transformers==5.1.0 && vllm serve {M}",
+        f"pip install vllm==0.15.1 transformers==4.57.1 && vllm serve {M}",
+        {},
+    ),
+    # one option twice: argparse keeps the second value
+    "pitfall.option-given-twice": (
+        "0.33.0",
+        f"vllm serve {M} --max-num-seqs 8 --max-num-seqs 16",
+        f"vllm serve {M} --max-num-seqs 16 --middleware a.b --middleware c.d",
+        {},
+    ),
+    # the development endpoints (/collective_rpc, /sleep) on the served API
+    "pitfall.server-dev-mode-endpoints": (
+        "0.33.0",
+        f"VLLM_SERVER_DEV_MODE=1 vllm serve {M}",
+        f"VLLM_SERVER_DEV_MODE=0 vllm serve {M}",
+        {},
+    ),
     # the demo server module: gone from 0.25.0, a warning before
     "pitfall.demo-api-server-removed": (
         "0.33.0",
@@ -551,7 +572,7 @@ def fired(result: ReviewResult) -> set[str]:
 def test_every_rule_has_a_passing_and_a_failing_example(knowledge: Knowledge) -> None:
     rule_ids = {r.id for r in list_rules(knowledge)}
     assert rule_ids == set(RULE_CASES) | SEPARATELY_TESTED
-    assert len(rule_ids) == 82
+    assert len(rule_ids) == 85
 
 
 @pytest.mark.parametrize("rule_id", sorted(RULE_CASES))

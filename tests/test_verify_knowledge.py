@@ -715,3 +715,43 @@ def test_a_release_with_only_a_source_distribution_is_read_from_its_extracted_sd
     source = importlib.import_module("verifier.source")
     tree = source.SourceTree("lmcache", "0.3.0", sdist)
     assert tree.paths == ["lmcache/v1/config.py"]
+
+
+def test_each_releases_metadata_is_read_in_its_wheel_and_a_wrong_record_is_contradicted(tmp_path: Path) -> None:
+    from vllm_caching_mcp.knowledge import Release, ReleaseLine
+
+    plan_module = importlib.import_module("verifier.plan")
+    source = importlib.import_module("verifier.source")
+    shipped = {"0.1.0": (">=3.9", "==2.8.0"), "0.2.0": ("<3.15,>=3.10", "==2.9.0")}
+    for version, (python, torch) in shipped.items():
+        dist_info = tmp_path / f"vllm-{version}" / f"vllm-{version}.dist-info"
+        dist_info.mkdir(parents=True)
+        (dist_info / "METADATA").write_text(
+            f"Metadata-Version: 2.4\nName: vllm\nVersion: {version}\nRequires-Python: {python}\n"
+            f"Requires-Dist: torch{torch}\nRequires-Dist: torch==1.0; extra == 'old'\n\n"
+            "Requires-Python: >=2.7 is only the description from here on\n"
+        )
+    recorded = ReleaseLine(
+        package="vllm",
+        sources=("pypi:vllm",),
+        verified_at=dt.date(2026, 12, 3),
+        releases=(
+            Release(version="0.1.0", requires_python=">=3.9", requires={"torch": "==2.8.0"}),
+            Release(version="0.2.0", requires_python=">=3.11,<3.15", requires={"torch": "==2.9.0"}),
+        ),
+    )
+    releases = {"vllm": [Version("0.1.0"), Version("0.2.0")]}
+    outcome = {}
+    for field in ("requires_python", "requires"):
+        fact = plan_module.ReleaseMetadataFact(recorded, field)
+        for check in plan_module.plan(fact, releases):
+            tree = source.SourceTree("vllm", str(check.version), tmp_path / f"vllm-{check.version}")
+            run_module.run_check(check, tree)
+            outcome[(fact.id, str(check.version))] = (check.status, check.observed.where if check.observed else None)
+    assert outcome == {
+        ("release.vllm.requires-python", "0.1.0"): ("pass", "vllm-0.1.0.dist-info/METADATA:4"),
+        # the record says 3.11; the wheel admits 3.10 (the clauses' order does not matter)
+        ("release.vllm.requires-python", "0.2.0"): ("fail", "vllm-0.2.0.dist-info/METADATA:4"),
+        ("release.vllm.requires-dist", "0.1.0"): ("pass", "vllm-0.1.0.dist-info/METADATA:5"),
+        ("release.vllm.requires-dist", "0.2.0"): ("pass", "vllm-0.2.0.dist-info/METADATA:5"),
+    }

@@ -14,8 +14,9 @@ from vllm_caching_mcp.knowledge import (
     Probe,
     Ranged,
     ReleaseLine,
+    ReleaseMetadata,
     Setting,
-    requires_python_fact,
+    release_metadata_fact,
 )
 from vllm_caching_mcp.versions import SpecifierSet, Version, contains
 
@@ -53,19 +54,21 @@ class AdvisoryFact:
 
 
 @dataclass(frozen=True)
-class RequiresPythonFact:
-    """The Requires-Python releases.yaml records for each release of one package, read in each wheel's METADATA."""
+class ReleaseMetadataFact:
+    """What releases.yaml records of one package's METADATA (its Requires-Python, or its Requires-Dist for the
+    packages it lists), read in each release's wheel."""
 
     line: ReleaseLine
+    field: ReleaseMetadata
     aliases: tuple[str, ...] = ()
 
     @property
     def id(self) -> str:
-        return requires_python_fact(self.line.package)
+        return release_metadata_fact(self.line.package, self.field)
 
     @property
     def name(self) -> str:
-        return "Requires-Python"
+        return "Requires-Python" if self.field == "requires_python" else "Requires-Dist"
 
     @property
     def component(self) -> str:
@@ -73,8 +76,8 @@ class RequiresPythonFact:
 
 
 # What the verifier checks: an entry of the knowledge that exists in some releases, an advisory, or a
-# package's Requires-Python.
-Fact = Gated | AdvisoryFact | RequiresPythonFact
+# package's recorded METADATA.
+Fact = Gated | AdvisoryFact | ReleaseMetadataFact
 
 
 @dataclass
@@ -226,14 +229,23 @@ def _range_written_checks(entry: Gated, inside: list[Version]) -> list[Check]:
     return checks
 
 
-def requires_python_plan(fact: RequiresPythonFact, releases: dict[str, list[Version]]) -> list[Check]:
-    """Each stretch of releases with one recorded Requires-Python, read at its first and last release."""
-    recorded = {r.version: r.requires_python for r in fact.line.releases}
-    probe = Probe(kind="requires_python")
+def release_metadata_plan(fact: ReleaseMetadataFact, releases: dict[str, list[Version]]) -> list[Check]:
+    """Each stretch of releases with one recorded value, read at its first and last release: the Requires-Python,
+    or each listed dependency's Requires-Dist range."""
+    versions = releases.get(fact.component, [])
+    if fact.field == "requires_python":
+        python = {r.version: r.requires_python for r in fact.line.releases}
+        targets: dict[str, dict[Version, str | None]] = {"": python}
+    else:
+        names = sorted({name for r in fact.line.releases for name in r.requires})
+        targets = {name: {r.version: r.requires.get(name) for r in fact.line.releases} for name in names}
     checks: list[Check] = []
-    for version, value in stretches(releases.get(fact.component, []), lambda v: recorded.get(v)):
-        if value is not None:
-            checks.append(Check(fact, probe, fact.component, version, canonical_specifier(value), value))
+    for target, recorded in targets.items():
+        probe = Probe(kind="requires_python" if fact.field == "requires_python" else "requires_dist", target=target)
+        for version, value in stretches(versions, recorded.get):
+            if value is not None:
+                label = f"{target} {value}" if target else value
+                checks.append(Check(fact, probe, fact.component, version, canonical_specifier(value), label))
     return checks
 
 
@@ -241,8 +253,8 @@ def plan(entry: Fact, releases: dict[str, list[Version]]) -> list[Check]:
     """Every (probe, release, expectation) the entry asks for."""
     if isinstance(entry, AdvisoryFact):
         return advisory_plan(entry, releases)
-    if isinstance(entry, RequiresPythonFact):
-        return requires_python_plan(entry, releases)
+    if isinstance(entry, ReleaseMetadataFact):
+        return release_metadata_plan(entry, releases)
     versions = releases.get(entry.component)
     if not versions:
         return []

@@ -221,19 +221,31 @@ def canonical_specifier(text: str) -> str:
     return ",".join(sorted(str(s) for s in SpecifierSet(text)))
 
 
-def _requires_python(tree: SourceTree, probe: Probe, target: str, aliases: tuple[str, ...]) -> Observation:
-    """The release's Requires-Python header: its wheel's dist-info/METADATA, or a source distribution's PKG-INFO."""
+def _metadata_header(tree: SourceTree) -> tuple[str, str]:
+    """The release's METADATA headers (its wheel's dist-info/METADATA, or a source distribution's PKG-INFO)."""
     for path in (f"{tree.package}-{tree.version}.dist-info/METADATA", "PKG-INFO"):
         text = tree.text(path)
-        if text is None:
-            continue
-        header = text.split("\n\n", 1)[0]  # the body after the first blank line is the project's description
-        match = re.search(r"^Requires-Python:[ \t]*(.+?)\s*$", header, re.MULTILINE)
-        if match is None:
-            return Observation(None, path)
-        line = header.count("\n", 0, match.start()) + 1
-        return Observation(canonical_specifier(match[1]), path, line)
+        if text is not None:
+            return path, text.split("\n\n", 1)[0]  # the body after the first blank line is the description
     raise NotCheckable(f"no METADATA in {tree.package} {tree.version}")
+
+
+def _header_value(path: str, header: str, pattern: str) -> Observation:
+    match = re.search(pattern, header, re.MULTILINE)
+    if match is None:
+        return Observation(None, path)
+    return Observation(canonical_specifier(match[1]), path, header.count("\n", 0, match.start()) + 1)
+
+
+def _requires_python(tree: SourceTree, probe: Probe, target: str, aliases: tuple[str, ...]) -> Observation:
+    path, header = _metadata_header(tree)
+    return _header_value(path, header, r"^Requires-Python:[ \t]*(.+?)\s*$")
+
+
+def _requires_dist(tree: SourceTree, probe: Probe, target: str, aliases: tuple[str, ...]) -> Observation:
+    """The range of the release's unconditional Requires-Dist on ``target`` (no extra, no environment marker)."""
+    path, header = _metadata_header(tree)
+    return _header_value(path, header, rf"^Requires-Dist:[ \t]*{re.escape(target)}[ \t]*\(?([^;()\n]+?)\)?[ \t]*$")
 
 
 READERS: dict[str, Reader] = {
@@ -250,6 +262,7 @@ READERS: dict[str, Reader] = {
     "env_default": _env_default,
     "config_default": _config_default,
     "requires_python": _requires_python,
+    "requires_dist": _requires_dist,
 }
 
 

@@ -8,13 +8,13 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
-from vllm_caching_mcp.knowledge import PRESENCE_PROBES, Knowledge
+from vllm_caching_mcp.knowledge import PRESENCE_PROBES, Knowledge, ReleaseMetadata
 from vllm_caching_mcp.versions import Version
 
 from .download import download, locate
-from .plan import AdvisoryFact, Check, Fact, RequiresPythonFact, plan, read_in_wheels
+from .plan import AdvisoryFact, Check, Fact, ReleaseMetadataFact, plan, read_in_wheels
 from .probes import observe
 from .source import NotCheckable, SourceTree
 
@@ -133,9 +133,10 @@ def facts_to_verify(knowledge: Knowledge, only: list[str] | None) -> list[Verdic
         if a.package in PACKAGES and read_in_wheels(a)
     ]
     verdicts += [
-        Verdict(RequiresPythonFact(line), "releases.yaml")
+        Verdict(ReleaseMetadataFact(line, field), "releases.yaml")
         for package, line in knowledge.releases.items()
-        if package in PACKAGES and any(r.requires_python for r in line.releases)
+        for field in get_args(ReleaseMetadata)
+        if package in PACKAGES and any(getattr(r, field) for r in line.releases)
     ]
     if only:
         verdicts = [v for v in verdicts if any(fnmatch.fnmatchcase(v.entry.id, p) for p in only)]

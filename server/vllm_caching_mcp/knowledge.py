@@ -154,7 +154,7 @@ def change_of(changes: Iterable[Change], kind: ChangeKind) -> Change | None:
 
 ProbeKind = Literal[
     "registered", "flag", "metric", "env_read", "config_key", "spec_key", "text",
-    "subclass", "default", "env_default", "config_default", "literal", "requires_python",
+    "subclass", "default", "env_default", "config_default", "literal", "requires_python", "requires_dist",
 ]  # fmt: skip
 PRESENCE_PROBES: frozenset[str] = frozenset(
     {"registered", "flag", "metric", "env_read", "config_key", "spec_key", "text"}
@@ -509,6 +509,12 @@ class Condition(Frozen):
     python_unsupported: bool | None = Field(
         default=None, description="a pip install of a vLLM release into a Python its Requires-Python does not admit"
     )
+    option_repeated: bool | None = Field(
+        default=None, description="an option given twice in one command with two values (the parser keeps the last)"
+    )
+    pin_outside_vllm_requirement: bool | None = Field(
+        default=None, description="a torch or transformers pin the vLLM release's Requires-Dist excludes"
+    )
     python_caps_release: bool | None = Field(
         default=None,
         description="an unpinned pip install of vLLM into a Python the newest release no longer admits",
@@ -692,11 +698,18 @@ class Release(Frozen):
     # The Python versions pip installs it into: its metadata's Requires-Python, as written in the release's
     # dist-info/METADATA (the verifier reads it there); None where it was not read.
     requires_python: SpecifierText | None = None
+    # Its Requires-Dist for the packages deployments pin beside it (torch, transformers), from the same METADATA.
+    requires: dict[str, SpecifierText] = Field(default_factory=dict)
 
 
-def requires_python_fact(package: str) -> str:
-    """The id the verifier reports a package's recorded Requires-Python under, and a rule names as its premise."""
-    return f"release.{package}.requires-python"
+# What releases.yaml records of each release's METADATA, by the Release field that holds it.
+ReleaseMetadata = Literal["requires_python", "requires"]
+
+
+def release_metadata_fact(package: str, field: ReleaseMetadata) -> str:
+    """The id the verifier reports a package's recorded METADATA field under, and a rule names as its premise:
+    release.vllm.requires-python, release.vllm.requires-dist."""
+    return f"release.{package}." + ("requires-python" if field == "requires_python" else "requires-dist")
 
 
 class ReleaseLine(Sourced):
@@ -2077,6 +2090,12 @@ class Knowledge(Frozen):
         found = next((r for r in line.releases if r.version == version), None) if line else None
         return found.requires_python if found is not None else None
 
+    def release_requires(self, package: str, version: Version, dependency: str) -> str | None:
+        """The release's Requires-Dist range for ``dependency`` (torch, transformers), or None when not recorded."""
+        line = self.releases.get(package)
+        found = next((r for r in line.releases if r.version == version), None) if line else None
+        return found.requires.get(dependency) if found is not None else None
+
     def newest_for_python(self, package: str, python: str) -> Version | None:
         """The newest release whose Requires-Python admits Python ``python`` (``3.9``), the one an unpinned
         `pip install` there takes; None when no recorded release admits it."""
@@ -2176,9 +2195,12 @@ def _cross_check(k: Knowledge) -> list[str]:
                 problems.append(f"{file}: entry {entry.id!r}: id already used in {seen[entry.id]}")
             seen[entry.id] = file
     known = set(seen)
-    # A package's Requires-Python, read in its wheels, is a fact a rule may rest on too.
+    # What releases.yaml records of a package's METADATA, read in its wheels, is a fact a rule may rest on too.
     known |= {
-        requires_python_fact(pkg) for pkg, line in k.releases.items() if any(r.requires_python for r in line.releases)
+        release_metadata_fact(pkg, field)
+        for pkg, line in k.releases.items()
+        for field in get_args(ReleaseMetadata)
+        if any(getattr(r, field) for r in line.releases)
     }
     known_versions = {pkg: {str(v) for v in k.release_versions(pkg)} for pkg in k.releases}
 

@@ -346,6 +346,8 @@ def _tier(types: tuple[str, ...], asked: Asked) -> Outcome:
 def _connector_configured(wanted: bool, asked: Asked) -> Outcome:
     e = asked.ctx.effective
     evidence = [Evidence(f"connector {u.name} (via {u.via})", u.location) for u in e.connectors]
+    if not e.connectors and any(e.flags[f].unresolved for f in _KV_CONNECTOR_OPTIONS if f in e.flags):
+        return Outcome(None, missing=["the value of the workload's KV connector option"])  # one the files leave open
     return Outcome(bool(e.connectors) is wanted, evidence or [Evidence("no KV connector is configured")])
 
 
@@ -756,6 +758,49 @@ def _python_caps_release(wanted: bool, ctx: Context) -> Outcome:
     return Outcome(bool(items) is wanted, items=items)
 
 
+def _pin_outside_vllm_requirement(wanted: bool, ctx: Context) -> Outcome:
+    """A torch or transformers release pinned beside a vLLM whose Requires-Dist excludes it: pip refuses the pair in
+    one install, and installed over vLLM it replaces the release vLLM was built and tested against."""
+    workload = ctx.workload
+    if workload is None or ctx.effective.version_source == "assumed-newest":
+        return Outcome(False)  # which vLLM runs is not in the files
+    items: list[Evidence] = []
+    for claim in workload.installs:
+        if claim.package not in ("torch", "transformers") or claim.version is None:
+            continue
+        required = ctx.knowledge.release_requires("vllm", ctx.version, claim.package)
+        if required is not None and not contains(parse_specifier(required), parse_version(claim.version)):
+            text = (
+                f"pip install {claim.requirement} beside vLLM {ctx.version}, which requires {claim.package}{required}"
+            )
+            items.append(Evidence(text, claim.location))
+    return Outcome(bool(items) is wanted, items=items)
+
+
+# Options argparse collects rather than replaces (action="append": wheel:vllm==0.11.0:vllm/entrypoints/openai/
+# cli_args.py:211, wheel:vllm==0.34.0:vllm/entrypoints/common/cli_args.py:408).
+_APPENDED = frozenset({"--middleware"})
+
+
+def _option_repeated(wanted: bool, flags: Sequence[FlagUse]) -> Outcome:
+    """An option given twice in one command with two values: vLLM's parser (an argparse ArgumentParser) keeps the
+    last, so the first value, often the one the author meant, does nothing. Dotted keys (--x.key) merge instead."""
+    first: dict[str, FlagUse] = {}
+    items: list[Evidence] = []
+    for flag in flags:
+        name = normalize_flag(flag.name)
+        if "." in name or name in _APPENDED or flag.unresolved or not isinstance(flag.value, str):
+            continue
+        seen = first.setdefault(name, flag)
+        if seen is not flag and seen.value != flag.value:
+            text = (
+                f"{name} is given as {clip(str(seen.value), 40)} at {seen.location} and as {clip(flag.value, 40)} "
+                f"here; vLLM takes the last, {clip(flag.value, 40)}"
+            )
+            items.append(Evidence(text, flag.location))
+    return Outcome(bool(items) is wanted, items=items)
+
+
 def _ray_cluster(wanted: bool, ctx: Context) -> Outcome:
     workload = ctx.workload
     if workload is None:
@@ -892,6 +937,8 @@ EVALUATORS: dict[str, Callable[[Any, Asked], Outcome]] = {
     "ray_cluster": lambda wanted, asked: _ray_cluster(wanted, asked.ctx),
     "python_unsupported": lambda wanted, asked: _python_unsupported(wanted, asked.ctx),
     "python_caps_release": lambda wanted, asked: _python_caps_release(wanted, asked.ctx),
+    "pin_outside_vllm_requirement": lambda wanted, asked: _pin_outside_vllm_requirement(wanted, asked.ctx),
+    "option_repeated": lambda wanted, asked: _option_repeated(wanted, asked.workload_flags),
     "weights_exceed_gpu": lambda wanted, asked: _weights_exceed_gpu(wanted, asked.ctx),
     "release_pinned_unknown": lambda wanted, asked: _release_pinned_unknown(wanted, asked.ctx),
     "vllm_env_value_refused": _vllm_env_value_refused,

@@ -23,7 +23,13 @@ _VALUED = {
 
 _UPGRADE = {"-U", "--upgrade", "--force-reinstall", "--reinstall", "-I", "--ignore-installed"}
 
-_PACKAGES: tuple[Literal["vllm", "lmcache"], ...] = ("vllm", "lmcache")
+# vLLM and LMCache, and the packages a deployment pins beside vLLM whose range vLLM's own Requires-Dist sets.
+_PACKAGES: tuple[Literal["vllm", "lmcache", "torch", "transformers"], ...] = (
+    "vllm",
+    "lmcache",
+    "torch",
+    "transformers",
+)
 
 # A requirement: the distribution name (PEP 503 normalised below), extras, then the version specifiers.
 _REQUIREMENT = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)\s*(\[[^\]]*\])?\s*(?P<spec>[=<>!~].*)?$")

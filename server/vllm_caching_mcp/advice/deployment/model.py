@@ -155,8 +155,9 @@ class ReleaseClaim(BaseModel):
     """A place that says which release of a package a workload runs, other than its image tag: a pip
     install before the launch (in its script, its container command or its Dockerfile)."""
 
-    package: Literal["vllm", "lmcache", "unknown"] = Field(
-        description="unknown: packages the files do not name (a requirements file, a source tree, a URL)"
+    package: Literal["vllm", "lmcache", "torch", "transformers", "unknown"] = Field(
+        description="torch and transformers: pinned beside vLLM; unknown: packages the files do not name (a "
+        "requirements file, a source tree, a URL)"
     )
     version: str | None = Field(description="the release pinned (==); null when the install names none exactly")
     requirement: str = Field(description="the requirement as written: vllm==0.11.0, vllm>=0.10, vllm")

@@ -27,9 +27,11 @@ from .readers import (
     kubernetes,
     lmcache,
     modelservice,
+    python_launcher,
     ray_serve,
     skypilot,
     terraform,
+    truss,
     vllm_config,
     vllm_runtime,
 )
@@ -48,6 +50,7 @@ READERS: tuple[Reader, ...] = (
     kaito.READER,  # partial, likewise
     kubernetes.READER,
     skypilot.READER,
+    truss.READER,
     compose.READER,
     helm.READER,
     modelservice.READER,
@@ -56,6 +59,7 @@ READERS: tuple[Reader, ...] = (
     vllm_config.READER,  # a `vllm serve --config` file: option names as keys
     generic.READER,  # the last of the YAML readers: any mapping that starts vLLM, whatever holds it
     terraform.READER,  # the YAML a Terraform resource carries in heredocs
+    python_launcher.READER,  # Python source that starts vLLM (Modal, BentoML, launch scripts)
     shell_text.READER,
 )
 
@@ -310,8 +314,9 @@ def parse_documents(documents: list[Document], knowledge: Knowledge) -> Deployme
             "no vLLM server found: give a `vllm serve` or `python -m vllm.entrypoints.openai.api_server` line, a "
             "`docker run` of a vLLM image, a docker-compose file, Kubernetes manifests (a RayService, KServe, "
             "production-stack's VLLMRuntime too), a kustomization, Helm values, a SkyPilot task, a Ray Serve config, "
-            "an LMCache config YAML, a `vllm serve --config` file, or any YAML (values of any chart, a custom "
-            "resource, a Terraform heredoc) that holds `vllm serve` options or a command that runs it",
+            "a Truss config, Python that starts it (a Modal app, a BentoML service), an LMCache config YAML, a "
+            "`vllm serve --config` file, or any YAML (values of any chart, a custom resource, a Terraform heredoc) "
+            "that holds `vllm serve` options or a command that runs it",
         )
     if not deployment.workloads and deployment.lmcache_configs:
         deployment.workloads.append(

@@ -85,7 +85,7 @@ def _effective_flags(
             name = "--disable-hybrid-kv-cache-manager"
             flag = flag.model_copy(update={"name": name, "value": (not on) if on is not None else None})
         flags[name] = flag
-        if name == "--kv-transfer-config" and isinstance(flag.value, str):
+        if name == "--kv-transfer-config" and isinstance(flag.value, str) and flag.unresolved is None:
             parsed = _transfer_json(flag, notes)
             if isinstance(parsed, dict):
                 transfer, transfer_location = parsed, flag.location

@@ -55,17 +55,30 @@ def build_workload(build: DockerBuild, name: str, reading: Reading) -> Workload 
     return workload
 
 
-# A start script of the image's own: `/entrypoint.sh`, `start.sh`, `bash /app/run.sh` (the shell's words first).
+# A start script of the image's own: `/entrypoint.sh`, `start.sh`, `bash /app/run.sh` (the shell's words first),
+# `python3 /src/main.py`.
 _SHELLS = {"sh", "bash", "/bin/sh", "/bin/bash", "/usr/bin/env", "env", "tini", "/usr/bin/tini", "--", "-c"}
 _VLLM_SOURCE = re.compile(r"github\.com/vllm-project/vllm(\.git)?\b")
+
+
+_PYTHON = re.compile(r"^(\S*/)?python[\d.]*$")
+
+
+def _start_script(words: list[str]) -> str | None:
+    """The script a command starts: a shell script (`/entrypoint.sh`), or a Python one (`python3 -u /src/main.py`)."""
+    if words and words[0].endswith(".sh"):
+        return words[0]
+    if words and _PYTHON.match(words[0]):
+        return next((w for w in words[1:] if not w.startswith("-")), None) if len(words) > 1 else None
+    return None
 
 
 def _own_start_script(build: DockerBuild, image: str | None, notes: list[str]) -> Launch | None:
     """An image built for vLLM (its base names vLLM, or it installs or builds vLLM) whose ENTRYPOINT or CMD runs
     a shell script the files do not hold: a vLLM server whose options sit in that script."""
     words = [w for w, _ in build.argv() if w not in _SHELLS]
-    script = words[0] if words else ""
-    if not script.endswith(".sh"):
+    script = _start_script(words)
+    if script is None:
         return None
     base = (image or "").rsplit(":", 1)[0].split("@")[0]
     if is_vllm_image(base):
