@@ -62,9 +62,6 @@ NOT_RECORDED: dict[str, str] = {
     "one: the review reads the shell's expansion. Run by hand through the oracle's serve parser on 0.33.0, "
     "--max-model-len followed by --enforce-eager or by nothing is refused by argparse: 'argument "
     "--max-model-len: expected one argument' (wheel:vllm==0.33.0:vllm/utils/argparse_utils.py:156)",
-    "pitfall.option-value-refused": "the premise is argparse's: a BooleanOptionalAction or store_true switch takes "
-    "no argument and a Literal field's choices bound the value (wheel:vllm==0.33.0:vllm/engine/arg_utils.py:220-235, "
-    "384-388); tests/test_flag_values.py builds argparse with the same actions and choices and shows each refusal",
     "pitfall.server-does-not-start": "the premise is bash's, not vLLM's: the oracle runs `vllm serve` lines, and "
     "`bash -c vllm ...` runs the vllm command with no subcommand, which prints its help and returns "
     "(wheel:vllm==0.33.0:vllm/entrypoints/cli/main.py:116-119)",

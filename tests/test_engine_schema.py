@@ -837,3 +837,29 @@ def test_a_dotted_o_word_is_read_as_each_release_reads_it(version: str, expected
     assert found == expected, result.summary()
     if version == "0.12.0":
         assert any("reads -O.KEY as -cc.KEY" in n for n in result.notes)
+
+
+SCHEMA_RECORDS = sorted((REPO / "tests" / "data" / "engine").glob("schema-*.json"))
+
+
+@pytest.mark.parametrize("path", SCHEMA_RECORDS, ids=[p.stem for p in SCHEMA_RECORDS])
+def test_the_schema_agrees_with_what_the_engines_own_classes_accept(path: Path) -> None:
+    """scripts/engine_oracle/schema_check.py built each config class in the release's venv, as `vllm serve`
+    validates a JSON option: unknown fields refused exactly where the schema says forbid, and each Literal field
+    takes a value the schema lists and refuses one it does not."""
+    record = json.loads(path.read_text())
+    version = Version(record["vllm_version"])
+    schema = load_knowledge().engine_schema
+    judged = 0
+    for name, built in record["classes"].items():
+        [entry] = [e for e in schema.configs if e.name == name and e.holds_at(version)]
+        assert built["importable"], name
+        if built["control"]["outcome"] != "accepted":
+            continue  # the class needs arguments: not judged this way (the record keeps why)
+        forbids = entry.at("unknown_fields", version) == "forbid"
+        assert (built["unknown_field"]["outcome"] == "refused") is forbids, (name, built["unknown_field"])
+        for field, sample in built["literals"].items():
+            assert sample["first_listed"]["outcome"] == "accepted", (name, field, sample)
+            assert sample["unlisted"]["outcome"] == "refused", (name, field, sample)
+        judged += 1
+    assert judged >= 5

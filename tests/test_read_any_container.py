@@ -137,3 +137,17 @@ spec:
     assert flags(decode)["--max-model-len"] == "4096" and flags(decode)["--port"] == "8001"
     assert '"NixlConnector"' in str(flags(decode)["--kv-transfer-config"]) and decode.replicas == 2
     assert decode.gpu_count == 1 and prefill.replicas == 1 and "--enforce-eager" in flags(prefill)
+
+
+def test_containers_keyed_by_name_in_chart_values_are_read() -> None:
+    # bjw-s app-template: controllers.<name>.containers.<name>, the image as {repository, tag}
+    values = (
+        "controllers:\n  vllm:\n    containers:\n      app:\n"
+        "        image:\n          repository: vllm/vllm-openai\n          tag: v0.20.0\n"
+        "        args: [--model, Qwen/Qwen3-8B, --tensor-parallel-size, '2']\n"
+        "        resources:\n          limits:\n            nvidia.com/gpu: 1\n"
+    )
+    [workload], _ = workloads(("values.yaml", values))
+    assert (workload.image, flags(workload)["--model"]) == ("vllm/vllm-openai:v0.20.0", "Qwen/Qwen3-8B")
+    rules = [f.rule_id for f in review(("values.yaml", values)).findings]
+    assert "pitfall.world-size-over-visible-gpus" in rules

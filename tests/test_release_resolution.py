@@ -310,3 +310,19 @@ def test_the_python_ranges_are_the_ones_each_wheel_states() -> None:
     assert str(knowledge.newest_for_python("vllm", "3.14")) == str(knowledge.newest("vllm"))
     assert knowledge.newest_for_python("vllm", "3.15") is None
     assert knowledge.newest_for_python("vllm", "3.8") is None  # below every covered release
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        (f"singularity exec --nv -B /data:/data docker://vllm/vllm-openai:v0.20.0 vllm serve {M}", "0.20.0"),
+        (f"apptainer run --nv --env HF_HOME=/h docker://vllm/vllm-openai:v0.12.0 vllm serve {M}", "0.12.0"),
+        (f"srun --container-image=vllm/vllm-openai:v0.11.0 --container-mounts=/d:/d vllm serve {M}", "0.11.0"),
+        (f"srun --container-image vllm#vllm/vllm-openai:v0.13.0 vllm serve {M}", "0.13.0"),
+        # a local image file names no release
+        (f"apptainer exec --nv vllm.sif vllm serve {M}", None),
+    ],
+)
+def test_an_hpc_container_runners_image_gives_the_release(line: str, expected: str | None) -> None:
+    version, source, _ = release(line)
+    assert (version, source) == (expected, "image-tag") if expected else source == "assumed-newest"

@@ -2,9 +2,10 @@
 
 For each release: a scratch virtual environment outside the repository with ``vllm==X.Y.Z`` installed
 (reused when it already has that release), then ``oracle.py`` run with that environment's python
-(the golden file ``golden-X.Y.Z.json``), and with ``--rules`` also ``rules.py`` (the error-rule records
-``rules-X.Y.Z.json``). LMCache, which both import for the LMCache backend, is unpacked beside the
-environments from its wheel, never installed into them.
+(the golden file ``golden-X.Y.Z.json``), ``schema_check.py`` (what the release's config classes accept,
+``schema-X.Y.Z.json``), and with ``--rules`` also ``rules.py`` (the error-rule records ``rules-X.Y.Z.json``).
+LMCache, which both import for the LMCache backend, is unpacked beside the environments from its wheel, never
+installed into them.
 
     python scripts/engine_oracle/rebuild.py                      # every release of the golden files
     python scripts/engine_oracle/rebuild.py --release 0.33.0 --rules
@@ -113,6 +114,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.rules:
             rules = [str(python), str(HERE / "rules.py"), "--project-python", sys.executable]
             _run([*rules, "--lmcache-dir", lmcache], cwd=REPO)
+        # what the release's config classes accept, against the schema's readings (schema-X.Y.Z.json)
+        _run([str(python), str(HERE / "schema_check.py")], cwd=REPO, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
         print(f"vLLM {release}: {time.monotonic() - started:.0f} s", flush=True)
     return 0
 

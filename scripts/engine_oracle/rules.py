@@ -472,6 +472,37 @@ CASES: list[dict[str, Any]] = [
         f"vllm serve {M} {OFFLOADING}",
         role="control",
     ),
+    # --compilation-config's pass_config is a PassConfig of its own, which forbids fields it does not have.
+    _case(
+        "compilation-config-field/pass-config/trips",
+        "pitfall.transfer-config-field-refused",
+        "0.33.0",
+        f"vllm serve {M} --compilation-config " + shlex.quote('{"pass_config":{"enable_fusion":true}}'),
+        role="trips",
+    ),
+    _case(
+        "compilation-config-field/compilation-config/trips",
+        "pitfall.transfer-config-field-refused",
+        "0.33.0",
+        f"vllm serve {M} --compilation-config.attention_backend FLASH_ATTN",
+        role="trips",
+    ),
+    _case(
+        "compilation-config-field/control",
+        "pitfall.transfer-config-field-refused",
+        "0.33.0",
+        f"vllm serve {M} --compilation-config " + shlex.quote('{"pass_config":{"fuse_norm_quant":true}}'),
+        role="control",
+    ),
+    # From 0.13.0 an -O word is an optimization level: -O.KEY=V, 0.11's compilation-config shorthand, is refused.
+    _case(
+        "dotted-o/trips",
+        "pitfall.option-value-refused",
+        "0.33.0",
+        f"vllm serve {M} -O.attention_backend=FLASH_ATTN",
+        role="trips",
+    ),
+    _case("dotted-o/control", "pitfall.option-value-refused", "0.33.0", f"vllm serve {M} -O3", role="control"),
 ]
 
 # render_config requests whose `vllm serve` lines are run too (issue 14: "worth keeping").

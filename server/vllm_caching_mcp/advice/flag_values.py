@@ -135,7 +135,8 @@ def refused_values(
 # From 0.13.0 vLLM's parser reads any -O word but -O itself as --optimization-level and its rest
 # (wheel:vllm==0.13.0:vllm/utils/argparse_utils.py:247-251), so -O.KEY=V, the compilation-config
 # shorthand of 0.11 (and a deprecated one in 0.12), becomes a level ".KEY=V", which OptimizationLevel
-# (0 to 3, wheel:vllm==0.34.0:vllm/config/vllm.py:161-175) refuses.
+# (0 to 3, wheel:vllm==0.34.0:vllm/config/vllm.py:161-175) refuses when create_engine_config builds
+# VllmConfig (recorded by scripts/engine_oracle/rules.py on 0.33.0: case dotted-o/trips).
 DOTTED_O_REFUSED_FROM = Version("0.13.0")
 
 
@@ -147,9 +148,10 @@ def _dotted_optimization_level(flag: FlagUse, value: str, version: Version) -> R
         flag,
         "-O",
         level,
-        f"-O.KEY is read as --optimization-level {level}, not an optimization level",
+        f"-O.KEY is read as --optimization-level {level}; pydantic: 'Input should be 0, 1, 2 or 3'",
         f"an optimization level 0 to 3 (-O3); a compilation setting is -cc.{flag.name[3:]} or a key of "
         "--compilation-config",
+        stage=" refuses it when it builds its configuration",
     )
 
 

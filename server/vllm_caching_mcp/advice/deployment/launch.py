@@ -153,6 +153,36 @@ def script_index(texts: list[str]) -> int | None:
 WRAPPERS = {"exec", "nohup", "env", "time", "stdbuf"}
 
 
+# HPC container runners that start a command in an image: `apptainer exec --nv docker://IMAGE vllm serve …`
+# (Singularity and Apptainer), and Slurm's pyxis `srun --container-image=IMAGE vllm serve …`.
+_RUNNERS = {"singularity", "apptainer"}
+_RUNNER_VERBS = {"exec", "run"}
+_RUNNER_VALUED = {
+    "-B", "--bind", "--env", "--env-file", "-H", "--home", "-o", "--overlay", "--pwd", "-W", "--workdir",
+    "--mount", "--security", "--network", "--hostname", "--app",
+}  # fmt: skip
+
+
+def runner_image(words: list[tuple[str, Location]]) -> tuple[str, Location] | None:
+    """The image a container runner before vLLM's words starts the command in, where the files name it as a
+    registry image (docker://vllm/vllm-openai:v0.20.0); None for a local .sif file, or with no runner."""
+    found = _vllm_start([w for w, _ in words])
+    texts = [w for w, _ in words[: found[0] if found else 0]]
+    for i, word in enumerate(texts):
+        if word.startswith("--container-image"):  # pyxis: --container-image=IMAGE or --container-image IMAGE
+            value = word.partition("=")[2] or (texts[i + 1] if i + 1 < len(texts) else "")
+            image = value.replace("#", "/", 1) if "#" in value else value  # enroot's registry#image form
+            return (image, words[i][1]) if image else None
+        if word.rsplit("/", 1)[-1] in _RUNNERS and i + 1 < len(texts) and texts[i + 1] in _RUNNER_VERBS:
+            j = i + 2
+            while j < len(texts) and texts[j].startswith("-"):
+                j += 2 if texts[j] in _RUNNER_VALUED else 1
+            if j < len(texts) and texts[j].startswith("docker://"):
+                return texts[j].removeprefix("docker://"), words[j][1]
+            return None
+    return None
+
+
 # docker/podman run options that take no value; every other option is followed by one.
 DOCKER_SWITCHES = _DOCKER_SWITCHES = {
     "-d", "--detach", "-i", "--interactive", "-t", "--tty", "-it", "-ti", "--rm", "--privileged", "--init",

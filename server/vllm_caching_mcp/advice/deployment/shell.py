@@ -13,7 +13,17 @@ from ..common import AdviceError
 from .bounds import MAX_ARGUMENTS, MAX_EXPANDED_CHARS, MAX_VALUE_CHARS, clip
 from .hygiene import install_issues, kill_issue
 from .installs import pip_installs, python_selected
-from .launch import RAY_CLUSTER, WRAPPERS, Launch, docker_run, entrypoint_of, may_start_vllm, script_index, vllm_args
+from .launch import (
+    RAY_CLUSTER,
+    WRAPPERS,
+    Launch,
+    docker_run,
+    entrypoint_of,
+    may_start_vllm,
+    runner_image,
+    script_index,
+    vllm_args,
+)
 from .model import Document, EnvUse, HygieneIssue, Location, ReleaseClaim
 
 
@@ -677,7 +687,9 @@ class ShellRun:
             if args is None:
                 return
             # not a container's: docker run
-            started = Launch(args=args, env=env, pins=list(self.pins), entrypoint=entrypoint_of(words))
+            started = Launch(
+                args=args, env=env, pins=list(self.pins), entrypoint=entrypoint_of(words), image=runner_image(words)
+            )
         launch = started
         launch.location = words[0][1]
         launch.unresolved = {f.text: f.unresolved for f, _ in fields if f.unresolved is not None}

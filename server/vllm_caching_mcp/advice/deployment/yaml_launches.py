@@ -484,7 +484,10 @@ def _walk(doc: Document, node: Located, chain: list[Located], reading: Reading) 
         reading.totals.check(reading.deployment)
         return
     for key, child in node.value.items():
-        if key not in _CONTAINER_KEYS and isinstance(child, Located):
+        # a pod spec's container list was read by the manifest readers; a mapping of containers by name is a
+        # chart's values (bjw-s app-template's controllers.<name>.containers.<name>)
+        pod_spec = key in _CONTAINER_KEYS and (key == "mainContainer" or isinstance(child.value, list))
+        if not pod_spec and isinstance(child, Located):
             _walk(doc, child, chain, reading)
     _embedded_yaml(doc, node, chain, reading)
 
