@@ -693,18 +693,23 @@ def _recorded_by_release(by_version: dict[str, list[dict[str, Any]]]) -> list[st
         json.loads(path.read_text())["vllm_version"]: len(json.loads(path.read_text())["cases"])
         for path in sorted(ENGINE_DATA.glob("rules-*.json"))
     }
+    schema_classes = {
+        json.loads(path.read_text())["vllm_version"]: len(json.loads(path.read_text())["classes"])
+        for path in sorted(ENGINE_DATA.glob("schema-*.json"))
+    }
     rows = [
         "",
         "## Recorded, and read from code only, by release",
         "",
         "Every vLLM release the knowledge covers. Cells: the golden cells recorded there (sizes, blocks, offload);",
-        "rule cases: the command lines of the error-level review rules run there (`rules-X.Y.Z.json`). Rules that",
-        "change here: the `knowledge/engine.yaml` rules whose value starts at this release. In a release with no",
-        "cells, every sizing rule (and, with no rule cases, every refusal) is read from the code only, from the",
-        "wheel lines each rule cites; where cells exist, the rules those cells exercise are recorded.",
+        "rule cases: the command lines of the error-level review rules run there (`rules-X.Y.Z.json`); config",
+        "classes: the classes of the engine schema built there, to check what they accept (`schema-X.Y.Z.json`).",
+        "Rules that change here: the `knowledge/engine.yaml` rules whose value starts at this release. In a release",
+        "with no cells, every sizing rule (and, with no rule cases, every refusal) is read from the code only, from",
+        "the wheel lines each rule cites; where cells exist, the rules those cells exercise are recorded.",
         "",
-        "| release | cells | rule cases | read from code only | rules that change here |",
-        "|---|---|---|---|---|",
+        "| release | cells | rule cases | config classes | read from code only | rules that change here |",
+        "|---|---|---|---|---|---|",
     ]
     for release in knowledge.release_versions("vllm"):
         version = str(release)
@@ -720,7 +725,8 @@ def _recorded_by_release(by_version: dict[str, list[dict[str, Any]]]) -> list[st
             "everything" if not cells and not cases else "sizing" if not cells else "refusals" if not cases else "—"
         )
         changes = ", ".join(f"`{r}`" for r in changing) or "—"
-        rows.append(f"| {version} | {cells or '—'} | {cases or '—'} | {code_only} | {changes} |")
+        classes = schema_classes.get(version, 0)
+        rows.append(f"| {version} | {cells or '—'} | {cases or '—'} | {classes or '—'} | {code_only} | {changes} |")
     return rows
 
 

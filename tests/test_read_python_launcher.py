@@ -151,3 +151,20 @@ def test_a_dockerfile_that_starts_a_python_script_on_a_vllm_image_is_a_server_of
     [workload], notes = workloads(("Dockerfile", dockerfile))
     assert workload.image == "vllm/vllm-openai:v0.27.1"
     assert any("starts /src/main.py, which the files do not hold" in n for n in notes)
+
+
+def test_words_added_under_a_condition_are_not_reviewed_and_a_helpers_list_is_the_launch() -> None:
+    script = (
+        "import subprocess\n"
+        "def build(model, quantization=None):\n"
+        '    cmd = ["vllm", "serve", model, "--max-model-len", "512"]\n'
+        "    if quantization:\n"
+        '        cmd.extend(["--quantization", quantization])\n'
+        '        cmd.append("--enforce-eager")\n'
+        "    return cmd\n"
+        "def serve():\n"
+        '    subprocess.Popen(" ".join(build("Qwen/Qwen3-8B")), shell=True)\n'
+    )
+    [workload], notes = workloads(("app.py", script))
+    assert flags(workload) == {"--max-model-len": "512"}  # the model is the helper's parameter: a reference
+    assert any("words added to cmd under a condition" in n and "app.py:5" in n for n in notes)

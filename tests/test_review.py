@@ -1911,3 +1911,20 @@ def test_an_lmcache_pd_pair_is_judged_by_the_backend_its_config_file_gives() -> 
         ("serve.sh", producer), ("lmcache.yaml", "chunk_size: 256\nmax_local_cpu_size: 20\n"), version="0.33.0"
     )
     assert rule in fired(local)
+
+
+def test_a_ray_start_in_a_comment_of_a_containers_script_is_no_ray_cluster() -> None:
+    rule = "pitfall.ray-cluster-without-ray-backend"
+
+    def pod(script: str) -> str:
+        return (
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: v}\nspec:\n  template:\n    spec:\n"
+            "      containers:\n      - name: vllm\n        image: vllm/vllm-openai:v0.33.0\n"
+            "        command: [bash, -c]\n        args:\n        - |\n"
+            + "".join(f"          {line}\n" for line in script.splitlines())
+            + "        resources: {limits: {nvidia.com/gpu: 8}}\n"
+        )
+
+    serve = f"vllm serve {M} --tensor-parallel-size 8"
+    assert rule not in fired(review(("deploy.yaml", pod(f"# on the head node: ray start --head\n{serve}"))))
+    assert rule in fired(review(("deploy.yaml", pod(f"ray start --head\n{serve}"))))

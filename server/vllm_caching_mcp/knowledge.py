@@ -2096,6 +2096,12 @@ class Knowledge(Frozen):
         found = next((r for r in line.releases if r.version == version), None) if line else None
         return found.requires.get(dependency) if found is not None else None
 
+    def capped_by_python(self, package: str, python: str) -> Version | None:
+        """The release an unpinned `pip install` takes in Python ``python`` when the newest release no longer
+        admits that Python (an older one, whatever day it runs); None when the newest admits it, or none does."""
+        taken = self.newest_for_python(package, python)
+        return taken if taken is not None and taken < self.newest(package) else None
+
     def newest_for_python(self, package: str, python: str) -> Version | None:
         """The newest release whose Requires-Python admits Python ``python`` (``3.9``), the one an unpinned
         `pip install` there takes; None when no recorded release admits it."""

@@ -29,7 +29,7 @@ from ..knowledge import (
     Knowledge,
     Pitfall,
 )
-from ..versions import Version, in_range, parse_version
+from ..versions import Version, as_text, in_range, parse_version
 from .common import (
     AdviceError,
     ToolSpec,
@@ -182,7 +182,7 @@ def _resolve_workloads(
     notes on where that release was read, where two places disagree, and a release the knowledge does not cover."""
     effectives: list[Effective] = []
     for workload in deployment.workloads:
-        release = workload_release(workload, lambda python: _python_cap(knowledge, python))
+        release = workload_release(workload, lambda python: as_text(knowledge.capped_by_python("vllm", python)))
         notes += [f"{workload.name}: {note}" for note in release.notes]
         version, source = _workload_version(release, stated, context)
         if release.version is not None:
@@ -195,12 +195,6 @@ def _resolve_workloads(
         notes += effective.notes
         effectives.append(effective)
     return effectives
-
-
-def _python_cap(knowledge: Knowledge, python: str) -> str | None:
-    """The vLLM release an unpinned install takes in Python ``python`` when the newest release no longer admits it."""
-    taken = knowledge.newest_for_python("vllm", python)
-    return str(taken) if taken is not None and taken < knowledge.newest("vllm") else None
 
 
 def _workload_version(release: Release, stated: Version, context: VersionContext) -> tuple[Version, VersionSource]:

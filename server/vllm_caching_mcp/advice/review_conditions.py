@@ -745,8 +745,8 @@ def _python_caps_release(wanted: bool, ctx: Context) -> Outcome:
     for claim in workload.installs if workload is not None else []:
         if claim.package != "vllm" or claim.version is not None or claim.python is None:
             continue
-        taken = ctx.knowledge.newest_for_python("vllm", claim.python)
-        if taken is not None and taken < newest:
+        taken = ctx.knowledge.capped_by_python("vllm", claim.python)
+        if taken is not None:
             required = ctx.knowledge.requires_python("vllm", newest)
             items.append(
                 Evidence(

@@ -235,6 +235,14 @@ def starts_ray(script: str) -> bool:
     return RAY_CLUSTER.search(" ".join(t.text for t in tokenize_shell(script) if not t.separator)) is not None
 
 
+def argv_starts_ray(texts: list[str]) -> bool:
+    """Whether a container's command words start or join a Ray cluster: the words before a `bash -c` script, and
+    that script's commands (its comments do not count)."""
+    at = script_index(texts)
+    before = texts if at is None else texts[:at]
+    return RAY_CLUSTER.search(" ".join(before)) is not None or (at is not None and starts_ray(texts[at]))
+
+
 def split_commands_ended(tokens: list[Token]) -> list[tuple[list[Token], str]]:
     """Each command and the separator that ends it (`&` runs it in the background; '' at the end)."""
     commands: list[tuple[list[Token], str]] = []

@@ -31,7 +31,6 @@ from ..hygiene import (
     secret_data_issues,
 )
 from ..launch import (
-    RAY_CLUSTER,
     Launch,
     is_simulator,
     is_vllm_image,
@@ -61,7 +60,7 @@ from ..pods import (
     pod_resources,
     runtime_placeholders,
 )
-from ..shell import tokenize_shell
+from ..shell import argv_starts_ray, tokenize_shell
 from ..yaml_nodes import Located, node_location, text_of
 from .base import Reading, mappings
 
@@ -266,7 +265,7 @@ def _parse_kubernetes(doc: Document, objects: list[Located], reading: Reading) -
                 served.add(id(container))
                 _pod_network(doc, workload, pod, container)
                 workload.gpus_stated = not workload.pod_elsewhere and not _claims_devices(pod_spec, container)
-                workload.ray_cluster = RAY_CLUSTER.search(" ".join(w for w, _ in argv)) is not None
+                workload.ray_cluster = argv_starts_ray([w for w, _ in argv])
                 started_as_written(workload, found, deployment.notes)
                 read_args(workload, args, variables.unresolved | found.unresolved, found.emptied)
                 deployment.workloads.append(workload)

@@ -43,6 +43,8 @@ class _Scope:
     values: dict[str, Any] = field(default_factory=dict)
     lists: dict[str, list[tuple[str, Location]]] = field(default_factory=dict)
     joined: set[str] = field(default_factory=set)  # lists run as one shell line (" ".join(cmd), shell=True)
+    depth: int = 0  # how many if / for / while / try blocks the statement being read sits in
+    list_depth: dict[str, int] = field(default_factory=dict)  # the depth each command list was made at
 
 
 class _Module:
@@ -154,10 +156,13 @@ class _Module:
         elif isinstance(stmt, ast.Return) and stmt.value is not None:
             self.command_value(stmt.value, scope)
         elif isinstance(stmt, ast.With | ast.If | ast.For | ast.While | ast.Try):
+            conditional = not isinstance(stmt, ast.With)
+            scope.depth += conditional
             for block in ("body", "orelse", "finalbody"):
                 self.body_in_place(getattr(stmt, block, []), scope)
             for handler in getattr(stmt, "handlers", []):
                 self.body_in_place(handler.body, scope)
+            scope.depth -= conditional
             return
         self.calls_in(stmt, scope)
 
@@ -180,6 +185,7 @@ class _Module:
             return
         if isinstance(value, ast.List):
             scope.lists[target.id] = self.words(value.elts, scope)
+            scope.list_depth[target.id] = scope.depth
             return
         found = self.value(value, scope)
         if found is not _UNKNOWN:
@@ -188,8 +194,21 @@ class _Module:
             scope.values.pop(target.id, None)
 
     def grow(self, name: str, value: ast.expr, scope: _Scope) -> None:
-        if name in scope.lists and isinstance(value, ast.List):
+        if isinstance(value, ast.List) and self.grows(name, value, scope):
             scope.lists[name] += self.words(value.elts, scope)
+
+    def grows(self, name: str, node: ast.AST, scope: _Scope) -> bool:
+        """Whether words added to list ``name`` here count: not when added under a condition the list was made
+        outside of (`if quantization: cmd.extend([...])`), which the files do not settle (said in a note)."""
+        if name not in scope.lists:
+            return False
+        if scope.depth > scope.list_depth.get(name, 0):
+            self.notes.append(
+                f"{self.doc.name}:{getattr(node, 'lineno', '?')}: words added to {name} under a condition (if, for, "
+                "while) are not reviewed: whether they are given is not in the files"
+            )
+            return False
+        return True
 
     def words(self, items: list[ast.expr], scope: _Scope) -> list[tuple[str, Location]]:
         if len(items) > MAX_ARGUMENTS:
@@ -226,7 +245,7 @@ class _Module:
                 self.grow(owner.id, node.args[0], scope)
         elif name == "append" and isinstance(node.func, ast.Attribute) and node.args:
             owner = node.func.value
-            if isinstance(owner, ast.Name) and owner.id in scope.lists:
+            if isinstance(owner, ast.Name) and self.grows(owner.id, node, scope):
                 scope.lists[owner.id].append(self.word(node.args[0], scope))
         elif name in _SUBPROCESS and node.args:
             self.subprocess(node, scope)
