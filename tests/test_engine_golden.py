@@ -685,18 +685,18 @@ def _beyond_the_matrix() -> list[str]:
     ]
 
 
+def _records_by_release(kind: str, key: str) -> dict[str, int]:
+    """How many ``key`` entries each `KIND-X.Y.Z.json` record holds, by the release it was recorded in."""
+    records = (json.loads(path.read_text()) for path in sorted(ENGINE_DATA.glob(f"{kind}-*.json")))
+    return {record["vllm_version"]: len(record[key]) for record in records}
+
+
 def _recorded_by_release(by_version: dict[str, list[dict[str, Any]]]) -> list[str]:
     """Per covered release: what the engine oracle recorded there, and which engine rules change value there,
     so what a release without records rests on is the code reading alone (issue 28)."""
     knowledge = load_knowledge()
-    rule_cases = {
-        json.loads(path.read_text())["vllm_version"]: len(json.loads(path.read_text())["cases"])
-        for path in sorted(ENGINE_DATA.glob("rules-*.json"))
-    }
-    schema_classes = {
-        json.loads(path.read_text())["vllm_version"]: len(json.loads(path.read_text())["classes"])
-        for path in sorted(ENGINE_DATA.glob("schema-*.json"))
-    }
+    rule_cases = _records_by_release("rules", "cases")
+    schema_classes = _records_by_release("schema", "classes")
     rows = [
         "",
         "## Recorded, and read from code only, by release",

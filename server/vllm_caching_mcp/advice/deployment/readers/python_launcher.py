@@ -199,13 +199,14 @@ class _Module:
 
     def grows(self, name: str, node: ast.AST, scope: _Scope) -> bool:
         """Whether words added to list ``name`` here count: not when added under a condition the list was made
-        outside of (`if quantization: cmd.extend([...])`), which the files do not settle (said in a note)."""
+        outside of (`if quantization: cmd.extend([...])`, a loop, a try), which the files do not
+        settle (said in a note)."""
         if name not in scope.lists:
             return False
         if scope.depth > scope.list_depth.get(name, 0):
             self.notes.append(
                 f"{self.doc.name}:{getattr(node, 'lineno', '?')}: words added to {name} under a condition (if, for, "
-                "while) are not reviewed: whether they are given is not in the files"
+                "while, try) are not reviewed: whether they are given is not in the files"
             )
             return False
         return True
