@@ -394,11 +394,11 @@ def test_a_pitfall_reachable_through_the_shorthand_is_a_check_naming_it(knowledg
 
 def test_a_pitfall_the_choice_meets_outright_keeps_its_severity(knowledge: Knowledge) -> None:
     # Traits override the model's: told the model is not hybrid, the tool picks LMCacheConnectorV1, which the
-    # rule says a Gemma-3 model breaks.
+    # rule says a Qwen3-Next model breaks.
     result = ask(
         knowledge,
         version="0.33.0",
-        model="gemma-3-27b",
+        model="qwen3-next-80b-a3b",
         traits={"hybrid_attention": False, "sliding_window": False},
         constraints={"lmcache_features": True},
     )

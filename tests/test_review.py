@@ -86,6 +86,13 @@ RULE_CASES: dict[str, tuple[str | None, str, str, dict[str, Any]]] = {
         f"VLLM_ENGINE_READY_TIMEOUT_S=300 vllm serve {M}",
         {},
     ),
+    # the V1 engine's switch, gone in 0.11.1, set to the 1 it defaulted to: a leftover, not a lost setting
+    "pitfall.vllm-env-leftover-default": (
+        "0.33.0",
+        f"VLLM_USE_V1=1 vllm serve {M}",
+        f"VLLM_USE_V1=0 vllm serve {M}",
+        {},
+    ),
     # 70.6 B parameters in bfloat16 = 131 GiB: 65.7 GiB a GPU over TP 2, 32.9 GiB over TP 4, of an L40S's 44.7 GiB
     "pitfall.weights-exceed-gpu-memory": (
         "0.33.0",
@@ -219,11 +226,11 @@ RULE_CASES: dict[str, tuple[str | None, str, str, dict[str, Any]]] = {
         f"vllm serve {M} -tp 8 --kv-offloading-size 800",
         {"host": {"gpu": "H100 SXM"}},
     ),
-    # 0.22.0+: OffloadingConnector supports HMA, so forcing it off costs hybrid models
+    # 0.22.0+: OffloadingConnector supports HMA, so forcing it off costs hybrid models (Llama has nothing to lose)
     "pitfall.hma-flag-with-hma-connector": (
         "0.22.0",
+        "vllm serve openai/gpt-oss-20b --kv-offloading-size 100 --disable-hybrid-kv-cache-manager",
         f"vllm serve {M} --kv-offloading-size 100 --disable-hybrid-kv-cache-manager",
-        f"vllm serve {M} --kv-offloading-size 100",
         {},
     ),
     # 0.20.2: OffloadingConnector has no HMA support and the shorthand needs the flag
@@ -235,7 +242,13 @@ RULE_CASES: dict[str, tuple[str | None, str, str, dict[str, Any]]] = {
     ),
     "pitfall.lmcache-v1-hybrid-model": (
         "0.33.0",
+        f"vllm serve Qwen/Qwen3-Next-80B-A3B-Instruct {LMCACHE_V1}",
         f"vllm serve google/gemma-3-27b-it {LMCACHE_V1}",
+        {},
+    ),
+    "pitfall.lmcache-v1-sliding-window-model": (
+        "0.33.0",
+        f"vllm serve google/gemma-3-27b-it {LMCACHE_V1} --disable-hybrid-kv-cache-manager",
         f"vllm serve {M} {LMCACHE_V1}",
         {},
     ),
@@ -572,7 +585,7 @@ def fired(result: ReviewResult) -> set[str]:
 def test_every_rule_has_a_passing_and_a_failing_example(knowledge: Knowledge) -> None:
     rule_ids = {r.id for r in list_rules(knowledge)}
     assert rule_ids == set(RULE_CASES) | SEPARATELY_TESTED
-    assert len(rule_ids) == 85
+    assert len(rule_ids) == 87
 
 
 @pytest.mark.parametrize("rule_id", sorted(RULE_CASES))

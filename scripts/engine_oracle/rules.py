@@ -175,10 +175,10 @@ CASES: list[dict[str, Any]] = [
         role="control",
         note="the rule's releases end before 0.22.0; the same line on 0.33.0",
     ),
-    # LMCacheConnectorV1 with hybrid-attention models.
+    # LMCacheConnectorV1 with hybrid models: sliding-window (starts without HMA) and linear-attention (cannot).
     _case(
         "lmcache-v1-hybrid/gpt-oss/trips",
-        "pitfall.lmcache-v1-hybrid-model",
+        "pitfall.lmcache-v1-sliding-window-model",
         "0.33.0",
         f"vllm serve {GPT_OSS} {LMCACHE_V1}",
         role="trips",

@@ -493,8 +493,15 @@ class Condition(Frozen):
         description="an LMCache config key or LMCACHE_* variable its release refuses or never reads "
         "(leftover: no longer read, and set to the value it defaulted to while it was)",
     )
-    vllm_env_unread: bool | None = Field(
-        default=None, description="each VLLM_* variable the workload sets that no code of the release reads"
+    model_layers: Literal["full_only", "sliding", "state"] | None = Field(
+        default=None,
+        description="the served model is a known one whose layers are all full attention (full_only), mix in "
+        "sliding-window or chunked-local layers but no state (sliding), or have Mamba / linear-attention state",
+    )
+    vllm_env_unread: bool | Literal["leftover"] | None = Field(
+        default=None,
+        description="each VLLM_* variable the workload sets that no code of the release reads (leftover: set to "
+        "the default its last reader had; true: the others)",
     )
     release_pinned_unknown: bool | None = Field(
         default=None,

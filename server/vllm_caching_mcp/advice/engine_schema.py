@@ -798,6 +798,49 @@ def check_vllm_env_values(
 _OTHER_PREFIXES = frozenset({"LLM", "VLM", "ELM", "HELM", "LM"})
 
 
+def _env_value(parse: str, text: str) -> object:
+    """What the release's parse rule made of the text, where this module can run the rule (else the text)."""
+    convert = _NUMERIC_PARSE.get(parse.split(" if ", 1)[0])
+    try:
+        value = convert(text) if convert is not None else text
+    except ValueError:
+        return text
+    return bool(value) if parse.startswith(("bool(", "maybe_convert_bool(")) else value
+
+
+def vllm_leftover_default(
+    name: str, value: str | None, vllm_version: Version | str, knowledge: Knowledge
+) -> Problem | None:
+    """A ``VLLM_*`` variable the release no longer reads, set to what its last reader made of its default
+    (VLLM_USE_V1=1 after 0.11.0): the line does nothing, and did nothing before (a leftover, not a lost setting)."""
+    release = _version(vllm_version)
+    if value is None:
+        return None
+    read = sorted(map(_version, knowledge.engine_schema.releases_read.get("vllm", ())))
+    for entry in knowledge.engine_schema.vllm_env:
+        if entry.name != name or entry.removed is None or release < entry.removed:
+            continue
+        last = max((v for v in read if entry.holds_at(v)), default=None)
+        default, parse = (entry.at("default", last), entry.at("parse", last)) if last else (None, None)
+        if default is None or parse is None:
+            continue
+        try:
+            default_text = str(ast.literal_eval(default))
+        except (ValueError, SyntaxError):
+            continue  # a default computed at run time (a path, another variable) is not compared
+        written = value.strip().strip("\"'")
+        if _env_value(parse, written) != _env_value(parse, default_text):
+            continue
+        return Problem(
+            severity="info",
+            key=name,
+            message=f"No code of vLLM {release} reads {name} (gone in {entry.removed}); {name}={value} is the default "
+            f"{last}, the last release that read it, had: the line changed nothing before and changes nothing now.",
+            sources=[entry.source],
+        )
+    return None
+
+
 def misspelt_vllm_env(name: str, knowledge: Knowledge) -> str | None:
     """The vLLM variable a name outside VLLM_* looks like a misspelling of (VLLLM_ATTENTION_BACKEND,
     WILM_USE_TRITON_FLASH_ATTENTION), or None. The prefix must be within two edits of VLLM and not another

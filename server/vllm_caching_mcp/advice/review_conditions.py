@@ -59,6 +59,7 @@ from .engine_schema import (
     lmcache_leftover_default,
     misspelt_vllm_env,
     vllm_env_ever_read,
+    vllm_leftover_default,
 )
 from .flag_values import refused_values
 from .model_config import WEIGHT_BYTES
@@ -632,7 +633,9 @@ def _flag_value_vanished(wanted: bool, asked: Asked) -> Outcome:
     return Outcome(bool(items) is wanted, items=items)
 
 
-def _vllm_env_unread(wanted: bool, asked: Asked) -> Outcome:
+def _vllm_env_unread(wanted: bool | str, asked: Asked) -> Outcome:
+    """The VLLM_* variables no code of the release reads: those set to the default their last reader had
+    ("leftover"), or the others (true)."""
     ctx = asked.ctx
     if _vendor_build(True, asked).value:
         return Outcome(False)  # a vendor's build (Gaudi's, Neuron's) reads variables of its own
@@ -641,9 +644,14 @@ def _vllm_env_unread(wanted: bool, asked: Asked) -> Outcome:
     if _pinned_to_unknown_release(ctx.effective):
         # A build of a release the files do not name: a variable some covered release reads may be read by it.
         uses = [u for u in uses if not vllm_env_ever_read(u.name, ctx.knowledge)]
+    leftovers = {u.name: vllm_leftover_default(u.name, u.value, ctx.version, ctx.knowledge) for u in uses}
+    if wanted == "leftover":
+        found = [Evidence(f"{u.name}: {p.message}", u.location) for u in uses if (p := leftovers[u.name]) is not None]
+        return Outcome(bool(found), items=found)
     items = [
         Evidence(f"{use.name}: {p.message}", use.location)
         for use in uses
+        if leftovers[use.name] is None
         for p in check_vllm_env([use.name], ctx.version, ctx.knowledge)
     ]
     for use in ctx.effective.env.values():
@@ -668,6 +676,22 @@ def _served_model(ctx: Context) -> ModelArch | None:
     if entry is None or ("/" in name and name.lower() != entry.hf_repo.lower()):
         return None
     return entry
+
+
+def _model_layers(kind: str, ctx: Context) -> Outcome:
+    """Whether the served model is a known one of that layer kind; an unknown model is of none (its name may
+    still be matched by a rule's model_matches)."""
+    model = _served_model(ctx)
+    if model is None:
+        return Outcome(False)
+    if model.linear_attention_layers or model.mamba2 is not None:
+        found = "state"
+    elif model.sliding_window_layers or model.chunked_local_layers:
+        found = "sliding"
+    else:
+        found = "full_only"
+    label = {"state": "Mamba or linear-attention layers", "sliding": "sliding-window or chunked-local layers"}
+    return Outcome(found == kind, [Evidence(f"{model.id}: {label.get(found, 'full attention only')}")])
 
 
 def _weights_exceed_gpu(wanted: bool, ctx: Context) -> Outcome:
@@ -923,6 +947,7 @@ EVALUATORS: dict[str, Callable[[Any, Asked], Outcome]] = {
     "tier_unregistered": _tier_unregistered,
     "connector_configured": _connector_configured,
     "model_matches": lambda pattern, asked: _model_matches(pattern, asked.ctx),
+    "model_layers": lambda kind, asked: _model_layers(kind, asked.ctx),
     "gpu_segment": lambda segments, asked: _gpu_segment(segments, asked.ctx),
     "compare": lambda comparison, asked: _comparison(comparison, asked.ctx),
     "entry_unavailable": lambda entry_id, asked: _entry_unavailable(entry_id, asked.ctx),
