@@ -90,3 +90,38 @@ def test_words_behind_an_alternate_expansion_are_judged_as_passed_only_where_it_
         3: "it is passed only where REVISION is set (`${REVISION:+...}`)",
         4: "it is passed only where SWAP is set (`${SWAP:+...}`)",
     }  # MODE is assigned in the script: its words are passed as the script says
+
+
+def test_a_launcher_of_its_own_is_read_by_the_vllm_options_it_passes_on() -> None:
+    # A Slurm job's own cluster starter (github: uv-python/raycluster's sbatch): its options first, vLLM's after.
+    script = (
+        "#!/usr/bin/env bash\n#SBATCH --nodes=4\nmodule load singularity/4.1.0-slurm\n"
+        "srun -u ~/projects/raycluster/start-cluster.py singularity ~/.opt/vLLM/vllm_latest.sif \\\n"
+        '\t--container-args "--bind ./app:/app" \\\n'
+        "\t--slurm --auto --model Qwen/Qwen3-235B-A22B --max-model-len 40000 \\\n"
+        "\t--enable-expert-parallel --gpu-memory-utilization 0.98 --enforce-eager --kv-cache-dtype fp8\n"
+    )
+    [w], notes = workloads(("job.sbatch", script))
+    assert w.model == "Qwen/Qwen3-235B-A22B"
+    assert flags(w) == {
+        "--max-model-len": "40000",
+        "--enable-expert-parallel": True,
+        "--gpu-memory-utilization": "0.98",
+        "--enforce-eager": True,
+        "--kv-cache-dtype": "fp8",
+    }  # the launcher's own --container-args, --slurm and --auto are not taken for vLLM's
+    assert any("`srun -u ~/projects/raycluster/start-cluster.py` is no vLLM command" in n for n in notes)
+
+
+def test_words_that_print_fetch_or_measure_are_no_launcher() -> None:
+    options = "--model m --max-model-len 8192 --enable-prefix-caching --gpu-memory-utilization 0.9"
+    for line in (
+        f'echo "usage: run.sh {options}"',
+        f"curl -s http://localhost:8000/v1/models {options}",
+        f"python benchmarks/benchmark_throughput.py {options}",
+        f"vllm bench serve {options}",
+        # a launcher whose options are mostly its own: too few of vLLM's to say what it passes on
+        "./launch.sh --model m --nodes 2 --partition gpu --account a --queue q",
+    ):
+        found = workloads(("run.sh", line + "\nvllm serve real\n"))[0]
+        assert [w.model for w in found] == ["real"], line

@@ -106,6 +106,38 @@ def looks_like_vllm_args(texts: list[str], accepted: frozenset[str]) -> bool:
     return total >= MIN_OPTIONS and ours >= MIN_VLLM_SHARE * total and own
 
 
+# Commands whose `--model …` options are no server's: they print text, fetch a URL, or measure a server.
+_NOT_LAUNCHERS = {"echo", "printf", "curl", "wget", "cat", "grep", "sed"}
+_MEASURES = re.compile(r"bench|eval|guidellm|locust", re.IGNORECASE)
+
+
+def _names_model(texts: list[str]) -> bool:
+    return any(t == "--model" or t.startswith("--model=") for t in texts)
+
+
+def wrapped_vllm_args(
+    words: list[tuple[str, Location]], accepted: frozenset[str]
+) -> tuple[int, list[tuple[str, Location]]] | None:
+    """Where the `vllm serve` options begin that a launcher of its own passes on, and those options as `vllm
+    serve` takes them (the model positional) (`srun start-cluster.py
+    singularity IMAGE --slurm --model M --max-model-len …`): the longest tail of the words that starts at an
+    option vLLM takes, names the model with --model, and that looks_like_vllm_args reads as vLLM's. None
+    for a command that prints, fetches or benchmarks, and for any other."""
+    texts = [w for w, _ in words]
+    if not accepted or not texts or not _names_model(texts) or texts[0].rsplit("/", 1)[-1] in _NOT_LAUNCHERS:
+        return None
+    for i, text in enumerate(texts):
+        if _MEASURES.search(text):
+            return None
+        name = _option_name(text)
+        if name is None or not _accepted(name, accepted):
+            continue
+        tail = texts[i:]
+        if _names_model(tail) and looks_like_vllm_args(tail, accepted):
+            return i, _model_as_positional(words[i:])
+    return None
+
+
 def _without_dynamo_options(words: list[tuple[str, Location]]) -> list[tuple[str, Location]]:
     kept: list[tuple[str, Location]] = []
     skip = 0

@@ -23,6 +23,7 @@ from .launch import (
     runner_image,
     script_index,
     vllm_args,
+    wrapped_vllm_args,
 )
 from .model import Document, EnvUse, HygieneIssue, Location, ReleaseClaim
 
@@ -552,8 +553,11 @@ _DECLARATIONS = {"export", "declare", "typeset", "local", "readonly"}
 class ShellRun:
     """One shell text read command by command: its variables, what it exports, what it starts."""
 
-    def __init__(self, doc: Document, path: str | None, shell: Shell) -> None:
+    def __init__(
+        self, doc: Document, path: str | None, shell: Shell, vllm_options: frozenset[str] = frozenset()
+    ) -> None:
         self.doc = doc
+        self.vllm_options = vllm_options  # every option a covered release takes: a launcher's own is read by them
         self.path = path
         self.shell = shell
         # Exported variables are kept as (name, value, token, why unknown) until a launch takes them:
@@ -684,14 +688,17 @@ class ShellRun:
         self.python = python_selected(texts) or self.python
         if "install" in texts:
             self.pins += pip_installs([(f.text, self.at(token)) for f, token in fields], self.python)
-        if not may_start_vllm(texts):
+        named = may_start_vllm(texts)
+        if not named and not (self.vllm_options and "--model" in " ".join(texts)):
             return
         words = [(f.text, self.at(token)) for f, token in fields]
         env = self.env_of(self.exported + assigned)
         exported = {name: value for name, value, _, why in self.exported if why is None}
-        started = docker_run(words, env, exported)
+        started = docker_run(words, env, exported) if named else None
         if started is None:
-            args = vllm_args(words)
+            args = vllm_args(words) if named else None
+            if args is None:
+                args = self.launcher_args(words)
             if args is None:
                 return
             # not a container's: docker run
@@ -705,19 +712,33 @@ class ShellRun:
         launch.hygiene = list(self.installs)
         yield launch
 
+    def launcher_args(self, words: list[tuple[str, Location]]) -> list[tuple[str, Location]] | None:
+        """The vLLM options a launcher of its own passes on (launch.wrapped_vllm_args), said in a note."""
+        found = wrapped_vllm_args(words, self.vllm_options)
+        if found is None:
+            return None
+        at, args = found
+        launcher = " ".join(w for w, _ in words[: min(at, 3)])
+        self.notes.append(
+            f"{self.doc.name}, line {words[0][1].line}: `{clip(launcher, 60)}` is no vLLM command; the options it "
+            f"passes from {words[at][0]} on are `vllm serve` options, read as the server it starts (what the "
+            "launcher itself adds or changes is not known)"
+        )
+        return args
+
     def nested(
         self, script: str, line: int, assigned: list[tuple[str, str, Token, str | None]], shared: bool
     ) -> Iterator[Launch]:
         """The launches of a script this one runs: in a shell of its own that inherits what is exported
         (`bash -c`), or ``shared``, in this very shell (`eval`)."""
         if shared:
-            inner = ShellRun(Document(name=self.doc.name, text=script), self.path, self.shell)
+            inner = ShellRun(Document(name=self.doc.name, text=script), self.path, self.shell, self.vllm_options)
             inner.exported = self.exported
             outer_env = self.env_of(assigned)
         else:
             inherited = {name: value for name, value, _, why in self.exported + assigned if why is None}
             shell = Shell(inherited, self.shell.unresolved)
-            inner = ShellRun(Document(name=self.doc.name, text=script), self.path, shell)
+            inner = ShellRun(Document(name=self.doc.name, text=script), self.path, shell, self.vllm_options)
             outer_env = self.env_of(self.exported + assigned)
         inner.installs = list(self.installs)
         inner.pins = self.pins  # what `sh -c "pip install …"` installs, the script's later lines run on
@@ -736,12 +757,13 @@ def parse_shell(
     notes: list[str] | None = None,
     hygiene: list[HygieneIssue] | None = None,
     pins: list[ReleaseClaim] | None = None,
+    vllm_options: frozenset[str] = frozenset(),
 ) -> Iterator[Launch]:
     """Every vLLM launch in shell text; `export` lines and `VAR=value` prefixes become env, and
     variables set earlier in the script are expanded where they are used. ``hygiene`` gets what the
     script does wrong wherever it does it (a kill of every Python process); ``pins``: the pip installs of
     vLLM and LMCache of a step run before this text (a setup script), which its launches run on too."""
-    run = ShellRun(doc, path, Shell())
+    run = ShellRun(doc, path, Shell(), vllm_options)
     run.pins = list(pins or [])
     yield from run.launches(first_line)
     if notes is not None:

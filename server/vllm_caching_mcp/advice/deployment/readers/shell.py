@@ -14,9 +14,10 @@ from ..yaml_nodes import Located
 from .base import Reading, mappings
 
 
-def _read_shell_document(doc: Document, deployment: Deployment, totals: Totals) -> None:
+def _read_shell_document(doc: Document, deployment: Deployment, totals: Totals, options: frozenset[str]) -> None:
     ray_cluster = starts_ray(doc.text)
-    for n, launch in enumerate(parse_shell(doc, notes=deployment.notes, hygiene=deployment.hygiene)):
+    launches = parse_shell(doc, notes=deployment.notes, hygiene=deployment.hygiene, vllm_options=options)
+    for n, launch in enumerate(launches):
         name = f"{'docker run' if launch.source == 'docker-run' else 'vllm'} #{n + 1}"
         workload = shell_launch_workload(name, doc.name, launch, Location(file=doc.name, line=1))
         workload.ray_cluster = ray_cluster
@@ -36,7 +37,7 @@ class ShellReader:
         return not mappings(roots) or not doc.name.lower().endswith((".yaml", ".yml"))
 
     def read(self, doc: Document, roots: list[Located], reading: Reading) -> bool:
-        _read_shell_document(doc, reading.deployment, reading.totals)
+        _read_shell_document(doc, reading.deployment, reading.totals, reading.vllm_options)
         _read_cache_servers(doc, reading)
         return True
 
