@@ -288,6 +288,13 @@ RULE_CASES: dict[str, tuple[str | None, str, str, dict[str, Any]]] = {
         {},
     ),
     # TP 4 on the two GPUs CUDA_VISIBLE_DEVICES leaves
+    # 3 GPUs held for a server of TP 1; TP 2 x 2 data-parallel engines use all 4 of theirs
+    "pitfall.gpus-given-unused": (
+        "0.33.0",
+        f"docker run --gpus 3 {IMAGE} --model {M}",
+        f"docker run --gpus 4 {IMAGE} --model {M} -tp 2 --data-parallel-size 2",
+        {},
+    ),
     "pitfall.world-size-over-visible-gpus": (
         "0.33.0",
         f"CUDA_VISIBLE_DEVICES=0,1 vllm serve {M} -tp 4",
@@ -585,7 +592,7 @@ def fired(result: ReviewResult) -> set[str]:
 def test_every_rule_has_a_passing_and_a_failing_example(knowledge: Knowledge) -> None:
     rule_ids = {r.id for r in list_rules(knowledge)}
     assert rule_ids == set(RULE_CASES) | SEPARATELY_TESTED
-    assert len(rule_ids) == 87
+    assert len(rule_ids) == 88
 
 
 @pytest.mark.parametrize("rule_id", sorted(RULE_CASES))

@@ -390,6 +390,8 @@ FactName = Literal[
     "container_memory_limit_gib",
     "container_memory_request_gib",
     "visible_gpus",
+    "gpus_given",
+    "gpus_used",
     "shm_gib",
     "shm_offload_gib",
     "worker_queues_shm_gib",

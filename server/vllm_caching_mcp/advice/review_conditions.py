@@ -147,6 +147,8 @@ _FACT_LABELS = {
     "shm_offload_gib": "CPU tier in /dev/shm GiB",
     "worker_queues_shm_gib": "worker queues in /dev/shm GiB",
     "visible_gpus": "visible GPUs",
+    "gpus_given": "GPUs the container is given",
+    "gpus_used": "GPUs the engine uses",
 }
 
 

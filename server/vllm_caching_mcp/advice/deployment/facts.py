@@ -75,6 +75,7 @@ def workload_facts(
     world = flags.get("--tensor-parallel-size") or flags.get("--pipeline-parallel-size")
     if world is not None:
         locations["world_size"] = world.location
+    facts["gpus_used"] = _gpus_used(numbers, tp * pp, dp)
     sizes = [found for c in in_use if (found := _tier_size(c, numbers, env, tp, pp)) is not None]
     tier_gib = sum(gib for gib, _ in sizes) if sizes else None
     if tier_gib is not None:
@@ -93,6 +94,16 @@ def workload_facts(
         locations["max_model_len"] = flags["--max-model-len"].location
     memory_facts(workload, facts, locations)
     return facts, locations
+
+
+def _gpus_used(numbers: Numbers, world_size: float, dp: float) -> float:
+    """The GPUs one container's engines take: TP x PP x prefill context parallel per data-parallel engine, and
+    the engines it runs: --data-parallel-size-local, one with an external rank (--data-parallel-rank), else
+    all of --data-parallel-size (wheel:vllm==0.34.0:vllm/engine/arg_utils.py:2484-2566; config/parallel.py:1057)."""
+    per_engine = world_size * numbers.flag_or("--prefill-context-parallel-size", 1)
+    if "--data-parallel-size-local" in numbers.flags:
+        return per_engine * numbers.flag_or("--data-parallel-size-local", 1)
+    return per_engine * (1 if "--data-parallel-rank" in numbers.flags else dp)
 
 
 def memory_facts(workload: Workload, facts: dict[FactName, float], locations: dict[FactName, Location]) -> None:
@@ -145,13 +156,16 @@ def container_facts(
     facts: dict[FactName, float],
     locations: dict[FactName, Location],
 ) -> None:
-    """``visible_gpus`` from the GPUs the container is given, ``container_memory_request_gib``, and for
+    """``gpus_given`` (the GPUs the container is given) and ``visible_gpus`` from them,
+    ``container_memory_request_gib``, and for
     /dev/shm: ``shm_gib`` (the container's own; left out when it is the node's: a bare host, the host's
     IPC namespace, a memory emptyDir without a size), ``shm_offload_gib`` (the native CPU tier one node
     keeps there) and ``worker_queues_shm_gib`` (the executor's message queues), both for every
     data-parallel engine the container runs."""
     if workload.gpu_count is not None and workload.nodes == 1:
         given = float(workload.gpu_count)
+        facts["gpus_given"] = given
+        locations["gpus_given"] = workload.location
         facts["visible_gpus"] = min(facts.get("visible_gpus", given), given)
         locations.setdefault("visible_gpus", workload.location)
     if workload.shm_gib is not None and not workload.host_ipc:
