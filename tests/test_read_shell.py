@@ -125,3 +125,19 @@ def test_words_that_print_fetch_or_measure_are_no_launcher() -> None:
     ):
         found = workloads(("run.sh", line + "\nvllm serve real\n"))[0]
         assert [w.model for w in found] == ["real"], line
+
+
+def test_a_transfer_config_with_a_loop_variable_is_read_without_that_field() -> None:
+    # vLLM's own P2P NCCL example builds each instance's config in a loop: kv_port is $((21001 + i)).
+    script = (
+        "for i in 0 1; do\n  kv_port=$((21001 + i))\n"
+        '  vllm serve m --kv-transfer-config "{\\"kv_connector\\":\\"P2pNcclConnector\\",'
+        '\\"kv_role\\":\\"kv_producer\\",\\"kv_port\\":\\"$kv_port\\",\\"enable_async_transfers\\":true}" &\ndone\n'
+    )
+    e = effective(("run.sh", script), version="0.33.0")
+    assert [c.name for c in e.connectors] == ["P2pNcclConnector"]
+    written = {"kv_connector": "P2pNcclConnector", "kv_role": "kv_producer", "enable_async_transfers": True}
+    assert e.transfer_config == written
+    result = review(("run.sh", script), version="0.33.0")
+    assert {"pitfall.p2p-nccl-removed", "pitfall.transfer-config-field-refused"} <= {f.rule_id for f in result.findings}
+    assert any("read without kv_port" in n for n in result.notes)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from ...knowledge import Connector, FactName, Gpu, Knowledge, Setting, ranged_at
 from ...versions import Version, in_range
@@ -85,10 +85,12 @@ def _effective_flags(
             name = "--disable-hybrid-kv-cache-manager"
             flag = flag.model_copy(update={"name": name, "value": (not on) if on is not None else None})
         flags[name] = flag
-        if name == "--kv-transfer-config" and isinstance(flag.value, str) and flag.unresolved is None:
-            parsed = _transfer_json(flag, notes)
+        if name == "--kv-transfer-config" and isinstance(flag.value, str):
+            # A config with a reference the files do not set (`"kv_port":"$kv_port"` in a loop) is still JSON:
+            # what is written out is read, and the fields that hold the reference are not judged.
+            parsed = _transfer_json(flag, notes, quiet=flag.unresolved is not None)
             if isinstance(parsed, dict):
-                transfer, transfer_location = parsed, flag.location
+                transfer, transfer_location = _without_references(parsed, flag, notes), flag.location
     return flags, transfer, transfer_location
 
 
@@ -183,8 +185,38 @@ def _set_dotted(transfer: dict[str, Any], keys: str, flag: FlagUse, notes: list[
     return True
 
 
-def _transfer_json(flag: FlagUse, notes: list[str]) -> Any:
-    """The --kv-transfer-config JSON, or None with a note on why it cannot be read."""
+_REFERENCE = re.compile(r"\$(\{[^}]*\}|\(\([^)]*\)\)|\w+)")
+
+
+def _without_references(config: dict[str, Any], flag: FlagUse, notes: list[str]) -> dict[str, Any]:
+    """``config`` without the values that still hold a shell reference the files do not set (a note names them)."""
+    if flag.unresolved is None:
+        return config
+    dropped: list[str] = []
+
+    def keep(value: Any, path: str) -> Any:
+        if isinstance(value, dict):
+            return {k: v for k, item in value.items() if (v := keep(item, f"{path}{k}.")) is not _DROPPED}
+        if isinstance(value, str) and _REFERENCE.search(value):
+            dropped.append(path.rstrip("."))
+            return _DROPPED
+        return value
+
+    kept = keep(config, "")
+    if dropped:
+        notes.append(
+            f"{flag.location}: --kv-transfer-config is read without {', '.join(dropped)}: "
+            f"{'they hold' if len(dropped) > 1 else 'it holds'} a value the files do not set ({flag.unresolved})"
+        )
+    return cast(dict[str, Any], kept)
+
+
+_DROPPED = object()
+
+
+def _transfer_json(flag: FlagUse, notes: list[str], quiet: bool = False) -> Any:
+    """The --kv-transfer-config JSON, or None with a note on why it cannot be read (none when ``quiet``: the
+    value holds a reference the files do not set, and the reader has said so)."""
     try:
         parsed = json.loads(str(flag.value))
     except RecursionError:
@@ -192,7 +224,10 @@ def _transfer_json(flag: FlagUse, notes: list[str]) -> Any:
         return None
     except ValueError as exc:  # a JSONDecodeError, or an integer of more than 4,300 digits
         problem = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
-        notes.append(f"{flag.location}: --kv-transfer-config is not valid JSON ({clip(problem, 90)}); vLLM rejects it")
+        if not quiet:
+            notes.append(
+                f"{flag.location}: --kv-transfer-config is not valid JSON ({clip(problem, 90)}); vLLM rejects it"
+            )
         return None
     if _json_depth(parsed) > _MAX_JSON_DEPTH:
         notes.append(f"{flag.location}: --kv-transfer-config is nested more than {_MAX_JSON_DEPTH} levels; not used")
