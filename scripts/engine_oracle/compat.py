@@ -213,7 +213,7 @@ def _plan_with_builder(
 def _plan_in_kv_cache_utils(
     vllm_config: Any, specs: list[dict[str, Any]], budget_bytes: int, worker: int
 ) -> tuple[list[Any], str | None, int, int]:
-    """0.20.2 / 0.22.1: get_kv_cache_configs groups the layers itself; one tensor per layer slot."""
+    """0.20.2 to 0.32.0: get_kv_cache_configs groups the layers itself (and places the tensors)."""
     from vllm.v1.core import kv_cache_utils
 
     world = len(specs)
@@ -231,7 +231,29 @@ def _plan_in_kv_cache_utils(
         finally:
             kv_cache_utils._check_enough_kv_cache_memory = check
     config = configs[worker]
-    # Each KVCacheTensor is its own allocation (one per layer slot, shared by one layer of each group).
-    tensor_bytes = sum(int(t.size) for t in config.kv_cache_tensors)
-    pool_block_bytes = kv_cache_utils._pool_bytes_per_block(config.kv_cache_groups)
+    tensor_bytes = _allocation_bytes(config.kv_cache_tensors)
+    pool_block_bytes = _call_with_config(kv_cache_utils._pool_bytes_per_block, vllm_config, config.kv_cache_groups)
     return configs, refusal, tensor_bytes, int(pool_block_bytes)
+
+
+def _allocation_bytes(tensors: list[Any]) -> int:
+    """The device bytes a worker's KVCacheTensors allocate. Up to 0.28.0 each is its own allocation (one per
+    layer slot, ``shared_by`` one layer of each group): their sum. From 0.32.0 each places its ``layers`` in
+    one backing allocation of ``size`` bytes (``offset``, ``layer_stride``), and tensors that overlap alias
+    it: that one size."""
+    on_device = [t for t in tensors if not getattr(t, "host_resident", False)]
+    if not on_device or not hasattr(on_device[0], "layer_stride"):
+        return sum(int(t.size) for t in on_device)
+    backing = {int(t.size) for t in on_device}
+    assert len(backing) == 1, f"expected one device backing allocation, got sizes {sorted(backing)}"
+    return backing.pop()
+
+
+def _call_with_config(function: Any, vllm_config: Any, *args: Any) -> Any:
+    """Call ``function`` with the VllmConfig first where the release's signature takes it (0.28.0's
+    _pool_bytes_per_block does, to see whether the groups are packed into one tensor); else without."""
+    import inspect
+
+    if "vllm_config" in inspect.signature(function).parameters:
+        return function(vllm_config, *args)
+    return function(*args)

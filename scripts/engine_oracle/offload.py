@@ -84,19 +84,18 @@ def engine_id_of(vllm_config: Any) -> str | None:
 def plan_kv_cache(vllm_config: Any, runner: Any, specs: list[Any], budget_bytes: int) -> list[Any]:
     """Every worker's KVCacheConfig for a fixed per-rank budget, as the release plans it (kv_cache_planning
     from 0.33.0, kv_cache_utils before); ``specs`` are the workers' layer specs, rank-major."""
+    import compat
+
     budgets = [budget_bytes] * len(specs)
-    try:
-        from vllm.v1.attention.backends.utils import resolve_kv_cache_layout
-        from vllm.v1.core.kv_cache_planning import get_global_kv_cache_groups, get_kv_cache_configs
-        from vllm.v1.core.single_type_kv_cache_manager import register_all_kvcache_specs
-        from vllm.v1.worker.worker_base import WorkerBase
-    except ImportError:  # before 0.33.0 split the planning out of kv_cache_utils
+    compat.register_kv_cache_specs(vllm_config)
+    # the engine core resolves one layout for all workers where the release does (0.32.0 on), before planning
+    compat.kv_cache_layout(vllm_config, runner, len(specs), specs)
+    if not compat.has_kv_cache_planning():  # before 0.33.0 split the planning out of kv_cache_utils
         from vllm.v1.core.kv_cache_utils import get_kv_cache_configs as configs_before_0_33
 
         return list(configs_before_0_33(vllm_config, specs, budgets))
-    register_all_kvcache_specs(vllm_config)
-    layouts = WorkerBase.get_supported_kv_cache_layouts(runner)
-    resolve_kv_cache_layout(vllm_config, [layouts] * len(specs), [s for w in specs for s in w.values()])
+    from vllm.v1.core.kv_cache_planning import get_global_kv_cache_groups, get_kv_cache_configs
+
     groups = get_global_kv_cache_groups(vllm_config, specs)
     if hasattr(vllm_config, "adjust_dcp_kv_cache_interleave_size"):
         vllm_config.adjust_dcp_kv_cache_interleave_size(groups)

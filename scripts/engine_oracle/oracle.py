@@ -193,15 +193,11 @@ CELLS: list[dict[str, Any]] = (
     ]
 )
 
-# Cells a release cannot run offline, with the reason; recorded in the golden file as not recorded.
-RELEASE_LIMITS: dict[str, tuple[str, str]] = {
-    "nemotron-h-8b": (
-        ">=0.33.0",
-        "before 0.33.0 the transformers vLLM pins does not know model_type nemotron_h, so the model loads only "
-        "with the publisher's remote code (--trust-remote-code and the repository's configuration file), "
-        "which the oracle does not have",
-    ),
-}
+# Models a release can load only with the publisher's remote code, which the oracle does not have: the
+# model_type of their config.json must be known to the release's transformers or to vLLM's own config
+# registry (vllm/transformers_utils/config.py _CONFIG_REGISTRY), read from the installed release, not
+# from its version number. Cells of a release that knows neither are recorded as not recorded.
+NEEDS_MODEL_TYPE: dict[str, str] = {"nemotron-h-8b": "nemotron_h"}
 
 
 # ----------------------------------------------------------------------------- in the subprocess
@@ -214,7 +210,12 @@ def _install_platform(gpu: dict[str, Any]) -> Any:
     current = platforms._current_platform
     if current is not None and getattr(current, "stand_in_for", None) == gpu["name"]:
         return current  # a cell forked from the server that installed it
-    assert current is None, "current_platform was resolved before the stand-in"
+    # 0.28.0 resolves the platform while `import vllm` runs (vllm/utils/torch_utils.py sets PIN_MEMORY from
+    # is_pin_memory_available()), finds no device and takes UnspecifiedPlatform; no module keeps that
+    # object, so the stand-in replaces it. Any other platform resolved before this is an error.
+    from vllm.platforms.interface import UnspecifiedPlatform
+
+    assert current is None or isinstance(current, UnspecifiedPlatform), "current_platform resolved before the stand-in"
     from vllm.platforms.cuda import NonNvmlCudaPlatform
     from vllm.platforms.interface import DeviceCapability
 
@@ -445,9 +446,13 @@ def _provenance(vllm_version: str, torch_version: str) -> dict[str, Any]:
     spec_call = (
         "GPUModelRunner.get_kv_cache_spec" if compat.has_model_runner_v1() else "gpu.attn_utils.get_kv_cache_spec"
     )
+    import importlib.metadata
+
     return {
         "vllm_version": vllm_version,
         "torch_version": torch_version,
+        # vLLM's requirement may admit a transformers newer than its release (0.28.0: >=5.5.3), which pip takes
+        "transformers_version": importlib.metadata.version("transformers"),
         "recorded_at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "method": "model class built on the meta device (EngineArgs.create_engine_config; "
         f"initialize_model; update_block_size_for_backend; {spec_call}; get_kv_cache_configs)",
@@ -861,11 +866,23 @@ def _cells_for(root: Path, models: list[str]) -> list[dict[str, Any]]:
     return matrix + no_hma
 
 
-def _release_runs(cell: dict[str, Any], version: str) -> bool:
-    from packaging.specifiers import SpecifierSet
+def _known_model_types() -> set[str]:
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+    from vllm.transformers_utils.config import _CONFIG_REGISTRY
 
-    limit = RELEASE_LIMITS.get(cell["model"])
-    return limit is None or version in SpecifierSet(limit[0])
+    return set(CONFIG_MAPPING_NAMES) | set(_CONFIG_REGISTRY)
+
+
+def _unknown_model_type(cell: dict[str, Any], known: set[str]) -> str | None:
+    """Why the installed release cannot load the cell's model offline, or None when it can."""
+    model_type = NEEDS_MODEL_TYPE.get(cell["model"])
+    if model_type is None or model_type in known:
+        return None
+    return (
+        f"the transformers this release pins does not know model_type {model_type}, and vLLM's config registry "
+        "does not carry it, so the model loads only with the publisher's remote code (--trust-remote-code "
+        "and the repository's configuration file), which the oracle does not have"
+    )
 
 
 def _stub_env(stub_dir: str) -> dict[str, str]:
@@ -946,8 +963,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.configs is not None and (args.out is None or Path(args.out).resolve().is_relative_to(REPO)):
         parser.error("--configs records models outside the matrix: give --out a file outside the repository")
     selected = [c for c in cells if not args.only or any(_cid(c).startswith(p) for p in args.only)]
-    not_recorded = [c for c in selected if not _release_runs(c, version)]
-    selected = [c for c in selected if c not in not_recorded]
+    known = _known_model_types()
+    selected = [c for c in selected if _unknown_model_type(c, known) is None]
     failures: dict[str, str] = {}
     seen: set[str] = set()
     started = time.monotonic()
@@ -976,9 +993,9 @@ def main(argv: list[str] | None = None) -> int:
         "libcuda_stub": str(Path(stub).name),
         "cells": [existing[k] for k in sorted(existing, key=lambda k: order.get(k, len(order)))],
         "not_recorded": [
-            {"id": _cid(c), "why": RELEASE_LIMITS[c["model"]][1]}
+            {"id": _cid(c), "why": why}
             for c in cells
-            if not _release_runs(c, version) and _cid(c) not in existing
+            if (why := _unknown_model_type(c, known)) is not None and _cid(c) not in existing
         ],
     }
     out.parent.mkdir(parents=True, exist_ok=True)

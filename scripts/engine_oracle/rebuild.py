@@ -31,8 +31,10 @@ REPO = HERE.parents[1]
 
 # The releases the golden files cover: the newest, and one from each era of the hybrid KV cache
 # manager with connectors (before 0.22, 0.22, 0.23 onward; knowledge/connectors.yaml `hma`) and of the
-# default block size (16 tokens through 0.33, 64 from 0.34; flag.block-size).
-RELEASES = ("0.20.2", "0.22.1", "0.33.0", "0.34.0")
+# default block size (16 tokens through 0.33, 64 from 0.34; flag.block-size); 0.28.0, the first release
+# that gives hybrid models prefix caching by default (engine.hybrid-prefix-caching-default) and the last
+# of Model Runner V2's wide default (engine.max-in-flight-tokens).
+RELEASES = ("0.20.2", "0.22.1", "0.28.0", "0.32.0", "0.33.0", "0.34.0")
 # rules.py also has cases for a release outside the golden files (the native shorthand before 0.14).
 RULE_RELEASES = (*RELEASES, "0.13.0")
 LMCACHE = "0.5.6"  # the LMCache the rules' LMCache cases run against (knowledge/ENGINE.md)
@@ -62,10 +64,19 @@ def venv_for(release: str, scratch: Path) -> Path:
     if _installed_vllm(python) == release:
         return python
     _run([sys.executable, "-m", "venv", str(venv)])
-    _run([str(python), "-m", "pip", "install", "--quiet", f"vllm=={release}"])
+    # vLLM's compiled extensions need the CUDA build of torch its release pins; a local wheel directory
+    # (find-links, from the environment or a pip configuration file) may hold a CPU build of the same
+    # version, which pip would prefer. So the install reads the package index alone.
+    index_only = {k: v for k, v in os.environ.items() if k != "PIP_FIND_LINKS"} | {"PIP_CONFIG_FILE": os.devnull}
+    _run([str(python), "-m", "pip", "install", "--quiet", f"vllm=={release}"], env=index_only)
     found = _installed_vllm(python)
     if found != release:
         raise SystemExit(f"venv {venv} has vllm {found}, not {release}")
+    cuda = subprocess.run(
+        [str(python), "-c", "import torch; print(torch.version.cuda or '')"], capture_output=True, text=True
+    ).stdout.strip()
+    if not cuda:
+        raise SystemExit(f"venv {venv} has a CPU build of torch; vLLM's extensions need the CUDA build it pins")
     return python
 
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as dt
+import importlib.metadata
 import io
 import json
 import logging
@@ -71,6 +72,7 @@ MODEL_CONFIGS = {
     "meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b",
     "openai/gpt-oss-20b": "gpt-oss-20b",
     "Qwen/Qwen3-Next-80B-A3B-Instruct": "qwen3-next-80b-a3b",
+    "mistralai/Mistral-Small-3.1-24B-Instruct-2503": "mistral-small-3.1-24b",
 }
 # Where a case needs LMCache: an unpacked lmcache wheel put on PYTHONPATH of that case only (the venv
 # is left as it is). --lmcache-dir points at it.
@@ -174,6 +176,23 @@ CASES: list[dict[str, Any]] = [
         f"vllm serve {M} --kv-offloading-backend native --kv-offloading-size 100",
         role="control",
         note="the rule's releases end before 0.22.0; the same line on 0.33.0",
+    ),
+    # vLLM 0.28.0 as pip installs it today: transformers 5.25.0, whose Pixtral module lost PixtralRotaryEmbedding.
+    _case(
+        "install-breaks-model/mistral3/trips",
+        "pitfall.install-breaks-model-class",
+        "0.28.0",
+        "pip install vllm==0.28.0; vllm serve mistralai/Mistral-Small-3.1-24B-Instruct-2503",
+        role="trips",
+        note="the venv holds what `pip install vllm==0.28.0` takes: transformers 5.25.0",
+    ),
+    _case(
+        "install-breaks-model/control",
+        "pitfall.install-breaks-model-class",
+        "0.28.0",
+        f"pip install vllm==0.28.0; vllm serve {M}",
+        role="control",
+        note="the same install; Llama's class does not import the Pixtral module",
     ),
     # LMCacheConnectorV1 with hybrid models: sliding-window (starts without HMA) and linear-attention (cannot).
     _case(
@@ -831,6 +850,7 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
         "engine_argv_added": ["--skip-tokenizer-init", "--load-format", "dummy"],
         "provenance": {
             "vllm_version": vllm.__version__,
+            "transformers_version": importlib.metadata.version("transformers"),
             "recorded_at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "method": "vllm serve's parser and validate; AsyncEngineArgs.from_cli_args; create_engine_config"
             "(OPENAI_API_SERVER); with a KV connector: the KV cache planned on the meta-device model and "

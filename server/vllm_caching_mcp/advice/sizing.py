@@ -1225,24 +1225,32 @@ def _short_conv_align_layout(trail: _Trail) -> _MambaLayout:
     return layout
 
 
-# engine.mamba-align-mode's value for a release whose 'align' mode exports no prefill checkpoints (before 0.29.0).
+# engine.mamba-align-mode's value for a release whose Gated DeltaNet layers export no prefill checkpoints in 'align'
+# mode (before 0.29.0, and 0.32.0).
 _NO_PREFILL_CHECKPOINTS = 0
 
 
 def _align_without_checkpoints(model: _Model, trail: _Trail) -> _MambaLayout:
-    """'align' before prefill checkpoints: 2 state blocks per linear group, and the block 'none' would have.
+    """'align' where Gated DeltaNet layers export no prefill checkpoints (before 0.29.0, and 0.32.0): 2 state
+    blocks per linear group, and the block 'none' would have.
 
-    Gated DeltaNet model classes never declare Mamba prefix caching support, so vLLM runs them in 'align'; a
-    Mamba2 model class that does runs 'all' (a state block per block of tokens), which is not modelled."""
+    A Mamba2 group differs: before 0.28.0 a model class that declares Mamba prefix caching runs 'all' (a state
+    block per block of tokens; engine.mamba2-prefix-caching-all), which is not modelled, and from 0.32.0
+    MambaMixer2 adds a checkpoint block of its own (engine.mamba2-prefill-checkpoint)."""
     version = model.version
     if model.arch.mamba2 is not None:
-        trail.warn(
-            f"With prefix caching on, vLLM {version} keeps Mamba2 state in mamba_cache_mode 'all' where the model "
-            "class supports Mamba prefix caching (a state block per block of tokens), which this answer does not "
-            "model: the figures are for 'none' (1 state block per request). Pass enable_prefix_caching=false for "
-            "the layout shown."
-        )
-        return _NONE_LAYOUT
+        all_mode = trail.rule("engine.mamba2-prefix-caching-all").value_at(version)
+        if all_mode is None or all_mode.value is not False:
+            trail.warn(
+                f"With prefix caching on, vLLM {version} keeps Mamba2 state in mamba_cache_mode 'all' where the "
+                "model class supports Mamba prefix caching (a state block per block of tokens), which this answer "
+                "does not model: the figures are for 'none' (1 state block per request). Pass "
+                "enable_prefix_caching=false for the layout shown."
+            )
+            return _NONE_LAYOUT
+        checkpoint = trail.rule("engine.mamba2-prefill-checkpoint").value_at(version)
+        if checkpoint is not None and checkpoint.value is True:
+            return _mamba2_align_layout(trail)
     layout = _MambaLayout(mode="align", state_blocks=_ALIGN_STATE_BLOCKS, checkpoint_alignment=1)
     trail.note(
         "linear-attention state blocks per request",
