@@ -582,6 +582,8 @@ SEPARATELY_TESTED = {
     "pitfall.rwo-volume-shared-by-replicas",
     "pitfall.compose-services-collide",  # compose files: tests/test_review_hygiene.py
     "pitfall.secret-data-not-base64",  # a Secret object: tests/test_review_hygiene.py
+    # the release must come from the pip install itself: test_a_pip_installed_release_that_breaks_the_model_class
+    "pitfall.install-breaks-model-class",
 }
 
 
@@ -592,7 +594,7 @@ def fired(result: ReviewResult) -> set[str]:
 def test_every_rule_has_a_passing_and_a_failing_example(knowledge: Knowledge) -> None:
     rule_ids = {r.id for r in list_rules(knowledge)}
     assert rule_ids == set(RULE_CASES) | SEPARATELY_TESTED
-    assert len(rule_ids) == 88
+    assert len(rule_ids) == 89
 
 
 @pytest.mark.parametrize("rule_id", sorted(RULE_CASES))
@@ -1448,7 +1450,8 @@ def _pod(args: str, resources: str = "", volumes: str = "", tag: str = "v0.33.0"
     pod = "      hostIPC: true\n" if host_ipc else ""
     mounts = "        volumeMounts: [{name: shm, mountPath: /dev/shm}]\n" if volumes else ""
     return (
-        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: vllm}\nspec:\n  template:\n    spec:\n"
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: vllm}\nspec:\n  selector: {matchLabels: {app: vllm}}\n"
+        "  template:\n    metadata: {labels: {app: vllm}}\n    spec:\n"
         f"{pod}      containers:\n      - name: vllm\n        image: vllm/vllm-openai:{tag}\n"
         f"        args: [{args}]\n{resources}{mounts}"
         + (f"      volumes: [{{name: shm, emptyDir: {volumes}}}]\n" if volumes else "")
@@ -1820,7 +1823,9 @@ apiVersion: apps/v1
 kind: Deployment
 metadata: {name: vllm}
 spec:
+  selector: {matchLabels: {app: vllm}}
   template:
+    metadata: {labels: {app: vllm}}
     spec:
       containers:
       - name: inference-server
@@ -1948,3 +1953,27 @@ def test_a_ray_start_in_a_comment_of_a_containers_script_is_no_ray_cluster() -> 
     serve = f"vllm serve {M} --tensor-parallel-size 8"
     assert rule not in fired(review(("deploy.yaml", pod(f"# on the head node: ray start --head\n{serve}"))))
     assert rule in fired(review(("deploy.yaml", pod(f"ray start --head\n{serve}"))))
+
+
+def test_a_pip_installed_release_that_breaks_the_model_class() -> None:
+    # vLLM 0.28.0 asks for transformers>=5.5.3 only; pip takes the newest, whose Pixtral module lacks the class
+    # vLLM's imports (rules-0.28.0.json: the engine refused Mistral3ForConditionalGeneration with it).
+    mistral = "vllm serve mistralai/Mistral-Small-3.1-24B-Instruct-2503 --max-model-len 32768\n"
+    rule = "pitfall.install-breaks-model-class"
+    for install, fires in (
+        ("pip install vllm==0.28.0", True),
+        ("pip install vllm==0.28.0 transformers", True),  # an unpinned transformers is the newest too
+        ("pip install vllm==0.28.0 transformers==5.25.0", True),
+        ("pip install vllm==0.28.0 'transformers<5.17'", False),
+        ("pip install vllm==0.28.0 transformers==5.16.1", False),
+        ("pip install vllm==0.31.0", False),  # 0.31.0 picks the class by the installed transformers
+        ("pip install vllm==0.22.1", False),  # transformers<5 there
+    ):
+        found = [f for f in review(install + "\n" + mistral).findings if f.rule_id == rule]
+        assert bool(found) is fires, install
+    # the image of the release was built with the transformers of its day
+    image = review("docker run --gpus 1 vllm/vllm-openai:v0.28.0 --model mistralai/Mistral-Small-3.1-24B-Instruct-2503")
+    assert rule not in fired(image)
+    # a model whose class does not import the Pixtral module
+    llama = review(f"pip install vllm==0.28.0\nvllm serve {M}\n")
+    assert rule not in fired(llama)

@@ -521,6 +521,11 @@ class Condition(Frozen):
     option_repeated: bool | None = Field(
         default=None, description="an option given twice in one command with two values (the parser keeps the last)"
     )
+    install_breaks_model: bool | None = Field(
+        default=None,
+        description="a pip install of vLLM leaves a package outside a compat pin whose releases then cannot load "
+        "the served model's class",
+    )
     pin_outside_vllm_requirement: bool | None = Field(
         default=None, description="a torch or transformers pin the vLLM release's Requires-Dist excludes"
     )
@@ -1305,6 +1310,11 @@ class CompatPin(Sourced):
     package: str
     requirement: str
     note: str | None = None
+    breaks_architectures: tuple[str, ...] = Field(
+        default=(),
+        description="model classes of these releases that fail to load when the installed package is outside "
+        "the requirement (recorded by importing each registered model module in the engine oracle)",
+    )
 
 
 VerificationStatus = Literal["verified", "contradicted", "not_checkable"]

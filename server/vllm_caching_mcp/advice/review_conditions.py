@@ -14,6 +14,9 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import SpecifierSet
+
 from ..knowledge import (
     Comparison,
     Condition,
@@ -28,7 +31,7 @@ from ..knowledge import (
     ranged_at,
 )
 from ..safe_text import one_line
-from ..versions import Version, contains, parse_specifier, parse_version
+from ..versions import Version, contains, in_range, parse_specifier, parse_version
 from .deployment import (
     Deployment,
     Effective,
@@ -803,6 +806,42 @@ def _pin_outside_vllm_requirement(wanted: bool, ctx: Context) -> Outcome:
     return Outcome(bool(items) is wanted, items=items)
 
 
+def _admits_outside(written: str, required: SpecifierSet) -> bool:
+    """Whether pip, asked for ``written`` (transformers, transformers<5.17, transformers==5.25.0), may install a
+    release outside ``required``: the newest release it admits is tried against the versions either names."""
+    try:
+        asked = Requirement(written).specifier
+    except InvalidRequirement:
+        return True
+    named = {s.version for s in (*asked, *required)} | {"9999"}
+    return any(asked.contains(v, prereleases=False) and not required.contains(v) for v in named)
+
+
+def _install_breaks_model(wanted: bool, ctx: Context) -> Outcome:
+    """A vLLM the workload pip-installs (not an image's, built with the packages of its day) whose requirement
+    admits a package release that breaks the served model's class (a compat pin's breaks_architectures), with no
+    install of that package inside the pin: pip takes the newest, and the model fails to load."""
+    workload, model = ctx.workload, _served_model(ctx)
+    if workload is None or model is None or ctx.effective.version_source != "pip-install":
+        return Outcome(False)
+    items: list[Evidence] = []
+    for pin in ctx.knowledge.pins:
+        if model.architecture not in pin.breaks_architectures or not in_range(pin.vllm_versions, ctx.version):
+            continue
+        required = Requirement(pin.requirement).specifier
+        claims = [c for c in workload.installs if c.package == pin.package]
+        if claims and not all(_admits_outside(c.requirement, required) for c in claims):
+            continue
+        vllm = next((c for c in workload.installs if c.package == "vllm"), None)
+        asked = ", ".join(c.requirement for c in claims) or f"no {pin.package} of its own"
+        text = (
+            f"vLLM {ctx.version} installed by pip ({asked}) takes the newest {pin.package} its requirement admits, "
+            f"and {model.architecture} ({model.name}) needs {pin.requirement} to load"
+        )
+        items.append(Evidence(text, vllm.location if vllm is not None else None))
+    return Outcome(bool(items) is wanted, items=items)
+
+
 # Options argparse collects rather than replaces (action="append": wheel:vllm==0.11.0:vllm/entrypoints/openai/
 # cli_args.py:211, wheel:vllm==0.34.0:vllm/entrypoints/common/cli_args.py:408).
 _APPENDED = frozenset({"--middleware"})
@@ -965,6 +1004,7 @@ EVALUATORS: dict[str, Callable[[Any, Asked], Outcome]] = {
     "python_unsupported": lambda wanted, asked: _python_unsupported(wanted, asked.ctx),
     "python_caps_release": lambda wanted, asked: _python_caps_release(wanted, asked.ctx),
     "pin_outside_vllm_requirement": lambda wanted, asked: _pin_outside_vllm_requirement(wanted, asked.ctx),
+    "install_breaks_model": lambda wanted, asked: _install_breaks_model(wanted, asked.ctx),
     "option_repeated": lambda wanted, asked: _option_repeated(wanted, asked.workload_flags),
     "weights_exceed_gpu": lambda wanted, asked: _weights_exceed_gpu(wanted, asked.ctx),
     "release_pinned_unknown": lambda wanted, asked: _release_pinned_unknown(wanted, asked.ctx),
