@@ -30,7 +30,9 @@ apiVersion: apps/v1
 kind: Deployment
 metadata: {{name: vllm-{0}}}
 spec:
+  selector: {{matchLabels: {{app: vllm-{0}}}}}
   template:
+    metadata: {{labels: {{app: vllm-{0}}}}}
     spec:
       containers:
       - name: vllm

@@ -415,7 +415,9 @@ apiVersion: apps/v1
 kind: Deployment
 metadata: {name: vllm}
 spec:
+  selector: {matchLabels: {app: vllm}}
   template:
+    metadata: {labels: {app: vllm}}
     spec:
       containers:
         - name: vllm

@@ -86,7 +86,13 @@ spec:
     assert w.pod_elsewhere
     shm_rules = {"pitfall.shm-too-small-for-workers", "pitfall.offload-tier-over-shm"}
     assert not shm_rules & {f.rule_id for f in review(("patch-decode.yaml", patch), version="0.33.0").findings}
-    full = patch.replace("      - name: server\n", "      - name: server\n        image: vllm/vllm-openai:v0.33.0\n")
+    # a patch may set the image too (llm-d's tiered-cache overlays do): with no selector and no pod labels, which a
+    # Deployment the API server takes must have, it is still a patch
+    imaged = patch.replace("      - name: server\n", "      - name: server\n        image: vllm/vllm-openai:v0.33.0\n")
+    [patched], notes = workloads(("patch-decode.yaml", imaged))
+    assert patched.pod_elsewhere and any("read as a patch" in n for n in notes)
+    selected = "spec:\n  selector: {matchLabels: {app: d}}\n  template:\n    metadata: {labels: {app: d}}\n"
+    full = imaged.replace("spec:\n  template:\n", selected)
     [whole], _ = workloads(("decode.yaml", full))
     assert not whole.pod_elsewhere
     assert "pitfall.shm-too-small-for-workers" in {f.rule_id for f in review(("decode.yaml", full)).findings}

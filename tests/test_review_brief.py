@@ -23,7 +23,9 @@ kind: Deployment
 metadata: {{name: vllm-{name}}}
 spec:
   replicas: 2
+  selector: {{matchLabels: {{app: vllm-{name}}}}}
   template:
+    metadata: {{labels: {{app: vllm-{name}}}}}
     spec:
       containers:
       - name: vllm

@@ -65,6 +65,19 @@ from ..yaml_nodes import Located, node_location, text_of
 from .base import Reading, mappings
 
 _WORKLOAD_KINDS = {"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "Pod", "LeaderWorkerSet"}
+# apps/v1 kinds the API server refuses without spec.selector and pod labels for it to match: one written with
+# neither is a strategic-merge patch (a kustomize overlay's), and the pod's GPUs, /dev/shm and probes are in the
+# base it patches.
+_SELECTOR_REQUIRED = {"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet"}
+
+
+def _a_patch(obj: Located, kind: str) -> bool:
+    spec = obj.get("spec")
+    if kind not in _SELECTOR_REQUIRED or spec is None or spec.get("selector") is not None:
+        return False
+    template = spec.get("template")
+    meta = template.get("metadata") if template is not None else None
+    return meta is None or meta.get("labels") is None
 
 
 _PodSpec = tuple[Located, str, int | None, int, list[Located]]
@@ -164,6 +177,7 @@ def _parse_kubernetes(doc: Document, objects: list[Located], reading: Reading) -
             if key.endswith((".yaml", ".yml")) and isinstance(item.value, str):
                 maybe_lmcache_config(doc.name, item.value, deployment, totals, item.line + 1, lmcache_keys, key)
     deployment.claims += [c for c in (claim_spec(doc, o) for o in objects) if c is not None]
+    patched: list[str] = []  # the vLLM workloads read as patches for want of a selector (said once, in a note)
     for obj in objects:
         kind = text_of(obj.get("kind")) if obj.get("kind") else ""
         meta = obj.get("metadata")
@@ -250,10 +264,15 @@ def _parse_kubernetes(doc: Document, objects: list[Located], reading: Reading) -
                     replicas=replicas,
                     nodes=nodes,
                     location=Location(file=doc.name, line=container.line, path=container.path or None),
-                    # a patch without an image, a base whose image an overlay sets, or a pod an operator builds:
-                    # GPUs and /dev/shm are set where the pod is completed
-                    pod_elsewhere=image is None or placeholder_image(image) or kind not in _WORKLOAD_KINDS,
+                    # a patch (without an image, or without the selector its kind needs), a base whose image an
+                    # overlay sets, or a pod an operator builds: GPUs and /dev/shm are set where the pod is completed
+                    pod_elsewhere=image is None
+                    or placeholder_image(image)
+                    or kind not in _WORKLOAD_KINDS
+                    or _a_patch(obj, kind),
                 )
+                if image is not None and _a_patch(obj, kind):
+                    patched.append(f"{kind}/{name}")
                 pod_resources(doc, workload, pod_spec, container, deployment.notes)
                 evaluated = frozenset(
                     {"VLLM_ADDITIONAL_ARGS"} if kind in _KSERVE_KINDS else ()
@@ -271,6 +290,13 @@ def _parse_kubernetes(doc: Document, objects: list[Located], reading: Reading) -
                 deployment.workloads.append(workload)
         if served:
             deployment.hygiene += _beside_vllm(doc, kind, pods, served | own_hygiene, config_maps)
+    if patched:
+        named = ", ".join(dict.fromkeys(patched[:5])) + (f" and {len(patched) - 5} more" if len(patched) > 5 else "")
+        deployment.notes.append(
+            f"{doc.name}: {named} {'has' if len(patched) == 1 else 'have'} no spec.selector and no pod labels, "
+            "which the API server requires: read as a patch (a kustomize overlay's); the pod's GPUs, /dev/shm and "
+            "probes are its base's and are not judged here"
+        )
 
 
 def _defined_first(kind: str, container: Located, config_maps: dict[str, Located]) -> list[str] | None:
