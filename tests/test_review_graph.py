@@ -810,3 +810,42 @@ def test_an_lmcache_server_switch_given_a_value_is_refused() -> None:
         "lmcache/standalone:v0.5.6", '            - --disable-metrics\n            - --l1-size-gb\n            - "20"\n'
     )
     assert hits(review(("lmcache.yaml", bare)), "pitfall.lmcache-server-option-unknown") == []
+
+
+# --- a server reached from outside the cluster ---
+
+EXPOSED = "pitfall.api-exposed-without-key"
+
+
+@pytest.mark.parametrize(
+    ("spec", "env", "extra_args", "fires"),
+    [
+        ("  type: LoadBalancer\n", "", "", True),
+        ("  type: NodePort\n", "", "", True),
+        ("", "", "", False),  # ClusterIP: inside the cluster only
+        ("  type: LoadBalancer\n  loadBalancerSourceRanges: [10.0.0.0/8]\n", "", "", False),
+        ("  type: LoadBalancer\n", "", ", --api-key, $(KEY)", False),
+        (
+            "  type: LoadBalancer\n",
+            "          env:\n            - name: VLLM_API_KEY\n"
+            "              valueFrom: {secretKeyRef: {name: vllm, key: api-key}}\n",
+            "",
+            False,
+        ),
+    ],
+)
+def test_a_server_reached_from_outside_without_an_api_key(spec: str, env: str, extra_args: str, fires: bool) -> None:
+    service = SERVICE.replace("TARGET", "8000").replace("spec:\n", "spec:\n" + spec)
+    text = deployment(env=env, extra_args=extra_args) + service
+    result = review(("vllm.yaml", text))
+    assert bool(hits(result, EXPOSED)) is fires, result.summary()
+    if fires:
+        assert hits(result, EXPOSED) == [("vllm.yaml", line_of(text, "apiVersion: v1"))]  # the Service
+
+
+def test_an_internal_load_balancer_is_not_judged() -> None:
+    internal = SERVICE.replace("TARGET", "8000").replace(
+        "  name: vllm\nspec:\n",
+        "  name: vllm\n  annotations: {networking.gke.io/load-balancer-type: Internal}\nspec:\n  type: LoadBalancer\n",
+    )
+    assert not hits(review(("vllm.yaml", deployment() + internal)), EXPOSED)

@@ -574,6 +574,7 @@ class Condition(Frozen):
     )
     graph: (
         Literal[
+            "exposed-without-key",
             "port-mismatch",
             "no-gpu",
             "gpus-fewer-than-ranks",

@@ -644,7 +644,25 @@ def service_link_env(deployment: Deployment, workload: Workload) -> list[EnvUse]
     return found
 
 
+# Service types that take traffic from outside the cluster: every node's port, or the cloud's load balancer.
+_REACHED_FROM_OUTSIDE = {"LoadBalancer", "NodePort"}
+
+
+def exposed_without_key(graph: Graph) -> list[Hit]:
+    """A Service that reaches the vLLM pod from outside the cluster while the server takes no API key
+    (--api-key, else VLLM_API_KEY: feature.api-key-guards-the-server): anyone who finds the address calls it."""
+    w, e = graph.workload, graph.effective
+    if "--api-key" in e.flags or "VLLM_API_KEY" in e.env:
+        return []
+    return [
+        Hit(f"Service {s.name} is of type {s.type} and the server takes no --api-key or VLLM_API_KEY", s.location)
+        for s in selecting_services(graph.deployment, w)
+        if s.type in _REACHED_FROM_OUTSIDE and not s.restricted
+    ]
+
+
 CHECKS: dict[str, Callable[[Graph], list[Hit]]] = {
+    "exposed-without-key": exposed_without_key,
     "port-mismatch": port_mismatches,
     "no-gpu": gpus_missing,
     "gpus-fewer-than-ranks": gpus_fewer_than_ranks,

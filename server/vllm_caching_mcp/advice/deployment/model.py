@@ -145,6 +145,12 @@ class ServiceSpec(BaseModel):
     ports: list[PortRef] = Field(default_factory=list, description="the ports it is reached on (port)")
     targets: list[PortRef] = Field(default_factory=list, description="where it sends each (targetPort, else port)")
     namespace: str | None = Field(default=None, description="metadata.namespace; None: where it is applied")
+    type: str = Field(default="ClusterIP", description="spec.type: ClusterIP, NodePort, LoadBalancer, ...")
+    restricted: bool = Field(
+        default=False,
+        description="reached from fewer places than its type says: loadBalancerSourceRanges, or an annotation that "
+        "makes the cloud's load balancer internal",
+    )
     location: Location | None = None
 
 

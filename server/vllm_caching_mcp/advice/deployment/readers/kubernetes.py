@@ -555,6 +555,14 @@ def _service_spec(doc: Document, service: Located, name: str) -> ServiceSpec:
         if target is not None:
             targets.append(port_ref(doc, "targetPort" if item.get("targetPort") else "port", target))
     where = node_location(doc, service)
+    kind = spec.get("type") if spec is not None else None
+    meta = service.get("metadata")
+    notes = meta.get("annotations") if meta is not None else None
+    internal = (
+        isinstance(notes.value, dict) and any("internal" in f"{k}={text_of(v)}".lower() for k, v in notes.value.items())
+        if notes is not None
+        else False
+    )
     return ServiceSpec(
         name=name,
         file=doc.name,
@@ -562,6 +570,8 @@ def _service_spec(doc: Document, service: Located, name: str) -> ServiceSpec:
         ports=ports,
         targets=targets,
         namespace=_namespace(service),
+        type=text_of(kind) if kind is not None else "ClusterIP",
+        restricted=internal or (spec is not None and spec.get("loadBalancerSourceRanges") is not None),
         location=where,
     )
 
