@@ -34,7 +34,7 @@ REPO = HERE.parents[1]
 # default block size (16 tokens through 0.33, 64 from 0.34; flag.block-size); 0.28.0, the first release
 # that gives hybrid models prefix caching by default (engine.hybrid-prefix-caching-default) and the last
 # of Model Runner V2's wide default (engine.max-in-flight-tokens).
-RELEASES = ("0.20.2", "0.22.1", "0.28.0", "0.32.0", "0.33.0", "0.34.0")
+RELEASES = ("0.20.2", "0.22.1", "0.28.0", "0.30.0", "0.32.0", "0.33.0", "0.34.0")
 # rules.py also has cases for a release outside the golden files (the native shorthand before 0.14).
 RULE_RELEASES = (*RELEASES, "0.13.0")
 LMCACHE = "0.5.6"  # the LMCache the rules' LMCache cases run against (knowledge/ENGINE.md)
