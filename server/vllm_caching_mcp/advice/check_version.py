@@ -118,12 +118,29 @@ class EntryStatus(BaseModel):
         default=0, description="changes of other releases not listed here (detail: full lists them)"
     )
     citation: Citation
+    sources_left_out: int = Field(
+        default=0, description="sources of the entry and of its changes not listed here (detail: full lists them)"
+    )
 
     def in_brief(self) -> EntryStatus:
-        """The change in force in this release and the next ones that come, the rest counted."""
+        """The change in force in this release and the next ones that come, the rest counted; the entry's first
+        sources and each change's first, the rest counted too."""
         so_far, later = self.changes_so_far[-1:], self.later_changes[:_LATER_IN_BRIEF]
         left_out = len(self.changes_so_far) + len(self.later_changes) - len(so_far) - len(later)
-        return self.model_copy(update={"changes_so_far": so_far, "later_changes": later, "changes_left_out": left_out})
+        changes = [c.model_copy(update={"sources": c.sources[:1]}) for c in (*so_far, *later)]
+        # the sources read in the release asked about first (a wheel or sdist of it), then in their own order
+        ranked = sorted(self.citation.sources, key=lambda source: f"=={self.version}:" not in source)
+        cited = ranked[:_SOURCES_IN_BRIEF]
+        sources_left = len(self.citation.sources) - len(cited) + sum(len(c.sources) - 1 for c in (*so_far, *later))
+        return self.model_copy(
+            update={
+                "changes_so_far": changes[: len(so_far)],
+                "later_changes": changes[len(so_far) :],
+                "changes_left_out": left_out,
+                "citation": self.citation.model_copy(update={"sources": cited}),
+                "sources_left_out": self.sources_left_out + sources_left,
+            }
+        )
 
     def details(self) -> list[str]:
         """The facts behind the one-sentence answer, one per line."""
@@ -152,13 +169,16 @@ class EntryStatus(BaseModel):
         if self.changes_left_out:
             lines.append(f"{self.changes_left_out} changes of other releases not listed (detail: full lists them)")
         lines.append(
-            f"sources: {', '.join(self.citation.sources[:3])}" + (" …" if len(self.citation.sources) > 3 else "")
+            f"sources: {', '.join(self.citation.sources[:_SOURCES_IN_BRIEF])}"
+            + (" …" if len(self.citation.sources) > _SOURCES_IN_BRIEF or self.sources_left_out else "")
         )
         return lines
 
 
 # The next change only: a second one cost ~0.5 KB and took a one-name answer past 4 KB (issue 29).
 _LATER_IN_BRIEF = 1
+# The entry sources a brief answer lists (as its text does); detail: full lists every one.
+_SOURCES_IN_BRIEF = 3
 # The changes one page carries, as JSON: with the rest of the answer, a page stays within a few tens of KB.
 CHANGES_PAGE_BYTES = 16 * 1024
 
