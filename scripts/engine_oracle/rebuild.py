@@ -30,11 +30,12 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 
 # The releases the golden files cover: the newest, and one from each era of the hybrid KV cache
-# manager with connectors (before 0.22, 0.22, 0.23 onward; knowledge/connectors.yaml `hma`) and of the
-# default block size (16 tokens through 0.33, 64 from 0.34; flag.block-size); 0.28.0, the first release
-# that gives hybrid models prefix caching by default (engine.hybrid-prefix-caching-default) and the last
-# of Model Runner V2's wide default (engine.max-in-flight-tokens).
-RELEASES = ("0.20.2", "0.22.1", "0.28.0", "0.30.0", "0.32.0", "0.33.0", "0.34.0")
+# manager with connectors (before 0.22, 0.22, 0.23 onward; knowledge/connectors.yaml `hma`), of the
+# default block size (16 tokens through 0.33, 64 from 0.34; flag.block-size), of Model Runner V2's wide
+# default and in-flight tokens (0.26.0-0.28.0; engine.max-in-flight-tokens), of hybrid prefix caching on by
+# default (0.28.0; engine.hybrid-prefix-caching-default), of the null block without checkpoint layers
+# (0.30.0) and of Mamba2's checkpoint block (0.32.0; engine.mamba2-prefill-checkpoint).
+RELEASES = ("0.20.2", "0.22.1", "0.26.0", "0.28.0", "0.30.0", "0.32.0", "0.33.0", "0.34.0")
 # rules.py also has cases for a release outside the golden files (the native shorthand before 0.14).
 RULE_RELEASES = (*RELEASES, "0.13.0")
 LMCACHE = "0.5.6"  # the LMCache the rules' LMCache cases run against (knowledge/ENGINE.md)
