@@ -190,6 +190,7 @@ def _parse_kubernetes(doc: Document, objects: list[Located], reading: Reading) -
         served: set[int] = set()  # ids of the containers that run vLLM
         own_hygiene: set[int] = set()  # ids of the containers read as LMCache servers
         pods = _pod_specs(doc, obj, deployment.notes)
+        a_patch = _a_patch(obj, kind)  # the object's, for each of its containers
         for pod_spec, part, replicas, nodes, containers in pods:
             gpu = gpu_label(pod_spec)
             pod = Pod(
@@ -266,12 +267,9 @@ def _parse_kubernetes(doc: Document, objects: list[Located], reading: Reading) -
                     location=Location(file=doc.name, line=container.line, path=container.path or None),
                     # a patch (without an image, or without the selector its kind needs), a base whose image an
                     # overlay sets, or a pod an operator builds: GPUs and /dev/shm are set where the pod is completed
-                    pod_elsewhere=image is None
-                    or placeholder_image(image)
-                    or kind not in _WORKLOAD_KINDS
-                    or _a_patch(obj, kind),
+                    pod_elsewhere=image is None or placeholder_image(image) or kind not in _WORKLOAD_KINDS or a_patch,
                 )
-                if image is not None and _a_patch(obj, kind):
+                if image is not None and a_patch:
                     patched.append(f"{kind}/{name}")
                 pod_resources(doc, workload, pod_spec, container, deployment.notes)
                 evaluated = frozenset(
