@@ -21,6 +21,7 @@ import time
 import venv
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import IO
 
 import httpx
 import pytest
@@ -139,28 +140,49 @@ def server_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "vllm_caching_mcp.mcp_server", *args]
 
 
-@contextlib.contextmanager
-def running_server(*args: str, env: dict[str, str] | None = None, log: Path) -> Iterator[str]:
-    """The real server on a free loopback port with ``args``; yields its base URL; stderr goes to ``log``."""
-    port = free_port()
-    with log.open("wb") as err:
+def _start_server(
+    args: tuple[str, ...], env: dict[str, str] | None, err: IO[bytes]
+) -> tuple[subprocess.Popen[bytes], int]:
+    """The real server on a free loopback port, once it answers /healthz.
+
+    The port is free when chosen but is not held, so another test worker may bind it first; the server
+    then exits saying so, and another port is tried.
+    """
+    for _ in range(5):
+        port = free_port()
+        mark = err.tell()
         proc = subprocess.Popen(
             server_command("--transport", "streamable-http", "--port", str(port), *args),
             stdout=subprocess.DEVNULL,
             stderr=err,
             env={**os.environ, **(env or {})},
         )
+        deadline = time.monotonic() + 30
+        while proc.poll() is None:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=0.5).status_code == 200:
+                    return proc, port
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                proc.kill()
+                raise AssertionError("server did not answer /healthz within 30 s")
+            time.sleep(0.1)
+        err.flush()
+        with open(err.name, "rb") as written:
+            written.seek(mark)
+            said = written.read().decode(errors="replace")
+        if "Address already in use" not in said:
+            raise AssertionError(said)
+    raise AssertionError("no free loopback port after 5 tries")
+
+
+@contextlib.contextmanager
+def running_server(*args: str, env: dict[str, str] | None = None, log: Path) -> Iterator[str]:
+    """The real server on a free loopback port with ``args``; yields its base URL; stderr goes to ``log``."""
+    with log.open("wb") as err:
+        proc, port = _start_server(args, env, err)
         try:
-            deadline = time.monotonic() + 30
-            while True:
-                assert proc.poll() is None, log.read_text()
-                try:
-                    if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=0.5).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                assert time.monotonic() < deadline, "server did not answer /healthz within 30 s"
-                time.sleep(0.1)
             yield f"http://127.0.0.1:{port}"
         finally:
             proc.terminate()
