@@ -40,6 +40,8 @@ import yaml
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
+from vllm_caching_mcp.tools import with_defaults
+
 HERE = Path(__file__).resolve().parent
 _MISSING = object()
 _SEGMENT = re.compile(r"^(?P<key>[^\[\]]*)(?P<rest>(\[[^\]]*\])*)$")
@@ -188,7 +190,7 @@ async def run(questions: list[dict[str, Any]], server: StdioServerParameters) ->
                     text = " ".join(getattr(block, "text", "") for block in result.content)
                     outcomes.append(Outcome(error=text))
                 else:
-                    outcomes.append(Outcome(data=result.structured_content))
+                    outcomes.append(Outcome(data=with_defaults(call["tool"], result.structured_content or {})))
             score = scores[question["tool"]]
             problems = []
             for fact in question["expect"]:

@@ -489,12 +489,23 @@ def test_a_one_name_answer_is_a_few_kilobytes(knowledge: Knowledge) -> None:
     for name in sorted({s.name for s in knowledge.settings}):
         for version in ("0.13.0", "0.22.1", "0.33.0"):
             result = run_tool("check_version", {"name": name, "version": version})
-            data = json.dumps(result.model_dump(mode="json"), separators=(",", ":"))
+            data = json.dumps(result.structured(), separators=(",", ":"))
             sizes.append(len(data.encode()) + len(result.summary().encode()))
     sizes.sort()
     assert sizes[len(sizes) // 2] <= 4096 and sizes[-1] <= 8192, (sizes[len(sizes) // 2], sizes[-1])
     full = run_tool("check_version", {"name": "--kv-offloading-size", "version": "0.22.1", "detail": "full"})
     assert full.model_dump(mode="json")["security"]["listed"] == "all"
+
+
+def test_an_lmcache_name_asked_without_a_vllm_release_carries_no_vllm_advisories() -> None:
+    """The advisories of a vLLM release nobody named say nothing about an LMCache setting; LMCache's do."""
+    result = run_tool("check_version", {"name": "LMCACHE_MAX_LOCAL_CPU_SIZE", "lmcache_version": "0.5.6"})
+    wire = result.structured()
+    assert "security" not in wire and wire["lmcache_security"]["version"] == "0.5.6"
+    assert "security (stored advisory snapshot" in result.summary() and "vLLM 0.34.0: " not in result.summary()
+    # A vLLM name, or an LMCache name with the vLLM release given, still carries vLLM's.
+    for asked in ({"name": "--kv-offloading-size"}, {"name": "LMCACHE_MAX_LOCAL_CPU_SIZE", "version": "0.22.1"}):
+        assert run_tool("check_version", asked).structured()["security"]["package"] == "vllm"
 
 
 def test_compare_to_pages_its_changes_and_the_pages_together_are_every_change() -> None:

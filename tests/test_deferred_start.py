@@ -176,7 +176,7 @@ def test_with_workers_an_offline_call_is_checked_by_the_worker_and_no_tool_loads
         {"name": "--kv-offloading-size", "version": "0.22.1", "vllm_version": "0.22.1"},
         {"name": "--kv-offloading-size", "version": 12},
     ]
-    expected: list[Any] = [sorted(run_tool("check_version", calls[0]).model_dump(mode="json"))[:2]]
+    expected: list[Any] = [sorted(run_tool("check_version", calls[0]).structured())[:2]]
     for arguments in calls[1:]:
         with pytest.raises(ToolInputError) as refused:
             run_tool("check_version", arguments)

@@ -85,11 +85,11 @@ def non_finite(value: Any, path: str = "") -> list[str]:
 
 def assert_conforms(tool: str, result: Result) -> None:
     assert not non_finite(result.model_dump()), (tool, non_finite(result.model_dump()))
-    data = result.model_dump(mode="json")
-    json.dumps(data, allow_nan=False)
-    for checker in validators(tool):
-        errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in checker.iter_errors(data)]
-        assert not errors, (tool, errors[:5])
+    for data in (result.model_dump(mode="json"), result.structured()):  # the full dump, and what is sent
+        json.dumps(data, allow_nan=False)
+        for checker in validators(tool):
+            errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in checker.iter_errors(data)]
+            assert not errors, (tool, errors[:5])
 
 
 def answer(tool: str, arguments: dict[str, Any]) -> Result:

@@ -83,7 +83,7 @@ def test_an_answer_links_its_picture_and_reading_the_link_draws_it() -> None:
     svg = read[link.uri]
     assert svg.mime_type == SVG_MIME and svg.text == picture()
     assert read["p99"].text == picture("capacity", 32_768)
-    assert answer.structured_content == run_tool("size_offload", ARGUMENTS).model_dump(mode="json")
+    assert answer.structured_content == run_tool("size_offload", ARGUMENTS).structured()
 
 
 def test_a_client_that_shows_mcp_apps_also_gets_the_page() -> None:

@@ -390,7 +390,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise ToolInputError('arguments: must be a JSON object, e.g. \'{"name": "--block-size"}\'')
             check_argument_names(args.tool, arguments)
             result = run_tool(args.tool, arguments)
-            print(json_printable(json.dumps(result.model_dump(mode="json"), indent=2, ensure_ascii=False)))
+            print(json_printable(json.dumps(result.structured(), indent=2, ensure_ascii=False)))
             return 0
         spec: ToolSpec = args._tool
         result = run_tool(spec.name, _arguments(spec, args))

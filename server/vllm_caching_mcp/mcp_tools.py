@@ -77,7 +77,7 @@ def tool_function(spec: ToolSpec) -> Any:
             result = run_tool(spec.name, arguments)
         except ToolInputError as exc:
             raise ToolError(one_line(str(exc))) from None
-        return tool_result(result.summary(), result.model_dump(mode="json"), links(spec.name, arguments))
+        return tool_result(result.summary(), result.structured(), links(spec.name, arguments))
 
     tool: Any = run
 

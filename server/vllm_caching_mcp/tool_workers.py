@@ -142,7 +142,7 @@ def _answer(name: str, arguments: dict[str, Any]) -> tuple[Any, ...]:
 
     try:
         result = run_tool(name, json_strings_parsed(name, arguments))
-        return ("answer", result.summary(), result.model_dump(mode="json"))
+        return ("answer", result.summary(), result.structured())
     except ToolInputError as exc:
         return ("refused", str(exc))
     except Exception:  # reported to the server's log; the caller gets the SDK's generic message

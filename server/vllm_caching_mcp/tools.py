@@ -125,6 +125,12 @@ def json_strings_parsed(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
 _RENAMED = {"vllm_version": "version"}
 
 
+def with_defaults(name: str, structured: dict[str, Any]) -> dict[str, Any]:
+    """Tool ``name``'s structured content with every field it left out at its default put back
+    (`Result.structured` leaves empty optional fields out)."""
+    return tool_spec(name).result.model_validate(structured).model_dump(mode="json")
+
+
 def run_tool(name: str, arguments: dict[str, Any]) -> Result:
     """Validate ``arguments`` for tool ``name`` and answer; raises ToolInputError on bad input.
 

@@ -251,7 +251,9 @@ class CheckVersionResult(Result):
     changes_page: int = Field(default=1, description="which page of `changes` this is (`page`; detail: full: all)")
     changes_pages: int = Field(default=1, description="how many pages the changes take")
     security: SecurityCheck | None = Field(
-        default=None, description="known advisories for `version` and the security floor (stored snapshot)"
+        default=None,
+        description="known advisories for `version` and the security floor (stored snapshot); left out when only "
+        "LMCache names were found and no vLLM release was given",
     )
     compare_security: SecurityCheck | None = Field(default=None, description="the same for `compare_to`")
     lmcache_security: SecurityCheck | None = Field(default=None, description="the same for the LMCache release")
@@ -541,7 +543,16 @@ def check_version(request: CheckVersionRequest, knowledge: Knowledge) -> CheckVe
         _answer_name(request, knowledge, version, result)
     if request.compare_to is not None:
         _compare(request, knowledge, version, result)
+    elif context.assumed and _about_lmcache_alone(result):
+        result.security = None  # the advisories of a vLLM release nobody named say nothing about an LMCache name
     return result
+
+
+def _about_lmcache_alone(result: CheckVersionResult) -> bool:
+    """Whether every name the answer found is LMCache's (its key, variable or server option)."""
+    found = [m.component for m in result.matches]
+    found += [m.package for m in result.schema_matches] + [m.package for m in result.inventory_matches]
+    return bool(found) and all(owner == "lmcache" for owner in found)
 
 
 def _answer_name(

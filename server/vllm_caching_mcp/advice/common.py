@@ -76,6 +76,32 @@ class Result(BaseModel):
         """A few lines for a person; the structured fields carry the detail."""
         raise NotImplementedError
 
+    def structured(self) -> dict[str, Any]:
+        """The result as the JSON an agent reads: an optional field that is empty (null, [] or {}) is left
+        out, as its output schema's default says what it would have been; every required field stays."""
+        return _without_empty_optionals(self, self.model_dump(mode="json"))
+
+
+def _without_empty_optionals(model: BaseModel, dumped: dict[str, Any]) -> dict[str, Any]:
+    fields = type(model).model_fields
+    kept: dict[str, Any] = {}
+    for name, value in dumped.items():
+        field = fields.get(name)
+        if field is not None and not field.is_required() and value in (None, [], {}):
+            continue
+        kept[name] = _lean_value(getattr(model, name, None), value)
+    return kept
+
+
+def _lean_value(value: Any, dumped: Any) -> Any:
+    if isinstance(value, BaseModel) and isinstance(dumped, dict):
+        return _without_empty_optionals(value, dumped)
+    if isinstance(value, (list, tuple)) and isinstance(dumped, list) and len(value) == len(dumped):
+        return [_lean_value(v, d) for v, d in zip(value, dumped, strict=True)]
+    if isinstance(value, dict) and isinstance(dumped, dict):
+        return {k: _lean_value(value.get(k), d) for k, d in dumped.items()}
+    return dumped
+
 
 @dataclass(frozen=True)
 class ToolSpec:
