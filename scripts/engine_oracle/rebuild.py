@@ -34,8 +34,9 @@ REPO = HERE.parents[1]
 # default block size (16 tokens through 0.33, 64 from 0.34; flag.block-size), of Model Runner V2's wide
 # default and in-flight tokens (0.26.0-0.28.0; engine.max-in-flight-tokens), of hybrid prefix caching on by
 # default (0.28.0; engine.hybrid-prefix-caching-default), of the null block without checkpoint layers
-# (0.30.0) and of Mamba2's checkpoint block (0.32.0; engine.mamba2-prefill-checkpoint).
-RELEASES = ("0.20.2", "0.22.1", "0.26.0", "0.28.0", "0.30.0", "0.32.0", "0.33.0", "0.34.0")
+# (0.30.0) and of Mamba2's checkpoint block (0.32.0; engine.mamba2-prefill-checkpoint); 0.27.1 is the last
+# release with Model Runner V2's wide default and hybrid prefix caching still off.
+RELEASES = ("0.20.2", "0.22.1", "0.26.0", "0.27.1", "0.28.0", "0.30.0", "0.32.0", "0.33.0", "0.34.0")
 # rules.py also has cases for a release outside the golden files (the native shorthand before 0.14).
 RULE_RELEASES = (*RELEASES, "0.13.0")
 LMCACHE = "0.5.6"  # the LMCache the rules' LMCache cases run against (knowledge/ENGINE.md)
@@ -81,6 +82,37 @@ def venv_for(release: str, scratch: Path) -> Path:
     return python
 
 
+# transformers 5.17 moved the rotary embedding Pixtral imports (knowledge pin.transformers-pixtral-rotary), and a
+# release whose requirement has no upper bound installs the newest: the oracle then cannot import the model
+# registry. The newest transformers before the move:
+TRANSFORMERS_BEFORE_PIXTRAL_MOVE = "5.16.1"
+# Files of a pinned dependency that evaluate an annotation only Python 3.12 can (``array.array[int]``) at import.
+ANNOTATIONS_FOR_312 = ("flashinfer/comm/fd_exchange.py",)
+
+
+def make_importable(python: Path) -> None:
+    """What the scratch venv needs so that vLLM's own modules import on this machine's Python; the engine code
+    the oracle runs is not touched."""
+    probe = (
+        "import importlib.metadata as m, sys, sysconfig\n"
+        "req = [r for r in m.requires('vllm') or [] if r.startswith('transformers') and 'extra' not in r]\n"
+        "print(sysconfig.get_paths()['purelib']); print(sys.version_info >= (3, 12))\n"
+        "print(m.version('transformers')); print(req[0] if req else '')"
+    )
+    lines = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, check=True).stdout.splitlines()
+    site, new_python, installed = Path(lines[0]), lines[1] == "True", lines[2]
+    requirement = lines[3] if len(lines) > 3 else ""
+    moved = tuple(int(p) for p in installed.split(".")[:2] if p.isdigit()) >= (5, 17)
+    if moved and "<" not in requirement:
+        index_only = {k: v for k, v in os.environ.items() if k != "PIP_FIND_LINKS"} | {"PIP_CONFIG_FILE": os.devnull}
+        pin = f"transformers=={TRANSFORMERS_BEFORE_PIXTRAL_MOVE}"
+        _run([str(python), "-m", "pip", "install", "--quiet", pin], env=index_only)
+    for relative in () if new_python else ANNOTATIONS_FOR_312:
+        path = site / relative
+        if path.exists() and "from __future__ import annotations" not in path.read_text(encoding="utf-8"):
+            path.write_text("from __future__ import annotations\n" + path.read_text(encoding="utf-8"), encoding="utf-8")
+
+
 def lmcache_path(python: Path, scratch: Path) -> str:
     """LMCache's wheel unpacked and its few scheduler-side dependencies, for rules.py --lmcache-dir."""
     unpacked, deps = scratch / f"lmcache-{LMCACHE}", scratch / f"lmcache-{LMCACHE}-deps"
@@ -117,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     for release in releases:
         started = time.monotonic()
         python = venv_for(release, scratch)
+        make_importable(python)
         lmcache = lmcache_path(python, scratch)
         if release in RELEASES:
             jobs = ["--jobs", str(args.jobs)] if args.jobs else []

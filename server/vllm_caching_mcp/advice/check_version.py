@@ -87,6 +87,12 @@ class ChangeNote(BaseModel):
     sources: list[str]
 
 
+# The next change only: a second one cost ~0.5 KB and took a one-name answer past 4 KB (issue 29).
+_LATER_IN_BRIEF = 1
+# The entry sources a brief answer lists (as its text does); detail: full lists every one.
+_SOURCES_IN_BRIEF = 3
+
+
 class EntryStatus(BaseModel):
     """One entry's state in the release asked about."""
 
@@ -122,21 +128,23 @@ class EntryStatus(BaseModel):
         default=0, description="sources of the entry and of its changes not listed here (detail: full lists them)"
     )
 
-    def in_brief(self) -> EntryStatus:
-        """The change in force in this release and the next ones that come, the rest counted; the entry's first
-        sources and each change's first, the rest counted too."""
-        so_far, later = self.changes_so_far[-1:], self.later_changes[:_LATER_IN_BRIEF]
+    def in_brief(
+        self, in_force: bool = True, later_changes: int = _LATER_IN_BRIEF, sources: int = _SOURCES_IN_BRIEF
+    ) -> EntryStatus:
+        """The change in force in this release (unless not ``in_force``) and the next ``later_changes`` that
+        come, the rest counted; the entry's first ``sources`` and each change's first, the rest counted too."""
+        so_far, later = self.changes_so_far[-1:] if in_force else [], self.later_changes[:later_changes]
         left_out = len(self.changes_so_far) + len(self.later_changes) - len(so_far) - len(later)
         changes = [c.model_copy(update={"sources": c.sources[:1]}) for c in (*so_far, *later)]
         # the sources read in the release asked about first (a wheel or sdist of it), then in their own order
         ranked = sorted(self.citation.sources, key=lambda source: f"=={self.version}:" not in source)
-        cited = ranked[:_SOURCES_IN_BRIEF]
+        cited = ranked[:sources]
         sources_left = len(self.citation.sources) - len(cited) + sum(len(c.sources) - 1 for c in (*so_far, *later))
         return self.model_copy(
             update={
                 "changes_so_far": changes[: len(so_far)],
                 "later_changes": changes[len(so_far) :],
-                "changes_left_out": left_out,
+                "changes_left_out": self.changes_left_out + left_out,
                 "citation": self.citation.model_copy(update={"sources": cited}),
                 "sources_left_out": self.sources_left_out + sources_left,
             }
@@ -167,7 +175,8 @@ class EntryStatus(BaseModel):
             lines.append(f"requires: {', '.join(self.requires)}")
         lines += [f"later, {c.version}: {c.summary}" for c in self.later_changes]
         if self.changes_left_out:
-            lines.append(f"{self.changes_left_out} changes of other releases not listed (detail: full lists them)")
+            changes = "change" if self.changes_left_out == 1 else "changes"
+            lines.append(f"{self.changes_left_out} {changes} of other releases not listed (detail: full lists them)")
         lines.append(
             f"sources: {', '.join(self.citation.sources[:_SOURCES_IN_BRIEF])}"
             + (" …" if len(self.citation.sources) > _SOURCES_IN_BRIEF or self.sources_left_out else "")
@@ -175,10 +184,6 @@ class EntryStatus(BaseModel):
         return lines
 
 
-# The next change only: a second one cost ~0.5 KB and took a one-name answer past 4 KB (issue 29).
-_LATER_IN_BRIEF = 1
-# The entry sources a brief answer lists (as its text does); detail: full lists every one.
-_SOURCES_IN_BRIEF = 3
 # The changes one page carries, as JSON: with the rest of the answer, a page stays within a few tens of KB.
 CHANGES_PAGE_BYTES = 16 * 1024
 
@@ -239,6 +244,10 @@ class CheckVersionResult(Result):
         "CacheConfig, SchedulerConfig, ParallelConfig; connectors' kv_connector_extra_config keys; vllm/envs.py "
         "variables; LMCache keys and old key names), with what setting one does",
     )
+    schema_matches_left_out: int = Field(
+        default=0,
+        description="schema readings of the name not listed, to keep the answer short (detail: full lists them)",
+    )
     not_found: NotFound | None = None
     direction: Literal["upgrade", "downgrade", "same"] | None = None
     change_summary: list[str] = Field(default_factory=list, description="with compare_to: the short summary")
@@ -278,6 +287,11 @@ class CheckVersionResult(Result):
             if s.parse is not None:
                 lines.append(f"  read as: {s.parse}")
             lines.append(f"  source: {', '.join(s.sources)}")
+        if self.schema_matches_left_out:
+            lines.append(
+                f"{self.schema_matches_left_out} more readings of this name in the engine's schema not listed "
+                "(detail: full lists them)"
+            )
         if self.not_found is not None:
             lines.append(self.not_found.answer)
             if self.not_found.suggestions:
@@ -339,6 +353,9 @@ def status_of(entry: Gated, version: Version, knowledge: Knowledge) -> Status | 
 
 
 def _sentence(entry: Gated, status: Status | Literal["unknown"], version: Version, knowledge: Knowledge) -> str:
+    name = entry.name
+    if isinstance(entry, Setting) and entry.kind == "spec_key" and entry.config_path:
+        name = f"{entry.name} ({entry.config_path} of OffloadingConnector)"  # a bare key could be anyone's
     oldest, newest = knowledge.oldest(entry.component), knowledge.newest(entry.component)
     where = f"{PRODUCT_LABELS[entry.component]} {version}"
     if version > newest:
@@ -350,16 +367,16 @@ def _sentence(entry: Gated, status: Status | Literal["unknown"], version: Versio
         first = "in every covered release"
     if status == "unknown":
         return (
-            f"{entry.name}: unknown in {where}, which is older than {oldest}, the oldest release covered; "
+            f"{name}: unknown in {where}, which is older than {oldest}, the oldest release covered; "
             f"it is there from {oldest}{until}."
         )
     if status == "not_yet":
-        return f"{entry.name} is not in {where}; it first appears in {entry.introduced}."
+        return f"{name} is not in {where}; it first appears in {entry.introduced}."
     if status == "removed":
-        return f"{entry.name} was removed in {entry.removed} and is not in {where}.{instead}"
+        return f"{name} was removed in {entry.removed} and is not in {where}.{instead}"
     if status == "deprecated":
-        return f"{entry.name} is deprecated in {where} ({_deprecated_since(entry, oldest)}{until}).{instead}"
-    return f"{entry.name} is available in {where} ({first}{until})."
+        return f"{name} is deprecated in {where} ({_deprecated_since(entry, oldest)}{until}).{instead}"
+    return f"{name} is available in {where} ({first}{until})."
 
 
 def _deprecated_since(entry: Gated, oldest: Version) -> str:
@@ -545,7 +562,33 @@ def check_version(request: CheckVersionRequest, knowledge: Knowledge) -> CheckVe
         _compare(request, knowledge, version, result)
     elif context.assumed and _about_lmcache_alone(result):
         result.security = None  # the advisories of a vLLM release nobody named say nothing about an LMCache name
+    if request.compare_to is None and request.detail == "summary":
+        _fit_brief(result)
     return result
+
+
+# A one-name answer's structured content and text together: with the tools/call envelope around them (the
+# result's wrapper, the text escaped as JSON; about 200 bytes) it reaches the agent within 4 KB.
+BRIEF_BYTES = 3840
+
+
+def _wire_bytes(result: CheckVersionResult) -> int:
+    return result.structured_bytes() + len(result.summary().encode())
+
+
+def _fit_brief(result: CheckVersionResult) -> None:
+    """Within `BRIEF_BYTES`, the tracked entries and the first schema reading stay; the schema's further
+    readings of the name (the same key read by another connector or by LMCache) are counted instead, and
+    then a second tracked entry's changes and all but its first source, then all but the first entry's first
+    source."""
+    keep = 0 if result.matches else 1
+    while len(result.schema_matches) > keep and _wire_bytes(result) > BRIEF_BYTES:
+        result.schema_matches.pop()
+        result.schema_matches_left_out += 1
+    if _wire_bytes(result) > BRIEF_BYTES:  # a name several entries track: the second on cites and changes less
+        result.matches[1:] = [m.in_brief(in_force=False, later_changes=0, sources=1) for m in result.matches[1:]]
+    if result.matches and _wire_bytes(result) > BRIEF_BYTES:
+        result.matches[0] = result.matches[0].in_brief(sources=1)
 
 
 def _about_lmcache_alone(result: CheckVersionResult) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import difflib
+import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
@@ -80,6 +81,10 @@ class Result(BaseModel):
         """The result as the JSON an agent reads: an optional field that is empty (null, [] or {}) is left
         out, as its output schema's default says what it would have been; every required field stays."""
         return _without_empty_optionals(self, self.model_dump(mode="json"))
+
+    def structured_bytes(self) -> int:
+        """The size of `structured` as compact JSON."""
+        return len(json.dumps(self.structured(), separators=(",", ":")).encode())
 
 
 def _without_empty_optionals(model: BaseModel, dumped: dict[str, Any]) -> dict[str, Any]:

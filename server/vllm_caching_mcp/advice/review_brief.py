@@ -74,7 +74,7 @@ def _within(field: str, share: int) -> Callable[[ReviewResult], bool]:
 
 
 def _size(result: ReviewResult) -> int:
-    return len(json.dumps(result.model_dump(mode="json"), separators=(",", ":")).encode())
+    return result.structured_bytes()
 
 
 def _bytes(result: ReviewResult, field: str) -> int:
