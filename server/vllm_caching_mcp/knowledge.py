@@ -395,6 +395,10 @@ FactName = Literal[
     "shm_gib",
     "shm_offload_gib",
     "worker_queues_shm_gib",
+    "lmcache_disk_gib",
+    "lmcache_disk_volume_gib",
+    "lmcache_disk_memory_gib",
+    "lmcache_disk_layer_gib",
 ]
 FACT_NAMES: tuple[str, ...] = get_args(FactName)
 

@@ -152,6 +152,10 @@ _FACT_LABELS = {
     "visible_gpus": "visible GPUs",
     "gpus_given": "GPUs the container is given",
     "gpus_used": "GPUs the engine uses",
+    "lmcache_disk_gib": "LMCache disk tier GiB",
+    "lmcache_disk_volume_gib": "volume sizeLimit GiB",
+    "lmcache_disk_memory_gib": "LMCache disk tier in memory GiB",
+    "lmcache_disk_layer_gib": "LMCache disk tier in the container's filesystem GiB",
 }
 
 

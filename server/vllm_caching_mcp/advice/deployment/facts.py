@@ -12,7 +12,7 @@ from ...versions import Version
 from ..common import readable_number
 from .bounds import clip
 from .flags import CLI_NUMBER, parse_number
-from .model import GIB, ConnectorUse, EnvUse, FlagUse, Location, Workload
+from .model import GIB, ConnectorUse, EnvUse, FlagUse, Location, Mount, Workload
 
 
 @dataclass
@@ -237,3 +237,69 @@ def _given(
         use = env[reading.key]
         value, where = numbers.text(use.value, use.name, use.location), use.location
     return None if value is None else (value, where)
+
+
+# The in-process LMCache connector: each vLLM worker process (TP x PP rank) builds its own LMCache engine.
+IN_PROCESS_LMCACHE = "connector.lmcache"
+
+
+def lmcache_disk_facts(
+    workload: Workload,
+    in_use: list[InUse],
+    numbers: Numbers,
+    env: dict[str, EnvUse],
+    facts: dict[FactName, float],
+    locations: dict[FactName, Location],
+) -> None:
+    """The local disk tier of an in-process LMCache and the volume it is written to.
+
+    LMCache builds a LocalDiskBackend only when local_disk is set and max_local_disk_size > 0, and each
+    one fills up to that size (wheel:lmcache==0.5.6:lmcache/v1/storage_backend/__init__.py:216-219;
+    local_disk_backend.py:190), one per worker process: ``lmcache_disk_gib`` is the container's whole disk
+    tier. Where the files show the whole pod, the directory's mount gives ``lmcache_disk_volume_gib`` (an
+    emptyDir's sizeLimit), ``lmcache_disk_memory_gib`` (a Memory emptyDir: the tier is RAM) or
+    ``lmcache_disk_layer_gib`` (no mount: the container's own filesystem)."""
+    lmcache = next((c for c in in_use if c.use.entry_id == IN_PROCESS_LMCACHE), None)
+    if lmcache is None:
+        return
+    extra = lmcache.extra or {}
+    path, size, where = _disk_setting(extra, env, numbers)
+    if not path or size is None or size <= 0:
+        return
+    gib = size * facts["world_size"] / workload.nodes * facts["dp"]
+    facts["lmcache_disk_gib"] = gib
+    if where is not None:
+        locations["lmcache_disk_gib"] = where
+    if not workload.mounts_known:
+        return
+    mount = _mount_of(workload.mounts, path)
+    if mount is None:
+        facts["lmcache_disk_layer_gib"] = gib
+    elif mount.backing == "memory":
+        facts["lmcache_disk_memory_gib"] = gib
+    elif mount.backing == "node-disk" and mount.size_gib is not None:
+        facts["lmcache_disk_volume_gib"] = mount.size_gib
+        locations["lmcache_disk_volume_gib"] = mount.location
+
+
+def _disk_setting(
+    extra: dict[str, Any], env: dict[str, EnvUse], numbers: Numbers
+) -> tuple[str | None, float | None, Location | None]:
+    """The first local_disk directory, max_local_disk_size and where the size was given: the connector's
+    lmcache.* extra config is applied after the variables and config file, so it wins."""
+    path_use, size_use = env.get("LMCACHE_LOCAL_DISK"), env.get("LMCACHE_MAX_LOCAL_DISK_SIZE")
+    path = path_use.value if path_use is not None else None
+    size = numbers.text(size_use.value, size_use.name, size_use.location) if size_use is not None else None
+    where = size_use.location if size_use is not None else None
+    if isinstance(extra.get("lmcache.local_disk"), str):
+        path = extra["lmcache.local_disk"]
+    if "lmcache.max_local_disk_size" in extra:
+        size, where = numbers.extra(extra, "lmcache.max_local_disk_size"), numbers.transfer_location
+    first = path.split(",")[0].strip().removeprefix("file://") if path else None
+    return first, size, where
+
+
+def _mount_of(mounts: list[Mount], path: str) -> Mount | None:
+    """The mount a directory is in: the one with the longest mount path above it."""
+    above = [m for m in mounts if path == m.path or path.startswith(m.path.rstrip("/") + "/")]
+    return max(above, key=lambda m: len(m.path), default=None)

@@ -127,6 +127,22 @@ class ClaimSpec(BaseModel):
     location: Location
 
 
+Backing = Literal["memory", "node-disk", "host", "claim", "read-only", "other"]
+
+
+class Mount(BaseModel):
+    """A directory the container has mounted, and what backs it."""
+
+    path: str
+    backing: Backing = Field(
+        description="memory: a Memory emptyDir or tmpfs; node-disk: an emptyDir on the node's disk; host: a "
+        "hostPath; claim: a PersistentVolumeClaim; read-only: a ConfigMap, Secret or projected volume, or a "
+        "mount marked readOnly"
+    )
+    size_gib: float | None = Field(default=None, description="an emptyDir's sizeLimit")
+    location: Location
+
+
 class PortRef(BaseModel):
     """A port as a container, a probe or a docker run states it: a number, or a name a container port has."""
 
@@ -229,6 +245,12 @@ class Workload(BaseModel):
         default_factory=list, description="deployment-hygiene problems around it (secrets, installs, probes, ...)"
     )
     claims: list[ClaimUse] = Field(default_factory=list, description="PersistentVolumeClaims its pod mounts")
+    mounts: list[Mount] = Field(default_factory=list, description="the container's volume mounts")
+    mounts_known: bool = Field(
+        default=False,
+        description="the files show the whole pod (a Deployment, StatefulSet, ... that no patch completes): a "
+        "directory no mount covers is in the container's own filesystem",
+    )
     ray_cluster: bool = Field(
         default=False, description="its container starts or joins a Ray cluster first: Ray places the workers"
     )

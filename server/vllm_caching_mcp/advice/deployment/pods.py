@@ -7,7 +7,7 @@ import json
 import re
 
 from .containers import GPU_RESOURCES, is_accelerator, memory_limit, whole_number
-from .model import Document, EnvUse, Location, Workload
+from .model import Backing, Document, EnvUse, Location, Mount, Workload
 from .shell import Shell
 from .yaml_nodes import Located, node_location, text_of
 
@@ -137,6 +137,7 @@ def pod_resources(doc: Document, workload: Workload, pod_spec: Located, containe
     if container.get("volumeMounts") is not None:
         workload.shm_location = node_location(doc, container.get("volumeMounts"))  # where /dev/shm would be mounted
     workload.host_ipc = pod_spec.get("hostIPC") is not None and pod_spec.get("hostIPC").value is True
+    workload.mounts = container_mounts(doc, pod_spec, container, notes)
     mounts = {text_of(m.get("name")): text_of(m.get("mountPath")) for m in container.each("volumeMounts")}
     for volume in pod_spec.each("volumes"):
         if mounts.get(text_of(volume.get("name"))) != "/dev/shm":
@@ -172,3 +173,37 @@ def runtime_placeholders(argv: list[tuple[str, Location]], variables: Shell) -> 
             variables.unresolved.setdefault(
                 value, f"{found.group()} is filled in by KServe from each InferenceService that uses the runtime"
             )
+
+
+_READ_ONLY_VOLUMES = ("configMap", "secret", "projected", "downwardAPI")
+
+
+def container_mounts(doc: Document, pod_spec: Located, container: Located, notes: list[str]) -> list[Mount]:
+    """The container's volumeMounts, each with what its pod volume is (an emptyDir's sizeLimit read as a
+    Kubernetes quantity)."""
+    volumes = {text_of(v.get("name")): v for v in pod_spec.each("volumes")}
+    found: list[Mount] = []
+    for mount in container.each("volumeMounts"):
+        path, volume = text_of(mount.get("mountPath")), volumes.get(text_of(mount.get("name")))
+        if not path.startswith("/"):
+            continue
+        backing: Backing = "other"
+        size = None
+        if volume is not None:
+            empty_dir = volume.get("emptyDir")
+            if empty_dir is not None:
+                medium = empty_dir.get("medium") if isinstance(empty_dir.value, dict) else None
+                backing = "memory" if medium is not None and text_of(medium) == "Memory" else "node-disk"
+                limit = empty_dir.get("sizeLimit") if isinstance(empty_dir.value, dict) else None
+                size = memory_limit(doc, limit, notes, "emptyDir.sizeLimit") if limit is not None else None
+            elif volume.get("hostPath") is not None:
+                backing = "host"
+            elif volume.get("persistentVolumeClaim") is not None:
+                backing = "claim"
+            elif any(volume.get(kind) is not None for kind in _READ_ONLY_VOLUMES):
+                backing = "read-only"
+        read_only = mount.get("readOnly")
+        if read_only is not None and read_only.value is True:
+            backing = "read-only"
+        found.append(Mount(path=path, backing=backing, size_gib=size, location=node_location(doc, mount)))
+    return found

@@ -10,7 +10,7 @@ from typing import Any, Literal, cast
 from ...knowledge import Connector, FactName, Gpu, Knowledge, Setting, ranged_at
 from ...versions import Version, in_range
 from .bounds import clip
-from .facts import InUse, Numbers, container_facts, memory_facts, visible_gpus, workload_facts
+from .facts import InUse, Numbers, container_facts, lmcache_disk_facts, memory_facts, visible_gpus, workload_facts
 from .flags import SWITCHES, canonical_flag, flag_bool, switches_fixed
 from .model import (
     ConnectorUse,
@@ -275,6 +275,7 @@ def resolve(
     facts, fact_locations = workload_facts(workload, numbers, in_use, env)
     visible_gpus(env, facts, fact_locations)
     container_facts(workload, in_use, numbers, env, knowledge, version, facts, fact_locations)
+    lmcache_disk_facts(workload, in_use, numbers, env, facts, fact_locations)
     gpu = find_gpu(knowledge, gpu_hint) or find_gpu(knowledge, workload.gpu_label)
     model, model_flag = workload.model, flags.get("--model")
     if model is None and model_flag is not None and isinstance(model_flag.value, str) and not model_flag.unresolved:

@@ -279,6 +279,7 @@ def _parse_kubernetes(doc: Document, objects: list[Located], reading: Reading) -
                 defined = _defined_first(kind, container, config_maps)
                 workload.hygiene += container_hygiene(doc, container, defined, vllm=True, evaluated=evaluated)
                 workload.claims = pod_claims(doc, pod_spec)
+                workload.mounts_known = not workload.pod_elsewhere
                 served.add(id(container))
                 _pod_network(doc, workload, pod, container)
                 workload.gpus_stated = not workload.pod_elsewhere and not _claims_devices(pod_spec, container)
