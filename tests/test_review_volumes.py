@@ -145,3 +145,41 @@ def test_the_connector_extra_config_wins_over_the_variables() -> None:
 
     assert disk_findings(review(("sts.yaml", extra(50)))) == {}  # 100 GiB in /cache (150 GiB)
     assert set(disk_findings(review(("sts.yaml", extra(100))))) == {OVER}  # 200 GiB
+
+
+def compose(volumes: str = "", extra: str = "") -> str:
+    """A compose service running vLLM with an in-process LMCache whose disk tier is 100 GiB, TP 2."""
+    return textwrap.dedent("""\
+        services:
+          vllm:
+            image: vllm/vllm-openai:v0.22.1
+            command: >-
+              --model meta-llama/Llama-3.1-8B-Instruct --tensor-parallel-size 2
+              --kv-transfer-config '{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}'
+            environment:
+              LMCACHE_LOCAL_CPU: "True"
+              LMCACHE_LOCAL_DISK: "file:///cache/lmcache"
+              LMCACHE_MAX_LOCAL_DISK_SIZE: "100"
+            ipc: host
+        """) + textwrap.indent(volumes + extra, "    ")
+
+
+@pytest.mark.parametrize(
+    ("volumes", "expected"),
+    [
+        ("", {ON_LAYER}),
+        ("volumes: ['/mnt/nvme/lmcache:/cache']\n", set()),
+        ("volumes: ['lmcache-disk:/cache']\n", set()),  # a named volume
+        ("volumes: [{type: bind, source: /mnt/nvme, target: /cache}]\n", set()),
+        ("tmpfs: /cache\n", {IN_MEMORY}),
+        ("volumes: [{type: tmpfs, target: /cache}]\n", {IN_MEMORY}),
+        ("volumes: ['/srv/models:/models:ro']\n", {ON_LAYER}),  # /models does not cover /cache
+    ],
+)
+def test_a_compose_service_mounts_are_read_in_both_syntaxes(volumes: str, expected: set[str]) -> None:
+    assert set(disk_findings(review(("docker-compose.yaml", compose(volumes))))) == expected
+
+
+def test_an_extended_compose_service_may_bring_its_own_volumes() -> None:
+    extended = compose(extra="extends: {file: base.yaml, service: gpu}\n")
+    assert disk_findings(review(("docker-compose.yaml", extended))) == {}

@@ -22,7 +22,7 @@ from ..flags import read_args
 from ..hygiene import compose_conflicts
 from ..images import image_version
 from ..launch import Launch, looks_like_vllm_args
-from ..model import Document, EnvUse, Location, PortRef, ProxyLaunch, UnreadLaunch, Workload
+from ..model import Backing, Document, EnvUse, Location, Mount, PortRef, ProxyLaunch, UnreadLaunch, Workload
 from ..shell import ASSIGNMENT
 from ..yaml_nodes import Located, node_location, text_of
 from .base import Reading, mappings
@@ -46,6 +46,37 @@ def _compose_resources(doc: Document, service: Located, workload: Workload, note
     workload.ports = [] if workload.host_network else _compose_ports(doc, service)
     workload.probe_ports = _healthcheck_ports(doc, service)
     _compose_gpus(doc, service, workload, notes)
+    workload.mounts = _compose_mounts(doc, service)
+    workload.mounts_known = service.get("extends") is None  # an extended service may bring volumes of its own
+
+
+def _compose_mounts(doc: Document, service: Located) -> list[Mount]:
+    """The service's volumes (short `SOURCE:TARGET[:MODE]` and long syntax) and tmpfs mounts."""
+    found: list[Mount] = []
+    for item in service.each("volumes"):
+        backing: Backing
+        if isinstance(item.value, str):
+            parts = item.value.split(":")
+            target = parts[1] if len(parts) > 1 else parts[0]
+            bind = len(parts) > 1 and parts[0].startswith(("/", ".", "~", "$"))
+            backing = "read-only" if "ro" in parts[2:] else "host" if bind else "other"
+        elif isinstance(item.value, dict):
+            target, kind = text_of(item.get("target")), text_of(item.get("type"))
+            read_only = item.get("read_only") is not None and item.get("read_only").value is True
+            backing = (
+                "read-only" if read_only else "memory" if kind == "tmpfs" else "host" if kind == "bind" else "other"
+            )
+        else:
+            continue
+        if target.startswith("/"):
+            found.append(Mount(path=target, backing=backing, location=node_location(doc, item)))
+    tmpfs = service.get("tmpfs")
+    entries = [tmpfs] if tmpfs is not None and isinstance(tmpfs.value, str) else list(service.each("tmpfs"))
+    for entry in entries:
+        target = text_of(entry).split(":", 1)[0]
+        if target.startswith("/"):
+            found.append(Mount(path=target, backing="memory", location=node_location(doc, entry)))
+    return found
 
 
 # A healthcheck that asks the container itself: curl/wget of localhost:PORT (or 127.0.0.1, 0.0.0.0).
