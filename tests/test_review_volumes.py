@@ -13,7 +13,8 @@ from vllm_caching_mcp.advice.review import ReviewResult
 OVER = "pitfall.lmcache-disk-tier-over-volume"
 IN_MEMORY = "pitfall.lmcache-disk-tier-in-memory"
 ON_LAYER = "pitfall.lmcache-disk-tier-on-container-layer"
-DISK_RULES = {OVER, IN_MEMORY, ON_LAYER}
+UNBOUNDED = "pitfall.lmcache-disk-tier-unbounded-emptydir"
+DISK_RULES = {OVER, IN_MEMORY, ON_LAYER, UNBOUNDED}
 
 
 def statefulset(
@@ -28,7 +29,8 @@ def statefulset(
 ) -> str:
     """A vLLM StatefulSet with an in-process LMCache whose disk tier is ``disk_gib`` GiB a worker process."""
     indent = " " * 8
-    return textwrap.dedent(f"""\
+    return (
+        textwrap.dedent(f"""\
         apiVersion: apps/v1
         kind: {kind}
         metadata: {{name: vllm-lmcache}}
@@ -55,9 +57,12 @@ def statefulset(
                   limits: {{nvidia.com/gpu: {tp}, memory: 256Gi}}
                 volumeMounts:
                 - {{name: shm, mountPath: /dev/shm}}
-        """) + textwrap.indent(mounts, indent) + "\n" + textwrap.indent(
-        "volumes:\n- {name: shm, emptyDir: {medium: Memory, sizeLimit: 8Gi}}\n" + volumes, " " * 6
-    ) + "\n"
+        """)
+        + textwrap.indent(mounts, indent)
+        + "\n"
+        + textwrap.indent("volumes:\n- {name: shm, emptyDir: {medium: Memory, sizeLimit: 8Gi}}\n" + volumes, " " * 6)
+        + "\n"
+    )
 
 
 def disk_findings(result: ReviewResult) -> dict[str, str]:
@@ -74,7 +79,6 @@ def test_a_tier_over_its_emptydir_size_limit_is_found_with_the_whole_tier() -> N
 @pytest.mark.parametrize(
     "volumes",
     [
-        "- {name: cache, emptyDir: {}}",  # bounded by the node's disk only
         "- {name: cache, persistentVolumeClaim: {claimName: lmcache-disk}}",
         "- {name: cache, hostPath: {path: /mnt/nvme/lmcache}}",
         "- {name: cache, emptyDir: {sizeLimit: 1Ti}}",
@@ -82,6 +86,11 @@ def test_a_tier_over_its_emptydir_size_limit_is_found_with_the_whole_tier() -> N
 )
 def test_a_volume_that_holds_the_tier_is_quiet(volumes: str) -> None:
     assert disk_findings(review(("sts.yaml", statefulset(volumes=volumes)))) == {}
+
+
+def test_an_emptydir_without_a_size_limit_is_the_node_disk_undeclared() -> None:
+    found = disk_findings(review(("sts.yaml", statefulset(volumes="- {name: cache, emptyDir: {}}"))))
+    assert set(found) == {UNBOUNDED} and "= 200" in found[UNBOUNDED]
 
 
 def test_a_memory_emptydir_makes_the_disk_tier_ram() -> None:
@@ -97,7 +106,7 @@ def test_no_volume_at_the_directory_means_the_container_filesystem() -> None:
     nested = statefulset(
         disk="/cache/fast/lmcache",
         mounts="- {name: cache, mountPath: /cache}\n- {name: fast, mountPath: /cache/fast}",
-        volumes="- {name: cache, emptyDir: {}}\n- {name: fast, emptyDir: {medium: Memory}}",
+        volumes="- {name: cache, emptyDir: {sizeLimit: 1Ti}}\n- {name: fast, emptyDir: {medium: Memory}}",
     )
     assert set(disk_findings(review(("sts.yaml", nested)))) == {IN_MEMORY}
     # A directory that only begins like a mount path is not under it.
@@ -139,6 +148,7 @@ def test_a_patch_does_not_show_the_pod_so_its_mounts_are_not_judged() -> None:
 
 def test_the_connector_extra_config_wins_over_the_variables() -> None:
     """vLLM applies lmcache.* keys of kv_connector_extra_config after the variables and config file."""
+
     def extra(size: int) -> str:
         config = f'"kv_connector_extra_config":{{"lmcache.local_disk":"/cache/l","lmcache.max_local_disk_size":{size}}}'
         return statefulset(disk="/var/cache/lmcache", disk_gib="1").replace('"kv_both"}', f'"kv_both",{config}}}')

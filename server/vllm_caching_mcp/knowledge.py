@@ -399,6 +399,7 @@ FactName = Literal[
     "lmcache_disk_volume_gib",
     "lmcache_disk_memory_gib",
     "lmcache_disk_layer_gib",
+    "lmcache_disk_unbounded_gib",
 ]
 FACT_NAMES: tuple[str, ...] = get_args(FactName)
 

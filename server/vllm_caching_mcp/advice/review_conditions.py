@@ -156,6 +156,7 @@ _FACT_LABELS = {
     "lmcache_disk_volume_gib": "volume sizeLimit GiB",
     "lmcache_disk_memory_gib": "LMCache disk tier in memory GiB",
     "lmcache_disk_layer_gib": "LMCache disk tier in the container's filesystem GiB",
+    "lmcache_disk_unbounded_gib": "LMCache disk tier in an emptyDir without sizeLimit GiB",
 }
 
 

@@ -257,8 +257,9 @@ def lmcache_disk_facts(
     one fills up to that size (wheel:lmcache==0.5.6:lmcache/v1/storage_backend/__init__.py:216-219;
     local_disk_backend.py:190), one per worker process: ``lmcache_disk_gib`` is the container's whole disk
     tier. Where the files show the whole pod, the directory's mount gives ``lmcache_disk_volume_gib`` (an
-    emptyDir's sizeLimit), ``lmcache_disk_memory_gib`` (a Memory emptyDir: the tier is RAM) or
-    ``lmcache_disk_layer_gib`` (no mount: the container's own filesystem)."""
+    emptyDir's sizeLimit), ``lmcache_disk_unbounded_gib`` (an emptyDir without one: the node's ephemeral
+    storage), ``lmcache_disk_memory_gib`` (a Memory emptyDir: the tier is RAM) or ``lmcache_disk_layer_gib``
+    (no mount: the container's own filesystem)."""
     lmcache = next((c for c in in_use if c.use.entry_id == IN_PROCESS_LMCACHE), None)
     if lmcache is None:
         return
@@ -280,6 +281,8 @@ def lmcache_disk_facts(
     elif mount.backing == "node-disk" and mount.size_gib is not None:
         facts["lmcache_disk_volume_gib"] = mount.size_gib
         locations["lmcache_disk_volume_gib"] = mount.location
+    elif mount.backing == "node-disk":
+        facts["lmcache_disk_unbounded_gib"] = gib
 
 
 def _disk_setting(
