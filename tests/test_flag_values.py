@@ -62,6 +62,9 @@ def _argparse_error(parser: argparse.ArgumentParser, words: list[str]) -> str | 
         ("0.11.0", ["--prefix-caching-hash-algo", "xxhash"], "invalid choice: 'xxhash'"),
         ("0.11.0", ["--prefix-caching-hash-algo", "sha256_cbor"], None),
         ("0.33.0", ["--enable-prefix-caching", "--no-enable-prefix-caching"], None),
+        # a word that is no option after the model: a second positional (a chart's extraArgs)
+        ("0.33.0", ["--prefix-caching-hash-algo=xxhash", "CUDA_VISIBLE_DEVICES=0,1"], "unrecognized arguments: CUDA"),
+        ("0.11.0", ["extra", "--enforce-eager"], "unrecognized arguments: extra"),
     ],
 )
 def test_the_review_refuses_what_argparse_refuses(
@@ -210,3 +213,22 @@ spec:
         "ignored explicit argument 'false'); it accepts --enable-chunked-prefill or --no-enable-chunked-prefill, "
         "with no value"
     ), message
+
+
+def test_a_variable_written_into_a_charts_extra_args_is_a_positional_too_many() -> None:
+    """production-stack's chart runs `vllm serve MODEL ... EXTRA_ARGS`; vLLM 0.27.1 refused the same line
+    (tests/data/engine/rules-0.27.1.json, case stray-word/trips)."""
+    values = """\
+servingEngineSpec:
+  modelSpec:
+  - name: llama
+    repository: vllm/vllm-openai
+    tag: v0.27.1
+    modelURL: meta-llama/Llama-3.1-8B-Instruct
+    requestGPU: 1
+    vllmConfig:
+      extraArgs: ["--max-num-seqs", "4", "CUDA_VISIBLE_DEVICES=0,1"]
+"""
+    [finding] = [f for f in review(("values.yaml", values)).findings if f.rule_id == RULE]
+    assert finding.location.line == 9 and "unrecognized arguments: CUDA_VISIBLE_DEVICES=0,1" in finding.message
+    assert "set in the container's env" in finding.message

@@ -522,6 +522,22 @@ CASES: list[dict[str, Any]] = [
         role="trips",
     ),
     _case("dotted-o/control", "pitfall.option-value-refused", "0.33.0", f"vllm serve {M} -O3", role="control"),
+    # A word after the model that is no option (a chart's extraArgs holding CUDA_VISIBLE_DEVICES=0,1): the serve
+    # parser has one positional, the model tag.
+    _case(
+        "stray-word/trips",
+        "pitfall.option-value-refused",
+        "0.27.1",
+        f"vllm serve {M} --max-num-seqs 4 CUDA_VISIBLE_DEVICES=0,1",
+        role="trips",
+    ),
+    _case(
+        "stray-word/control",
+        "pitfall.option-value-refused",
+        "0.27.1",
+        f"vllm serve {M} --max-num-seqs 4",
+        role="control",
+    ),
 ]
 
 # render_config requests whose `vllm serve` lines are run too (issue 14: "worth keeping").

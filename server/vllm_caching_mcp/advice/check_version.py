@@ -562,8 +562,8 @@ def check_version(request: CheckVersionRequest, knowledge: Knowledge) -> CheckVe
         _compare(request, knowledge, version, result)
     elif context.assumed and _about_lmcache_alone(result):
         result.security = None  # the advisories of a vLLM release nobody named say nothing about an LMCache name
-    if request.compare_to is None and request.detail == "summary":
-        _fit_brief(result)
+    if request.name is not None and request.compare_to is None and request.detail == "summary":
+        _fit_brief(result, request.name.strip())
     return result
 
 
@@ -576,12 +576,16 @@ def _wire_bytes(result: CheckVersionResult) -> int:
     return result.structured_bytes() + len(result.summary().encode())
 
 
-def _fit_brief(result: CheckVersionResult) -> None:
-    """Within `BRIEF_BYTES`, the tracked entries and the first schema reading stay; the schema's further
+def _fit_brief(result: CheckVersionResult, asked: str) -> None:
+    """Within `BRIEF_BYTES`, the tracked entries and the first schema reading (when it is spelled as asked and no
+    tracked entry is, or nothing is tracked) stay; the schema's further
     readings of the name (the same key read by another connector or by LMCache) are counted instead, and
     then a second tracked entry's changes and all but its first source, then all but the first entry's first
     source."""
-    keep = 0 if result.matches else 1
+    # a schema reading spelled as asked (enable_prefix_caching, a CacheConfig field) is what was asked for
+    result.schema_matches.sort(key=lambda m: m.name != asked)
+    spelled = any(m.name == asked for m in result.matches)
+    keep = 0 if result.matches and (spelled or not any(m.name == asked for m in result.schema_matches)) else 1
     while len(result.schema_matches) > keep and _wire_bytes(result) > BRIEF_BYTES:
         result.schema_matches.pop()
         result.schema_matches_left_out += 1

@@ -51,6 +51,7 @@ from .deployment.graph import CHECKS, Graph, is_gpu_build, service_link_env
 from .deployment.hygiene import floating_tag
 from .deployment.images import image_version, lmcache_image_date, lmcache_image_version
 from .deployment.server_cli import server_release
+from .deployment.shell import ASSIGNMENT
 from .engine_schema import (
     Problem,
     check_kv_transfer_config,
@@ -1118,7 +1119,19 @@ def _flag_value_refused(wanted: bool, asked: Asked) -> Outcome:
         written = r.flag.written + ("" if "=" in r.flag.written else f" {r.value}")
         text = f"{written}: vLLM {ctx.version}{r.stage} ({r.error}); it accepts {r.accepted}{elsewhere}"
         items.append(Evidence(text, r.flag.location))
+    if workload is not None and parsed:
+        items += [_stray_word(word, where, ctx.version) for word, where in workload.stray_words]
     return Outcome(bool(items) is wanted, items=items)
+
+
+def _stray_word(word: str, where: Location, version: Version) -> Evidence:
+    """A second positional word after the model: `vllm serve` has one positional (the model tag), so argparse
+    stops with "unrecognized arguments"."""
+    shown = clip(word, 60)
+    text = f'{shown}: a positional word after the model; vLLM {version} stops ("unrecognized arguments: {shown}")'
+    if ASSIGNMENT.match(word):
+        text += "; an environment variable is set in the container's env, not among its arguments"
+    return Evidence(text, where)
 
 
 def _runs(picked: list[Version], releases: list[Version]) -> str:

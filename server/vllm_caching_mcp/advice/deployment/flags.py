@@ -100,6 +100,8 @@ def read_args(
                 workload.unresolved.append(f"{loc}: {what} {clip(text, 60)}: {reason}; not reviewed")
             elif not positional_taken:
                 workload.model, workload.model_location = text, loc
+            else:
+                workload.stray_words.append((text, loc))
             positional_taken = True
         i += 1
 

@@ -135,7 +135,20 @@ def wrapped_vllm_args(
         tail = texts[i:]
         if _names_model(tail) and looks_like_vllm_args(tail, accepted):
             return i, _model_as_positional(words[i:])
-    return None
+    return _passed_to_named_vllm(words)
+
+
+def _passed_to_named_vllm(words: list[tuple[str, Location]]) -> tuple[int, list[tuple[str, Location]]] | None:
+    """The options from --model on, when the launcher's own words name vLLM (`start-cluster.py singularity
+    vllm_latest.sif --slurm --model M --max-model-length …`) and at least one more option follows: what it
+    passes on is then vLLM's to accept or refuse, however few of those options vLLM knows."""
+    texts = [w for w, _ in words]
+    first = next((i for i, t in enumerate(texts) if t == "--model" or t.startswith("--model=")), None)
+    if first is None or not any("vllm" in t.lower() for t in texts[:first]):
+        return None
+    if sum(_option_name(t) is not None for t in texts[first:]) < 2:
+        return None
+    return first, _model_as_positional(words[first:])
 
 
 def _without_dynamo_options(words: list[tuple[str, Location]]) -> list[tuple[str, Location]]:

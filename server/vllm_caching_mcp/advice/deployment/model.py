@@ -233,6 +233,11 @@ class Workload(BaseModel):
     unresolved: list[str] = Field(
         default_factory=list, description="values the files do not settle (variables never set, command output)"
     )
+    stray_words: list[tuple[str, Location]] = Field(
+        default_factory=list,
+        description="words among its arguments that are neither an option, an option's value nor the one positional "
+        "model (an environment assignment such as CUDA_VISIBLE_DEVICES=0,1 written into args)",
+    )
     start_problem: str | None = Field(
         default=None,
         description="why the command as written never starts this server (`bash -c` given the words of the "

@@ -195,7 +195,8 @@ def container_mounts(doc: Document, pod_spec: Located, container: Located, notes
                 medium = empty_dir.get("medium") if isinstance(empty_dir.value, dict) else None
                 backing = "memory" if medium is not None and text_of(medium) == "Memory" else "node-disk"
                 limit = empty_dir.get("sizeLimit") if isinstance(empty_dir.value, dict) else None
-                size = memory_limit(doc, limit, notes, "emptyDir.sizeLimit") if limit is not None else None
+                said = [] if path == "/dev/shm" else notes  # /dev/shm's own reading (pod_resources) says it once
+                size = memory_limit(doc, limit, said, "emptyDir.sizeLimit") if limit is not None else None
             elif volume.get("hostPath") is not None:
                 backing = "host"
             elif volume.get("persistentVolumeClaim") is not None:

@@ -609,6 +609,9 @@ class ShellRun:
         value_field = _Field(value, why)
         if value_field.unresolved is None:
             self.shell.values[name] = value
+            # a later assignment (the else branch after the if's) settles what an earlier one left open
+            self.shell.unresolved.pop("$" + name, None)
+            self.shell.unresolved.pop("${" + name + "}", None)
         else:
             self.shell.values.pop(name, None)
             self.shell.unresolved["$" + name] = value_field.unresolved
