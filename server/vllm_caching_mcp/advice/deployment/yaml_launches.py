@@ -462,19 +462,24 @@ def _workload(doc: Document, chain: list[Located], found: _Found, reading: Readi
     return workload
 
 
-def _walk(doc: Document, node: Located, chain: list[Located], reading: Reading) -> None:
+def _walk(doc: Document, node: Located, chain: list[Located], reading: Reading, runs_vllm: bool = False) -> None:
+    """The launches in ``node`` and below; ``runs_vllm``: a mapping above gives a command that runs vLLM with no
+    options of its own, so the argument lists below are its (llmaz's BackendRuntime recommendedConfigs)."""
     if isinstance(node.value, list):
         for item in node.items():
-            _walk(doc, item, chain, reading)
+            _walk(doc, item, chain, reading, runs_vllm)
         return
     if not isinstance(node.value, dict):
         return
     chain = [*chain, node]
     _, _, vllm_image = _image(doc, chain)
     engines = [node.get(k).value for k in _ENGINE_KEYS if node.get(k) is not None]
-    vllm_image = vllm_image or any(isinstance(e, str) and is_vllm_image(e) for e in engines)
+    vllm_image = runs_vllm or vllm_image or any(isinstance(e, str) and is_vllm_image(e) for e in engines)
+    command = _command(doc, node, None, [use for holder in chain[:-1] for use in _env(doc, holder)])
+    if command is not None and not command.launch.args and _argument_lists_below(doc, node, chain, reading):
+        return
     found = (
-        _command(doc, node, None, [use for holder in chain[:-1] for use in _env(doc, holder)])
+        command
         or _arguments(doc, node, vllm_image, reading)
         or _chart_options(doc, node, vllm_image, reading)
         or (_option_mapping(doc, node, reading) if chain[:-1] else None)  # a whole file of options: vllm_config's
@@ -483,13 +488,24 @@ def _walk(doc: Document, node: Located, chain: list[Located], reading: Reading) 
         reading.deployment.workloads.append(_workload(doc, chain, found, reading))
         reading.totals.check(reading.deployment)
         return
+    _walk_children(doc, node, chain, reading, runs_vllm)
+    _embedded_yaml(doc, node, chain, reading)
+
+
+def _walk_children(doc: Document, node: Located, chain: list[Located], reading: Reading, runs_vllm: bool) -> None:
     for key, child in node.value.items():
         # a pod spec's container list was read by the manifest readers; a mapping of containers by name is a
         # chart's values (bjw-s app-template's controllers.<name>.containers.<name>)
         pod_spec = key in _CONTAINER_KEYS and (key == "mainContainer" or isinstance(child.value, list))
         if not pod_spec and isinstance(child, Located):
-            _walk(doc, child, chain, reading)
-    _embedded_yaml(doc, node, chain, reading)
+            _walk(doc, child, chain, reading, runs_vllm)
+
+
+def _argument_lists_below(doc: Document, node: Located, chain: list[Located], reading: Reading) -> bool:
+    """The workloads of the argument lists below a command that runs vLLM bare; whether there were any."""
+    count = len(reading.deployment.workloads)
+    _walk_children(doc, node, chain, reading, runs_vllm=True)
+    return len(reading.deployment.workloads) > count
 
 
 _INSTANCE_KEYS = ("instanceType", "instance_type", "instance-type", "node.kubernetes.io/instance-type")
