@@ -118,6 +118,24 @@ def test_a_probe_on_another_port_and_a_name_no_port_has() -> None:
     assert any("'metrics'" in f.message for f in found.findings)
 
 
+def test_a_lifecycle_hook_or_exec_probe_asking_another_port() -> None:
+    """A preStop hook that drains by polling /metrics on localhost asks the port the server binds, as an exec
+    probe does; a hook on another port never sees the server (llmaz polls 8000 while the server is on 8080)."""
+    hook = """          lifecycle:
+            preStop:
+              exec:
+                command: [/bin/sh, -c, "until curl -s http://localhost:PORT/metrics | grep -q 'running 0'; do sleep 5; done"]
+            postStart:
+              httpGet: {path: /health, port: 8000}
+"""
+    text = deployment(sidecar=hook.replace("PORT", "8080"))  # the server binds 8000, as the postStart hook asks
+    assert hits(review(("vllm.yaml", text)), "pitfall.server-port-not-reached") == [
+        ("vllm.yaml", line_of(text, "command:", after="preStop"))
+    ]
+    quiet = deployment(sidecar=hook.replace("PORT", "8000"))
+    assert hits(review(("vllm.yaml", quiet)), "pitfall.server-port-not-reached") == []
+
+
 def test_the_default_port_is_the_one_read_in_the_wheels() -> None:
     # no --port: vLLM binds 8000 (FrontendArgs.port), so containerPort 8080 is wrong and 8000 right
     text = deployment(container_port=8080).replace(', --port, "8000"', "")

@@ -3,6 +3,7 @@ and its memory and count values."""
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from ...knowledge import ServerListener
@@ -316,3 +317,17 @@ def cache_server(
             word, loc = positional[position - 1]
             workload.flags.append(FlagUse(name=flag, written=word, value=word, location=loc))
     return workload
+
+
+# A command that asks the container itself: curl/wget of localhost:PORT (or 127.0.0.1, 0.0.0.0).
+_SELF_URL = re.compile(r"(?:localhost|127\.0\.0\.1|0\.0\.0\.0):(\d+)\b")
+
+
+def self_addressed_ports(doc: Document, items: list[Located], what: str) -> list[PortRef]:
+    """The ports the words of a command run inside the container (a healthcheck's test, an exec probe, a
+    lifecycle hook) ask on the container's own address."""
+    return [
+        PortRef(what=what, number=int(m[1]), location=node_location(doc, item))
+        for item in items
+        for m in _SELF_URL.finditer(text_of(item))
+    ]

@@ -13,6 +13,7 @@ from ..containers import (
     launch_from_argv,
     proxy_launch,
     script_words,
+    self_addressed_ports,
     started_as_written,
     whole_number,
     words_from_list,
@@ -79,22 +80,13 @@ def _compose_mounts(doc: Document, service: Located) -> list[Mount]:
     return found
 
 
-# A healthcheck that asks the container itself: curl/wget of localhost:PORT (or 127.0.0.1, 0.0.0.0).
-_SELF_URL = re.compile(r"(?:localhost|127\.0\.0\.1|0\.0\.0\.0):(\d+)\b")
-
-
 def _healthcheck_ports(doc: Document, service: Located) -> list[PortRef]:
     """The ports a healthcheck's test asks on the container's own address (a probe, as compose runs it inside)."""
     check = service.get("healthcheck")
     test = check.get("test") if check is not None else None
     if test is None:
         return []
-    items = test.items() if isinstance(test.value, list) else [test]
-    return [
-        PortRef(what="healthcheck", number=int(m[1]), location=node_location(doc, item))
-        for item in items
-        for m in _SELF_URL.finditer(text_of(item))
-    ]
+    return self_addressed_ports(doc, test.items() if isinstance(test.value, list) else [test], "healthcheck")
 
 
 def _compose_ports(doc: Document, service: Located) -> list[PortRef]:

@@ -16,6 +16,7 @@ from ..containers import (
     memory_limit,
     proxy_launch,
     script_words,
+    self_addressed_ports,
     started_as_written,
     whole_number,
     words_from_list,
@@ -496,6 +497,7 @@ def _namespace(obj: Located) -> str | None:
 
 
 _PROBES = ("startupProbe", "livenessProbe", "readinessProbe")
+_HOOKS = ("postStart", "preStop")
 
 
 def _pod_network(doc: Document, workload: Workload, pod: Pod, container: Located) -> None:
@@ -503,12 +505,19 @@ def _pod_network(doc: Document, workload: Workload, pod: Pod, container: Located
     workload.pod, workload.pod_labels, workload.host_network = pod.key, pod.labels, pod.host_network
     workload.namespace, workload.service_links = pod.namespace, pod.service_links
     workload.ports = declared_ports(doc, container)
-    for probe_name in _PROBES:
-        probe = container.get(probe_name)
+    lifecycle = container.get("lifecycle")
+    hooks = [(f"lifecycle {h}", lifecycle.get(h)) for h in _HOOKS] if lifecycle is not None else []
+    for what, handler_of in [*((p, container.get(p)) for p in _PROBES), *hooks]:
+        if handler_of is None:
+            continue
         for handler in ("httpGet", "tcpSocket", "grpc"):
-            port = probe.get(handler).get("port") if probe is not None and probe.get(handler) is not None else None
+            port = handler_of.get(handler).get("port") if handler_of.get(handler) is not None else None
             if port is not None:
-                workload.probe_ports.append(port_ref(doc, f"{probe_name} {handler}.port", port))
+                workload.probe_ports.append(port_ref(doc, f"{what} {handler}.port", port))
+        command = handler_of.get("exec").get("command") if handler_of.get("exec") is not None else None
+        if command is not None:
+            words = command.items() if isinstance(command.value, list) else [command]
+            workload.probe_ports += self_addressed_ports(doc, words, f"{what} exec")
 
 
 def declared_ports(doc: Document, container: Located) -> list[PortRef]:
