@@ -165,7 +165,7 @@ def container_facts(
     if workload.gpu_count is not None and workload.nodes == 1:
         given = float(workload.gpu_count)
         facts["gpus_given"] = given
-        locations["gpus_given"] = workload.location
+        locations["gpus_given"] = workload.gpu_location or workload.location  # the nvidia.com/gpu, --gpus
         facts["visible_gpus"] = min(facts.get("visible_gpus", given), given)
         locations.setdefault("visible_gpus", workload.location)
     if workload.shm_gib is not None and not workload.host_ipc:
