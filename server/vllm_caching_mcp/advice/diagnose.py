@@ -318,8 +318,9 @@ def diagnose(request: DiagnoseRequest, knowledge: Knowledge) -> DiagnoseResult:
     metrics = {m.id: m for m in knowledge.metrics}
     readings, notes = _readings(metrics, dumps, version)
     signals, problems = _signals(readings, metrics, dumps)
+    described = _described_symptoms(request.description or "")
     case = _Case(
-        symptoms=frozenset(request.symptoms),
+        symptoms=frozenset(request.symptoms) | described,
         description=(request.description or "").lower(),
         signals=signals,
         findings={f.rule_id: f for f in review.findings} if review else {},
@@ -335,14 +336,18 @@ def diagnose(request: DiagnoseRequest, knowledge: Knowledge) -> DiagnoseResult:
     causes += [cause for check in _CHECKS if (cause := check(case)) is not None]
     causes = [_grounded(cause, knowledge) for cause in causes]
     offload_notes, explained = _offload_metric_notes(case)
+    measure_notes, measured = _what_to_measure(case)
+    if described - set(request.symptoms):
+        measure_notes.insert(0, f"read from the description as: {', '.join(sorted(described - set(request.symptoms)))}")
     cited: dict[str, Sourced] = {metric_id: metrics[metric_id] for metric_id in readings} | named | explained
+    cited |= measured
     return DiagnoseResult(
         version_context=context,
         window=dumps.window,
         readings=list(readings.values()),
         derived=signals.derived(),
         causes=_ranked(causes),
-        metric_notes=notes + problems + offload_notes,
+        metric_notes=notes + problems + offload_notes + measure_notes,
         citations=[cite(i, e, knowledge) for i, e in cited.items()] + (review.citations if review else []),
     )
 
@@ -1104,6 +1109,52 @@ def _offload_metric_notes(case: _Case) -> tuple[list[str], dict[str, Sourced]]:
             "chose to skip, not stores dropped for lack of space."
         )
     return notes, cited
+
+
+# Symptoms as operators describe them; each pattern is matched on the lower-cased description.
+_DESCRIBED: tuple[tuple[Symptom, str], ...] = (
+    (
+        "offload_does_not_help",
+        r"offload\w*\b.{0,80}\b(barely|no (real )?(gain|improvement|difference)|"
+        r"(doesn'?t|does not|didn'?t|did not|not) (help|improve|change|move))|"
+        r"(barely|hardly) (moved|changed|improved)",
+    ),
+    ("low_hit_rate", r"hit ?(rate|ratio)|cache hits?\b"),
+    ("ttft_high", r"\bttft\b|time to first token"),
+    ("tpot_high", r"\btpot\b|\bitl\b|inter-token|time per output token"),
+    ("preemptions", r"preempt"),
+    ("oom", r"\boom\b|out of memory|oom-?kill"),
+    ("throughput_low", r"throughput"),
+)
+
+
+def _described_symptoms(description: str) -> frozenset[Symptom]:
+    """The symptoms a free-text description names, so that a question asked in words is judged as one asked
+    with symptoms."""
+    text = description.lower()
+    return frozenset(symptom for symptom, pattern in _DESCRIBED if re.search(pattern, text))
+
+
+def _what_to_measure(case: _Case) -> tuple[list[str], dict[str, Sourced]]:
+    """With no /metrics dump and a question about the offload tier's benefit: which series show it in this
+    release. The logged "Prefix cache hit rate" and vllm:prefix_cache_* count the GPU prefix cache alone."""
+    if case.dumps.latest is not None or not case.symptoms & {"offload_does_not_help", "low_hit_rate"}:
+        return [], {}
+    gpu, external = case.metrics["metric.prefix_cache_hits"], case.metrics["metric.external_prefix_cache_hits"]
+    queries = case.metrics["metric.external_prefix_cache_queries"]
+    if external.status_at(case.version) not in ("available", "deprecated"):
+        note = (
+            f'vLLM {case.version} counts only the GPU prefix cache ({gpu.name}, the logged "Prefix cache hit '
+            f'rate"); what a KV connector supplies has no series of its own before {external.introduced}.'
+        )
+    else:
+        note = (
+            f'The logged "Prefix cache hit rate" and {gpu.name} count the GPU prefix cache only; tokens the '
+            f"offload tier or another KV connector supplies are {external.name} out of {queries.name} (logged as "
+            '"External prefix cache hit rate" once a connector has counted any). Compare the two over a window '
+            "under load (two /metrics dumps)."
+        )
+    return [note], {m.id: m for m in (gpu, external, queries)}
 
 
 def _pitfall(knowledge: Knowledge, pitfall_id: str) -> dict[str, Sourced]:
