@@ -558,3 +558,11 @@ def test_an_lmcache_server_option_is_answered_with_its_command_and_span(knowledg
     assert result.not_found is None
     live = check_version(CheckVersionRequest(name="--cpu-buffer-size", lmcache_version="0.3.12"), knowledge)
     assert any(m.status == "available" for m in live.inventory_matches)
+
+
+def test_a_default_that_moves_with_a_change_is_in_its_summary() -> None:
+    """0.14.0's native shorthand: the feature says cpu_bytes_to_use, and --kv-offloading-backend's default went
+    from None to native in the same change; an upgrade's notes say both."""
+    result = run_tool("check_version", {"version": "0.13.0", "compare_to": "0.14.0"})
+    [native] = [c for c in result.changes if c.component == "native_offload"]  # type: ignore[attr-defined]
+    assert "cpu_bytes_to_use" in native.summary and "--kv-offloading-backend: default None → 'native'" in native.summary

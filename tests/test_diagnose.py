@@ -434,7 +434,7 @@ spec:
 
 
 def test_a_question_in_words_is_read_as_its_symptoms_and_says_what_to_measure(knowledge: Knowledge) -> None:
-    """"The prefix cache hit rate barely moved after offload": the logged rate counts GPU hits only; the offload
+    """ "The prefix cache hit rate barely moved after offload": the logged rate counts GPU hits only; the offload
     tier's are the external series, from 0.11.1 (wheel:vllm==0.11.1:vllm/v1/metrics/loggers.py:554)."""
     asked = "I turned on --kv-offloading-size but the Prefix cache hit rate in the logs barely moved."
     result = diagnose(DiagnoseRequest(description=asked, version="0.34.0"), knowledge)
@@ -445,4 +445,6 @@ def test_a_question_in_words_is_read_as_its_symptoms_and_says_what_to_measure(kn
     old = diagnose(DiagnoseRequest(symptoms=["offload_does_not_help"], version="0.11.0"), knowledge)
     assert any("no series of its own before 0.11.1" in n for n in old.metric_notes)
     # Other words are not symptoms, and a question about something else gets no note on hit rates.
-    assert diagnose(DiagnoseRequest(description="pods restart at night", version="0.34.0"), knowledge).metric_notes == []
+    assert (
+        diagnose(DiagnoseRequest(description="pods restart at night", version="0.34.0"), knowledge).metric_notes == []
+    )

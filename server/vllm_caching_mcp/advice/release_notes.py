@@ -172,6 +172,10 @@ def _change(version: str, members: list[Event]) -> ReleaseChange:
     summary = lead[3]
     if len(metrics) == len(members) and len(members) > 1:
         summary = f"{len(members)} metrics {lead[2]}: " + ", ".join(m[0].name for m in members)
+    # A default that moves with the change is said too: the lead's words seldom carry it (0.14.0's native
+    # shorthand: cpu_bytes_to_use, and --kv-offloading-backend defaulting to native).
+    defaults = [m for m in members if m is not lead and m[2] == "default_changed" and m[3] not in summary]
+    summary += "".join(f" {m[0].name}: {m[3]}" for m in dict((m[0].name, m) for m in defaults).values())
     sources = list(dict.fromkeys(s for m in members for s in m[4]))
     # Filed under the most specific component any member has: an LMCache change that also moves a flag is LMCache's.
     component = min((component_of(m[0]) for m in members), key=COMPONENTS_BY_SPECIFICITY.index)
