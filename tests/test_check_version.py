@@ -566,3 +566,29 @@ def test_a_default_that_moves_with_a_change_is_in_its_summary() -> None:
     result = run_tool("check_version", {"version": "0.13.0", "compare_to": "0.14.0"})
     [native] = [c for c in result.changes if c.component == "native_offload"]  # type: ignore[attr-defined]
     assert "cpu_bytes_to_use" in native.summary and "--kv-offloading-backend: default None → 'native'" in native.summary
+
+
+def test_an_upgrade_lists_what_the_engine_schema_adds_and_removes() -> None:
+    """0.28.0 -> 0.33.0: KVTransferConfig loses kv_buffer_size, kv_ip, kv_parallel_size and kv_rank in 0.32.0,
+    and forbids unknown fields there (read in the wheels: knowledge/engine_schema.yaml); a P/D config that still
+    sets one does not start. They come with the last page of the changes; connectors' keys are counted unless
+    the deployment's connectors are named."""
+    asked = {"version": "0.28.0", "compare_to": "0.33.0"}
+    first = run_tool("check_version", asked)
+    pages = first.changes_pages  # type: ignore[attr-defined]
+    assert pages > 1 and first.schema_changes == [] and "they come with the last page" in first.summary()  # type: ignore[attr-defined]
+    result = run_tool("check_version", {**asked, "page": pages})
+    [kv] = [c for c in result.schema_changes if c.owner == "KVTransferConfig"]  # type: ignore[attr-defined]
+    removed = ["kv_buffer_size", "kv_ip", "kv_parallel_size", "kv_rank"]
+    assert (kv.version, kv.removed, kv.refused) == ("0.32.0", removed, True)
+    assert "KVTransferConfig fields: removed kv_buffer_size" in result.summary()
+    assert result.schema_changes_left_out > 0 and "detail: full all of them" in result.summary()  # type: ignore[attr-defined]
+    named = run_tool("check_version", {**asked, "connectors": ["OffloadingConnector"], "detail": "full"})
+    owners = {c.owner for c in named.schema_changes}  # type: ignore[attr-defined]
+    assert "OffloadingConnector" in owners and not owners & {"NixlConnector", "MooncakeStoreConnector"}
+    assert any("sync_load_budget_bytes" in c.added for c in named.schema_changes)  # type: ignore[attr-defined]
+    # a downgrade lists the same changes; nothing changes between a release and itself
+    downgrade = run_tool("check_version", {"version": "0.33.0", "compare_to": "0.28.0", "detail": "full"})
+    assert any(c.owner == "KVTransferConfig" for c in downgrade.schema_changes)  # type: ignore[attr-defined]
+    same = run_tool("check_version", {"version": "0.33.0", "compare_to": "0.33.0"})
+    assert same.schema_changes == []  # type: ignore[attr-defined]

@@ -34,7 +34,7 @@ from .common import (
     resolve_version,
     security_check,
 )
-from .engine_schema import SchemaMatch
+from .engine_schema import SchemaChange, SchemaMatch
 from .name_lookup import InventoryMatch, Suggestion
 from .release_notes import ChangeComponent, ReleaseChange
 
@@ -257,6 +257,16 @@ class CheckVersionResult(Result):
     changes_between: list[GatedEvent] = Field(
         default_factory=list, description="with compare_to and events=true: every entry-level event behind `changes`"
     )
+    schema_changes: list[SchemaChange] = Field(
+        default_factory=list,
+        description="with compare_to: the config fields (KVTransferConfig, KVEventsConfig, CacheConfig), registered "
+        "connectors and connectors' kv_connector_extra_config keys the engine's schema adds or removes, by release",
+    )
+    schema_changes_left_out: int = Field(
+        default=0,
+        description="schema changes not listed: connectors' extra-config keys (name the connectors, or detail: full), "
+        "or all of them on a page of `changes` before the last",
+    )
     changes_page: int = Field(default=1, description="which page of `changes` this is (`page`; detail: full: all)")
     changes_pages: int = Field(default=1, description="how many pages the changes take")
     security: SecurityCheck | None = Field(
@@ -303,6 +313,15 @@ class CheckVersionResult(Result):
                 + (f" ({', '.join(e.name for e in c.entries)})" if len(c.entries) > 1 else f" ({c.entries[0].name})")
                 for c in self.changes
             ]
+            lines += [c.line() for c in self.schema_changes]
+            if self.schema_changes_left_out:
+                where = (
+                    "they come with the last page"
+                    if self.changes_page < self.changes_pages
+                    else "connectors' kv_connector_extra_config keys: connectors: [...] lists a deployment's, "
+                    "detail: full all of them"
+                )
+                lines.append(f"  and {self.schema_changes_left_out} changes of the engine schema not listed ({where})")
             if self.changes_pages > 1:
                 lines.append(
                     f"page {self.changes_page} of {self.changes_pages} of the changes; page={self.changes_page + 1} "
@@ -710,12 +729,36 @@ def _compare(request: CheckVersionRequest, knowledge: Knowledge, version: Versio
         [(ev.entry, str(ev.version), ev.kind, ev.summary, ev.sources) for ev in unique]
     )
     result.change_summary = release_notes.headline(result.changes, str(low), str(high))
+    schema_changes = [
+        c
+        for c in engine_schema.schema_changes(knowledge.engine_schema, low, high, request.connectors or None)
+        if _schema_component(knowledge, c.owner) in wanted
+    ]
+    # In brief, the config classes' fields, the registrations and the keys of the connectors named; every
+    # connector's keys with detail: full.
+    brief = [c for c in schema_changes if request.connectors or c.owner in _SCHEMA_OWNERS_IN_BRIEF]
+    result.schema_changes = schema_changes if request.detail == "full" else brief
     if request.detail == "summary":
         _page(result, request.page)
+        if result.changes_page < result.changes_pages:
+            result.schema_changes = []  # they come with the last page
     elif request.page != 1:
         raise AdviceError("page", "detail: full gives every change at once; leave page at 1")
+    result.schema_changes_left_out = len(schema_changes) - len(result.schema_changes)
     if request.name is not None:
         result.matches_at_compare = [describe(e, other, knowledge) for e in pool]
+
+
+_SCHEMA_OWNERS_IN_BRIEF = (*engine_schema.NOTED_CONFIGS, "KVConnectorFactory")
+
+
+def _schema_component(knowledge: Knowledge, owner: str) -> release_notes.ChangeComponent:
+    """The component a schema change is filed under: a config class's fields are flags', the factory's
+    registrations connectors', a connector's keys that connector's."""
+    if owner in engine_schema.NOTED_CONFIGS:
+        return "flags"
+    entry = next((e for e in knowledge.find(owner) if isinstance(e, Connector)), None)
+    return release_notes.component_of(entry) if entry is not None else "connectors"
 
 
 SPEC = ToolSpec(

@@ -19,9 +19,10 @@ from __future__ import annotations
 import ast
 import difflib
 import functools
+import itertools
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any, Literal, Union
 
 import yaml
@@ -935,3 +936,76 @@ def check_lmcache_values(
             )
         )
     return problems
+
+
+# --- what the schema says changed between two releases -------------------------------------------
+
+# The config classes whose fields an upgrade's notes list: what a KV-caching deployment writes into
+# --kv-transfer-config, --kv-events-config and the cache flags.
+NOTED_CONFIGS = ("KVTransferConfig", "KVEventsConfig", "CacheConfig")
+
+
+class SchemaChange(BaseModel):
+    """Names of the engine's schema that appear or go in one release: a config class's fields, the connectors
+    KVConnectorFactory registers, one connector's kv_connector_extra_config keys."""
+
+    version: str
+    owner: str = Field(description="the config class, 'KVConnectorFactory', or the connector whose keys these are")
+    added: list[str]
+    removed: list[str]
+    refused: bool = Field(
+        default=False,
+        description="the class forbids unknown fields there: a config that still sets a removed one "
+        "is refused at start-up",
+    )
+
+    def line(self) -> str:
+        what = "; ".join(
+            f"{verb} {', '.join(names)}" for verb, names in (("added", self.added), ("removed", self.removed)) if names
+        )
+        kind = (
+            "registers" if self.owner == "KVConnectorFactory" else "fields" if self.owner in NOTED_CONFIGS else "keys"
+        )
+        text = f"  {self.version}  [engine schema] {self.owner} {kind}: {what}"
+        if self.refused and self.removed:
+            text += " (the class refuses unknown fields there: a config that still sets one does not start)"
+        return text
+
+
+def schema_changes(
+    schema: EngineSchema, low: Version, high: Version, connectors: Collection[str] | None = None
+) -> list[SchemaChange]:
+    """What the read releases after ``low`` up to ``high`` add and remove, release by release; with
+    ``connectors``, only theirs among the registrations and extra-config keys."""
+    read = [v for v in _read(schema, "vllm") if low <= v <= high]
+    groups: dict[str, list[tuple[str, SchemaEntry]]] = {}
+    for entry in schema.config_fields:
+        if entry.config in NOTED_CONFIGS and entry.name:
+            groups.setdefault(entry.config, []).append((entry.name, entry))
+    for entry in schema.connectors:
+        if entry.name and (connectors is None or entry.name in connectors):
+            groups.setdefault("KVConnectorFactory", []).append((entry.name, entry))
+    for entry in schema.extra_config:
+        for owner in entry.connectors or ():
+            if entry.key and (connectors is None or owner in connectors):
+                groups.setdefault(owner, []).append((entry.key, entry))
+    found: list[SchemaChange] = []
+    for before, after in itertools.pairwise(read):
+        for owner, names in groups.items():
+            had = {n for n, e in names if e.holds_at(before)}
+            has = {n for n, e in names if e.holds_at(after)}
+            if had != has:
+                config = _config(schema, owner, after) if owner in NOTED_CONFIGS else None
+                # a JSON config refuses what it no longer has; a CacheConfig field goes with its flag
+                json_config = owner in ("KVTransferConfig", "KVEventsConfig")
+                refused = json_config and config is not None and config.at("unknown_fields", after) == "forbid"
+                found.append(
+                    SchemaChange(
+                        version=str(after),
+                        owner=owner,
+                        added=sorted(has - had),
+                        removed=sorted(had - has),
+                        refused=refused,
+                    )
+                )
+    return found
