@@ -450,3 +450,15 @@ def test_the_summary_points_only_to_fields_the_result_has(knowledge: Knowledge) 
         summary = ask(knowledge, **arguments).summary()
         pointed = set(re.findall(r"`([a-z_]+)`", summary)) | set(re.findall(r"\bsee ([a-z_]+)\b", summary))
         assert pointed <= fields, (arguments, pointed - fields)
+
+
+def test_a_hybrid_model_before_offloading_connector_has_hma_is_pointed_at_the_simple_connector(
+    knowledge: Knowledge,
+) -> None:
+    """0.19.0-0.20.x: OffloadingConnector lacks SupportsHMA (from 0.21.0), SimpleCPUOffloadConnector has it
+    (knowledge connector.simple-cpu-offload), selected by VLLM_USE_SIMPLE_KV_OFFLOAD=1 with the shorthand."""
+    said = ask(knowledge, version="0.20.0", tiers=["cpu"], model="nemotron-h-8b").summary()
+    assert "SimpleCPUOffloadConnector does" in said and "VLLM_USE_SIMPLE_KV_OFFLOAD=1" in said
+    assert "no connector in this release" not in said
+    before = ask(knowledge, version="0.18.1", tiers=["cpu"], model="nemotron-h-8b").summary()
+    assert "no connector in this release offloads" in before

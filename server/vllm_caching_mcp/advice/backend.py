@@ -364,20 +364,37 @@ class _Chooser:
             "feature.native-cpu-kv-offload", effect_if_missing="native CPU offload is not in this release"
         )
         if self.needs_hma and not self.keeps_hma("connector.offloading"):
+            simple = self.has("connector.simple-cpu-offload") and self.hma("connector.simple-cpu-offload") == "yes"
             self.ask(
                 "CPU DRAM tier only; does native offload keep HMA for this model here?",
-                "no: no connector in this release offloads a hybrid/sliding-window model with HMA on",
+                "no: OffloadingConnector does not; SimpleCPUOffloadConnector does, as a note says"
+                if simple
+                else "no: no connector in this release offloads a hybrid/sliding-window model with HMA on",
                 decided=True,
             )
+            if simple:
+                self.cite("connector.simple-cpu-offload")
+                self.cite("env.vllm-use-simple-kv-offload")
+                self.notes.append(
+                    "SimpleCPUOffloadConnector supports the hybrid KV cache manager here: set "
+                    "VLLM_USE_SIMPLE_KV_OFFLOAD=1 with --kv-offloading-size and the native backend selects it "
+                    "instead of OffloadingConnector (env.vllm-use-simple-kv-offload; a minimal connector with its "
+                    "own LRU pool, not the recipe render_config writes)."
+                )
             self.reject(
                 "native_cpu",
                 f"OffloadingConnector lacks HMA support in {self.version}; the model would fail to start or lose "
                 f"its hybrid memory layout — upgrade to {self.hma_boundary('connector.offloading')} or newer",
             )
             self.reject("lmcache", "LMCacheConnectorV1 never supports HMA (pitfall.lmcache-v1-hybrid-model)")
+            until = (
+                "SimpleCPUOffloadConnector as above, or GPU prefix caching only"
+                if simple
+                else "GPU prefix caching only"
+            )
             self.notes.append(
-                f"Upgrade to vLLM {self.hma_boundary('connector.offloading')}+ for CPU offload of this model; "
-                "until then serve it with GPU prefix caching only."
+                f"Upgrade to vLLM {self.hma_boundary('connector.offloading')}+ for OffloadingConnector's CPU "
+                f"offload of this model; until then, {until}."
             )
             return "none"
         self.ask("CPU DRAM tier only?", "yes: native CPU offload (OffloadingConnector)", decided=has_native)
