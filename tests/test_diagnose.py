@@ -448,3 +448,34 @@ def test_a_question_in_words_is_read_as_its_symptoms_and_says_what_to_measure(kn
     assert (
         diagnose(DiagnoseRequest(description="pods restart at night", version="0.34.0"), knowledge).metric_notes == []
     )
+
+
+@pytest.mark.parametrize(
+    ("version", "log", "pitfall"),
+    [
+        # recorded by the engine oracle (tests/data/engine/rules-0.20.2.json, rules-0.33.0.json)
+        (
+            "0.16.0",
+            "ValueError: Connector OffloadingConnector does not support HMA but HMA is enabled. Please set "
+            "`--disable-hybrid-kv-cache-manager`.",
+            "pitfall.hma-flag-missing-with-shorthand",
+        ),
+        (
+            "0.33.0",
+            "pydantic ValidationError: Value error, Unsupported connector type: P2pNcclConnector",
+            "pitfall.p2p-nccl-removed",
+        ),
+        ("0.33.0", "vllm: error: unrecognized arguments: --kv-offloading-sise 10", "pitfall.unknown-flag"),
+    ],
+)
+def test_a_start_up_refusal_in_the_log_names_its_pitfall(
+    knowledge: Knowledge, version: str, log: str, pitfall: str
+) -> None:
+    result = diagnose(DiagnoseRequest(log=f"INFO starting\n{log}\n", version=version), knowledge)
+    [cause] = [c for c in result.causes if c.id == "refused_at_start"]
+    assert pitfall in cause.title and cause.likelihood == "high" and cause.evidence == [f"log: {log}"]
+    assert pitfall in {c.id for c in result.citations}
+    # outside the pitfall's releases the same line is not its refusal
+    if pitfall == "pitfall.hma-flag-missing-with-shorthand":
+        later = diagnose(DiagnoseRequest(log=log, version="0.22.1"), knowledge)
+        assert not [c for c in later.causes if c.id == "refused_at_start"]

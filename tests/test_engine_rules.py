@@ -200,3 +200,22 @@ def test_every_render_backend_was_run() -> None:
         pytest.fail("no render cases recorded")
     backends = {c["render_request"]["backend"] for c in RENDER_CASES}
     assert backends >= {"native_cpu", "native_tiering", "lmcache", "lmcache_mp", "nixl_pd", "mooncake_pd"}, backends
+
+
+def test_what_a_pitfall_says_vllm_logs_is_what_the_engine_printed(knowledge: Knowledge) -> None:
+    """A pitfall's `logged` patterns are how diagnose recognises its refusal in a start-up log: each must match
+    the message of every refusal the engine recorded for that rule, and every recorded refusal of a rule that
+    has patterns is matched by one."""
+    import re
+
+    refusals: dict[str, list[str]] = {}
+    for case in RECORDS:
+        if case["engine"].get("outcome") == "refused" and case.get("role") != "control":
+            refusals.setdefault(case["rule"], []).append(case["engine"].get("message") or "")
+    with_patterns = [p for p in knowledge.pitfalls if p.logged]
+    assert len(with_patterns) >= 8
+    for pitfall in with_patterns:
+        messages = refusals.get(pitfall.id, [])
+        assert messages, f"{pitfall.id}: logged patterns, but no refusal of it is recorded"
+        for message in messages:
+            assert any(re.search(p, message, re.IGNORECASE) for p in pitfall.logged), (pitfall.id, message)

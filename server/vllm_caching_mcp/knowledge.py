@@ -658,11 +658,20 @@ class Pitfall(Sourced):
     heuristic: str | None = None
     failure: Literal["reproduced", "read_from_code"] | None = None
     reproduction: Reproduction | None = None
+    # What vLLM prints when it refuses to start on this mistake (regular expressions, matched
+    # case-insensitively), as the engine oracle recorded it (tests/test_engine_rules.py holds the
+    # patterns to the records): `diagnose` names the pitfall from a start-up log.
+    logged: tuple[str, ...] = ()
 
     @model_validator(mode="after")
     def _reproduced_has_its_reproduction(self) -> Pitfall:
         if (self.failure == "reproduced") != (self.reproduction is not None):
             raise ValueError("failure 'reproduced' and a reproduction go together")
+        for pattern in self.logged:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"logged: {pattern!r} is not a regular expression ({exc})") from None
         return self
 
 

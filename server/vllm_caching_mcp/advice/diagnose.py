@@ -25,10 +25,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from ..knowledge import Knowledge, Metric, Setting, Sourced, normalize_name
+from ..knowledge import Knowledge, Metric, Pitfall, Setting, Sourced, normalize_name
 from ..safe_text import join_lines
 from ..verification import verification_state
-from ..versions import Version
+from ..versions import Version, in_range
 from .common import AdviceError, Citation, Result, ToolSpec, VersionContext, cite, readable_number, resolve_version
 from .deployment import Documents
 from .review import Finding, HostFacts, ReviewRequest, ReviewResult, WorkloadReport, review_deployment
@@ -51,6 +51,7 @@ CauseId = Literal[
     "hash_seed_mismatch",
     "host_memory_exhausted",
     "shm_exhausted",
+    "refused_at_start",
 ]
 
 # Judgement calls, in one place: what counts as low, high, cold.
@@ -333,6 +334,8 @@ def diagnose(request: DiagnoseRequest, knowledge: Knowledge) -> DiagnoseResult:
         knowledge=knowledge,
     )
     causes, named = _wrong_metric_names(case)
+    refused, refusal_pitfalls = _refused_at_start(case)
+    causes += refused
     causes += [cause for check in _CHECKS if (cause := check(case)) is not None]
     causes = [_grounded(cause, knowledge) for cause in causes]
     offload_notes, explained = _offload_metric_notes(case)
@@ -340,7 +343,7 @@ def diagnose(request: DiagnoseRequest, knowledge: Knowledge) -> DiagnoseResult:
     if described - set(request.symptoms):
         measure_notes.insert(0, f"read from the description as: {', '.join(sorted(described - set(request.symptoms)))}")
     cited: dict[str, Sourced] = {metric_id: metrics[metric_id] for metric_id in readings} | named | explained
-    cited |= measured
+    cited |= measured | refusal_pitfalls
     return DiagnoseResult(
         version_context=context,
         window=dumps.window,
@@ -830,6 +833,32 @@ _SHM_RULES = (
     "pitfall.offload-tier-over-shm-unchecked",
     "pitfall.shm-too-small-for-workers",
 )
+
+
+def _refused_at_start(case: _Case) -> tuple[list[Cause], dict[str, Sourced]]:
+    """The start-up refusals the log shows that a pitfall names (its `logged` patterns, held to what the engine
+    printed by tests/test_engine_rules.py): one cause per log line, from the pitfall whose pattern says most."""
+    best: dict[str, tuple[int, Pitfall]] = {}
+    for pitfall in case.knowledge.pitfalls:
+        if not pitfall.logged or (pitfall.versions and not in_range(pitfall.versions, case.version)):
+            continue
+        for pattern in pitfall.logged:
+            line = case.logged(pattern)
+            if line is not None and len(pattern) > best.get(line, (0, pitfall))[0]:
+                best[line] = (len(pattern), pitfall)
+    causes = [
+        Cause(
+            id="refused_at_start",
+            likelihood="high",
+            title=f"vLLM stops at start-up: {pitfall.title} ({pitfall.id})",
+            evidence=[f"log: {line}"],
+            next_check=pitfall.fix,
+            why=pitfall.why,
+            premises=list(pitfall.premises) or [pitfall.id],
+        )
+        for line, (_, pitfall) in best.items()
+    ]
+    return causes, {pitfall.id: pitfall for _, pitfall in best.values()}
 
 
 def _shm_exhausted(case: _Case) -> Cause | None:
