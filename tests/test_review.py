@@ -211,6 +211,15 @@ RULE_CASES: dict[str, tuple[str | None, str, str, dict[str, Any]]] = {
         f"docker run --gpus 1 --memory 32g --shm-size 16g {IMAGE} --model {M}",
         {},
     ),
+    # the shorthand writes OffloadingConnector and kv_both over NIXL (recorded: rules-0.27.1.json)
+    "pitfall.shorthand-replaces-transfer-config": (
+        "0.34.0",
+        f"vllm serve {M} --kv-offloading-size 200 --kv-transfer-config "
+        + """'{"kv_connector":"NixlConnector","kv_role":"kv_consumer"}'""",
+        f"vllm serve {M} --kv-offloading-size 200 --kv-transfer-config "
+        + """'{"kv_connector":"OffloadingConnector","kv_role":"kv_both"}'""",
+        {},
+    ),
     "pitfall.memory-limit-below-server": (
         "0.33.0",
         f"docker run --gpus 1 --memory 2g {IMAGE} --model {M}",
@@ -600,7 +609,7 @@ def fired(result: ReviewResult) -> set[str]:
 def test_every_rule_has_a_passing_and_a_failing_example(knowledge: Knowledge) -> None:
     rule_ids = {r.id for r in list_rules(knowledge)}
     assert rule_ids == set(RULE_CASES) | SEPARATELY_TESTED
-    assert len(rule_ids) == 94
+    assert len(rule_ids) == 95
 
 
 @pytest.mark.parametrize("rule_id", sorted(RULE_CASES))

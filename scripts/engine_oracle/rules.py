@@ -538,6 +538,23 @@ CASES: list[dict[str, Any]] = [
         f"vllm serve {M} --max-num-seqs 4",
         role="control",
     ),
+    # The shorthand writes its connector and kv_both over a --kv-transfer-config's: NIXL is never built.
+    _case(
+        "shorthand-replaces/nixl/trips",
+        "pitfall.shorthand-replaces-transfer-config",
+        "0.27.1",
+        f"vllm serve {M} --kv-offloading-size 4 --kv-transfer-config "
+        + shlex.quote('{"kv_connector":"NixlConnector","kv_role":"kv_consumer"}'),
+        role="trips",
+        disables={"kv_connector": "OffloadingConnector", "kv_role": "kv_both"},
+    ),
+    _case(
+        "shorthand-replaces/control",
+        "pitfall.shorthand-replaces-transfer-config",
+        "0.27.1",
+        f"vllm serve {M} --kv-offloading-size 4",
+        role="control",
+    ),
 ]
 
 # render_config requests whose `vllm serve` lines are run too (issue 14: "worth keeping").

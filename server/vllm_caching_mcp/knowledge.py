@@ -473,6 +473,11 @@ class Condition(Frozen):
     connector_configured: bool | None = Field(
         default=None, description="any KV connector is in effect (--kv-transfer-config or the offload shorthand)"
     )
+    transfer_config_replaced: bool | None = Field(
+        default=None,
+        description="the offload shorthand is in effect and --kv-transfer-config names another connector or role, "
+        "which vLLM writes over",
+    )
     connector_unavailable: tuple[str, ...] | None = Field(
         default=None, description="each effective connector not registered in the release, except those listed"
     )

@@ -363,6 +363,26 @@ def _connector_configured(wanted: bool, asked: Asked) -> Outcome:
     return Outcome(bool(e.connectors) is wanted, evidence or [Evidence("no KV connector is configured")])
 
 
+def _transfer_config_replaced(wanted: bool, asked: Asked) -> Outcome:
+    """--kv-transfer-config naming a connector or role the offload shorthand writes over: vLLM sets kv_connector
+    to the shorthand's connector and kv_role to kv_both (VllmConfig._post_init_kv_transfer_config), so the one
+    the user named is never built."""
+    e = asked.ctx.effective
+    given = e.transfer_config or {}
+    if not e.offload_shorthand or not e.connectors or not isinstance(given.get("kv_connector"), str):
+        return Outcome(False is wanted)
+    chosen = e.connectors[0].name
+    role = given.get("kv_role")
+    if given["kv_connector"] == chosen and role in (None, "kv_both"):
+        return Outcome(False is wanted)
+    said = f"{given['kv_connector']}" + (f" ({role})" if isinstance(role, str) else "")
+    text = (
+        f"--kv-transfer-config names {said}; --kv-offloading-size makes vLLM {asked.ctx.version} write "
+        f"{chosen} and kv_both over it, so {given['kv_connector']} is never built"
+    )
+    return Outcome(True is wanted, [Evidence(text, e.transfer_location or e.connectors[0].location)])
+
+
 def _tier_unregistered(wanted: bool, asked: Asked) -> Outcome:
     """Each secondary tier whose type is not one the release registers (an out-of-tree tier named
     with module_path is imported instead, where the release reads module_path)."""
@@ -993,6 +1013,7 @@ EVALUATORS: dict[str, Callable[[Any, Asked], Outcome]] = {
     "tier": _tier,
     "tier_unregistered": _tier_unregistered,
     "connector_configured": _connector_configured,
+    "transfer_config_replaced": lambda wanted, asked: _transfer_config_replaced(wanted, asked),
     "model_matches": lambda pattern, asked: _model_matches(pattern, asked.ctx),
     "model_layers": lambda kind, asked: _model_layers(kind, asked.ctx),
     "gpu_segment": lambda segments, asked: _gpu_segment(segments, asked.ctx),
