@@ -220,6 +220,14 @@ RULE_CASES: dict[str, tuple[str | None, str, str, dict[str, Any]]] = {
         + """'{"kv_connector":"OffloadingConnector","kv_role":"kv_both"}'""",
         {},
     ),
+    # recorded: rules-0.27.1.json, expandable-segments/trips and /control
+    "pitfall.expandable-segments-with-kv-connector": (
+        "0.27.1",
+        f"PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True vllm serve {M} --kv-offloading-size 4",
+        f"PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True vllm serve {M} --kv-offloading-size 4 "
+        "--enable-cumem-allocator",
+        {},
+    ),
     "pitfall.memory-limit-below-server": (
         "0.33.0",
         f"docker run --gpus 1 --memory 2g {IMAGE} --model {M}",
@@ -609,7 +617,7 @@ def fired(result: ReviewResult) -> set[str]:
 def test_every_rule_has_a_passing_and_a_failing_example(knowledge: Knowledge) -> None:
     rule_ids = {r.id for r in list_rules(knowledge)}
     assert rule_ids == set(RULE_CASES) | SEPARATELY_TESTED
-    assert len(rule_ids) == 95
+    assert len(rule_ids) == 96
 
 
 @pytest.mark.parametrize("rule_id", sorted(RULE_CASES))

@@ -549,6 +549,22 @@ CASES: list[dict[str, Any]] = [
         disables={"kv_connector": "OffloadingConnector", "kv_role": "kv_both"},
     ),
     _case(
+        "expandable-segments/trips",
+        "pitfall.expandable-segments-with-kv-connector",
+        "0.27.1",
+        f"vllm serve {M} --kv-offloading-size 4",
+        role="trips",
+        env={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
+    ),
+    _case(
+        "expandable-segments/control",
+        "pitfall.expandable-segments-with-kv-connector",
+        "0.27.1",
+        f"vllm serve {M} --kv-offloading-size 4 --enable-cumem-allocator",
+        role="control",
+        env={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
+    ),
+    _case(
         "shorthand-replaces/control",
         "pitfall.shorthand-replaces-transfer-config",
         "0.27.1",
