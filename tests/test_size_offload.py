@@ -1281,3 +1281,14 @@ def test_fp8_kv_with_a_head_size_flashinfer_lacks_will_not_start_on_an_a100(know
     same_on_128 = ask(knowledge, kv_cache_dtype="fp8", **{**fields, "architecture": {**phi3, "head_dim": 128}})
     assert not any("SM89" in w for w in same_on_128.warnings)
     assert not any("SM89" in w for w in ask(knowledge, **fields).warnings)
+
+
+def test_each_data_parallel_engine_has_its_own_tier_and_the_answer_says_what_a_node_holds() -> None:
+    """--kv-offloading-size is one engine's total (engine_id per DP rank, vllm/config/vllm.py); TP 4 × DP 2 on
+    one node with 400 GiB holds 800 GiB of host memory."""
+    asked = {"model": "llama-3.1-70b", "gpu": "H100", "tensor_parallel_size": 4, "kv_offloading_size_gib": 400}
+    two = run_tool("size_offload", {**asked, "data_parallel_size": 2, "host_ram_gib": 1024, "version": "0.34.0"})
+    assert two.offload.host_gib_per_node == 800 and two.host_ram_left_gib == 224  # type: ignore[attr-defined]
+    assert "host memory the tier takes per node: 800 GiB (400 GiB per engine × 2)" in two.summary()
+    one = run_tool("size_offload", {**asked, "version": "0.34.0"})
+    assert one.offload.host_gib_per_node == 400 and "takes per node" not in one.summary()  # type: ignore[attr-defined]

@@ -200,6 +200,10 @@ class OffloadTier(BaseModel):
     kv_offloading_size_gib: float = Field(description="--kv-offloading-size: GiB, total for one engine (all ranks)")
     cpu_bytes_to_use: int = Field(description="kv_connector_extra_config.cpu_bytes_to_use: bytes, total")
     lmcache_max_local_cpu_size_gib: float = Field(description="GiB per worker process = total / (TP × PP)")
+    host_gib_per_node: float = Field(
+        description="host memory the tier takes on one node: the size times the engines there (each data-parallel "
+        "engine has its own tier), or the node's share of an engine that spans nodes"
+    )
     size_basis: str
     replicated_mla_layout: bool
     chunk_bytes: int
@@ -347,6 +351,12 @@ class SizeOffloadResult(Result):
                 f"cpu_bytes_to_use {o.cpu_bytes_to_use:,}; LMCACHE_MAX_LOCAL_CPU_SIZE "
                 f"{o.lmcache_max_local_cpu_size_gib:g} per process; holds {o.warm_sessions_held:,} warm sessions"
             )
+            if abs(o.host_gib_per_node - o.kv_offloading_size_gib) > 1e-9:
+                engines = o.host_gib_per_node / o.kv_offloading_size_gib
+                lines.append(
+                    f"host memory the tier takes per node: {o.host_gib_per_node:g} GiB "
+                    f"({o.kv_offloading_size_gib:g} GiB per engine × {engines:g})"
+                )
         if self.host_ram_left_gib is not None:
             lines.append(f"host RAM left per node: {self.host_ram_left_gib:.1f} GiB")
         lines += [f"load {e.tier}: {e.seconds:.2f} s" for e in self.load_estimates]
@@ -1961,12 +1971,16 @@ def _hybrid_needs_prefix_caching(
     )
 
 
+def _engines_per_node(layout: _Parallel, size: _TierSize) -> float:
+    """The engines whose tiers one node holds: the data-parallel engines on it, or the share of one spanning nodes."""
+    return size.engines_on_node if layout.single_node else layout.gpus_on_node / layout.world
+
+
 def _fit_warnings(
     request: SizeOffloadRequest, layout: _Parallel, size: _TierSize, tier: OffloadTier, pool: _Pool, trail: _Trail
 ) -> float | None:
     """Warnings on what the tier holds and where it fits; the host RAM it leaves per node."""
     world = layout.world
-    size_gib = tier.kv_offloading_size_gib
     warm_held = tier.warm_sessions_held
     if request.warm_sessions and warm_held < request.warm_sessions:
         trail.warn(
@@ -1975,7 +1989,7 @@ def _fit_warnings(
         )
     host_left = None
     if request.host_ram_gib is not None:
-        node_share = size_gib * (size.engines_on_node if layout.single_node else layout.gpus_on_node / world)
+        node_share = tier.host_gib_per_node
         host_left = request.host_ram_gib - node_share
         if size.reserved_gib is not None and host_left < size.reserved_gib:
             trail.warn(
@@ -2057,6 +2071,7 @@ def _cpu_tier(
         kv_offloading_size_gib=size_gib,
         cpu_bytes_to_use=cpu_bytes,
         lmcache_max_local_cpu_size_gib=round(per_process, 3),
+        host_gib_per_node=round(size_gib * _engines_per_node(layout, size), 3),
         size_basis=size.basis,
         replicated_mla_layout=chunks.replicated,
         chunk_bytes=chunks.bytes,
