@@ -25,6 +25,7 @@ HYGIENE = {
     "pitfall.env-value-not-expanded",
     "pitfall.duplicate-yaml-key",
     "pitfall.liveness-probe-kills-model-load",
+    "pitfall.probe-fails-on-one-miss",
     "pitfall.rwo-volume-shared-by-replicas",
 }
 KEY = "sk-proj-Zq8rT2vXk4LmN7pQ9sW1aB3c"
@@ -653,3 +654,22 @@ def test_a_secret_whose_data_is_not_base64() -> None:
         ("pitfall.secret-data-not-base64", 5)
     ]
     assert all("HF_TOKEN" not in f.message or "variable" in f.message for f in result.findings)
+
+
+def test_a_probe_that_acts_on_one_failed_check() -> None:
+    """failureThreshold 1: one /health answer past timeoutSeconds unreadies (or restarts) a serving pod."""
+    base = DEPLOYMENT.replace("vllm/vllm-openai:latest", "vllm/vllm-openai:v0.33.0")
+    probe = """          readinessProbe:
+            httpGet: {path: /health, port: 8000}
+            periodSeconds: 1
+            failureThreshold: THRESHOLD
+"""
+    anchor = "          livenessProbe:\n"
+    assert anchor in base
+    for threshold, expected in (("1", 1), ("3", 0)):
+        text = base.replace(anchor, probe.replace("THRESHOLD", threshold) + anchor, 1)
+        found = [f for f in review(("vllm.yaml", text)).findings if f.rule_id == "pitfall.probe-fails-on-one-miss"]
+        assert len(found) == expected, (threshold, found)
+        if expected:
+            assert found[0].location.line == line_of(text, "failureThreshold: 1")
+            assert "readinessProbe takes the pod out of its Services" in found[0].message

@@ -291,6 +291,7 @@ HygieneCheck = Literal[
     "env-not-expanded",
     "duplicate-key",
     "liveness-kills-model-load",
+    "probe-fails-on-one-miss",
     "rwo-claim-shared",
     "kills-by-name",
     "compose-conflict",

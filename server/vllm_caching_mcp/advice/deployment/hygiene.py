@@ -439,7 +439,7 @@ def container_hygiene(
     issues = env_expansion_issues(doc, container, defined_first, evaluated) + duplicate_env_issues(doc, container)
     if vllm:
         probe = liveness_issue(doc, container)
-        return issues + ([probe] if probe is not None else [])
+        return issues + ([probe] if probe is not None else []) + one_miss_issues(doc, container)
     image = container.get("image")
     name = text_of(container.get("name")) if container.get("name") is not None else "?"
     found = image_issue(text_of(image), node_location(doc, image), f"container {name}: ") if image is not None else None
@@ -519,6 +519,26 @@ def _seconds(probe: Located, key: str, default: int) -> int | None:
         return default
     value = item.value
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def one_miss_issues(doc: Document, container: Located) -> list[HygieneIssue]:
+    """A readiness or liveness probe that acts on a single failed check (failureThreshold 1): one answer slower
+    than its timeoutSeconds (default 1 s) takes the pod out of its Services, or restarts the container."""
+    found = []
+    for name, effect in (("readinessProbe", "takes the pod out of its Services"), ("livenessProbe", "restarts it")):
+        probe = container.get(name)
+        if probe is None or not isinstance(probe.value, dict) or _seconds(probe, "failureThreshold", 3) != 1:
+            continue
+        timeout = _seconds(probe, "timeoutSeconds", 1)
+        found.append(
+            HygieneIssue(
+                check="probe-fails-on-one-miss",
+                text=f"the {name} {effect} after one failed check (failureThreshold 1, timeoutSeconds {timeout}): "
+                "a single /health answer slower than that under load, or one lost packet, is enough",
+                location=node_location(doc, probe.get("failureThreshold")),
+            )
+        )
+    return found
 
 
 def liveness_issue(doc: Document, container: Located) -> HygieneIssue | None:
