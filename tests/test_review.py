@@ -565,6 +565,14 @@ RULE_CASES: dict[str, tuple[str | None, str, str, dict[str, Any]]] = {
         f"pkill -f 'vllm serve'; vllm serve {M}",
         {},
     ),
+    # the dashboard, and its job API, on every interface of a bare host; with token authentication it asks
+    "pitfall.ray-dashboard-exposed": (
+        "0.33.0",
+        f"ray start --head --dashboard-host 0.0.0.0; vllm serve {M} -tp 2 --distributed-executor-backend ray",
+        f"RAY_AUTH_MODE=token ray start --head --dashboard-host=0.0.0.0; vllm serve {M} -tp 2 "
+        "--distributed-executor-backend ray",
+        {},
+    ),
     # unquoted, `>=0.3` is a redirection of pip's output; quoted it is a version bound
     "pitfall.install-pin-redirected": (
         "0.33.0",
@@ -618,7 +626,7 @@ def fired(result: ReviewResult) -> set[str]:
 def test_every_rule_has_a_passing_and_a_failing_example(knowledge: Knowledge) -> None:
     rule_ids = {r.id for r in list_rules(knowledge)}
     assert rule_ids == set(RULE_CASES) | SEPARATELY_TESTED
-    assert len(rule_ids) == 97
+    assert len(rule_ids) == 98
 
 
 @pytest.mark.parametrize("rule_id", sorted(RULE_CASES))

@@ -16,6 +16,7 @@ from vllm_caching_mcp.advice.review import ReviewResult
 
 HYGIENE = {
     "pitfall.kill-by-name",
+    "pitfall.ray-dashboard-exposed",
     "pitfall.compose-services-collide",
     "pitfall.secret-data-not-base64",
     "pitfall.secret-in-plain-text",
@@ -673,3 +674,24 @@ def test_a_probe_that_acts_on_one_failed_check() -> None:
         if expected:
             assert found[0].location.line == line_of(text, "failureThreshold: 1")
             assert "readinessProbe takes the pod out of its Services" in found[0].message
+
+
+def test_a_ray_dashboard_on_every_interface_is_judged_on_a_host_not_in_a_pod() -> None:
+    """On a bare host 0.0.0.0 is every interface; in a pod (KubeRay's head binds 0.0.0.0 for its Service) the
+    pod's network decides, so a script held in a manifest is not judged."""
+    script = "ray start --head --port 6379 --dashboard-host 0.0.0.0 --block &\nvllm serve m -tp 2\n"
+    assert ("pitfall.ray-dashboard-exposed", 1) in hits(review(("start.sh", script)))
+    exported = "export RAY_AUTH_MODE=token\n" + script
+    assert "pitfall.ray-dashboard-exposed" not in {r for r, _ in hits(review(("start.sh", exported)))}
+    local = script.replace("0.0.0.0", "127.0.0.1")
+    assert "pitfall.ray-dashboard-exposed" not in {r for r, _ in hits(review(("start.sh", local)))}
+    pod = f"""apiVersion: v1
+kind: Pod
+metadata: {{name: head}}
+spec:
+  containers:
+  - name: head
+    image: vllm/vllm-openai:v0.33.0
+    command: [bash, -c, "{script.replace(chr(10), "; ")}"]
+"""
+    assert "pitfall.ray-dashboard-exposed" not in {r for r, _ in hits(review(("head.yaml", pod)))}

@@ -294,6 +294,7 @@ HygieneCheck = Literal[
     "probe-fails-on-one-miss",
     "rwo-claim-shared",
     "kills-by-name",
+    "ray-dashboard-exposed",
     "compose-conflict",
     "secret-data-not-base64",
 ]

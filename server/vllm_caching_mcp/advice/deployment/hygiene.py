@@ -330,6 +330,40 @@ def kill_issue(words: list[str], previous: list[str], location: Location) -> Hyg
     )
 
 
+_ANY_ADDRESS = {"0.0.0.0", "::", "[::]"}
+
+
+def ray_dashboard_issue(words: list[str], location: Location, token_auth: bool = False) -> HygieneIssue | None:
+    """`ray start --head --dashboard-host 0.0.0.0`: Ray's dashboard, and its job submission API, on every
+    interface of the head node, unauthenticated unless token authentication is on (``token_auth``:
+    RAY_AUTH_MODE=token, Ray 2.52.0+; off by default)."""
+    if token_auth or "RAY_AUTH_MODE=token" in words:
+        return None
+    at = next(
+        (i for i in range(len(words) - 1) if words[i].rsplit("/", 1)[-1] == "ray" and words[i + 1] == "start"), None
+    )
+    if at is None or "--head" not in words[at:]:
+        return None
+    rest = words[at + 2 :]
+    host = next(
+        (
+            w.split("=", 1)[1] if "=" in w else (rest[i + 1] if i + 1 < len(rest) else "")
+            for i, w in enumerate(rest)
+            if w == "--dashboard-host" or w.startswith("--dashboard-host=")
+        ),
+        None,
+    )
+    if host not in _ANY_ADDRESS:
+        return None
+    return HygieneIssue(
+        check="ray-dashboard-exposed",
+        text=f"`ray start --head --dashboard-host {host}` serves Ray's dashboard and its job submission API "
+        "(port 8265 unless --dashboard-port) on every interface, unauthenticated without RAY_AUTH_MODE=token: "
+        "whoever reaches it can run code on the cluster, the vLLM workers' GPUs and credentials included",
+        location=location,
+    )
+
+
 # --- Kubernetes Secrets ---
 
 

@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 from ..common import AdviceError
 from .bounds import MAX_ARGUMENTS, MAX_EXPANDED_CHARS, MAX_VALUE_CHARS, clip
-from .hygiene import install_issues, kill_issue
+from .hygiene import install_issues, kill_issue, ray_dashboard_issue
 from .installs import pip_installs, python_selected
 from .launch import (
     RAY_CLUSTER,
@@ -622,6 +622,16 @@ class ShellRun:
         previous: list[str] = []
         for command, end in split_commands_ended(tokenize_shell(self.doc.text, first_line)):
             if command and (found := kill_issue([t.text for t in command], previous, self.at(command[0]))):
+                self.file_issues.append(found)
+            # on a host, 0.0.0.0 is every interface it has; in a container (a script held in YAML) the pod's
+            # network and its Services decide who reaches the port (KubeRay binds 0.0.0.0 for its Service)
+            token = any(name == "RAY_AUTH_MODE" and value == "token" for name, value, _, _ in self.exported)
+            on_host = self.path is None
+            if (
+                on_host
+                and command
+                and (found := ray_dashboard_issue([t.text for t in command], self.at(command[0]), token))
+            ):
                 self.file_issues.append(found)
             previous = [t.text for t in command]
             if len(command) > MAX_ARGUMENTS:
