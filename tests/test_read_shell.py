@@ -6,8 +6,11 @@ The shell constructs one by one (quotes, groups, functions, heredocs) are in tes
 
 from __future__ import annotations
 
+import pytest
+
 from reading import KNOWLEDGE, effective, flags, read, review, workloads
 from vllm_caching_mcp.advice.deployment import resolve
+from vllm_caching_mcp.advice.deployment.read import NothingToReview
 from vllm_caching_mcp.advice.deployment.shell import conditional_lines
 from vllm_caching_mcp.versions import parse_version
 
@@ -141,3 +144,21 @@ def test_a_transfer_config_with_a_loop_variable_is_read_without_that_field() -> 
     result = review(("run.sh", script), version="0.33.0")
     assert {"pitfall.p2p-nccl-removed", "pitfall.transfer-config-field-refused"} <= {f.rule_id for f in result.findings}
     assert any("read without kv_port" in n for n in result.notes)
+
+
+def test_a_vllm_image_whose_entrypoint_runs_a_script_not_shown_is_said_not_reviewed() -> None:
+    """`docker run --entrypoint /bin/bash lmcache/vllm-openai:patched -c "python app.py"`: vLLM runs inside
+    app.py, whose options the files do not give; the answer says so instead of finding no server."""
+    script = (
+        'IMAGE="lmcache/vllm-openai:patched"\n'
+        "docker run --rm --gpus all --env LMCACHE_LOCAL_CPU=True --entrypoint /bin/bash \\\n"
+        '  "${IMAGE}" -c "source /opt/venv/bin/activate && python llm_backend_blend.py"\n'
+    )
+    deployment = read(("run.sh", script))
+    [unread] = deployment.unread
+    assert deployment.workloads == [] and unread.location.line == 2
+    assert "lmcache/vllm-openai:patched runs `/bin/bash -c" in unread.text and "not known" in unread.text
+    # another image's entrypoint override is no vLLM launch at all
+    other = script.replace("lmcache/vllm-openai:patched", "redis:7")
+    with pytest.raises(NothingToReview):
+        read(("run.sh", other))

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ..common import docker_run_options
-from .model import EnvUse, HygieneIssue, Location, ReleaseClaim
+from .bounds import clip
+from .model import EnvUse, HygieneIssue, Location, ReleaseClaim, UnreadLaunch
 
 _SERVE_MODULE = "vllm.entrypoints.openai.api_server"
 
@@ -304,8 +305,14 @@ def _model_as_positional(args: list[tuple[str, Location]]) -> list[tuple[str, Lo
     return args
 
 
-def docker_run(words: list[tuple[str, Location]], env: list[EnvUse], exported: dict[str, str]) -> Launch | None:
-    """The launch of a `docker run` / `podman run` of a vLLM image; None for another command or image."""
+def docker_run(
+    words: list[tuple[str, Location]],
+    env: list[EnvUse],
+    exported: dict[str, str],
+    unread: list[UnreadLaunch] | None = None,
+) -> Launch | None:
+    """The launch of a `docker run` / `podman run` of a vLLM image; None for another command or image (with
+    ``unread``, a vLLM image whose overridden entrypoint runs what the files do not show is listed there)."""
     texts = [w for w, _ in words]
     start = next(
         (
@@ -342,6 +349,15 @@ def docker_run(words: list[tuple[str, Location]], env: list[EnvUse], exported: d
         # An overridden entrypoint runs something else (an LMCache server, a proxy) unless it starts vLLM.
         inner = vllm_args([entrypoint, *rest])
         if inner is None:
+            if unread is not None and is_vllm_image(image[0]):
+                ran = " ".join(w for w, _ in [entrypoint, *rest])
+                unread.append(
+                    UnreadLaunch(
+                        location=words[0][1],
+                        text=f"docker run of the vLLM image {clip(image[0], 80)} runs `{clip(ran, 100)}`, which "
+                        "the files do not show starting vLLM: its options are not known",
+                    )
+                )
             return None
         module = entrypoint_of([entrypoint, *rest])
         return Launch(args=inner, env=env, image=image, source="docker-run", options=seen, entrypoint=module)

@@ -25,7 +25,7 @@ from .launch import (
     vllm_args,
     wrapped_vllm_args,
 )
-from .model import Document, EnvUse, HygieneIssue, Location, ReleaseClaim
+from .model import Document, EnvUse, HygieneIssue, Location, ReleaseClaim, UnreadLaunch
 
 
 @dataclass(slots=True)
@@ -566,6 +566,7 @@ class ShellRun:
         self.notes: list[str] = []
         self.installs: list[HygieneIssue] = []  # what the installs run so far do wrong
         self.file_issues: list[HygieneIssue] = []  # what the script does wrong wherever it does it (kill by name)
+        self.unread: list[UnreadLaunch] = []  # vLLM images whose command the files do not show
         # The pip installs of vLLM and LMCache run so far: each launch after them runs what they installed.
         self.pins: list[ReleaseClaim] = []
         self.python: str | None = None  # the Python the commands so far chose (conda create python=3.9, uv venv -p)
@@ -707,7 +708,7 @@ class ShellRun:
         words = [(f.text, self.at(token)) for f, token in fields]
         env = self.env_of(self.exported + assigned)
         exported = {name: value for name, value, _, why in self.exported if why is None}
-        started = docker_run(words, env, exported) if named else None
+        started = docker_run(words, env, exported, self.unread) if named else None
         if started is None:
             args = vllm_args(words) if named else None
             if args is None:
@@ -771,6 +772,7 @@ def parse_shell(
     hygiene: list[HygieneIssue] | None = None,
     pins: list[ReleaseClaim] | None = None,
     vllm_options: frozenset[str] = frozenset(),
+    unread: list[UnreadLaunch] | None = None,
 ) -> Iterator[Launch]:
     """Every vLLM launch in shell text; `export` lines and `VAR=value` prefixes become env, and
     variables set earlier in the script are expanded where they are used. ``hygiene`` gets what the
@@ -783,6 +785,8 @@ def parse_shell(
         notes += run.notes
     if hygiene is not None:
         hygiene += run.file_issues
+    if unread is not None:
+        unread += run.unread
 
 
 def script_installs(doc: Document, first_line: int = 1, path: str | None = None) -> list[ReleaseClaim]:
