@@ -462,3 +462,15 @@ def test_a_hybrid_model_before_offloading_connector_has_hma_is_pointed_at_the_si
     assert "no connector in this release" not in said
     before = ask(knowledge, version="0.18.1", tiers=["cpu"], model="nemotron-h-8b").summary()
     assert "no connector in this release offloads" in before
+
+
+def test_a_pd_backend_names_the_ports_its_connector_binds(knowledge: Knowledge) -> None:
+    """From 0.11.1 NIXL's side channel is one port per engine, VLLM_NIXL_SIDE_CHANNEL_PORT (5600) + the DP index;
+    0.11.0 bound 5557 + DP rank × TP + TP rank (knowledge/ports.yaml)."""
+    new = ask(knowledge, version="0.34.0", tiers=[], pd_disaggregation=True, topology={"nodes": 2})
+    [port] = [r for r in new.requirements if r.kind == "port"]
+    assert port.value == "VLLM_NIXL_SIDE_CHANNEL_PORT (default 5600) + DP index"
+    assert port.source == "ports.nixl-side-channel-per-engine"
+    old = ask(knowledge, version="0.11.0", tiers=[], pd_disaggregation=True, topology={"nodes": 2})
+    ports = [r.value for r in old.requirements if r.kind == "port"]
+    assert ports == ["VLLM_NIXL_SIDE_CHANNEL_PORT (default 5557) + DP rank × TP + TP rank"]

@@ -1385,7 +1385,7 @@ class RequiredEnv(Frozen):
     setting: EntryId
 
 
-RequirementKind = Literal["flag", "env", "package", "process", "service"]
+RequirementKind = Literal["flag", "env", "package", "process", "service", "port"]
 
 
 class RecipeRequirement(Frozen):

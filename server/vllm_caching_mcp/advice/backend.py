@@ -45,6 +45,7 @@ from ..knowledge import (
 )
 from ..safe_text import join_lines
 from ..versions import Version, as_text, contains, in_range, parse_specifier
+from . import ports
 from .common import (
     AdviceError,
     Citation,
@@ -640,7 +641,7 @@ class _Chooser:
 
 
 _REQUIRED_ENV_WHY = "LMCache asserts it (or P2P never hits) with P2P on"
-_KIND_ORDER: tuple[RequirementKind, ...] = ("flag", "env", "process", "service", "package")
+_KIND_ORDER: tuple[RequirementKind, ...] = ("flag", "env", "process", "service", "port", "package")
 
 
 def _requirements(ch: _Chooser, recipe: Recipe) -> list[Requirement]:
@@ -661,8 +662,30 @@ def _requirements(ch: _Chooser, recipe: Recipe) -> list[Requirement]:
     if backend == "native_tiering":
         req += _tiering_requirements(ch)
     req += _pd_requirements(ch, recipe)
+    req += _port_requirements(ch, recipe)
     req += _package_requirements(ch, recipe, req)
     return sorted(req, key=lambda q: _KIND_ORDER.index(q.kind))  # stable: each kind keeps its order
+
+
+def _port_requirements(ch: _Chooser, recipe: Recipe) -> list[Requirement]:
+    """The ports the backend's connectors bind in this release (knowledge/ports.yaml), to open between nodes."""
+    found = []
+    for connector_id in dict.fromkeys(c for c in (recipe.connector, recipe.pd_connector) if c is not None):
+        name = ch.gated(connector_id).name
+        for layout in ports.layouts_at(ch.k, name, ch.version):
+            step = {"tp": " + DP rank × TP", "1": " + DP index", "0": ""}[layout.dp_stride]
+            step += " + TP rank" if layout.tp_stride else ""
+            setting = layout.base_env or f"kv_connector_extra_config.{layout.base_extra_config}"
+            found.append(
+                Requirement(
+                    kind="port",
+                    name=f"{name}: {layout.what}",
+                    value=f"{setting} (default {layout.base_default}){step}",
+                    why=f"bound by {layout.listener}" + (f", unless {layout.unless}" if layout.unless else ""),
+                    source=layout.id,
+                )
+            )
+    return found
 
 
 def _native_cpu_flags(ch: _Chooser) -> list[Requirement]:
