@@ -71,3 +71,24 @@ def test_a_vllm_service_built_from_a_dockerfile_not_given_is_said_not_reviewed()
     other = compose.replace("lmcache", "web")
     with pytest.raises(NothingToReview):
         read(("compose.yaml", other))
+
+
+def test_a_secret_in_a_service_beside_the_server_is_found_too() -> None:
+    """A database's password written into the compose file is as readable as the server's token."""
+    from reading import review
+
+    text = """services:
+  vllm:
+    image: vllm/vllm-openai:v0.33.0
+    command: ["--model", "m"]
+  neo4j:
+    image: neo4j:5-community
+    environment:
+      - NEO4J_PASSWORD=password123
+      - NEO4J_dbms_memory=2G
+  db:
+    image: postgres:16
+    environment: {POSTGRES_PASSWORD: "${PG_PASSWORD}"}
+"""
+    found = [f for f in review(("docker-compose.yaml", text)).findings if f.rule_id == "pitfall.secret-in-plain-text"]
+    assert [(f.location.line, "service neo4j: NEO4J_PASSWORD" in f.message) for f in found] == [(8, True)]

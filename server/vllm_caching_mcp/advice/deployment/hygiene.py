@@ -13,7 +13,7 @@ import re
 from ... import redact
 from .bounds import clip
 from .chart_template import without_actions
-from .model import ClaimSpec, ClaimUse, Deployment, Document, HygieneIssue, Location, Workload
+from .model import ClaimSpec, ClaimUse, Deployment, Document, EnvUse, HygieneIssue, Location, Workload
 from .yaml_nodes import DuplicateKey, Located, node_location, text_of
 
 # --- secrets -----------------------------------------------------------------------------------
@@ -96,14 +96,21 @@ def secret_issues(workload: Workload) -> list[HygieneIssue]:
                     location=flag.location,
                 )
             )
-    for use in workload.env:
+    return found + env_secret_issues(workload.env)
+
+
+def env_secret_issues(env: list[EnvUse], whose: str = "") -> list[HygieneIssue]:
+    """Variables set to a secret written literally (not from an env file or the host's environment);
+    ``whose``: the service they belong to, when it is not the vLLM server."""
+    found = []
+    for use in env:
         if use.reference is not None:
             continue  # set from elsewhere (a compose .env file): not written here
         if use.value is not None and written_secret(use.value, _SECRET_NAME.search(use.name) is not None):
             found.append(
                 HygieneIssue(
                     check="secret-in-plain-text",
-                    text=f"{use.name} is set to {_shown(use.value)} written in the file",
+                    text=f"{whose}{use.name} is set to {_shown(use.value)} written in the file",
                     location=use.location,
                 )
             )

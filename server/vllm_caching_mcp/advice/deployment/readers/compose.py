@@ -20,7 +20,7 @@ from ..containers import (
 )
 from ..dockerfile import DockerBuild, read_dockerfile
 from ..flags import read_args
-from ..hygiene import compose_conflicts
+from ..hygiene import compose_conflicts, env_secret_issues
 from ..images import image_version
 from ..launch import Launch, looks_like_vllm_args
 from ..model import Backing, Document, EnvUse, Location, Mount, PortRef, ProxyLaunch, UnreadLaunch, Workload
@@ -256,6 +256,33 @@ def _named_otherwise(
         )
 
 
+def _service_env(doc: Document, service: Located, from_dotenv: set[int]) -> list[EnvUse]:
+    """A service's `environment:`, as a mapping or as a list of NAME=value; a name alone takes the host's."""
+    environment = service.get("environment")
+    if environment is None:
+        return []
+    if isinstance(environment.value, dict):
+        pairs = [(str(key), item, item.value is not None) for key, item in environment.value.items()]
+        values = {id(item): text_of(item) for _, item, _ in pairs}
+    else:
+        pairs, values = [], {}
+        for item in environment.items():
+            key, eq, value = text_of(item).partition("=")
+            pairs.append((key, item, bool(eq)))
+            values[id(item)] = value
+    return [
+        EnvUse(
+            name=key,
+            value=values[id(item)],
+            reference=_DOTENV if id(item) in from_dotenv else None,
+            location=node_location(doc, item),
+        )
+        if given
+        else EnvUse(name=key, value=None, reference="the host environment", location=node_location(doc, item))
+        for key, item, given in pairs
+    ]
+
+
 def _parse_compose(doc: Document, root: Located, reading: Reading) -> None:
     deployment, dotenv = reading.deployment, reading.dotenv
     servers, proxy_scripts = reading.servers, reading.proxy_scripts
@@ -322,7 +349,15 @@ def _parse_compose(doc: Document, root: Located, reading: Reading) -> None:
                 _compose_resources(doc, service, cache, deployment.notes)
                 cache.pod = _compose_pod(doc, name, service)
                 deployment.cache_servers.append(cache)
-            elif built is None and service.get("build") is not None and not argv and _named_for_vllm(name, image):
+            else:  # a database, a UI, a gateway beside the server: its own secrets are in the file too
+                deployment.hygiene += env_secret_issues(_service_env(doc, service, from_dotenv), f"service {name}: ")
+            if (
+                server is None
+                and built is None
+                and service.get("build") is not None
+                and not argv
+                and _named_for_vllm(name, image)
+            ):
                 deployment.unread.append(
                     UnreadLaunch(
                         location=node_location(doc, service.get("build")),
@@ -332,37 +367,7 @@ def _parse_compose(doc: Document, root: Located, reading: Reading) -> None:
                 )
             continue
         args, script_env = found.args, found.env
-        env: list[EnvUse] = []
-        environment = service.get("environment")
-        if environment is not None and isinstance(environment.value, dict):
-            for key, item in environment.value.items():
-                env.append(
-                    EnvUse(
-                        name=key,
-                        value=text_of(item),
-                        reference=_DOTENV if id(item) in from_dotenv else None,
-                        location=node_location(doc, item),
-                    )
-                    if item.value is not None
-                    else EnvUse(
-                        name=key, value=None, reference="the host environment", location=node_location(doc, item)
-                    )
-                )
-        elif environment is not None:
-            for item in environment.items():
-                key, eq, value = text_of(item).partition("=")
-                env.append(
-                    EnvUse(
-                        name=key,
-                        value=value,
-                        reference=_DOTENV if id(item) in from_dotenv else None,
-                        location=node_location(doc, item),
-                    )
-                    if eq
-                    else EnvUse(
-                        name=key, value=None, reference="the host environment", location=node_location(doc, item)
-                    )
-                )
+        env = _service_env(doc, service, from_dotenv)
         workload = Workload(
             name=f"service {name}",
             installs=(built.stage.installs if built is not None else []) + found.pins,
