@@ -92,3 +92,12 @@ def test_a_secret_in_a_service_beside_the_server_is_found_too() -> None:
 """
     found = [f for f in review(("docker-compose.yaml", text)).findings if f.rule_id == "pitfall.secret-in-plain-text"]
     assert [(f.location.line, "service neo4j: NEO4J_PASSWORD" in f.message) for f in found] == [(8, True)]
+
+
+def test_a_service_that_is_not_vllm_built_from_a_missing_dockerfile_gets_no_vllm_note() -> None:
+    text = (
+        "services:\n  vllm:\n    image: vllm/vllm-openai:v0.33.0\n    command: [--model, m]\n"
+        "  app:\n    build: ./app\n    ports: ['3000:3000']\n"
+    )
+    notes = read(("docker-compose.yaml", text)).notes
+    assert not any("service app is built from" in n for n in notes), notes

@@ -233,7 +233,7 @@ def _build_of(doc: Document, name: str, service: Located, reading: Reading) -> D
         same_name = [b for n, b in reading.dockerfiles.items() if n.rsplit("/", 1)[-1] == path.rsplit("/", 1)[-1]]
         found = same_name[0] if len(same_name) == 1 else None
     if found is None:
-        reading.deployment.notes.append(
+        reading.missing_builds[id(service)] = (
             f"{node_location(doc, build)}: service {name} is built from {path}, which is not among the documents: "
             "the vLLM release of that image is not known; give the Dockerfile to have it read"
         )
@@ -320,6 +320,9 @@ def _parse_compose(doc: Document, root: Located, reading: Reading) -> None:
                 f"{node_location(doc, service)}: service {name} read as a vLLM server by its arguments, though its "
                 f"image {image or '(none)'} does not name vLLM"
             )
+        missing = reading.missing_builds.pop(id(service), None)
+        if missing is not None and (found is not None or _named_for_vllm(name, image)):  # another service's is not ours
+            deployment.notes.append(missing)
         proxy = proxy_launch(argv, proxy_scripts) if found is None else None
         if proxy is not None:
             network = service.get("network_mode")
