@@ -596,11 +596,10 @@ def _wire_bytes(result: CheckVersionResult) -> int:
 
 
 def _fit_brief(result: CheckVersionResult, asked: str) -> None:
-    """Within `BRIEF_BYTES`, the tracked entries and the first schema reading (when it is spelled as asked and no
-    tracked entry is, or nothing is tracked) stay; the schema's further
-    readings of the name (the same key read by another connector or by LMCache) are counted instead, and
-    then a second tracked entry's changes and all but its first source, then all but the first entry's first
-    source."""
+    """Within `BRIEF_BYTES`: the tracked entries stay, and the first schema reading when it is spelled as asked
+    and no tracked entry is (or nothing is tracked); the schema's further readings of the name (the same key
+    read by another connector or by LMCache) are counted instead, then a second tracked entry keeps neither
+    its changes nor more than its first source, then the first entry cites one source."""
     # a schema reading spelled as asked (enable_prefix_caching, a CacheConfig field) is what was asked for
     result.schema_matches.sort(key=lambda m: m.name != asked)
     spelled = any(m.name == asked for m in result.matches)
