@@ -26,6 +26,8 @@ def test_the_eval_covers_every_tool_with_sixty_questions_or_more() -> None:
     for q in questions:
         assert q["question"] and q["checked"], q["id"]
         assert all(call["tool"] in TOOL_NAMES for call in q["calls"]), q["id"]
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert f"scores {len(questions)} operator questions" in readme, "README states another count of questions"
 
 
 def test_every_question_passes_through_the_mcp_client() -> None:
