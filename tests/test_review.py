@@ -573,6 +573,13 @@ RULE_CASES: dict[str, tuple[str | None, str, str, dict[str, Any]]] = {
         "--distributed-executor-backend ray",
         {},
     ),
+    # $(PORT) runs a command called PORT; ${PORT} is the variable the script set
+    "pitfall.variable-run-as-command": (
+        "0.33.0",
+        f"PORT=8000; lsof -t -i:$(PORT) | xargs -r kill; vllm serve {M} --port 8000",
+        f"PORT=8000; lsof -t -i:${{PORT}} | xargs -r kill; vllm serve {M} --port 8000",
+        {},
+    ),
     # unquoted, `>=0.3` is a redirection of pip's output; quoted it is a version bound
     "pitfall.install-pin-redirected": (
         "0.33.0",
@@ -626,7 +633,7 @@ def fired(result: ReviewResult) -> set[str]:
 def test_every_rule_has_a_passing_and_a_failing_example(knowledge: Knowledge) -> None:
     rule_ids = {r.id for r in list_rules(knowledge)}
     assert rule_ids == set(RULE_CASES) | SEPARATELY_TESTED
-    assert len(rule_ids) == 98
+    assert len(rule_ids) == 99
 
 
 @pytest.mark.parametrize("rule_id", sorted(RULE_CASES))

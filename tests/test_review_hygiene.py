@@ -17,6 +17,7 @@ from vllm_caching_mcp.advice.review import ReviewResult
 HYGIENE = {
     "pitfall.kill-by-name",
     "pitfall.ray-dashboard-exposed",
+    "pitfall.variable-run-as-command",
     "pitfall.compose-services-collide",
     "pitfall.secret-data-not-base64",
     "pitfall.secret-in-plain-text",
@@ -695,3 +696,22 @@ spec:
     command: [bash, -c, "{script.replace(chr(10), "; ")}"]
 """
     assert "pitfall.ray-dashboard-exposed" not in {r for r, _ in hits(review(("head.yaml", pod)))}
+
+
+def test_a_variable_written_as_a_command_substitution_in_a_script_not_in_a_manifest() -> None:
+    """`$(PROXY_PORT)` in a script runs a command; in a Kubernetes container's args it is Kubernetes' expansion."""
+    script = 'PROXY_PORT=${PROXY_PORT:-"8000"}\nlsof -t -i:$(PROXY_PORT) | xargs -r kill -9\nvllm serve m\n'
+    assert ("pitfall.variable-run-as-command", 2) in hits(review(("bench.sh", script)))
+    unknown = script.replace("$(PROXY_PORT)", "$(hostname)")  # a real command
+    assert "pitfall.variable-run-as-command" not in {r for r, _ in hits(review(("bench.sh", unknown)))}
+    manifest = """apiVersion: v1
+kind: Pod
+metadata: {name: vllm}
+spec:
+  containers:
+  - name: vllm
+    image: vllm/vllm-openai:v0.33.0
+    env: [{name: PORT, value: "8000"}]
+    args: ["--model", "m", "--port", "$(PORT)"]
+"""
+    assert "pitfall.variable-run-as-command" not in {r for r, _ in hits(review(("pod.yaml", manifest)))}

@@ -295,6 +295,7 @@ HygieneCheck = Literal[
     "rwo-claim-shared",
     "kills-by-name",
     "ray-dashboard-exposed",
+    "variable-run-as-command",
     "compose-conflict",
     "secret-data-not-base64",
 ]

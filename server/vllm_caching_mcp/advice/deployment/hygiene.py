@@ -337,6 +337,25 @@ def kill_issue(words: list[str], previous: list[str], location: Location) -> Hyg
     )
 
 
+_SUBSTITUTED_NAME = re.compile(r"^\$\(([A-Z_][A-Z0-9_]*)\)$")
+
+
+def substituted_variable_issue(expansion: str, assigned: set[str], location: Location) -> HygieneIssue | None:
+    """`$(PORT)` in a shell script whose PORT is a variable it sets: command substitution, which runs a command
+    named PORT (not found: empty output), not the variable's value `${PORT}` (Kubernetes' $(VAR) in a
+    manifest's args is another matter: only shell files are checked)."""
+    found = _SUBSTITUTED_NAME.match(expansion)
+    if found is None or found[1] not in assigned:
+        return None
+    name = found[1]
+    return HygieneIssue(
+        check="variable-run-as-command",
+        text=f"`$({name})` runs a command named {name}, which does not exist, and expands to nothing: the variable "
+        f"{name} the script sets is `${{{name}}}`",
+        location=location,
+    )
+
+
 _ANY_ADDRESS = {"0.0.0.0", "::", "[::]"}
 
 

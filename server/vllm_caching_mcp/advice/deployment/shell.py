@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 from ..common import AdviceError
 from .bounds import MAX_ARGUMENTS, MAX_EXPANDED_CHARS, MAX_VALUE_CHARS, clip
-from .hygiene import install_issues, kill_issue, ray_dashboard_issue
+from .hygiene import install_issues, kill_issue, ray_dashboard_issue, substituted_variable_issue
 from .installs import pip_installs, python_selected
 from .launch import (
     RAY_CLUSTER,
@@ -628,6 +628,8 @@ class ShellRun:
             # network and its Services decide who reaches the port (KubeRay binds 0.0.0.0 for its Service)
             token = any(name == "RAY_AUTH_MODE" and value == "token" for name, value, _, _ in self.exported)
             on_host = self.path is None
+            if on_host:
+                self.file_issues += self.substituted_variables(command)
             if (
                 on_host
                 and command
@@ -725,6 +727,16 @@ class ShellRun:
         launch.emptied = {id(words[i][1]) for i in emptied}
         launch.hygiene = list(self.installs)
         yield launch
+
+    def substituted_variables(self, command: list[Token]) -> list[HygieneIssue]:
+        """`$(NAME)` where NAME is a variable the script set: a command substitution meant as `${NAME}`."""
+        assigned = set(self.shell.values) | {k.strip("${}") for k in self.shell.unresolved}
+        return [
+            found
+            for token in command
+            for text, _, expansion in token.parts
+            if expansion and (found := substituted_variable_issue(text, assigned, self.at(token)))
+        ]
 
     def launcher_args(self, words: list[tuple[str, Location]]) -> list[tuple[str, Location]] | None:
         """The vLLM options a launcher of its own passes on (launch.wrapped_vllm_args), said in a note."""
