@@ -276,6 +276,8 @@ def lmcache_disk_facts(
     mount = _mount_of(workload.mounts, path)
     if mount is None:
         facts["lmcache_disk_layer_gib"] = gib
+    elif mount.read_only:
+        return  # LMCache cannot write there at all; no size of it is judged
     elif mount.backing == "memory":
         facts["lmcache_disk_memory_gib"] = gib
     elif mount.backing == "node-disk" and mount.size_gib is not None:

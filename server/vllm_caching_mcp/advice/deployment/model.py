@@ -127,7 +127,7 @@ class ClaimSpec(BaseModel):
     location: Location
 
 
-Backing = Literal["memory", "node-disk", "host", "claim", "read-only", "other"]
+Backing = Literal["memory", "node-disk", "host", "claim", "config", "other"]
 
 
 class Mount(BaseModel):
@@ -136,10 +136,13 @@ class Mount(BaseModel):
     path: str
     backing: Backing = Field(
         description="memory: a Memory emptyDir or tmpfs; node-disk: an emptyDir on the node's disk; host: a "
-        "hostPath; claim: a PersistentVolumeClaim; read-only: a ConfigMap, Secret or projected volume, or a "
-        "mount marked readOnly"
+        "hostPath or bind mount; claim: a PersistentVolumeClaim; config: a ConfigMap, Secret or projected volume"
     )
-    size_gib: float | None = Field(default=None, description="an emptyDir's sizeLimit")
+    read_only: bool = Field(default=False, description="mounted read-only (readOnly, :ro), or a config volume")
+    host_path: str | None = Field(default=None, description="a hostPath's path on the node")
+    size_limited: bool = Field(default=False, description="an emptyDir that names a sizeLimit")
+    size_gib: float | None = Field(default=None, description="that sizeLimit; null too where Kubernetes refuses it")
+    size_location: Location | None = Field(default=None, description="the emptyDir's sizeLimit, else the emptyDir")
     location: Location
 
 

@@ -7,7 +7,7 @@ import json
 import re
 
 from .containers import GPU_RESOURCES, is_accelerator, memory_limit, whole_number
-from .model import Backing, Document, EnvUse, Location, Mount, Workload
+from .model import Document, EnvUse, Location, Mount, Workload
 from .shell import Shell
 from .yaml_nodes import Located, node_location, text_of
 
@@ -138,24 +138,13 @@ def pod_resources(doc: Document, workload: Workload, pod_spec: Located, containe
         workload.shm_location = node_location(doc, container.get("volumeMounts"))  # where /dev/shm would be mounted
     workload.host_ipc = pod_spec.get("hostIPC") is not None and pod_spec.get("hostIPC").value is True
     workload.mounts = container_mounts(doc, pod_spec, container, notes)
-    mounts = {text_of(m.get("name")): text_of(m.get("mountPath")) for m in container.each("volumeMounts")}
-    for volume in pod_spec.each("volumes"):
-        if mounts.get(text_of(volume.get("name"))) != "/dev/shm":
-            continue
-        host_path = volume.get("hostPath")
-        if host_path is not None and text_of(host_path.get("path")) == "/dev/shm":
+    for shm in (m for m in workload.mounts if m.path == "/dev/shm"):
+        if shm.backing == "host" and shm.host_path == "/dev/shm":
             workload.shm_mounted = True  # the node's own /dev/shm, as with hostIPC: not the container's to size
-            continue
-        empty_dir = volume.get("emptyDir")
-        if empty_dir is None:
-            continue
-        if empty_dir.get("medium") is not None and text_of(empty_dir.get("medium")) == "Memory":
+        elif shm.backing == "memory":
             workload.shm_mounted = True
-            size = empty_dir.get("sizeLimit")
-            workload.shm_location = node_location(doc, size if size is not None else empty_dir)
-            workload.shm_gib = (
-                memory_limit(doc, size, notes, "emptyDir.sizeLimit") if size is not None else workload.memory_limit_gib
-            )
+            workload.shm_location = shm.size_location
+            workload.shm_gib = shm.size_gib if shm.size_limited else workload.memory_limit_gib
 
 
 # A KServe ServingRuntime's container is a template: KServe fills in `{{.Name}}` (the InferenceService's
@@ -175,7 +164,7 @@ def runtime_placeholders(argv: list[tuple[str, Location]], variables: Shell) -> 
             )
 
 
-_READ_ONLY_VOLUMES = ("configMap", "secret", "projected", "downwardAPI")
+_CONFIG_VOLUMES = ("configMap", "secret", "projected", "downwardAPI")
 
 
 def container_mounts(doc: Document, pod_spec: Located, container: Located, notes: list[str]) -> list[Mount]:
@@ -183,28 +172,34 @@ def container_mounts(doc: Document, pod_spec: Located, container: Located, notes
     Kubernetes quantity)."""
     volumes = {text_of(v.get("name")): v for v in pod_spec.each("volumes")}
     found: list[Mount] = []
-    for mount in container.each("volumeMounts"):
-        path, volume = text_of(mount.get("mountPath")), volumes.get(text_of(mount.get("name")))
+    for item in container.each("volumeMounts"):
+        path, volume = text_of(item.get("mountPath")), volumes.get(text_of(item.get("name")))
         if not path.startswith("/"):
             continue
-        backing: Backing = "other"
-        size = None
+        read_only = item.get("readOnly") is not None and item.get("readOnly").value is True
+        mount = Mount(path=path, backing="other", read_only=read_only, location=node_location(doc, item))
         if volume is not None:
-            empty_dir = volume.get("emptyDir")
-            if empty_dir is not None:
-                medium = empty_dir.get("medium") if isinstance(empty_dir.value, dict) else None
-                backing = "memory" if medium is not None and text_of(medium) == "Memory" else "node-disk"
-                limit = empty_dir.get("sizeLimit") if isinstance(empty_dir.value, dict) else None
-                said = [] if path == "/dev/shm" else notes  # /dev/shm's own reading (pod_resources) says it once
-                size = memory_limit(doc, limit, said, "emptyDir.sizeLimit") if limit is not None else None
-            elif volume.get("hostPath") is not None:
-                backing = "host"
-            elif volume.get("persistentVolumeClaim") is not None:
-                backing = "claim"
-            elif any(volume.get(kind) is not None for kind in _READ_ONLY_VOLUMES):
-                backing = "read-only"
-        read_only = mount.get("readOnly")
-        if read_only is not None and read_only.value is True:
-            backing = "read-only"
-        found.append(Mount(path=path, backing=backing, size_gib=size, location=node_location(doc, mount)))
+            _backed_by(doc, volume, mount, notes)
+        found.append(mount)
     return found
+
+
+def _backed_by(doc: Document, volume: Located, mount: Mount, notes: list[str]) -> None:
+    """What the pod volume behind ``mount`` is: an emptyDir (its medium and sizeLimit), a hostPath, a claim, a
+    config volume."""
+    empty_dir, host_path = volume.get("emptyDir"), volume.get("hostPath")
+    if empty_dir is not None:
+        fields = empty_dir.value if isinstance(empty_dir.value, dict) else {}
+        medium, limit = fields.get("medium"), fields.get("sizeLimit")
+        mount.backing = "memory" if medium is not None and text_of(medium) == "Memory" else "node-disk"
+        mount.size_limited = limit is not None
+        mount.size_gib = memory_limit(doc, limit, notes, "emptyDir.sizeLimit") if limit is not None else None
+        mount.size_location = node_location(doc, limit if limit is not None else empty_dir)
+    elif host_path is not None:
+        mount.backing = "host"
+        path = host_path.get("path") if isinstance(host_path.value, dict) else None
+        mount.host_path = text_of(path) if path is not None else None
+    elif volume.get("persistentVolumeClaim") is not None:
+        mount.backing = "claim"
+    elif any(volume.get(kind) is not None for kind in _CONFIG_VOLUMES):
+        mount.backing, mount.read_only = "config", True

@@ -60,17 +60,15 @@ def _compose_mounts(doc: Document, service: Located) -> list[Mount]:
             parts = item.value.split(":")
             target = parts[1] if len(parts) > 1 else parts[0]
             bind = len(parts) > 1 and parts[0].startswith(("/", ".", "~", "$"))
-            backing = "read-only" if "ro" in parts[2:] else "host" if bind else "other"
+            backing, read_only = "host" if bind else "other", "ro" in parts[2:]
         elif isinstance(item.value, dict):
             target, kind = text_of(item.get("target")), text_of(item.get("type"))
             read_only = item.get("read_only") is not None and item.get("read_only").value is True
-            backing = (
-                "read-only" if read_only else "memory" if kind == "tmpfs" else "host" if kind == "bind" else "other"
-            )
+            backing = "memory" if kind == "tmpfs" else "host" if kind == "bind" else "other"
         else:
             continue
         if target.startswith("/"):
-            found.append(Mount(path=target, backing=backing, location=node_location(doc, item)))
+            found.append(Mount(path=target, backing=backing, read_only=read_only, location=node_location(doc, item)))
     tmpfs = service.get("tmpfs")
     entries = [tmpfs] if tmpfs is not None and isinstance(tmpfs.value, str) else list(service.each("tmpfs"))
     for entry in entries:
