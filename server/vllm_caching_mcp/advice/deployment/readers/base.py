@@ -37,8 +37,6 @@ class Reading:
     servers: tuple[ServerListener, ...] = ()  # the LMCache servers a container may start (knowledge/ports.yaml)
     proxy_scripts: tuple[str, ...] = ()  # the file names of the P/D proxies the knowledge knows
     dockerfiles: dict[str, DockerBuild] = field(default_factory=dict)
-    # compose services built from a Dockerfile not among the documents: the note, said once the service runs vLLM
-    missing_builds: dict[int, str] = field(default_factory=dict)
     vllm_options: frozenset[str] = frozenset()  # every option `vllm serve` takes in a covered release
     # the dispatcher, for YAML documents a reader finds inside another text (a Terraform heredoc): the YAML
     # readers read them as they read any file's

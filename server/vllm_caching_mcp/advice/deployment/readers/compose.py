@@ -208,16 +208,18 @@ def _named_for_vllm(name: str, image: str | None) -> bool:
     return any(re.search(r"vllm|lmcache", text, re.I) for text in (name, image or ""))
 
 
-def _build_of(doc: Document, name: str, service: Located, reading: Reading) -> DockerBuild | None:
+def _build_of(doc: Document, name: str, service: Located, reading: Reading) -> tuple[DockerBuild | None, str | None]:
     """The Dockerfile a service's `build:` names (context, dockerfile, dockerfile_inline), when it is among the
-    documents (by its path from the compose file, else by its name alone when one document has it)."""
+    documents (by its path from the compose file, else by its name alone when one document has it); else the
+    note that says it is not, for a service that turns out to run vLLM."""
     build = service.get("build")
     if build is None:
-        return None
+        return None, None
     inline = build.get("dockerfile_inline") if isinstance(build.value, dict) else None
     if inline is not None:
         where = node_location(doc, inline)
-        return read_dockerfile(Document(name=f"{doc.name}:{where.line} (dockerfile_inline)", text=text_of(inline)))
+        text = text_of(inline)
+        return read_dockerfile(Document(name=f"{doc.name}:{where.line} (dockerfile_inline)", text=text)), None
     if isinstance(build.value, str):
         context, dockerfile = text_of(build), None
     else:
@@ -231,13 +233,12 @@ def _build_of(doc: Document, name: str, service: Located, reading: Reading) -> D
         same_name = [b for n, b in reading.dockerfiles.items() if n.rsplit("/", 1)[-1] == path.rsplit("/", 1)[-1]]
         found = same_name[0] if len(same_name) == 1 else None
     if found is None:
-        reading.missing_builds[id(service)] = (
+        return None, (
             f"{node_location(doc, build)}: service {name} is built from {path}, which is not among the documents: "
             "the vLLM release of that image is not known; give the Dockerfile to have it read"
         )
-        return None
     found.built_by.append(f"service {name} of {doc.name}")
-    return found
+    return found, None
 
 
 def _named_otherwise(
@@ -294,7 +295,7 @@ def _parse_compose(doc: Document, root: Located, reading: Reading) -> None:
         image = text_of(image_item) if image_item is not None else None
         image_location = node_location(doc, image_item) if image_item is not None else None
         entrypoint, command = _words(doc, service.get("entrypoint")), _words(doc, service.get("command"))
-        built = _build_of(doc, name, service, reading)
+        built, missing = _build_of(doc, name, service, reading)
         if built is not None and entrypoint is None:  # the image's ENTRYPOINT, and its CMD unless command: is given
             argv = built.argv(command)
         else:
@@ -318,7 +319,6 @@ def _parse_compose(doc: Document, root: Located, reading: Reading) -> None:
                 f"{node_location(doc, service)}: service {name} read as a vLLM server by its arguments, though its "
                 f"image {image or '(none)'} does not name vLLM"
             )
-        missing = reading.missing_builds.pop(id(service), None)
         if missing is not None and (found is not None or _named_for_vllm(name, image)):  # another service's is not ours
             deployment.notes.append(missing)
         proxy = proxy_launch(argv, proxy_scripts) if found is None else None
