@@ -624,18 +624,8 @@ class ShellRun:
         for command, end in split_commands_ended(tokenize_shell(self.doc.text, first_line)):
             if command and (found := kill_issue([t.text for t in command], previous, self.at(command[0]))):
                 self.file_issues.append(found)
-            # on a host, 0.0.0.0 is every interface it has; in a container (a script held in YAML) the pod's
-            # network and its Services decide who reaches the port (KubeRay binds 0.0.0.0 for its Service)
-            token = any(name == "RAY_AUTH_MODE" and value == "token" for name, value, _, _ in self.exported)
-            on_host = self.path is None
-            if on_host:
-                self.file_issues += self.substituted_variables(command)
-            if (
-                on_host
-                and command
-                and (found := ray_dashboard_issue([t.text for t in command], self.at(command[0]), token))
-            ):
-                self.file_issues.append(found)
+            if self.path is None and command:  # a shell file, run on a host (not a script held in YAML)
+                self.file_issues += self.host_script_issues(command)
             previous = [t.text for t in command]
             if len(command) > MAX_ARGUMENTS:
                 raise AdviceError(
@@ -728,15 +718,21 @@ class ShellRun:
         launch.hygiene = list(self.installs)
         yield launch
 
-    def substituted_variables(self, command: list[Token]) -> list[HygieneIssue]:
-        """`$(NAME)` where NAME is a variable the script set: a command substitution meant as `${NAME}`."""
+    def host_script_issues(self, command: list[Token]) -> list[HygieneIssue]:
+        """What a command of a shell file does wrong: `$(NAME)` where NAME is a variable the script set (a command
+        substitution meant as `${NAME}`; in a manifest `$(VAR)` is Kubernetes' own), and Ray's dashboard on every
+        interface (in a container, the pod's network and its Services decide who reaches the port: KubeRay binds
+        0.0.0.0 for its Service)."""
         assigned = set(self.shell.values) | {k.strip("${}") for k in self.shell.unresolved}
-        return [
-            found
+        found = [
+            issue
             for token in command
             for text, _, expansion in token.parts
-            if expansion and (found := substituted_variable_issue(text, assigned, self.at(token)))
+            if expansion and (issue := substituted_variable_issue(text, assigned, self.at(token)))
         ]
+        token_auth = any(name == "RAY_AUTH_MODE" and value == "token" for name, value, _, _ in self.exported)
+        exposed = ray_dashboard_issue([t.text for t in command], self.at(command[0]), token_auth)
+        return found + ([exposed] if exposed is not None else [])
 
     def launcher_args(self, words: list[tuple[str, Location]]) -> list[tuple[str, Location]] | None:
         """The vLLM options a launcher of its own passes on (launch.wrapped_vllm_args), said in a note."""
