@@ -1013,7 +1013,7 @@ EVALUATORS: dict[str, Callable[[Any, Asked], Outcome]] = {
     "tier": _tier,
     "tier_unregistered": _tier_unregistered,
     "connector_configured": _connector_configured,
-    "transfer_config_replaced": lambda wanted, asked: _transfer_config_replaced(wanted, asked),
+    "transfer_config_replaced": _transfer_config_replaced,
     "model_matches": lambda pattern, asked: _model_matches(pattern, asked.ctx),
     "model_layers": lambda kind, asked: _model_layers(kind, asked.ctx),
     "gpu_segment": lambda segments, asked: _gpu_segment(segments, asked.ctx),
