@@ -63,11 +63,15 @@ def test_compose_device_ids_count_each_gpu_of_a_comma_list() -> None:
         assert w.gpu_count == 2, ids
 
 
-def test_a_vllm_service_built_from_a_dockerfile_not_given_is_said_not_reviewed() -> None:
+def test_a_vllm_service_built_from_a_dockerfile_not_given_is_a_server_of_unknown_options() -> None:
     compose = "services:\n  lmcache:\n    build: .\n    image: lmcache-gptoss:latest\n    ports: ['8000:8000']\n"
     deployment = read(("compose.yaml", compose))
-    [unread] = deployment.unread
-    assert unread.location.line == 3 and "that Dockerfile is not among the documents" in unread.text
+    [workload] = deployment.workloads
+    assert deployment.unread == [] and workload.flags == [] and [p.number for p in workload.ports] == [8000]
+    assert (
+        workload.options_unknown is not None
+        and "that Dockerfile is not among the documents" in workload.options_unknown
+    )
     other = compose.replace("lmcache", "web")
     with pytest.raises(NothingToReview):
         read(("compose.yaml", other))

@@ -146,19 +146,45 @@ def test_a_transfer_config_with_a_loop_variable_is_read_without_that_field() -> 
     assert any("read without kv_port" in n for n in result.notes)
 
 
-def test_a_vllm_image_whose_entrypoint_runs_a_script_not_shown_is_said_not_reviewed() -> None:
+def test_a_vllm_image_whose_entrypoint_runs_a_script_not_shown_is_a_server_of_unknown_options() -> None:
     """`docker run --entrypoint /bin/bash lmcache/vllm-openai:patched -c "python app.py"`: vLLM runs inside
-    app.py, whose options the files do not give; the answer says so instead of finding no server."""
+    app.py, whose options the files do not give; the container (image, environment) is read all the same."""
     script = (
         'IMAGE="lmcache/vllm-openai:patched"\n'
         "docker run --rm --gpus all --env LMCACHE_LOCAL_CPU=True --entrypoint /bin/bash \\\n"
         '  "${IMAGE}" -c "source /opt/venv/bin/activate && python llm_backend_blend.py"\n'
     )
     deployment = read(("run.sh", script))
-    [unread] = deployment.unread
-    assert deployment.workloads == [] and unread.location.line == 2
-    assert "lmcache/vllm-openai:patched runs `/bin/bash -c" in unread.text and "not known" in unread.text
+    [workload] = deployment.workloads
+    assert deployment.unread == [] and workload.flags == [] and workload.image == "lmcache/vllm-openai:patched"
+    assert workload.options_unknown is not None
+    assert "runs `/bin/bash -c" in workload.options_unknown and "not known" in workload.options_unknown
+    assert [(e.name, e.value) for e in workload.env] == [("LMCACHE_LOCAL_CPU", "True")]
     # another image's entrypoint override is no vLLM launch at all
     other = script.replace("lmcache/vllm-openai:patched", "redis:7")
     with pytest.raises(NothingToReview):
         read(("run.sh", other))
+
+
+def test_an_env_given_twice_to_docker_run_and_a_pulled_moving_tag_are_found() -> None:
+    script = (
+        "docker pull vllm/vllm-openai:latest\n"
+        "docker run --gpus all -e LMCACHE_MAX_LOCAL_CPU_SIZE=5 -e HF_HOME=/hf -e LMCACHE_MAX_LOCAL_CPU_SIZE=200 \\\n"
+        "  vllm/vllm-openai:v0.11.0 --model m\n"
+    )
+    result = review(script)
+    by_rule = {f.rule_id: f for f in result.findings}
+    twice = by_rule["pitfall.duplicate-yaml-key"]
+    assert twice.location.line == 2 and "first at line 2, '5'" in twice.message and "'200'" in twice.message
+    pulled = by_rule["pitfall.floating-image-tag"]
+    assert pulled.location.line == 1 and "docker pull: vllm/vllm-openai:latest" in pulled.message
+    # a pulled release tag, or another image's moving one, is no finding
+    pinned = review(
+        script.replace("openai:latest", "openai:v0.11.0")
+        .replace("=200", "=5 -e OTHER=1")
+        .replace("LMCACHE_MAX_LOCAL_CPU_SIZE=5 -e HF_HOME", "HF_HOME")
+    )
+    assert not {"pitfall.duplicate-yaml-key", "pitfall.floating-image-tag"} & {f.rule_id for f in pinned.findings}
+    assert "pitfall.floating-image-tag" not in {
+        f.rule_id for f in review(script.replace("vllm/vllm-openai:latest", "redis:latest")).findings
+    }

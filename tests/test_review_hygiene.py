@@ -10,8 +10,8 @@ import json
 import pytest
 
 from reading import read, review
-from vllm_caching_mcp.advice.deployment.hygiene import floating_tag, install_issues, written_secret
-from vllm_caching_mcp.advice.deployment.model import Location
+from vllm_caching_mcp.advice.deployment.hygiene import env_secret_issues, floating_tag, install_issues, written_secret
+from vllm_caching_mcp.advice.deployment.model import EnvUse, Location
 from vllm_caching_mcp.advice.review import ReviewResult
 
 HYGIENE = {
@@ -208,6 +208,25 @@ def test_the_same_deployment_written_well_gets_none() -> None:
 )
 def test_what_counts_as_a_secret_written_in(value: str, named: bool, secret: bool) -> None:
     assert written_secret(value, named) is secret
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "secret"),
+    [
+        ("NEO4J_AUTH", "neo4j/password123", True),  # a user and a password, as the name says it pairs them
+        ("BASIC_AUTH", "admin:s3cr3tpw", True),
+        ("NEO4J_AUTH", "none", False),  # Neo4j's switch for no authentication
+        ("RAY_AUTH_MODE", "token", False),
+        ("NEO4J_AUTH", "neo4j/changeme", False),
+        ("DATABASE_URL", "postgres://app:s3cr3tpw@db:5432/rag", True),  # a password in a URL, whatever holds it
+        ("REDIS_URL", "redis://:${REDIS_PASSWORD}@cache:6379", False),
+        ("LMCACHE_REMOTE_URL", "redis://cache:6379", False),
+        ("OPENAI_BASE_URL", "http://vllm:8000/v1", False),
+    ],
+)
+def test_credentials_written_in_by_their_shape(name: str, value: str, secret: bool) -> None:
+    [found] = env_secret_issues([EnvUse(name=name, value=value, location=Location(file="f", line=1))]) or [None]
+    assert (found is not None) is secret
 
 
 LWS = """\

@@ -55,7 +55,7 @@ from .deployment.release import Release, lmcache_release, workload_release
 from .deployment.server_cli import server_release
 from .review_advisories import advisory_findings, advisory_rule_id
 from .review_brief import in_brief
-from .review_conditions import MAX_SUGGESTIONS, Context, Outcome, Shared, evaluate, rules
+from .review_conditions import MAX_SUGGESTIONS, OPTIONS_UNKNOWN, Context, Outcome, Shared, evaluate, rules
 from .review_models import (
     RANK,
     CacheServerReport,
@@ -184,6 +184,11 @@ def _resolve_workloads(
     for workload in deployment.workloads:
         release = workload_release(workload, lambda python: as_text(knowledge.capped_by_python("vllm", python)))
         notes += [f"{workload.name}: {note}" for note in release.notes]
+        if workload.options_unknown is not None:
+            notes.append(
+                f"{workload.name}: {workload.options_unknown}; only what reads none of its vLLM options was checked "
+                "(its image, environment, mounts and secrets), and advisories only where no option decides them"
+            )
         version, source = _workload_version(release, stated, context)
         if release.version is not None:
             notes += _release_notes(workload, release, version, stated, context, knowledge)
@@ -339,6 +344,8 @@ def _run_rules(
         outcome = evaluate(rule.when, ctx, workload.flags)
         if outcome.value is None:
             needs = sorted(set(outcome.missing))
+            if needs == [OPTIONS_UNKNOWN]:
+                continue  # the workload's note says that what reads its options was not checked
             run.not_checked.append(NotChecked(rule_id=rule.id, workload=effective.workload, needs=needs))
             continue
         if not outcome.value:
@@ -470,6 +477,7 @@ def _workload_reports(
             gpu=e.gpu,
             facts={name: value for name, value in e.facts.items()},  # FactName keys, as the plain names they are
             env_by_reference=[u.name for u in e.env.values() if u.value is None],
+            options_unknown=w.options_unknown,
             security_floor=floors.get(e.workload),
         )
         for w, e in zip(deployment.workloads, effectives, strict=True)

@@ -55,7 +55,7 @@ def advisory_rule_id(advisory: Advisory) -> str:
     return ADVISORY_RULE + advisory.id
 
 
-def deployment_facts(effective: Effective, nodes: int, knowledge: Knowledge) -> advisory_lookup.DeploymentFacts:
+def deployment_facts(effective: Effective, workload: Workload, knowledge: Knowledge) -> advisory_lookup.DeploymentFacts:
     """What the deployment shows about the advisories' conditions; what it cannot show stays None."""
     flags, env = effective.flags, effective.env
     version = Version(effective.version)
@@ -73,12 +73,14 @@ def deployment_facts(effective: Effective, nodes: int, knowledge: Knowledge) -> 
     backend = flags.get("--distributed-executor-backend")
     multi_node: bool | None
     spans = nnodes is not None and parse_number(nnodes.value) not in (None, 1.0)
-    if nodes > 1 or spans or any(f in flags for f in _MULTI_NODE_FLAGS):
+    if workload.nodes > 1 or spans or any(f in flags for f in _MULTI_NODE_FLAGS):
         multi_node = True
     elif backend is not None and str(backend.value).strip().lower() == "ray":
         multi_node = None  # a Ray cluster may span hosts
     else:
         multi_node = False
+    if workload.options_unknown is not None:  # the command is not in the files: only what it cannot change is known
+        return advisory_lookup.DeploymentFacts(engine=engine, multi_node=True if workload.nodes > 1 else None)
     return advisory_lookup.DeploymentFacts(
         components=None if connectors is None else components_of(knowledge, connectors),
         connectors=connectors,
@@ -101,7 +103,7 @@ def advisory_findings(
     those whose conditions hold, not-checked entries for critical and high ones whose conditions the
     deployment cannot settle; the floor; how many medium or low ones were left open."""
     version = Version(effective.version)
-    facts = deployment_facts(effective, workload.nodes, knowledge)
+    facts = deployment_facts(effective, workload, knowledge)
     if (version, facts) not in cache:  # workloads alike in release and configuration are looked up once
         stored = advisory_lookup.stored(knowledge, "vllm")
         floor_release = security_floor(knowledge, "vllm", facts).release

@@ -286,9 +286,24 @@ def _known_lifecycle_flag(ctx: Context, name: str) -> Gated | None:
     return None
 
 
+# What a workload whose command the files do not hold (Workload.options_unknown) lacks for every other key.
+OPTIONS_UNKNOWN = "the server's vLLM options (the command that starts it is not in the files)"
+# Condition keys that read none of the server's options: its environment, image, installs and hygiene, and the
+# release's own facts; with its options unknown, the others are unknown too.
+OPTION_FREE_KEYS = frozenset(
+    {
+        "all_", "any_", "not_", "env", "env_value", "env_differs", "entry_unavailable", "entry_deprecated",
+        "lmcache_schema", "vllm_env_value_refused", "python_unsupported", "python_caps_release",
+        "pin_outside_vllm_requirement", "release_pinned_unknown", "vendor_build", "gpu_build", "hygiene",
+    }
+)  # fmt: skip
+
+
 def evaluate(condition: Condition, ctx: Context, workload_flags: Sequence[FlagUse]) -> Outcome:
     """True, false or unknown for this workload; ``workload_flags`` are its flags as written, in order."""
     key = condition.key
+    if key not in OPTION_FREE_KEYS and ctx.workload is not None and ctx.workload.options_unknown is not None:
+        return Outcome(None, missing=[OPTIONS_UNKNOWN])
     return EVALUATORS[key](getattr(condition, key), Asked(condition, ctx, workload_flags))
 
 

@@ -127,6 +127,10 @@ class WorkloadReport(BaseModel):
     gpu: str | None
     facts: dict[str, float]
     env_by_reference: list[str] = Field(description="variables whose value comes from elsewhere (valueFrom, host)")
+    options_unknown: str | None = Field(
+        default=None,
+        description="why its vLLM options are not known: only its container was checked, and a --fail-on gate fails",
+    )
     security_floor: str | None = Field(
         default=None,
         description="lowest vLLM release clear of every critical and high advisory that applies to this workload "
@@ -188,6 +192,8 @@ class ReviewResult(Result):
                 "assumed-newest": "assumed: newest known",
             }
             conn = ", ".join(w.connectors) or "no KV connector"
+            if w.options_unknown is not None:
+                conn = "its options not known: only its container was checked"
             floor = f"; security floor {w.security_floor}" if w.security_floor else ""
             at = w.version_location  # the image line is plain to see; the install that replaces it is named
             read_at = f" at {at.file}:{at.line}" if at is not None and w.version_source == "pip-install" else ""
@@ -250,9 +256,11 @@ def unfixed(finding: Finding) -> bool:
 
 def exit_code(result: ReviewResult, fail_on: FailOn = "error", *, ignore_unfixed: bool = False) -> int:
     """1 when a finding is at or above ``fail_on`` (error > warning > info) or a document that starts vLLM
-    could not be read, else 0; 'never' always 0. ``ignore_unfixed`` leaves out advisory findings that no
-    release fixes, so that a gate fails only on what its user can act on; they are still reported."""
+    could not be read (or only its container: Workload.options_unknown), else 0; 'never' always 0.
+    ``ignore_unfixed`` leaves out advisory findings that no release fixes, so that a gate fails only on what
+    its user can act on; they are still reported."""
     if fail_on == "never":
         return 0
     gated = [f for f in result.findings if not (ignore_unfixed and unfixed(f))]
-    return int(bool(result.not_reviewed) or any(RANK[f.severity] >= RANK[fail_on] for f in gated))
+    partly = any(w.options_unknown is not None for w in result.workloads)
+    return int(bool(result.not_reviewed) or partly or any(RANK[f.severity] >= RANK[fail_on] for f in gated))

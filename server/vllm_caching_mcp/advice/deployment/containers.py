@@ -96,6 +96,7 @@ def shell_launch_workload(
         background=launch.background,
         entrypoint=launch.entrypoint,
         ray_cluster=launch.ray_cluster,
+        options_unknown=launch.options_unknown,
     )
     docker_resources(workload, launch.options)
     workload.hygiene += launch.hygiene
@@ -111,6 +112,7 @@ def started_as_written(workload: Workload, launch: Launch, notes: list[str]) -> 
     workload.hygiene += launch.hygiene
     workload.entrypoint = launch.entrypoint
     workload.ray_cluster = workload.ray_cluster or launch.ray_cluster
+    workload.options_unknown = launch.options_unknown
     if launch.problem is not None:
         workload.start_problem = launch.problem
         notes.append(f"{workload.name} does not start: {launch.problem}")

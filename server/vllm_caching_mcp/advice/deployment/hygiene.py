@@ -20,6 +20,11 @@ from .yaml_nodes import DuplicateKey, Located, node_location, text_of
 
 # Variables whose name says they hold a secret (HF_TOKEN, HUGGING_FACE_HUB_TOKEN, VLLM_API_KEY, ...).
 _SECRET_NAME = re.compile(r"(?:^|_)(?:API_?KEY|TOKEN|PASSWORD|PASSWD|SECRET|SECRET_KEY|SECRET_ACCESS_KEY)$", re.I)
+# Variables that hold a user and a password together (NEO4J_AUTH=neo4j/password, BASIC_AUTH=user:password).
+_CREDENTIALS_NAME = re.compile(r"(?:^|_)(?:AUTH|BASIC_AUTH|CREDENTIALS)$", re.I)
+_USER_AND_PASSWORD = re.compile(r"^[^/:\s]+[/:](?P<password>[^/:\s]+)$")
+# A URL with a password in it (postgres://app:s3cret@db:5432/x, redis://:s3cret@cache:6379), whatever holds it.
+_URL_PASSWORD = re.compile(r"^[a-z][\w+.-]*://[^/\s:@]*:(?P<password>[^@\s/]+)@", re.I)
 # Options whose value is a secret: vLLM's --api-key and --hf-token, and any --*-token / --*-password.
 _SECRET_FLAG = re.compile(r"^--(?:[\w-]+-)?(?:api-key|token|password|secret)$")
 # Keys of the services deployments use, recognisable by their prefix whatever variable holds them.
@@ -59,12 +64,26 @@ def _placeholder(value: str) -> bool:
 def written_secret(value: str | None, named_secret: bool) -> bool:
     """Whether ``value``, written literally, is a secret: a service key by its prefix (sk-…, hf_…) wherever it
     is, or any literal that is no placeholder where the name says it is a secret."""
-    if value is None or _placeholder(value):
+    if value is None:
+        return False
+    in_url = _URL_PASSWORD.match(value.strip())
+    if in_url is not None:
+        return not _placeholder(in_url["password"])
+    if _placeholder(value):
         return False
     keyed = _KEY_PREFIX.match(value.strip())
     if keyed is not None:
         return not _placeholder(keyed["rest"])
     return named_secret
+
+
+def _names_secret(name: str, value: str) -> bool:
+    """Whether a variable's name says its value is a secret (HF_TOKEN), or that it pairs a user with a password
+    its value holds (NEO4J_AUTH=neo4j/password)."""
+    if _SECRET_NAME.search(name) is not None:
+        return True
+    paired = _USER_AND_PASSWORD.match(value.strip()) if _CREDENTIALS_NAME.search(name) else None
+    return paired is not None and not _placeholder(paired["password"])
 
 
 # A shorter literal is not masked in other text: masking a weak key such as "vllm" would mangle every image name.
@@ -106,7 +125,7 @@ def env_secret_issues(env: list[EnvUse], whose: str = "") -> list[HygieneIssue]:
     for use in env:
         if use.reference is not None:
             continue  # set from elsewhere (a compose .env file): not written here
-        if use.value is not None and written_secret(use.value, _SECRET_NAME.search(use.name) is not None):
+        if use.value is not None and written_secret(use.value, _names_secret(use.name, use.value)):
             found.append(
                 HygieneIssue(
                     check="secret-in-plain-text",
@@ -188,6 +207,19 @@ def image_issue(image: str | None, location: Location | None, what: str = "") ->
         text=f"{what}{clip(image or '', 100)} has {written}: the release it runs changes with each pull",
         location=location,
     )
+
+
+def pulled_image_issue(texts: list[str], location: Location) -> HygieneIssue | None:
+    """`docker pull` (or podman's) of a vLLM image by a moving tag: what the script runs next changes with each pull."""
+    from .launch import is_vllm_image  # launch reads hygiene's checks
+
+    words = texts[1:] if texts and texts[0] == "sudo" else texts
+    if len(words) < 3 or words[0].rsplit("/", 1)[-1] not in ("docker", "podman") or words[1] != "pull":
+        return None
+    image = next((w for w in words[2:] if not w.startswith("-")), None)
+    if image is None or not is_vllm_image(image):
+        return None
+    return image_issue(image, location, "docker pull: ")
 
 
 # --- start-up installs ---------------------------------------------------------------------------

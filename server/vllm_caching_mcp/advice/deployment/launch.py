@@ -9,7 +9,7 @@ from typing import Literal
 
 from ..common import docker_run_options
 from .bounds import clip
-from .model import EnvUse, HygieneIssue, Location, ReleaseClaim, UnreadLaunch
+from .model import EnvUse, HygieneIssue, Location, ReleaseClaim
 
 _SERVE_MODULE = "vllm.entrypoints.openai.api_server"
 
@@ -254,6 +254,7 @@ class Launch:
     background: bool = False  # started with `&`: the script goes on while it runs
     entrypoint: str | None = None  # the module a `python -m` launch runs (see entrypoint_of)
     ray_cluster: bool = False  # the script starts or joins a Ray cluster before it (see RAY_CLUSTER)
+    options_unknown: str | None = None  # why the vLLM options are not known: see Workload.options_unknown
 
 
 # A script that starts or joins a Ray cluster before vLLM (`ray start`, vLLM's multi-node-serving.sh and
@@ -309,10 +310,9 @@ def docker_run(
     words: list[tuple[str, Location]],
     env: list[EnvUse],
     exported: dict[str, str],
-    unread: list[UnreadLaunch] | None = None,
 ) -> Launch | None:
-    """The launch of a `docker run` / `podman run` of a vLLM image; None for another command or image (with
-    ``unread``, a vLLM image whose overridden entrypoint runs what the files do not show is listed there)."""
+    """The launch of a `docker run` / `podman run` of a vLLM image; None for another command or image. A vLLM
+    image whose overridden entrypoint runs what the files do not show is a launch whose options are not known."""
     texts = [w for w, _ in words]
     start = next(
         (
@@ -327,6 +327,8 @@ def docker_run(
     options, image_at = docker_run_options(texts[start:], _DOCKER_SWITCHES)
     entrypoint: tuple[str, Location] | None = None
     seen: dict[str, str | None] = {}
+    given: dict[str, EnvUse] = {}  # the -e NAME=VALUE options, by name
+    hygiene: list[HygieneIssue] = []
     for name, value, at in options:
         loc = words[start + at][1]
         seen[name] = value
@@ -335,7 +337,10 @@ def docker_run(
         if name in ("-e", "--env") and value is not None:
             key, eq, val = value.partition("=")
             if eq:
-                env.append(EnvUse(name=key, value=val, location=loc))
+                if key in given:
+                    hygiene.append(_env_given_twice(key, given[key], val, loc))
+                given[key] = EnvUse(name=key, value=val, location=loc)
+                env.append(given[key])
             elif key in exported:  # -e NAME passes the value the script exported
                 env.append(EnvUse(name=key, value=exported[key], location=loc))
             else:
@@ -349,18 +354,20 @@ def docker_run(
         # An overridden entrypoint runs something else (an LMCache server, a proxy) unless it starts vLLM.
         inner = vllm_args([entrypoint, *rest])
         if inner is None:
-            if unread is not None and is_vllm_image(image[0]):
-                ran = " ".join(w for w, _ in [entrypoint, *rest])
-                unread.append(
-                    UnreadLaunch(
-                        location=words[0][1],
-                        text=f"docker run of the vLLM image {clip(image[0], 80)} runs `{clip(ran, 100)}`, which "
-                        "the files do not show starting vLLM: its options are not known",
-                    )
-                )
-            return None
+            if not is_vllm_image(image[0]):
+                return None
+            ran = " ".join(w for w, _ in [entrypoint, *rest])
+            unknown = (
+                f"docker run of the vLLM image {clip(image[0], 80)} runs `{clip(ran, 100)}`, which the files do not "
+                "show starting vLLM: its options are not known"
+            )
+            return Launch(
+                env=env, image=image, source="docker-run", options=seen, options_unknown=unknown, hygiene=hygiene
+            )
         module = entrypoint_of([entrypoint, *rest])
-        return Launch(args=inner, env=env, image=image, source="docker-run", options=seen, entrypoint=module)
+        return Launch(
+            args=inner, env=env, image=image, source="docker-run", options=seen, entrypoint=module, hygiene=hygiene
+        )
     inner = vllm_args(rest)
     if inner is None and not is_vllm_image(image[0]):
         return None
@@ -373,6 +380,16 @@ def docker_run(
         source="docker-run",
         options=seen,
         entrypoint=entrypoint_of(rest) if inner is not None else None,
+        hygiene=hygiene,
+    )
+
+
+def _env_given_twice(name: str, first: EnvUse, value: str, location: Location) -> HygieneIssue:
+    return HygieneIssue(
+        check="duplicate-key",
+        text=f"-e {name} is given twice to docker run (first at line {first.location.line}, "
+        f"{clip(first.value or '', 40)!r}): the container gets the later value, {clip(value, 40)!r}",
+        location=location,
     )
 
 

@@ -246,6 +246,11 @@ class Workload(BaseModel):
         description="why the command as written never starts this server (`bash -c` given the words of the "
         "line one by one runs only the first); the flags are read from the line as its author meant it",
     )
+    options_unknown: str | None = Field(
+        default=None,
+        description="why its vLLM options are not known (the container runs a script or a Dockerfile's command the "
+        "files do not hold): only the checks that read none of them are made (image, environment, mounts, secrets)",
+    )
     installs: list[ReleaseClaim] = Field(
         default_factory=list, description="pip installs of vLLM or LMCache that run before it starts, in order"
     )

@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 from ..common import AdviceError
 from .bounds import MAX_ARGUMENTS, MAX_EXPANDED_CHARS, MAX_VALUE_CHARS, clip
-from .hygiene import install_issues, kill_issue, ray_dashboard_issue, substituted_variable_issue
+from .hygiene import install_issues, kill_issue, pulled_image_issue, ray_dashboard_issue, substituted_variable_issue
 from .installs import pip_installs, python_selected
 from .launch import (
     RAY_CLUSTER,
@@ -25,7 +25,7 @@ from .launch import (
     vllm_args,
     wrapped_vllm_args,
 )
-from .model import Document, EnvUse, HygieneIssue, Location, ReleaseClaim, UnreadLaunch
+from .model import Document, EnvUse, HygieneIssue, Location, ReleaseClaim
 
 
 @dataclass(slots=True)
@@ -566,7 +566,6 @@ class ShellRun:
         self.notes: list[str] = []
         self.installs: list[HygieneIssue] = []  # what the installs run so far do wrong
         self.file_issues: list[HygieneIssue] = []  # what the script does wrong wherever it does it (kill by name)
-        self.unread: list[UnreadLaunch] = []  # vLLM images whose command the files do not show
         # The pip installs of vLLM and LMCache run so far: each launch after them runs what they installed.
         self.pins: list[ReleaseClaim] = []
         self.python: str | None = None  # the Python the commands so far chose (conda create python=3.9, uv venv -p)
@@ -692,6 +691,8 @@ class ShellRun:
             yield from self.nested(script, fields[at or 1][1].line, assigned, shared=at is None)
             return
         self.python = python_selected(texts) or self.python
+        if (pulled := pulled_image_issue(texts, self.at(rest[0]))) is not None:
+            self.file_issues.append(pulled)
         if "install" in texts:
             self.pins += pip_installs([(f.text, self.at(token)) for f, token in fields], self.python)
         named = may_start_vllm(texts)
@@ -700,7 +701,7 @@ class ShellRun:
         words = [(f.text, self.at(token)) for f, token in fields]
         env = self.env_of(self.exported + assigned)
         exported = {name: value for name, value, _, why in self.exported if why is None}
-        started = docker_run(words, env, exported, self.unread) if named else None
+        started = docker_run(words, env, exported) if named else None
         if started is None:
             args = vllm_args(words) if named else None
             if args is None:
@@ -715,7 +716,7 @@ class ShellRun:
         launch.location = words[0][1]
         launch.unresolved = {f.text: f.unresolved for f, _ in fields if f.unresolved is not None}
         launch.emptied = {id(words[i][1]) for i in emptied}
-        launch.hygiene = list(self.installs)
+        launch.hygiene = list(self.installs) + launch.hygiene
         yield launch
 
     def host_script_issues(self, command: list[Token]) -> list[HygieneIssue]:
@@ -780,7 +781,6 @@ def parse_shell(
     hygiene: list[HygieneIssue] | None = None,
     pins: list[ReleaseClaim] | None = None,
     vllm_options: frozenset[str] = frozenset(),
-    unread: list[UnreadLaunch] | None = None,
 ) -> Iterator[Launch]:
     """Every vLLM launch in shell text; `export` lines and `VAR=value` prefixes become env, and
     variables set earlier in the script are expanded where they are used. ``hygiene`` gets what the
@@ -793,8 +793,6 @@ def parse_shell(
         notes += run.notes
     if hygiene is not None:
         hygiene += run.file_issues
-    if unread is not None:
-        unread += run.unread
 
 
 def script_installs(doc: Document, first_line: int = 1, path: str | None = None) -> list[ReleaseClaim]:

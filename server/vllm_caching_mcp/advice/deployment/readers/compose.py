@@ -23,7 +23,7 @@ from ..flags import read_args
 from ..hygiene import compose_conflicts, env_secret_issues
 from ..images import image_version
 from ..launch import Launch, looks_like_vllm_args
-from ..model import Backing, Document, EnvUse, Location, Mount, PortRef, ProxyLaunch, UnreadLaunch, Workload
+from ..model import Backing, Document, EnvUse, Location, Mount, PortRef, ProxyLaunch, Workload
 from ..shell import ASSIGNMENT
 from ..yaml_nodes import Located, node_location, text_of
 from .base import Reading, mappings
@@ -350,23 +350,11 @@ def _parse_compose(doc: Document, root: Located, reading: Reading) -> None:
                 _compose_resources(doc, service, cache, deployment.notes)
                 cache.pod = _compose_pod(doc, name, service)
                 deployment.cache_servers.append(cache)
-            else:  # a database, a UI, a gateway beside the server: its own secrets are in the file too
+                continue
+            found = _built_elsewhere(name, service, image, built, argv)
+            if found is None:  # a database, a UI, a gateway beside the server: its own secrets are in the file too
                 deployment.hygiene += env_secret_issues(_service_env(doc, service, from_dotenv), f"service {name}: ")
-            if (
-                server is None
-                and built is None
-                and service.get("build") is not None
-                and not argv
-                and _named_for_vllm(name, image)
-            ):
-                deployment.unread.append(
-                    UnreadLaunch(
-                        location=node_location(doc, service.get("build")),
-                        text=f"service {clip(name, 40)} ({clip(image or 'no image', 60)}) runs what the Dockerfile it "
-                        "builds from says, and that Dockerfile is not among the documents",
-                    )
-                )
-            continue
+                continue
         args, script_env = found.args, found.env
         env = _service_env(doc, service, from_dotenv)
         workload = Workload(
@@ -387,6 +375,19 @@ def _parse_compose(doc: Document, root: Located, reading: Reading) -> None:
         started_as_written(workload, found, deployment.notes)
         read_args(workload, args, unresolved | found.unresolved, found.emptied)
         deployment.workloads.append(workload)
+
+
+def _built_elsewhere(
+    name: str, service: Located, image: str | None, built: DockerBuild | None, argv: list[tuple[str, Location]]
+) -> Launch | None:
+    """A service named for vLLM that runs what a Dockerfile not among the documents says: a server whose options
+    are not known."""
+    if built is not None or service.get("build") is None or argv or not _named_for_vllm(name, image):
+        return None
+    return Launch(
+        options_unknown=f"service {clip(name, 40)} ({clip(image or 'no image', 60)}) runs what the Dockerfile it "
+        "builds from says, and that Dockerfile is not among the documents"
+    )
 
 
 class ComposeReader:

@@ -49,7 +49,6 @@ from ..model import (
     PortRef,
     ProxyLaunch,
     ServiceSpec,
-    UnreadLaunch,
     Workload,
 )
 from ..pods import (
@@ -241,9 +240,8 @@ def _parse_kubernetes(doc: Document, objects: list[Located], reading: Reading) -
                     _other_servers(doc, label, (pod, pod_spec, container), argv, image, env, reading, found is None)
                     if len(deployment.cache_servers) > before:
                         own_hygiene.add(id(container))  # an LMCache server's container is judged as its own
-                script = _script_run(doc, command, argv, image, reading) if found is None else None
-                if script is not None:
-                    deployment.unread.append(script)
+                if found is None:
+                    found = _script_run(command, argv, image, reading)
                 if found is None:
                     continue
                 args, script_env = found.args, found.env
@@ -329,10 +327,10 @@ def _beside_vllm(
 
 
 def _script_run(
-    doc: Document, command: list[Located], argv: list[tuple[str, Location]], image: str | None, reading: Reading
-) -> UnreadLaunch | None:
+    command: list[Located], argv: list[tuple[str, Location]], image: str | None, reading: Reading
+) -> Launch | None:
     """A vLLM image's container whose command runs a script the image holds (`/usr/local/bin/run.sh`): its
-    vLLM command is in the script, which the files do not hold, so nothing of it is reviewed. Not a shell or
+    vLLM command is in the script, which the files do not hold, so its options are not known. Not a shell or
     an interpreter given its script in the files (read already), nor an LMCache server or a P/D proxy."""
     texts = [w for w, _ in argv]
     if not command or image is None or not is_vllm_image(image) or script_index(texts) is not None:
@@ -342,7 +340,7 @@ def _script_run(
     if cache_server_args(argv, reading.servers) is not None or proxy_launch(argv, reading.proxy_scripts) is not None:
         return None
     text = f"{' '.join(texts)[:80]}: a script in the image {image}; the vLLM command it runs is not in the files"
-    return UnreadLaunch(location=node_location(doc, command[0]), text=clip(text, 200))
+    return Launch(options_unknown=clip(text, 200))
 
 
 def _is_script(word: str, extensions: tuple[str, ...]) -> bool:

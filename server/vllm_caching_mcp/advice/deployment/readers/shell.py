@@ -16,9 +16,7 @@ from .base import Reading, mappings
 
 def _read_shell_document(doc: Document, deployment: Deployment, totals: Totals, options: frozenset[str]) -> None:
     ray_cluster = starts_ray(doc.text)
-    launches = parse_shell(
-        doc, notes=deployment.notes, hygiene=deployment.hygiene, vllm_options=options, unread=deployment.unread
-    )
+    launches = parse_shell(doc, notes=deployment.notes, hygiene=deployment.hygiene, vllm_options=options)
     for n, launch in enumerate(launches):
         name = f"{'docker run' if launch.source == 'docker-run' else 'vllm'} #{n + 1}"
         workload = shell_launch_workload(name, doc.name, launch, Location(file=doc.name, line=1))
