@@ -549,3 +549,42 @@ def test_variables_an_operator_sets_above_its_workers_reach_them() -> None:
     env = {e.name: e.value for e in w.env}
     assert env["LMCACHE_REMOTE_URL"] == "redis://redis:6379"
     assert [e.value for e in w.env if e.name == "LMCACHE_CHUNK_SIZE"][-1] == "512"  # the worker's own wins
+
+
+OPERATOR_RUNTIME = """apiVersion: inference.example.io/v1alpha1
+kind: BackendRuntime
+metadata: {name: vllm}
+spec:
+  command: [python3, -m, vllm.entrypoints.openai.api_server]
+  image: vllm/vllm-openai
+  version: v0.11.0
+  lifecycle:
+    preStop:
+      exec:
+        command:
+          - /bin/sh
+          - -c
+          - |
+            while curl -s http://localhost:8000/metrics | grep -q 'num_requests_running{.*} [1-9]'; do sleep 5; done
+  recommendedConfigs:
+    - name: default
+      args: [--model, org/model, --port, "8080"]
+  readinessProbe:
+    httpGet: {path: /health, port: 8080}
+"""
+
+
+def test_the_probes_and_hooks_of_an_operators_resource_are_its_servers() -> None:
+    """An operator copies the probes and hooks written beside the arguments into the server's container: a
+    preStop drain that polls another port than --port never sees the server's requests."""
+    [workload] = read(("runtime.yaml", OPERATOR_RUNTIME)).workloads
+    assert {(p.what, p.number) for p in workload.probe_ports} == {
+        ("lifecycle preStop exec", 8000),
+        ("readinessProbe httpGet.port", 8080),
+    }
+    [hit] = [
+        f for f in review(("runtime.yaml", OPERATOR_RUNTIME)).findings if f.rule_id == "pitfall.server-port-not-reached"
+    ]
+    assert hit.location.line == 15 and "lifecycle preStop exec 8000, but vLLM listens on --port 8080" in hit.message
+    fixed = OPERATOR_RUNTIME.replace("localhost:8000", "localhost:8080")
+    assert "pitfall.server-port-not-reached" not in {f.rule_id for f in review(("runtime.yaml", fixed)).findings}

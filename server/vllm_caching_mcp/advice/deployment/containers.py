@@ -333,3 +333,37 @@ def self_addressed_ports(doc: Document, items: list[Located], what: str) -> list
         for item in items
         for m in _SELF_URL.finditer(text_of(item))
     ]
+
+
+def port_ref(doc: Document, what: str, item: Located) -> PortRef:
+    """A port given as a number or as the name of a container's port (a probe's port, a targetPort)."""
+    if isinstance(item.value, int) and not isinstance(item.value, bool):
+        return PortRef(what=what, number=item.value, location=node_location(doc, item))
+    text = text_of(item)
+    if text.isdigit():
+        return PortRef(what=what, number=int(text), location=node_location(doc, item))
+    return PortRef(what=what, name=text, location=node_location(doc, item))
+
+
+_PROBES = ("startupProbe", "livenessProbe", "readinessProbe")
+_HOOKS = ("postStart", "preStop")
+
+
+def handler_ports(doc: Document, container: Located) -> list[PortRef]:
+    """The ports a container's probes and lifecycle hooks ask: their httpGet, tcpSocket and grpc ports, and the
+    container's own address in an exec command (`curl localhost:8000/metrics` in a preStop drain)."""
+    found = []
+    lifecycle = container.get("lifecycle")
+    hooks = [(f"lifecycle {h}", lifecycle.get(h)) for h in _HOOKS] if lifecycle is not None else []
+    for what, handler_of in [*((p, container.get(p)) for p in _PROBES), *hooks]:
+        if handler_of is None:
+            continue
+        for handler in ("httpGet", "tcpSocket", "grpc"):
+            port = handler_of.get(handler).get("port") if handler_of.get(handler) is not None else None
+            if port is not None:
+                found.append(port_ref(doc, f"{what} {handler}.port", port))
+        command = handler_of.get("exec").get("command") if handler_of.get("exec") is not None else None
+        if command is not None:
+            words = command.items() if isinstance(command.value, list) else [command]
+            found += self_addressed_ports(doc, words, f"{what} exec")
+    return found

@@ -103,9 +103,17 @@ def port_mismatches(graph: Graph) -> list[Hit]:
     channel) is something else listening there, not a mismatch."""
     w, d = graph.workload, graph.deployment
     listen = listen_port(w, graph.effective, graph.knowledge)
-    if listen is None or w.pod_elsewhere:  # an operator builds the pod, with sidecars the files do not show
+    if listen is None:
         return []
     who = "vLLM" if w.role == "vllm" else "the LMCache server"
+    if w.pod_elsewhere:
+        # An operator builds the pod, with sidecars the files do not show; the probes and hooks written beside the
+        # server's arguments are its container's, and a port of theirs is the server's only if it is a number.
+        return [
+            Hit(f"{probe.what} {probe.number}, but {who} listens on {listen.said()}", probe.location)
+            for probe in w.probe_ports
+            if probe.number is not None and probe.number != listen.port and probe.number not in connector_ports(graph)
+        ]
     neighbours = [x for x in [*d.workloads, *d.cache_servers] if x is not w and x.pod is not None and x.pod == w.pod]
     beside = {p.port for x in neighbours if (p := listen_port(x, None, graph.knowledge)) is not None}
     hits: list[Hit] = []

@@ -14,7 +14,7 @@ from typing import TypeVar
 
 from ..common import AdviceError
 from .bounds import clip
-from .containers import launch_from_argv, script_words, started_as_written, whole_number, words_from_list
+from .containers import handler_ports, launch_from_argv, script_words, started_as_written, whole_number, words_from_list
 from .flags import read_args
 from .hygiene import liveness_issue
 from .launch import (
@@ -416,11 +416,16 @@ def _mapping_value(item: Located | None) -> object:
 
 
 def _probes(doc: Document, chain: list[Located], workload: Workload) -> None:
-    """A liveness probe written beside the arguments or above them, as a Kubernetes probe."""
+    """Probes and lifecycle hooks written beside the arguments or above them (an operator's resource, llmaz's
+    BackendRuntime), as a Kubernetes container's: the liveness probe's timing and the ports they ask."""
     holder = next((n for n in reversed(chain) if n.get("livenessProbe") or n.get("startupProbe")), None)
     probe = liveness_issue(doc, holder) if holder is not None else None
     if probe is not None:
         workload.hygiene.append(probe)
+    for node in reversed(chain):
+        workload.probe_ports = handler_ports(doc, node)
+        if workload.probe_ports:
+            return
 
 
 def _workload(doc: Document, chain: list[Located], found: _Found, reading: Reading) -> Workload:

@@ -12,11 +12,12 @@ from ..bounds import clip
 from ..containers import (
     cache_server,
     cache_server_args,
+    handler_ports,
     launch_from_argv,
     memory_limit,
+    port_ref,
     proxy_launch,
     script_words,
-    self_addressed_ports,
     started_as_written,
     whole_number,
     words_from_list,
@@ -494,28 +495,12 @@ def _namespace(obj: Located) -> str | None:
     return text_of(item) if item is not None and isinstance(item.value, str) else None
 
 
-_PROBES = ("startupProbe", "livenessProbe", "readinessProbe")
-_HOOKS = ("postStart", "preStop")
-
-
 def _pod_network(doc: Document, workload: Workload, pod: Pod, container: Located) -> None:
     """The pod the container runs in, its labels and network, and the container's ports and probes' ports."""
     workload.pod, workload.pod_labels, workload.host_network = pod.key, pod.labels, pod.host_network
     workload.namespace, workload.service_links = pod.namespace, pod.service_links
     workload.ports = declared_ports(doc, container)
-    lifecycle = container.get("lifecycle")
-    hooks = [(f"lifecycle {h}", lifecycle.get(h)) for h in _HOOKS] if lifecycle is not None else []
-    for what, handler_of in [*((p, container.get(p)) for p in _PROBES), *hooks]:
-        if handler_of is None:
-            continue
-        for handler in ("httpGet", "tcpSocket", "grpc"):
-            port = handler_of.get(handler).get("port") if handler_of.get(handler) is not None else None
-            if port is not None:
-                workload.probe_ports.append(port_ref(doc, f"{what} {handler}.port", port))
-        command = handler_of.get("exec").get("command") if handler_of.get("exec") is not None else None
-        if command is not None:
-            words = command.items() if isinstance(command.value, list) else [command]
-            workload.probe_ports += self_addressed_ports(doc, words, f"{what} exec")
+    workload.probe_ports = handler_ports(doc, container)
 
 
 def declared_ports(doc: Document, container: Located) -> list[PortRef]:
@@ -532,16 +517,6 @@ def declared_ports(doc: Document, container: Located) -> list[PortRef]:
             )
         )
     return found
-
-
-def port_ref(doc: Document, what: str, item: Located) -> PortRef:
-    """A port given as a number or as the name of a container's port (a probe's port, a targetPort)."""
-    if isinstance(item.value, int) and not isinstance(item.value, bool):
-        return PortRef(what=what, number=item.value, location=node_location(doc, item))
-    text = text_of(item)
-    if text.isdigit():
-        return PortRef(what=what, number=int(text), location=node_location(doc, item))
-    return PortRef(what=what, name=text, location=node_location(doc, item))
 
 
 def _service_spec(doc: Document, service: Located, name: str) -> ServiceSpec:
