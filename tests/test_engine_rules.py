@@ -23,7 +23,6 @@ from typing import Any
 
 import pytest
 
-from vllm_caching_mcp.advice.deployment import Document
 from vllm_caching_mcp.advice.render import RenderConfigRequest, render_config, shell_words
 from vllm_caching_mcp.advice.review import ReviewRequest, review_deployment
 from vllm_caching_mcp.knowledge import Knowledge
@@ -96,10 +95,14 @@ RENDER_CASES = [c for c in RECORDS if c["role"] == "render"]
 
 
 def _fired(knowledge: Knowledge, case: dict[str, Any]) -> set[str]:
-    """The rules review_deployment raises on the case's command line, with its environment in front."""
+    """The rules review_deployment raises on the case's command line, with its environment in front, on the GPU the
+    stand-in was where the case names one."""
     env = " ".join(f"{key}={shlex.quote(value)}" for key, value in case["env"].items())
     text = f"{env} {case['command']}".strip()
-    request = ReviewRequest(detail="full", documents=[Document(name="serve.sh", text=text)], version=case["version"])
+    host = {"gpu": case["provenance"]["gpu"]} if "gpu" in case else {}
+    request = ReviewRequest.model_validate(
+        {"detail": "full", "documents": [{"name": "serve.sh", "text": text}], "version": case["version"], "host": host}
+    )
     return {finding.rule_id for finding in review_deployment(request, knowledge).findings}
 
 

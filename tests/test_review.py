@@ -228,6 +228,13 @@ RULE_CASES: dict[str, tuple[str | None, str, str, dict[str, Any]]] = {
         "--enable-cumem-allocator",
         {},
     ),
+    # recorded: rules-0.27.1.json, bf16-pre-ampere/trips and /control (a T4 stand-in)
+    "pitfall.bf16-on-pre-ampere-gpu": (
+        "0.27.1",
+        f"vllm serve {M} --dtype bfloat16",
+        f"vllm serve {M} --dtype half",
+        {"host": {"gpu": "T4"}},
+    ),
     "pitfall.memory-limit-below-server": (
         "0.33.0",
         f"docker run --gpus 1 --memory 2g {IMAGE} --model {M}",
@@ -633,7 +640,7 @@ def fired(result: ReviewResult) -> set[str]:
 def test_every_rule_has_a_passing_and_a_failing_example(knowledge: Knowledge) -> None:
     rule_ids = {r.id for r in list_rules(knowledge)}
     assert rule_ids == set(RULE_CASES) | SEPARATELY_TESTED
-    assert len(rule_ids) == 99
+    assert len(rule_ids) == 100
 
 
 @pytest.mark.parametrize("rule_id", sorted(RULE_CASES))

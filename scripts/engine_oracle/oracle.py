@@ -82,6 +82,16 @@ GPUS: dict[str, dict[str, Any]] = {
     },
 }
 
+# Turing, for the checks vLLM makes on GPUs below compute capability 8.0 (the rules' cases only, not the
+# matrix): the vendor's 16 GB, and 40 SMs (NVIDIA's T4 product brief; knowledge/hardware.yaml gpu.t4).
+GPUS["t4"] = {
+    "name": "Tesla T4",
+    "capability": [7, 5],
+    "total_memory_bytes": 16 * 10**9,
+    "multi_processor_count": 40,
+    "knowledge_id": "gpu.t4",
+}
+
 DEFAULT_BUDGET_GIB = 40  # per rank; a whole number of GiB so size_offload can be given it exactly
 
 

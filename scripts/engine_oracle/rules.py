@@ -130,12 +130,14 @@ def _case(
     disables: dict[str, Any] | None = None,
     runtime: str | None = None,
     note: str | None = None,
+    gpu: str | None = None,
 ) -> dict[str, Any]:
     """role: "trips" (the rule fires on it) or "control" (it does not); disables: the resolved fact and
-    the value that mean the engine turned something off; runtime: why the premise shows only at runtime."""
+    the value that mean the engine turned something off; runtime: why the premise shows only at runtime;
+    gpu: the stand-in's GPU (oracle.GPUS; the H100 when not given)."""
     case: dict[str, Any] = {"id": case_id, "rule": rule, "version": version, "role": role, "command": command}
     case["env"] = env or {}
-    for key, value in (("disables", disables), ("runtime", runtime), ("note", note)):
+    for key, value in (("disables", disables), ("runtime", runtime), ("note", note), ("gpu", gpu)):
         if value is not None:
             case[key] = value
     return case
@@ -571,7 +573,12 @@ CASES: list[dict[str, Any]] = [
         f"vllm serve {M} --kv-offloading-size 4",
         role="control",
     ),
-]
+    # The GPU worker's dtype check (gpu_worker.py init_device), run as the worker calls it.
+    _case("bf16-pre-ampere/trips", "pitfall.bf16-on-pre-ampere-gpu", "0.27.1", f"vllm serve {M} --dtype bfloat16",
+          role="trips", gpu="t4"),
+    _case("bf16-pre-ampere/control", "pitfall.bf16-on-pre-ampere-gpu", "0.27.1", f"vllm serve {M} --dtype auto",
+          role="control", gpu="t4"),
+]  # fmt: skip
 
 # render_config requests whose `vllm serve` lines are run too (issue 14: "worth keeping").
 RENDER_REQUESTS: list[dict[str, Any]] = [
@@ -821,7 +828,8 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
         call_handlers(self, record)
 
     logging.Logger.callHandlers = call_handlers_and_record  # type: ignore[method-assign]
-    platform = oracle._install_platform(oracle.GPUS["h100"])
+    gpu = oracle.GPUS[case.get("gpu", "h100")]
+    platform = oracle._install_platform(gpu)
 
     import vllm
 
@@ -848,6 +856,9 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
         )
         _announce_engine(vllm_config)
         resolved.update(_resolved(vllm_config))
+        # What each GPU worker checks first (vllm/v1/worker/gpu_worker.py init_device): the model's dtype.
+        stage("worker_dtype_check", lambda: platform.check_if_supports_dtype(vllm_config.model_config.dtype))
+        resolved["dtype"] = str(vllm_config.model_config.dtype).removeprefix("torch.")
         if vllm_config.kv_transfer_config is not None and vllm_config.kv_transfer_config.kv_connector:
             from vllm.distributed.kv_transfer.kv_connector.factory import KVConnectorFactory
             from vllm.distributed.kv_transfer.kv_connector.v1 import KVConnectorRole
@@ -902,9 +913,10 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
             "transformers_version": importlib.metadata.version("transformers"),
             "recorded_at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "method": "vllm serve's parser and validate; AsyncEngineArgs.from_cli_args; create_engine_config"
-            "(OPENAI_API_SERVER); with a KV connector: the KV cache planned on the meta-device model and "
+            "(OPENAI_API_SERVER); the GPU worker's dtype check (current_platform.check_if_supports_dtype); with a "
+            "KV connector: the KV cache planned on the meta-device model and "
             "KVConnectorFactory.create_connector(role=SCHEDULER); WARNING+ log records",
-            "gpu": oracle.GPUS["h100"]["name"],
+            "gpu": gpu["name"],
         },
         "engine": result,
     }

@@ -495,6 +495,9 @@ class Condition(Frozen):
     )
     model_matches: str | None = Field(default=None, description="the served model's name matches this regex")
     gpu_segment: tuple[Literal["datacenter", "workstation", "consumer"], ...] | None = None
+    gpu_capability_below: str | None = Field(
+        default=None, pattern=r"^\d+\.\d+$", description="the GPU's compute capability is below this (8.0)"
+    )
     compare: Comparison | None = None
     entry_unavailable: EntryId | None = Field(default=None, description="the entry's lifecycle excludes the release")
     entry_deprecated: EntryId | None = Field(default=None, description="the entry is deprecated in the release")

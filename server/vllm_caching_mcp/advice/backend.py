@@ -1037,6 +1037,8 @@ class _Judge:
             return f"the model's name {'does not match' if negate else 'matches'} {c.model_matches}"
         if c.gpu_segment is not None:
             return f"the GPU is{neg} a {' or '.join(c.gpu_segment)} part"
+        if c.gpu_capability_below is not None:
+            return f"the GPU's compute capability is{neg} below {c.gpu_capability_below}"
         if c.env_differs is not None:
             return f"instances sharing the cache{' do not' if negate else ''} set {c.env_differs} differently"
         if c.pd_proxy_mismatch is not None:

@@ -1032,6 +1032,7 @@ EVALUATORS: dict[str, Callable[[Any, Asked], Outcome]] = {
     "model_matches": lambda pattern, asked: _model_matches(pattern, asked.ctx),
     "model_layers": lambda kind, asked: _model_layers(kind, asked.ctx),
     "gpu_segment": lambda segments, asked: _gpu_segment(segments, asked.ctx),
+    "gpu_capability_below": lambda floor, asked: _gpu_capability_below(floor, asked.ctx),
     "compare": lambda comparison, asked: _comparison(comparison, asked.ctx),
     "entry_unavailable": lambda entry_id, asked: _entry_unavailable(entry_id, asked.ctx),
     "entry_deprecated": lambda entry_id, asked: _entry_deprecated(entry_id, asked.ctx),
@@ -1290,6 +1291,18 @@ def _gpu_segment(segments: tuple[str, ...], ctx: Context) -> Outcome:
     if segment is None:
         return Outcome(None, missing=["host.gpu (or a nvidia.com/gpu.product node selector)"])
     return Outcome(segment in segments, [Evidence(f"GPU {getattr(gpu, 'name', '?')} ({segment})")])
+
+
+def _gpu_capability_below(floor: str, ctx: Context) -> Outcome:
+    gpu_id = ctx.effective.gpu
+    capability = ctx.knowledge.engine.capability(gpu_id) if gpu_id else None
+    if capability is None:
+        return Outcome(
+            None, missing=["host.gpu (or a nvidia.com/gpu.product node selector) with a known compute capability"]
+        )
+    name = getattr(ctx.knowledge.by_id.get(gpu_id or ""), "name", gpu_id)
+    below = capability.as_tuple < tuple(int(part) for part in floor.split("."))
+    return Outcome(below, [Evidence(f"GPU {name}: compute capability {capability.compute_capability}")])
 
 
 def _comparison(compare: Comparison, ctx: Context) -> Outcome:

@@ -1063,6 +1063,12 @@ def _backend_block_size(request: SizeOffloadRequest, model: _Model, token: _Toke
     row = None
     if capability is not None:
         row = knowledge.engine.backend_block(version, capability.major, attention, dtype_kind, head_size)
+    if capability is not None and capability.major < 8:
+        trail.warn(
+            f"vLLM on compute capability {capability.compute_capability} ({gpu.name}) is not recorded: which attention "
+            f"backend it picks there, and its block, are assumed ({default_block}-token blocks); no FlashAttention "
+            "runs below 8.0, and --dtype bfloat16 is refused there (feature.bf16-refused-below-sm80)."
+        )
     if row is None and not token.mla:
         return default_block  # every backend vLLM picks for it takes the release's default block
     trail.rule("engine.attention-backend-block")
