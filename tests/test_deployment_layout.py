@@ -13,7 +13,7 @@ PACKAGE = Path(deployment.__file__).parent
 # What readers may import from the package: the shared modules and the interface.
 SHARED = {
     "model", "bounds", "yaml_nodes", "shell", "launch", "flags", "containers", "lmcache_config", "images", "hygiene",
-    "pods", "engine_kwargs", "dockerfile", "yaml_launches", "installs",
+    "pods", "engine_kwargs", "dockerfile", "yaml_launches", "installs", "systemd",
 }  # fmt: skip
 READER_MODULES = sorted(p.stem for p in (PACKAGE / "readers").glob("*.py") if p.stem not in ("__init__", "base"))
 

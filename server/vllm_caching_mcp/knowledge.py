@@ -298,6 +298,7 @@ HygieneCheck = Literal[
     "variable-run-as-command",
     "compose-conflict",
     "secret-data-not-base64",
+    "systemd-restart-invalid",
 ]
 
 

@@ -10,6 +10,7 @@ from ..containers import cache_server, cache_server_args, docker_resources, shel
 from ..launch import DOCKER_SWITCHES
 from ..model import Deployment, Document, Location
 from ..shell import parse_shell, split_commands, starts_ray, tokenize_shell
+from ..systemd import is_unit, unit_as_shell
 from ..yaml_nodes import Located
 from .base import Reading, mappings
 
@@ -37,6 +38,10 @@ class ShellReader:
         return not mappings(roots) or not doc.name.lower().endswith((".yaml", ".yml"))
 
     def read(self, doc: Document, roots: list[Located], reading: Reading) -> bool:
+        if is_unit(doc.text):  # a systemd unit: its start commands, as the shell lines they amount to
+            text, issues = unit_as_shell(doc.text, doc.name)
+            doc = Document(name=doc.name, text=text)
+            reading.deployment.hygiene += issues
         _read_shell_document(doc, reading.deployment, reading.totals, reading.vllm_options)
         _read_cache_servers(doc, reading)
         return True
