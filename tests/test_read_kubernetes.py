@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from reading import flags, workloads
+from reading import flags, read, workloads
 
 
 def test_kubernetes_expands_var_references_from_the_container_env() -> None:
@@ -50,3 +50,24 @@ spec:
 """
     [w], _ = workloads(("l.yaml", manifest))
     assert flags(w)["--pipeline-parallel-size"] == "3" and w.nodes == 3
+
+
+def test_the_words_of_a_folded_script_keep_their_lines() -> None:
+    """`args: [>]` folds the script's lines into one with blanks; each option is still found on its own line."""
+    text = """apiVersion: v1
+kind: Pod
+metadata: {name: vllm}
+spec:
+  containers:
+    - name: main
+      image: vllm/vllm-openai:v0.11.0
+      command: ["/bin/sh", "-c"]
+      args:
+        - >
+          vllm serve /mnt/models
+          --port 8000
+          --max-model-len 4096
+"""
+    [workload] = read(("pod.yaml", text)).workloads
+    assert {f.name: f.location.line for f in workload.flags} == {"--port": 12, "--max-model-len": 13}
+    assert workload.model == "/mnt/models"

@@ -3,6 +3,7 @@ and its memory and count values."""
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Literal
 
@@ -20,9 +21,49 @@ from .yaml_nodes import Located, node_location, text_of
 def script_words(doc: Document, item: Located) -> list[tuple[str, Location]]:
     """Words of a command written as one string, each with its own line."""
     first = node_location(doc, item)
-    tokens = [t for t in tokenize_shell(text_of(item), first.line or 1) if not t.separator]
+    tokens = [t for t in tokenize_shell(_unfolded(doc, item), first.line or 1) if not t.separator]
     _check_words(doc, item, len(tokens))
     return [(t.text, Location(file=doc.name, line=t.line, path=first.path)) for t in tokens]
+
+
+def _unfolded(doc: Document, item: Located) -> str:
+    text = text_of(item)
+    return unfolded(doc, item.text_line, text) if item.block and item.file is None else text
+
+
+def unfolded(doc: Document, line: int, text: str) -> str:
+    """A script's text with its words on the lines they are written on, from ``line`` of ``doc``: a folded block
+    scalar (`args: [>]`) joins its lines with blanks, which the shell reads as the backslash-newline continuations
+    written back here. Any other text (a literal block keeps its lines) is returned as it is."""
+    stripped = text.strip()
+    if "\n" in stripped:
+        return text
+    starts = [*_line_starts(doc.text), len(doc.text) + 1]
+    first = max(line - 1, 0)
+    if first + 1 >= len(starts) or starts[first + 1] - starts[first] > len(stripped):
+        return text  # the text fits on its first line: nothing was folded
+    written: list[str] = []
+    indent, length = None, 0
+    for n in range(first, len(starts) - 1):
+        raw = doc.text[starts[n] : starts[n + 1] - 1]
+        width = len(raw) - len(raw.lstrip())
+        if indent is None:
+            indent = width
+        if (raw.strip() and width < indent) or length > len(stripped):
+            break  # past the block, or longer than the text it would have to fold into: not this text's lines
+        written.append(raw.strip())
+        length += len(written[-1]) + 1
+    while written and not written[-1]:
+        written.pop()
+    if len(written) < 2 or " ".join(written) != stripped:
+        return text
+    return " \\\n".join(written)
+
+
+@functools.lru_cache(maxsize=4)
+def _line_starts(text: str) -> list[int]:
+    """Where each line of ``text`` starts (a document's scripts are unfolded against it one after another)."""
+    return [0, *(m.end() for m in re.finditer("\n", text))]
 
 
 def words_from_list(doc: Document, items: list[Located], prefix: str) -> list[tuple[str, Location]]:
@@ -55,7 +96,8 @@ def launch_from_argv(
     at = script_index(texts)
     if at is not None:
         loc = argv[at][1]
-        run = ShellRun(Document(name=doc.name, text=texts[at]), loc.path, variables or Shell())
+        script = unfolded(doc, loc.line or 1, texts[at])
+        run = ShellRun(Document(name=doc.name, text=script), loc.path, variables or Shell())
         launch = next(run.launches(loc.line or 1), None)
         if notes is not None:
             notes += run.notes
