@@ -228,6 +228,13 @@ RULE_CASES: dict[str, tuple[str | None, str, str, dict[str, Any]]] = {
         "--enable-cumem-allocator",
         {},
     ),
+    # recorded: rules-0.27.1.json, kv-role-missing/trips and /control
+    "pitfall.kv-role-missing": (
+        "0.27.1",
+        f"vllm serve {M} --kv-transfer-config " + """'{"kv_connector":"NixlConnector"}'""",
+        f"vllm serve {M} --kv-transfer-config " + """'{"kv_connector":"NixlConnector","kv_role":"kv_consumer"}'""",
+        {},
+    ),
     # recorded: rules-0.27.1.json, bf16-pre-ampere/trips and /control (a T4 stand-in)
     "pitfall.bf16-on-pre-ampere-gpu": (
         "0.27.1",
@@ -641,7 +648,7 @@ def fired(result: ReviewResult) -> set[str]:
 def test_every_rule_has_a_passing_and_a_failing_example(knowledge: Knowledge) -> None:
     rule_ids = {r.id for r in list_rules(knowledge)}
     assert rule_ids == set(RULE_CASES) | SEPARATELY_TESTED
-    assert len(rule_ids) == 101
+    assert len(rule_ids) == 102
 
 
 @pytest.mark.parametrize("rule_id", sorted(RULE_CASES))

@@ -573,6 +573,11 @@ CASES: list[dict[str, Any]] = [
         f"vllm serve {M} --kv-offloading-size 4",
         role="control",
     ),
+    _case("kv-role-missing/trips", "pitfall.kv-role-missing", "0.27.1",
+          f"vllm serve {M} --kv-transfer-config " + """'{"kv_connector":"NixlConnector"}'""", role="trips"),
+    _case("kv-role-missing/control", "pitfall.kv-role-missing", "0.27.1",
+          f"vllm serve {M} --kv-transfer-config " + """'{"kv_connector":"NixlConnector","kv_role":"kv_consumer"}'""",
+          role="control"),
     # The GPU worker's dtype check (gpu_worker.py init_device), run as the worker calls it.
     _case("bf16-pre-ampere/trips", "pitfall.bf16-on-pre-ampere-gpu", "0.27.1", f"vllm serve {M} --dtype bfloat16",
           role="trips", gpu="t4"),
@@ -643,6 +648,15 @@ class ParserExit(Exception):
     def __init__(self, message: str, code: object) -> None:
         super().__init__(message)
         self.code = code
+
+
+def _parser_message(printed: str) -> str:
+    """What argparse printed as it exited: its `error:` line and the lines after it (a pydantic error's field and
+    message), joined, without pydantic's link to its docs; else the last line."""
+    lines = [line.strip() for line in printed.splitlines() if line.strip()]
+    start = max((i for i, line in enumerate(lines) if "error:" in line), default=len(lines) - 1)
+    kept = [line for line in lines[max(start, 0) :] if not line.startswith("For further information visit")]
+    return "; ".join(kept)
 
 
 class _Records(logging.Handler):
@@ -730,8 +744,7 @@ def _parse(argv: list[str]) -> Any:
         with contextlib.redirect_stderr(stderr):
             args = parser.parse_args(["serve", *argv])
     except SystemExit as exc:
-        message = [line for line in stderr.getvalue().splitlines() if line.strip()]
-        raise ParserExit(message[-1] if message else f"argparse exited with {exc.code}", exc.code) from None
+        raise ParserExit(_parser_message(stderr.getvalue()) or f"argparse exited with {exc.code}", exc.code) from None
     cmd.validate(args)
     if getattr(args, "model_tag", None) is not None:
         args.model = args.model_tag

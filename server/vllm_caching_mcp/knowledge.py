@@ -474,6 +474,9 @@ class Condition(Frozen):
     kv_role: tuple[str, ...] | None = Field(
         default=None, description="the --kv-transfer-config's kv_role is one of these (kv_producer, kv_consumer, ...)"
     )
+    kv_role_missing: bool | None = Field(
+        default=None, description="--kv-transfer-config names a kv_connector and no kv_role (the shorthand not given)"
+    )
     connector_configured: bool | None = Field(
         default=None, description="any KV connector is in effect (--kv-transfer-config or the offload shorthand)"
     )

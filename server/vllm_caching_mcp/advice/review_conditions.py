@@ -338,6 +338,15 @@ _SHARED_LMCACHE_KEYS = (
 )  # fmt: skip
 
 
+def _kv_role_missing(wanted: bool, asked: Asked) -> Outcome:
+    e = asked.ctx.effective
+    config = e.transfer_config or {}
+    connector = config.get("kv_connector")
+    missing = bool(connector) and config.get("kv_role") is None and not e.offload_shorthand
+    evidence = [Evidence(f"kv_connector {connector} with no kv_role", e.transfer_location)] if missing else []
+    return Outcome(missing is wanted, evidence)
+
+
 def _lmcache_shared_backend(wanted: bool, asked: Asked) -> Outcome:
     e = asked.ctx.effective
     env_names = {f"LMCACHE_{key.upper()}" for key in _SHARED_LMCACHE_KEYS}
@@ -1019,6 +1028,7 @@ EVALUATORS: dict[str, Callable[[Any, Asked], Outcome]] = {
     "env_differs": lambda name, asked: _env_differs(asked.ctx, name),
     "connector": _connector,
     "kv_role": _kv_role,
+    "kv_role_missing": _kv_role_missing,
     "lmcache_shared_backend": _lmcache_shared_backend,
     "connector_hma": lambda support, asked: _connector_hma(support, asked.ctx),
     "connector_unavailable": lambda skipped, asked: _connector_unavailable(skipped, asked.ctx),
