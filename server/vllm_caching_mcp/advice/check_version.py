@@ -14,7 +14,7 @@ import itertools
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr
 
 from ..knowledge import Connector, Gated, Knowledge, Metric, Setting, Status, normalize_name, ranged_at
 from ..safe_text import join_lines
@@ -93,6 +93,18 @@ _LATER_IN_BRIEF = 1
 _SOURCES_IN_BRIEF = 3
 
 
+# The text carries the first sentence of an entry's summary (what it is), this long at most; the whole summary is in
+# the structured content.
+_SUMMARY_IN_TEXT = 280
+
+
+def _first_sentence(text: str) -> str:
+    flat = " ".join(text.split())
+    match = re.search(r"(?<=[a-z0-9)'\"])\.(?= [A-Z])", flat)
+    first = flat[: match.end()] if match else flat
+    return first if len(first) <= _SUMMARY_IN_TEXT else first[: _SUMMARY_IN_TEXT - 1].rstrip() + "…"
+
+
 class EntryStatus(BaseModel):
     """One entry's state in the release asked about."""
 
@@ -127,6 +139,13 @@ class EntryStatus(BaseModel):
     sources_left_out: int = Field(
         default=0, description="sources of the entry and of its changes not listed here (detail: full lists them)"
     )
+    # How much the text repeats of what the structured content holds: 0 the first sentence of `summary` and each
+    # change whole, 1 no summary, 2 each change's first sentence only, 3 not the change in force either (a brief
+    # answer short of room).
+    _text_level: int = PrivateAttr(default=0)
+
+    def _change_text(self, summary: str) -> str:
+        return _first_sentence(summary) if self._text_level >= 2 else summary
 
     def in_brief(
         self, in_force: bool = True, later_changes: int = _LATER_IN_BRIEF, sources: int = _SOURCES_IN_BRIEF
@@ -151,8 +170,11 @@ class EntryStatus(BaseModel):
         )
 
     def details(self) -> list[str]:
-        """The facts behind the one-sentence answer, one per line."""
-        lines = []
+        """The facts behind the one-sentence answer, one per line: what it is, the change in force, its default."""
+        lines = [_first_sentence(self.summary)] if self.summary and self._text_level == 0 else []
+        lines += [
+            f"since {c.version}: {self._change_text(c.summary)}" for c in self.changes_so_far if self._text_level < 3
+        ]
         if self.default is not None or self.default_note:
             note = f" ({self.default_note})" if self.default_note else ""
             lines.append(f"default in {self.version}: {self.default!r}{note}")
@@ -173,7 +195,7 @@ class EntryStatus(BaseModel):
             lines.append(f"supports the hybrid KV cache manager (HMA): {self.hma_support}")
         if self.requires:
             lines.append(f"requires: {', '.join(self.requires)}")
-        lines += [f"later, {c.version}: {c.summary}" for c in self.later_changes]
+        lines += [f"later, {c.version}: {self._change_text(c.summary)}" for c in self.later_changes]
         if self.changes_left_out:
             changes = "change" if self.changes_left_out == 1 else "changes"
             lines.append(f"{self.changes_left_out} {changes} of other releases not listed (detail: full lists them)")
@@ -296,6 +318,8 @@ class CheckVersionResult(Result):
                 lines.append(f"  default in {s.version}: {s.default}{changed}")
             if s.parse is not None:
                 lines.append(f"  read as: {s.parse}")
+            if s.siblings:
+                lines.append(f"  beside it in {s.owner} {s.version} (default): {', '.join(s.siblings)}")
             lines.append(f"  source: {', '.join(s.sources)}")
         if self.schema_matches_left_out:
             lines.append(
@@ -599,7 +623,9 @@ def _fit_brief(result: CheckVersionResult, asked: str) -> None:
     """Within `BRIEF_BYTES`: the tracked entries stay, and the first schema reading when it is spelled as asked
     and no tracked entry is (or nothing is tracked); the schema's further readings of the name (the same key
     read by another connector or by LMCache) are counted instead, then a second tracked entry keeps neither
-    its changes nor more than its first source, then the first entry cites one source."""
+    its changes nor more than its first source, then the first entry cites one source, then the text leaves to the
+    structured content what each entry is (its summary), then all but the first sentence of each change, then the
+    change in force."""
     # a schema reading spelled as asked (enable_prefix_caching, a CacheConfig field) is what was asked for
     result.schema_matches.sort(key=lambda m: m.name != asked)
     spelled = any(m.name == asked for m in result.matches)
@@ -611,6 +637,11 @@ def _fit_brief(result: CheckVersionResult, asked: str) -> None:
         result.matches[1:] = [m.in_brief(in_force=False, later_changes=0, sources=1) for m in result.matches[1:]]
     if result.matches and _wire_bytes(result) > BRIEF_BYTES:
         result.matches[0] = result.matches[0].in_brief(sources=1)
+    for level in (1, 2, 3):  # what each entry is, then its changes beyond their first sentence: structured only
+        for match in result.matches:
+            if _wire_bytes(result) <= BRIEF_BYTES:
+                return
+            match._text_level = level
 
 
 def _about_lmcache_alone(result: CheckVersionResult) -> bool:

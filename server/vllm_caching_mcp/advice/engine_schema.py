@@ -79,6 +79,11 @@ class SchemaMatch(BaseModel):
     env_name: str | None = Field(default=None, description="LMCache: the LMCACHE_* variable that sets the key")
     if_set: str | None = Field(default=None, description="what the engine does when it is set in this release")
     instead: str | None = None
+    siblings: list[str] = Field(
+        default_factory=list,
+        description="a config field's: the class's other fields in this release with their defaults (and where a "
+        "default changes later), the settings that come with it",
+    )
     sources: list[str]
 
 
@@ -563,8 +568,28 @@ def _match(
         env_name=LMCACHE_ENV_PREFIX + name.upper() if package == "lmcache" else None,
         if_set=if_set,
         instead=shown.at("maps_to", asked) if kind == "lmcache_alias" else None,
+        siblings=_siblings(schema, shown, asked) if kind == "config_field" and status == "available" else [],
         sources=[shown.source],
     )
+
+
+# A class with more fields than this lists the first ones and says how many more.
+_MAX_SIBLINGS = 10
+
+
+def _siblings(schema: EngineSchema, entry: SchemaEntry, version: Version) -> list[str]:
+    """The other fields of ``entry``'s class in ``version``: name, default, and a later default's release."""
+    shown = []
+    for other in schema.config_fields:
+        if other.config != entry.config or other.name == entry.name or not other.holds_at(version):
+            continue
+        default = other.at("default", version)
+        later = [c for c in other.default if c.since > version] if isinstance(other.default, tuple) else []
+        moved = f" ({later[0].since}: {later[0].value})" if later else ""
+        shown.append(f"{other.name} {default}{moved}")
+    if len(shown) > _MAX_SIBLINGS:
+        shown = [*shown[:_MAX_SIBLINGS], f"and {len(shown) - _MAX_SIBLINGS} more"]
+    return shown
 
 
 def _if_set(
