@@ -232,8 +232,24 @@ def _plan_in_kv_cache_utils(
             kv_cache_utils._check_enough_kv_cache_memory = check
     config = configs[worker]
     tensor_bytes = _allocation_bytes(config.kv_cache_tensors)
-    pool_block_bytes = _call_with_config(kv_cache_utils._pool_bytes_per_block, vllm_config, config.kv_cache_groups)
+    if hasattr(kv_cache_utils, "_pool_bytes_per_block"):
+        pool_block_bytes = _call_with_config(kv_cache_utils._pool_bytes_per_block, vllm_config, config.kv_cache_groups)
+    else:
+        pool_block_bytes = _pool_bytes_per_block_before_0_20(config.kv_cache_groups)
     return configs, refusal, tensor_bytes, int(pool_block_bytes)
+
+
+def _pool_bytes_per_block_before_0_20(groups: list[Any]) -> int:
+    """Before 0.20.0 vLLM has no function for it; what its get_kv_cache_config_from_groups divides the memory by:
+    one spec's page for UniformTypeKVCacheSpecs (each layer its own tensor), else the groups' one page size times
+    the largest group, the layers that share each pool tensor (vllm/v1/core/kv_cache_utils.py, 0.19.1:1106-1140)."""
+    from vllm.v1.core import kv_cache_utils
+    from vllm.v1.kv_cache_interface import UniformTypeKVCacheSpecs
+
+    if len(groups) == 1 and isinstance(groups[0].kv_cache_spec, UniformTypeKVCacheSpecs):
+        return int(groups[0].kv_cache_spec.page_size_bytes)
+    page_size = kv_cache_utils.get_uniform_page_size([group.kv_cache_spec for group in groups])
+    return int(page_size) * max(len(group.layer_names) for group in groups)
 
 
 def _allocation_bytes(tensors: list[Any]) -> int:

@@ -267,7 +267,26 @@ def _install_platform(gpu: dict[str, Any]) -> Any:
     platform = StandInCudaPlatform()
     platforms._current_platform = platform
     _install_device_queries(gpu)
+    _count_devices_as_the_platform(platform)
     return platform
+
+
+def _count_devices_as_the_platform(platform: Any) -> None:
+    """Before 0.20.0 ParallelConfig counts the node's GPUs with vllm.utils.torch_utils.cuda_device_count_stateless,
+    which asks the driver (0 here), where later releases ask current_platform.device_count(): where the release's
+    ParallelConfig does, that function answers the stand-in's count, for every module that imported it."""
+    import importlib
+
+    parallel = importlib.import_module("vllm.config.parallel")
+    if not hasattr(parallel, "cuda_device_count_stateless"):
+        return
+
+    def stand_in_count() -> int:
+        return int(platform.device_count())
+
+    for name, module in list(sys.modules.items()):
+        if name.startswith("vllm") and hasattr(module, "cuda_device_count_stateless"):
+            module.cuda_device_count_stateless = stand_in_count
 
 
 @dataclasses.dataclass(frozen=True)

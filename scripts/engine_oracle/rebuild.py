@@ -39,8 +39,8 @@ REPO = HERE.parents[1]
 # prefill checkpoint field (engine.mamba-align-mode), 0.31.0 the last before Mamba2's checkpoint block, 0.23.0
 # the first whose lmcache shorthand selects LMCacheMPConnector, 0.25.1 the last before Model Runner V2's wide default.
 RELEASES = (
-    "0.20.2", "0.21.0", "0.22.1", "0.23.0", "0.24.0", "0.25.0", "0.25.1", "0.26.0", "0.27.1", "0.28.0", "0.29.0",
-    "0.30.0", "0.31.0", "0.32.0", "0.33.0", "0.34.0",
+    "0.19.1", "0.20.2", "0.21.0", "0.22.1", "0.23.0", "0.24.0", "0.25.0", "0.25.1", "0.26.0", "0.27.1", "0.28.0",
+    "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0", "0.34.0",
 )  # fmt: skip
 # rules.py also has cases for a release outside the golden files (the native shorthand before 0.14).
 RULE_RELEASES = (*RELEASES, "0.13.0")
