@@ -65,3 +65,23 @@ def test_only_a_unit_with_a_service_that_starts_a_command_is_one() -> None:
     assert not is_unit("[Unit]\nDescription=x\n[Timer]\nOnCalendar=daily\n")
     assert not is_unit("ExecStart=vllm serve m\n")  # no [Service] section
     assert "always" in RESTART_VALUES and "unless-stopped" not in RESTART_VALUES
+
+
+def test_a_unit_a_script_writes_is_read_and_the_script_around_it_too() -> None:
+    script = """#!/bin/bash
+apt-get install -y nfs-common=1:2.6.1
+cat <<END > /etc/systemd/system/vllm.service
+[Unit]
+Description=vLLM
+[Service]
+Environment=HF_HOME=/models
+ExecStart=/bin/bash -c "/opt/venv/bin/vllm serve Qwen/Qwen3-8B --port 8001"
+Restart=yes
+END
+systemctl enable --now vllm
+vllm serve Qwen/Qwen3-0.6B --port 8002 &
+"""
+    deployment = read(("user_data.sh", script))
+    assert sorted(flags(w)["--port"] for w in deployment.workloads) == ["8001", "8002"]
+    [hit] = [f for f in review(("user_data.sh", script)).findings if f.rule_id == "pitfall.systemd-restart-ignored"]
+    assert hit.location.line == 9

@@ -1,4 +1,4 @@
-"""A systemd unit that starts vLLM, read as the shell text it amounts to.
+"""A systemd unit that starts vLLM, read as the shell text it amounts to (a unit file, or one a script writes).
 
 systemd runs each ExecStartPre=, ExecStart= and ExecStartPost= line as a command (no shell: `$VAR` and
 `${VAR}` come from Environment=), with backslash-newline continuations, after the variables of every
@@ -30,16 +30,28 @@ def is_unit(text: str) -> bool:
     return _SERVICE.search(text) is not None and re.search(r"^[ \t]*ExecStart[ \t]*=", text, re.MULTILINE) is not None
 
 
+# A line of a unit: `Key=value`, a comment, or blank; any other line (a heredoc's terminator, the script's next
+# command) ends a unit a script writes.
+_UNIT_LINE = re.compile(r"^\s*(?:[A-Za-z][A-Za-z0-9]*\s*=|[#;]|$)")
+
+
 def unit_as_shell(text: str, file: str) -> tuple[str, list[HygieneIssue]]:
-    """The unit as shell text of as many lines, and what it sets wrong (a Restart= systemd ignores)."""
+    """The text as shell text of as many lines, each unit in it (the whole file, or a unit a script writes with a
+    heredoc) as the commands it starts, and what the units set wrong (a Restart= systemd ignores)."""
     out: list[str] = []
     issues: list[HygieneIssue] = []
-    section, continued = "", False
+    section, continued, in_unit = "", False, False
     for number, line in enumerate(text.splitlines(), 1):
         kept = ""
+        header = _SECTION.match(line)
+        if not continued and header is None and (not in_unit or _UNIT_LINE.match(line) is None):
+            in_unit = False
+            out.append(line)  # the script around the unit
+            continue
+        in_unit = True
         if continued:
             kept = line
-        elif (header := _SECTION.match(line)) is not None:
+        elif header is not None:
             section = header.group(1)
         elif section == "Service" and (start := _EXEC.match(line)) is not None:
             kept = start.group(1) + " " * (len(start.group(0)) - len(start.group(1))) + line[start.end() :]
