@@ -867,3 +867,37 @@ def test_an_internal_load_balancer_is_not_judged() -> None:
         "  name: vllm\n  annotations: {networking.gke.io/load-balancer-type: Internal}\nspec:\n  type: LoadBalancer\n",
     )
     assert not hits(review(("vllm.yaml", deployment() + internal)), EXPOSED)
+
+
+def test_a_service_port_that_reaches_nothing_in_the_pod_is_found_beside_one_that_does() -> None:
+    """A Service with the API port and a metrics port 8080: vLLM serves /metrics on its API port, so 8080 is dead."""
+    text = """apiVersion: apps/v1
+kind: Deployment
+metadata: {name: llm}
+spec:
+  selector: {matchLabels: {app: llm}}
+  template:
+    metadata: {labels: {app: llm}}
+    spec:
+      containers:
+        - name: vllm
+          image: vllm/vllm-openai:v0.11.0
+          args: [--model, m, --port, "8000"]
+          resources: {limits: {nvidia.com/gpu: 1}}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: llm}
+spec:
+  selector: {app: llm}
+  ports:
+    - {name: serve, port: 8000, targetPort: 8000}
+    - {name: metrics, port: 8080, targetPort: 8080}
+"""
+    hits = [f for f in review(("deploy.yaml", text)).findings if f.rule_id == "pitfall.server-port-not-reached"]
+    assert [h.location.line for h in hits] == [22] and "targetPort 8080, where nothing of the pod listens" in hits[
+        0
+    ].message
+    exporter = "        - {name: exporter, image: prom/statsd-exporter:v0.28.0, ports: [{containerPort: 8080}]}\n"
+    served = text.replace("---\n", exporter + "---\n", 1)  # a sidecar that serves 8080
+    assert "pitfall.server-port-not-reached" not in {f.rule_id for f in review(("deploy.yaml", served)).findings}

@@ -264,12 +264,21 @@ def selecting_services(deployment: Deployment, workload: Workload) -> list[Servi
 def _service_mismatch(
     service: ServiceSpec, listen: Listen, who: str, pod_ports: list[PortRef], reached: set[int]
 ) -> list[Hit]:
-    """A Service none of whose ports reaches the server (the port it listens on, or another port of its pod)."""
+    """A Service none of whose ports reaches the server (the port it listens on, or another port of its pod), or
+    one of whose numbered ports reaches nothing there (a metrics port on 8080 where vLLM serves /metrics on 8000)."""
     if not service.targets:
         return []
     resolved = [(t, _resolve(t, pod_ports)) for t in service.targets]
     if any(n == listen.port or (n is not None and n in reached) for _, n in resolved):
-        return []
+        return [
+            Hit(
+                f"Service {service.name} sends to {target.what} {number}, where nothing of the pod listens: {who} "
+                f"listens on {listen.said()}",
+                target.location,
+            )
+            for target, number in resolved
+            if number is not None and number != listen.port and number not in reached
+        ]
     target, number = resolved[0]
     if number is None:
         text = f"Service {service.name} sends to {target.what} {target.name!r}, which no container of the pod names"
