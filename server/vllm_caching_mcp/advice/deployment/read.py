@@ -314,9 +314,9 @@ def parse_documents(documents: list[Document], knowledge: Knowledge) -> Deployme
             "no vLLM server found: give a `vllm serve` or `python -m vllm.entrypoints.openai.api_server` line, a "
             "`docker run` of a vLLM image, a docker-compose file, Kubernetes manifests (a RayService, KServe, "
             "production-stack's VLLMRuntime too), a kustomization, Helm values, a SkyPilot task, a Ray Serve config, "
-            "a Truss config, Python that starts it (a Modal app, a BentoML service), an LMCache config YAML, a "
-            "`vllm serve --config` file, or any YAML (values of any chart, a custom resource, a Terraform heredoc) "
-            "that holds `vllm serve` options or a command that runs it",
+            "a Truss config, Python that starts it (a Modal app, a BentoML service), a systemd unit, an LMCache config "
+            "YAML, a `vllm serve --config` file, or any YAML (values of any chart, a custom resource, a Terraform "
+            "heredoc) that holds `vllm serve` options or a command that runs it",
         )
     if not deployment.workloads and deployment.lmcache_configs:
         deployment.workloads.append(
