@@ -901,3 +901,53 @@ spec:
     exporter = "        - {name: exporter, image: prom/statsd-exporter:v0.28.0, ports: [{containerPort: 8080}]}\n"
     served = text.replace("---\n", exporter + "---\n", 1)  # a sidecar that serves 8080
     assert "pitfall.server-port-not-reached" not in {f.rule_id for f in review(("deploy.yaml", served)).findings}
+
+
+INGRESSED = """apiVersion: apps/v1
+kind: Deployment
+metadata: {name: llm}
+spec:
+  selector: {matchLabels: {app: llm}}
+  template:
+    metadata: {labels: {app: llm}}
+    spec:
+      containers:
+        - name: vllm
+          image: vllm/vllm-openai:v0.11.0
+          args: [--model, m]
+          resources: {limits: {nvidia.com/gpu: 1}}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: llm-svc}
+spec:
+  selector: {app: llm}
+  ports: [{name: http, port: 8000, targetPort: 8000}]
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: llm}
+spec:
+  rules:
+    - http:
+        paths:
+          - path: /
+            pathType: Prefix
+            backend:
+              service:
+                name: llm
+                port: {number: 8000}
+"""
+
+
+def test_an_ingress_to_a_service_the_files_do_not_define_is_found() -> None:
+    [hit] = [f for f in review(("deploy.yaml", INGRESSED)).findings if f.rule_id == "pitfall.ingress-backend-missing"]
+    assert hit.location.line == 33 and "Service 'llm', which the files do not define" in hit.message
+    assert "llm-svc" in hit.message
+    fixed = INGRESSED.replace("name: llm\n                port", "name: llm-svc\n                port")
+    assert "pitfall.ingress-backend-missing" not in {f.rule_id for f in review(("deploy.yaml", fixed)).findings}
+    wrong_port = fixed.replace("port: {number: 8000}", "port: {number: 80}")
+    [port] = [f for f in review(("deploy.yaml", wrong_port)).findings if f.rule_id == "pitfall.ingress-backend-missing"]
+    assert "port 80 of Service llm-svc, which has none" in port.message
+    by_name = fixed.replace("port: {number: 8000}", "port: {name: http}")
+    assert "pitfall.ingress-backend-missing" not in {f.rule_id for f in review(("deploy.yaml", by_name)).findings}

@@ -595,6 +595,7 @@ class Condition(Frozen):
     graph: (
         Literal[
             "exposed-without-key",
+            "ingress-backend-missing",
             "port-mismatch",
             "no-gpu",
             "gpus-fewer-than-ranks",

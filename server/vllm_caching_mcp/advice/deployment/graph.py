@@ -678,7 +678,44 @@ def exposed_without_key(graph: Graph) -> list[Hit]:
     ]
 
 
+def ingress_backend_missing(graph: Graph) -> list[Hit]:
+    """The Ingresses of the files that route to a Service the files do not define, or to a port of a Service that
+    selects this server which that Service does not expose; judged only where a Service of the files selects the
+    server's pod (so its Services are among the files)."""
+    w, d = graph.workload, graph.deployment
+    selecting = selecting_services(d, w)
+    if not selecting:
+        return []
+    ours = {s.name: s for s in selecting}
+    hits = []
+    for backend in d.ingress_backends:
+        if backend.namespace != w.namespace and None not in (backend.namespace, w.namespace):
+            continue
+        if backend.service not in d.services:
+            shown = ", ".join(sorted(ours))
+            text = (
+                f"Ingress {backend.ingress} routes to Service {backend.service!r}, which the files do not define (the "
+                f"Service selecting this server is {shown}): the controller has no endpoints to send to"
+            )
+            hits.append(Hit(text, backend.location))
+        elif backend.service in ours and backend.port is not None:
+            service = ours[backend.service]
+            wanted = backend.port
+            exposed = [
+                p
+                for p in service.ports
+                if (wanted.number is not None and wanted.number == p.number)
+                or (wanted.name is not None and wanted.name == p.name)
+            ]
+            if service.ports and not exposed:
+                port = backend.port.number if backend.port.number is not None else repr(backend.port.name)
+                text = f"Ingress {backend.ingress} routes to port {port} of Service {backend.service}, which has none"
+                hits.append(Hit(text, backend.location))
+    return hits
+
+
 CHECKS: dict[str, Callable[[Graph], list[Hit]]] = {
+    "ingress-backend-missing": ingress_backend_missing,
     "exposed-without-key": exposed_without_key,
     "port-mismatch": port_mismatches,
     "no-gpu": gpus_missing,

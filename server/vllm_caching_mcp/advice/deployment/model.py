@@ -155,6 +155,16 @@ class PortRef(BaseModel):
     location: Location
 
 
+class IngressBackend(BaseModel):
+    """A Service an Ingress sends a path (or its default backend) to."""
+
+    ingress: str
+    service: str
+    port: PortRef | None = Field(default=None, description="port.number or port.name of the backend")
+    namespace: str | None = None
+    location: Location
+
+
 class ServiceSpec(BaseModel):
     """A Kubernetes Service: the pods it selects and the ports it sends to (targetPort, or port)."""
 
@@ -355,6 +365,9 @@ class Deployment(BaseModel):
         default_factory=list, description="hygiene problems of a file as a whole (a duplicate key), for its workloads"
     )
     service_specs: list[ServiceSpec] = Field(default_factory=list, description="the Services, as they select pods")
+    ingress_backends: list[IngressBackend] = Field(
+        default_factory=list, description="the Services the Ingresses of the files route to"
+    )
     pod_ports: dict[str, list[PortRef]] = Field(
         default_factory=dict, description="the ports every container of each pod declares (Workload.pod keys)"
     )

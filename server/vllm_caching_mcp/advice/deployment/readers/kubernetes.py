@@ -46,6 +46,7 @@ from ..model import (
     Document,
     EnvUse,
     HygieneIssue,
+    IngressBackend,
     Location,
     PortRef,
     ProxyLaunch,
@@ -188,6 +189,8 @@ def _parse_kubernetes(doc: Document, objects: list[Located], reading: Reading) -
         if kind == "Service":
             deployment.services.append(name)
             deployment.service_specs.append(_service_spec(doc, obj, name))
+        if kind == "Ingress":
+            deployment.ingress_backends += _ingress_backends(doc, obj, name)
         served: set[int] = set()  # ids of the containers that run vLLM
         own_hygiene: set[int] = set()  # ids of the containers read as LMCache servers
         pods = _pod_specs(doc, obj, deployment.notes)
@@ -519,6 +522,34 @@ def declared_ports(doc: Document, container: Located) -> list[PortRef]:
     return found
 
 
+def _ingress_backends(doc: Document, ingress: Located, name: str) -> list[IngressBackend]:
+    """The Services an Ingress (networking.k8s.io/v1) routes to: its defaultBackend and each rule's paths."""
+    spec = ingress.get("spec")
+    if spec is None:
+        return []
+    backends = [spec.get("defaultBackend")]
+    for rule in spec.each("rules"):
+        http = rule.get("http")
+        backends += [path.get("backend") for path in (http.each("paths") if http is not None else [])]
+    found = []
+    for backend in backends:
+        service = backend.get("service") if backend is not None else None
+        if service is None or service.get("name") is None:
+            continue
+        port = service.get("port")
+        number_or_name = port.get("number") or port.get("name") if port is not None else None
+        found.append(
+            IngressBackend(
+                ingress=name,
+                service=text_of(service.get("name")),
+                port=port_ref(doc, "port", number_or_name) if number_or_name is not None else None,
+                namespace=_namespace(ingress),
+                location=node_location(doc, service.get("name")),
+            )
+        )
+    return found
+
+
 def _service_spec(doc: Document, service: Located, name: str) -> ServiceSpec:
     """A Service's selector and the port each of its ports sends to (targetPort, else port)."""
     spec = service.get("spec")
@@ -531,7 +562,8 @@ def _service_spec(doc: Document, service: Located, name: str) -> ServiceSpec:
     ports, targets = [], []
     for item in spec.each("ports") if spec is not None else []:
         if item.get("port") is not None:
-            ports.append(port_ref(doc, "port", item.get("port")))
+            named = text_of(item.get("name")) if item.get("name") is not None else None
+            ports.append(port_ref(doc, "port", item.get("port")).model_copy(update={"name": named}))
         target = item.get("targetPort") or item.get("port")
         if target is not None:
             targets.append(port_ref(doc, "targetPort" if item.get("targetPort") else "port", target))
